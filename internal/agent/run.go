@@ -1,0 +1,208 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/proc"
+)
+
+// MaxLineBytes bounds one line of agent output held in memory. Longer lines
+// are cut (the raw log still receives every byte), so an agent that floods
+// output without newlines cannot exhaust ralph's memory.
+const MaxLineBytes = 1 << 20
+
+// Invocation is one headless agent run.
+type Invocation struct {
+	Spec       Spec
+	Prompt     string
+	PromptFile string // where Prompt was written; substituted for {prompt}
+	Dir        string
+	Log        io.Writer // raw stdout and stderr, every byte
+	Display    io.Writer // human-readable progress for the terminal
+	Timeout    time.Duration
+	// IdleTimeout ends a run that prints nothing for this long.
+	IdleTimeout time.Duration
+}
+
+// Outcome is what a headless run produced.
+type Outcome struct {
+	proc.Outcome
+	Result      Result
+	OutputBytes int64
+}
+
+// Argv returns argv with {prompt} replaced and whether the prompt must go on
+// stdin (no element named the file).
+func Argv(argv []string, promptFile string) ([]string, bool) {
+	out := make([]string, len(argv))
+	usesFile := false
+	for i, a := range argv {
+		if strings.Contains(a, PromptPlaceholder) {
+			usesFile = true
+			a = strings.ReplaceAll(a, PromptPlaceholder, promptFile)
+		}
+		out[i] = a
+	}
+	return out, !usesFile
+}
+
+// Env returns the environment for an agent: ralph's own, minus variables
+// that make nested agent CLIs misbehave.
+func Env() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		strip := false
+		for _, s := range stripEnv {
+			if name == s {
+				strip = true
+				break
+			}
+		}
+		if !strip {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// Run runs the agent headless: the prompt goes on stdin (or in the file),
+// stdout is parsed line by line as it streams, and the whole process group
+// is killed on timeout or when ctx is cancelled.
+func Run(ctx context.Context, inv Invocation) (Outcome, error) {
+	argv, useStdin := Argv(inv.Spec.Headless, inv.PromptFile)
+	if err := CheckInstalled(inv.Spec, argv); err != nil {
+		return Outcome{Outcome: proc.Outcome{ExitCode: -1, NotFound: true}}, err
+	}
+	parser := NewParser(inv.Spec.Format, inv.Prompt)
+	var mu sync.Mutex // the log and the display are shared by stdout and stderr
+	logw := inv.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	display := inv.Display
+	if display == nil {
+		display = io.Discard
+	}
+	var total int64
+	logRaw := func(b []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		total += int64(len(b))
+		logw.Write(b)
+	}
+	stdout := &lineWriter{max: MaxLineBytes, raw: logRaw, line: func(line []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if text := parser.Line(line); text != "" {
+			io.WriteString(display, text)
+			if !strings.HasSuffix(text, "\n") {
+				io.WriteString(display, "\n")
+			}
+		}
+	}}
+	stderr := &lineWriter{max: MaxLineBytes, raw: logRaw, line: func(line []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(bytes.TrimSpace(line)) > 0 {
+			io.WriteString(display, "  │ ")
+			display.Write(line)
+			io.WriteString(display, "\n")
+		}
+	}}
+	spec := proc.Spec{
+		Args:        argv,
+		Dir:         inv.Dir,
+		Env:         Env(),
+		Stdout:      stdout,
+		Stderr:      stderr,
+		Timeout:     inv.Timeout,
+		IdleTimeout: inv.IdleTimeout,
+	}
+	if useStdin {
+		spec.Stdin = strings.NewReader(inv.Prompt)
+	}
+	out, err := proc.Run(ctx, spec)
+	stdout.Flush()
+	stderr.Flush()
+	return Outcome{Outcome: out, Result: parser.Result(), OutputBytes: total}, err
+}
+
+// RunInteractive runs the agent's interactive argv attached to the
+// terminal. It is not put in its own process group: a background process
+// group may not read the terminal. Cancelling ctx still ends it.
+func RunInteractive(ctx context.Context, s Spec, promptFile, prompt, dir string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	argv, useStdin := Argv(s.Interactive, promptFile)
+	if err := CheckInstalled(s, argv); err != nil {
+		return -1, err
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = Env()
+	cmd.Stdin = stdin
+	if useStdin {
+		cmd.Stdin = strings.NewReader(prompt)
+	}
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), nil
+	}
+	if err != nil {
+		return -1, err
+	}
+	return 0, nil
+}
+
+// lineWriter passes every byte to raw as it arrives (so the log is complete
+// and in order) and complete lines to line. A line longer than max is cut
+// to its first max bytes, which bounds memory however an agent floods.
+type lineWriter struct {
+	max  int
+	buf  []byte
+	raw  func([]byte)
+	line func([]byte)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	w.raw(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
+			p = p[i+1:]
+		} else {
+			p = nil
+		}
+		if room := w.max - len(w.buf); room > 0 {
+			if len(chunk) > room {
+				chunk = chunk[:room]
+			}
+			w.buf = append(w.buf, chunk...)
+		}
+		if i >= 0 {
+			w.Flush()
+		}
+	}
+	return n, nil
+}
+
+// Flush emits the pending line, if any.
+func (w *lineWriter) Flush() {
+	if len(w.buf) == 0 {
+		return
+	}
+	w.line(bytes.TrimRight(w.buf, "\r"))
+	w.buf = w.buf[:0]
+}

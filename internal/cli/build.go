@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/spf13/cobra"
+)
+
+// BuildOptions holds the flags and arguments of `ralph build` and
+// `ralph plan`.
+type BuildOptions struct {
+	Env           *Env
+	MaxIterations int // 0: from config
+	Agent         string
+	PRD           string
+	NoCommit      bool
+}
+
+func newBuildCmd(env *Env, runF func(*BuildOptions) error) *cobra.Command {
+	opts := &BuildOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "build [N]",
+		Short: "Implement the PRD's stories, one fresh agent per iteration, at most N iterations",
+		Long: `Run build iterations. Each one takes the first unchecked story of the PRD,
+renders it into the build prompt, runs the agent headless, and then checks
+the agent's claim: the story counts as done only when the agent exited
+cleanly, the PRD shows it checked and every configured check passes.
+A story that fails its checks is reopened and retried with the failure
+output in the next prompt.
+
+The run ends when every story is checked (exit 0), after N iterations with
+work left (exit 4), or on Ctrl+C (exit 130). N defaults to max_iterations
+in .ralph/config.toml.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := parseIterations(args, 0)
+			if err != nil {
+				return err
+			}
+			opts.MaxIterations = n
+			if runF != nil {
+				return runF(opts)
+			}
+			return runBuild(cmd, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run: codex, claude, droid, opencode, gemini, amp, cursor-agent, copilot or one from config")
+	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
+	cmd.Flags().BoolVar(&opts.NoCommit, "no-commit", false, "tell the agent not to commit and do not warn about uncommitted changes")
+	return cmd
+}
+
+func newPlanCmd(env *Env, runF func(*BuildOptions) error) *cobra.Command {
+	opts := &BuildOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "plan [N]",
+		Short: "Write or refine .ralph/IMPLEMENTATION_PLAN.md in read-only agent iterations",
+		Long: `Run planning iterations: the agent reads the PRD, the guardrails and the
+code and writes the implementation plan, grouped by story. Planning is
+read-only: an iteration that changes any file other than the plan is
+recorded as an error in errors.log and the run summary, and stops the run.
+N defaults to max_iterations under [plan] in .ralph/config.toml (1).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := parseIterations(args, 0)
+			if err != nil {
+				return err
+			}
+			opts.MaxIterations = n
+			if runF != nil {
+				return runF(opts)
+			}
+			return runPlan(cmd, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run (see ralph build --help)")
+	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
+	return cmd
+}
+
+// loopOptions turns flags and config into the loop's options. Flags win
+// over config.
+func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSetup, error) {
+	env := opts.Env
+	ws, cfg, err := openWorkspace(cmd.Context(), env)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := resolveAgent(env, cfg, opts.Agent)
+	if err != nil {
+		return nil, err
+	}
+	prd := cfg.Build.PRD
+	if opts.PRD != "" {
+		prd = opts.PRD
+	}
+	max := cfg.Build.MaxIterations
+	if planning {
+		max = cfg.Plan.MaxIterations
+	}
+	if opts.MaxIterations > 0 {
+		max = opts.MaxIterations
+	}
+	if max < 1 {
+		max = 1
+	}
+	return &loopSetup{ws: ws, opts: loop.Options{
+		MaxIterations: max,
+		PRDPath:       ws.Abs(prd),
+		PlanPath:      ws.Abs(cfg.Build.Plan),
+		NoCommit:      opts.NoCommit || cfg.Build.NoCommit,
+		RequirePlan:   cfg.Build.RequirePlan,
+		Agent:         spec,
+		AgentTimeout:  cfg.Agent.Timeout.Duration,
+		Checks:        checksFromConfig(cfg),
+		Out:           env.IO.Out,
+		Now:           env.Now,
+	}}, nil
+}
+
+func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
+	s, err := loopOptions(cmd, opts, false)
+	if err != nil {
+		return err
+	}
+	rep, err := loop.Build(cmd.Context(), s.ws, s.opts)
+	return reportOutcome(opts.Env, s, rep, err)
+}
+
+func runPlan(cmd *cobra.Command, opts *BuildOptions) error {
+	s, err := loopOptions(cmd, opts, true)
+	if err != nil {
+		return err
+	}
+	rep, err := loop.Plan(cmd.Context(), s.ws, s.opts)
+	return reportOutcome(opts.Env, s, rep, err)
+}
+
+// reportOutcome prints where the run's records are and turns the outcome
+// into the documented exit code.
+func reportOutcome(env *Env, s *loopSetup, rep loop.Report, err error) error {
+	if rep.RunID != "" {
+		fmt.Fprintf(env.IO.Out, "run %s: %d iteration(s), %d stories done, %d left; records in %s\n",
+			rep.RunID, rep.Iterations, rep.StoriesDone, rep.StoriesLeft, s.ws.Rel(rep.RunDir))
+	}
+	if err != nil {
+		if errors.Is(err, loop.ErrInterrupted) {
+			return &ExitError{Code: ExitInterrupted, Msg: "interrupted; state is saved, run the command again to go on"}
+		}
+		return err
+	}
+	if rep.Outcome == loop.OutcomeMaxIterations {
+		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("iteration limit reached with %d stories left: run `ralph build` again to go on", rep.StoriesLeft)}
+	}
+	return nil
+}
+
+type loopSetup struct {
+	ws   *workspace.Workspace
+	opts loop.Options
+}

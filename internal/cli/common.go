@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+// openWorkspace finds the repository around the working directory and
+// reads its configuration.
+func openWorkspace(ctx context.Context, env *Env) (*workspace.Workspace, config.Config, error) {
+	wd, err := env.WorkDir()
+	if err != nil {
+		return nil, config.Config{}, err
+	}
+	ws, err := workspace.Open(ctx, wd)
+	if err != nil {
+		return nil, config.Config{}, err
+	}
+	cfg, err := ws.LoadConfig()
+	return ws, cfg, err
+}
+
+// resolveAgent applies the precedence: --agent, then AGENT_CMD, then
+// config, then the default.
+func resolveAgent(env *Env, cfg config.Config, flag string) (agent.Spec, error) {
+	custom := map[string]agent.Custom{}
+	for name, a := range cfg.Agents {
+		custom[name] = agent.Custom{Command: a.Command, Interactive: a.Interactive, Format: a.Format}
+	}
+	spec, _, err := agent.Resolve(agent.Choice{
+		Flag:          flag,
+		Env:           env.Getenv("AGENT_CMD"),
+		ConfigDefault: cfg.Agent.Default,
+		Custom:        custom,
+	})
+	return spec, err
+}
+
+func checksFromConfig(cfg config.Config) []check.Check {
+	out := make([]check.Check, len(cfg.Checks))
+	for i, c := range cfg.Checks {
+		name := c.Name
+		if name == "" {
+			name = c.Run
+		}
+		out[i] = check.Check{Name: name, Kind: c.Kind, Run: c.Run, Timeout: c.Timeout.Duration}
+	}
+	return out
+}
+
+// parseIterations reads the optional [N] argument.
+func parseIterations(args []string, def int) (int, error) {
+	if len(args) == 0 {
+		return def, nil
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil || n < 1 {
+		return 0, usageErrorf("iterations must be a whole number of at least 1, got %q", args[0])
+	}
+	return n, nil
+}

@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/spf13/cobra"
+)
+
+// InitOptions holds the flags of `ralph init`.
+type InitOptions struct {
+	Env *Env
+}
+
+func newInitCmd(env *Env, runF func(*InitOptions) error) *cobra.Command {
+	opts := &InitOptions{Env: env}
+	return &cobra.Command{
+		Use:   "init",
+		Short: "Create .ralph/ with config, progress, guardrails and logs",
+		Long: `Create the .ralph/ folder of this repository: config.toml (with the checks
+detected in the project), progress.md, guardrails.md, errors.log,
+activity.log and a .gitignore for machine state. Existing files are never
+overwritten, so init is safe to run again.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runInit(cmd, opts)
+		},
+	}
+}
+
+func runInit(cmd *cobra.Command, opts *InitOptions) error {
+	env := opts.Env
+	ws, _, err := openWorkspace(cmd.Context(), env)
+	if err != nil {
+		return err
+	}
+	detected := check.Detect(ws.Root)
+	checks := make([]config.CheckConfig, len(detected))
+	for i, c := range detected {
+		t := c.Timeout
+		if t == 0 {
+			t = 10 * time.Minute
+		}
+		checks[i] = config.CheckConfig{Name: c.Name, Kind: c.Kind, Run: c.Run, Timeout: config.Duration{Duration: t}}
+	}
+	created, err := ws.Init(env.Now(), checks)
+	if err != nil {
+		return err
+	}
+	out := env.IO.Out
+	if len(created) == 0 {
+		fmt.Fprintln(out, "ralph: .ralph/ is already set up; nothing changed")
+	}
+	for _, p := range created {
+		fmt.Fprintf(out, "created %s\n", ws.Rel(p))
+	}
+	if len(created) > 0 {
+		if len(detected) == 0 {
+			fmt.Fprintln(out, "no checks detected: add [[checks]] to .ralph/config.toml so ralph can verify stories")
+		}
+		for _, c := range detected {
+			fmt.Fprintf(out, "check detected: %s (%s): %s\n", c.Name, c.Kind, c.Run)
+		}
+		fmt.Fprintln(out, "next: ralph prd \"what you want built\", then ralph plan, then ralph build")
+	}
+	return nil
+}
+
+// noArgs rejects positional arguments as a usage error, so that a flag
+// typed without its dashes is never silently ignored.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("%s takes no arguments, got %q", cmd.CommandPath(), args[0])
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+// Package cli is ralph's command line: the commands, their flags, their
+// human and --json output, and the one place where errors become exit
+// codes.
+//
+// Each command has an options struct, a constructor that binds flags to it,
+// and a run function that tests call directly.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// IO is where a command reads and writes. Tests give it buffers.
+type IO struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+	// InTerminal reports whether In is a terminal a person types into.
+	InTerminal bool
+}
+
+// Env is what commands take from the process environment, injectable so
+// that tests never depend on the machine's.
+type Env struct {
+	IO      IO
+	Getenv  func(string) string
+	WorkDir func() (string, error)
+	Now     func() time.Time
+	// Executable is the path of the running ralph binary; the demo runs
+	// its scripted stand-in agent through it.
+	Executable func() (string, error)
+}
+
+// SystemEnv is the real process environment.
+func SystemEnv() *Env {
+	return &Env{
+		IO:         IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, InTerminal: isTerminal(os.Stdin)},
+		Getenv:     os.Getenv,
+		WorkDir:    os.Getwd,
+		Now:        time.Now,
+		Executable: os.Executable,
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// Main runs ralph with the process's arguments and returns its exit code.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, SystemEnv(), os.Args[1:])
+}
+
+// Run executes one ralph command line and returns the exit code. Errors are
+// printed here, once.
+func Run(ctx context.Context, env *Env, args []string) int {
+	root := NewRootCmd(env)
+	root.SetArgs(args)
+	root.SetIn(env.IO.In)
+	root.SetOut(env.IO.Out)
+	root.SetErr(env.IO.Err)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := exitCode(err)
+	var ee *ExitError
+	if !(errors.As(err, &ee) && ee.Silent) {
+		fmt.Fprintf(env.IO.Err, "ralph: %s\n", err)
+		if code == ExitUsage {
+			fmt.Fprintln(env.IO.Err, "Run 'ralph --help' for usage.")
+		}
+	}
+	return code
+}
+
+// NewRootCmd builds the command tree.
+func NewRootCmd(env *Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ralph",
+		Short: "Run an AI coding agent in a loop until the work is done, verified and committed",
+		Long: `ralph runs an AI coding agent CLI (Codex, Claude Code, opencode, Gemini CLI,
+droid, Amp, Cursor, Copilot or any command) again and again over a PRD, one
+story per fresh agent process, until every story is done and verified.
+Memory lives in files and git, never in the model's context. ralph, not the
+agent, decides what is done: a story counts only when the PRD shows it
+checked and ralph's own checks pass.
+
+Start with 'ralph demo' to watch a whole run with no AI CLI installed.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// A bare `ralph` prints help rather than guessing at a command.
+		Args: cobra.NoArgs,
+	}
+	root.SetHelpTemplate(root.HelpTemplate() + "\n" + exitStatusHelp + "\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &UsageError{Err: err}
+	})
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(
+		newInitCmd(env, nil),
+		newPRDCmd(env, nil),
+		newPlanCmd(env, nil),
+		newBuildCmd(env, nil),
+		newDemoCmd(env, nil),
+		newDemoAgentCmd(env),
+	)
+	for _, c := range root.Commands() {
+		c.SetFlagErrorFunc(root.FlagErrorFunc())
+	}
+	return root
+}

@@ -1,0 +1,172 @@
+// Package config reads and writes .ralph/config.toml.
+//
+// The file is the user's: ralph writes it once at init and afterwards only
+// reads it. Unknown keys are errors, because a misspelt key that is silently
+// ignored is how a loop ends up running 400 iterations instead of 3.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// SchemaVersion is the config format this ralph writes and understands.
+const SchemaVersion = 1
+
+// Duration is a time.Duration written as "30m", "90s" in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q: use a number with a unit, like \"90s\" or \"30m\"", b)
+	}
+	if v < 0 {
+		return fmt.Errorf("invalid duration %q: must not be negative", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration in Go syntax.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Config is the whole of config.toml.
+type Config struct {
+	SchemaVersion int                    `toml:"schema_version"`
+	Agent         AgentSection           `toml:"agent"`
+	Agents        map[string]AgentConfig `toml:"agents"`
+	Build         BuildSection           `toml:"build"`
+	Plan          PlanSection            `toml:"plan"`
+	Checks        []CheckConfig          `toml:"checks"`
+}
+
+// AgentSection chooses the default agent and bounds each of its runs.
+type AgentSection struct {
+	// Default is an agent name: a built-in one or a key of [agents].
+	Default string `toml:"default"`
+	// Timeout bounds one iteration's agent process; 0 means no limit.
+	Timeout Duration `toml:"timeout"`
+}
+
+// AgentConfig defines or overrides an agent. Command and Interactive are
+// argv lists; "{prompt}" in an element is replaced by the path of the
+// rendered prompt file, and without it the prompt goes on stdin.
+type AgentConfig struct {
+	Command     []string `toml:"command"`
+	Interactive []string `toml:"interactive"`
+	Format      string   `toml:"format"`
+}
+
+// BuildSection configures `ralph build`.
+type BuildSection struct {
+	PRD           string `toml:"prd"`
+	Plan          string `toml:"plan"`
+	MaxIterations int    `toml:"max_iterations"`
+	NoCommit      bool   `toml:"no_commit"`
+	// RequirePlan makes build refuse to start without an implementation
+	// plan, as seed 001's build machine does.
+	RequirePlan bool `toml:"require_plan"`
+}
+
+// PlanSection configures `ralph plan`.
+type PlanSection struct {
+	MaxIterations int `toml:"max_iterations"`
+}
+
+// CheckConfig is one verification command that ralph runs itself.
+type CheckConfig struct {
+	Name    string   `toml:"name"`
+	Kind    string   `toml:"kind"`
+	Run     string   `toml:"run"`
+	Timeout Duration `toml:"timeout"`
+}
+
+// Default returns the configuration used when a key is absent.
+func Default() Config {
+	return Config{
+		SchemaVersion: SchemaVersion,
+		Agent:         AgentSection{Default: "codex", Timeout: Duration{30 * time.Minute}},
+		Build: BuildSection{
+			PRD:           ".agents/tasks/prd.md",
+			Plan:          ".ralph/IMPLEMENTATION_PLAN.md",
+			MaxIterations: 25,
+			RequirePlan:   true,
+		},
+		Plan: PlanSection{MaxIterations: 1},
+	}
+}
+
+// Error is a configuration problem that the user must fix in the file.
+type Error struct {
+	Path string
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Path + ": " + e.Msg }
+
+// Load reads path over the defaults. A missing file yields the defaults and
+// no error, so that ralph works in a workspace made before config existed.
+func Load(path string) (Config, error) {
+	cfg := Default()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return cfg, nil
+	}
+	if err != nil {
+		return cfg, err
+	}
+	md, err := toml.NewDecoder(bytes.NewReader(b)).Decode(&cfg)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return cfg, &Error{Path: path, Msg: fmt.Sprintf("line %d, column %d: %s", pe.Position.Line, pe.Position.Col, pe.Message)}
+		}
+		return cfg, &Error{Path: path, Msg: err.Error()}
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		sort.Strings(keys)
+		return cfg, &Error{Path: path, Msg: fmt.Sprintf("unknown key %s: check the spelling against the README's configuration reference", strings.Join(keys, ", "))}
+	}
+	if cfg.SchemaVersion > SchemaVersion {
+		return cfg, &Error{Path: path, Msg: fmt.Sprintf("schema_version %d is newer than this ralph understands (%d): upgrade ralph", cfg.SchemaVersion, SchemaVersion)}
+	}
+	if err := cfg.validate(); err != nil {
+		return cfg, &Error{Path: path, Msg: err.Error()}
+	}
+	return cfg, nil
+}
+
+func (c Config) validate() error {
+	if c.Build.MaxIterations < 0 || c.Plan.MaxIterations < 0 {
+		return errors.New("max_iterations must not be negative")
+	}
+	for name, a := range c.Agents {
+		if len(a.Command) == 0 && len(a.Interactive) == 0 {
+			return fmt.Errorf("[agents.%s] needs command = [\"program\", \"args\"...]", name)
+		}
+	}
+	for i, ch := range c.Checks {
+		if strings.TrimSpace(ch.Run) == "" {
+			return fmt.Errorf("[[checks]] entry %d has no run command", i+1)
+		}
+		switch ch.Kind {
+		case "", "typecheck", "lint", "test", "e2e":
+		default:
+			return fmt.Errorf("[[checks]] %q has kind %q: use typecheck, lint, test or e2e", ch.Name, ch.Kind)
+		}
+	}
+	return nil
+}

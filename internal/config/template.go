@@ -1,0 +1,52 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Template returns the commented config.toml that `ralph init` writes, with
+// the checks detected in the project filled in.
+func Template(checks []CheckConfig) []byte {
+	var b strings.Builder
+	b.WriteString(`# ralph configuration. The README's "Configuration" section lists every key.
+schema_version = 1
+
+[agent]
+# codex, claude, droid, opencode, gemini, amp, cursor-agent, copilot,
+# or the name of an [agents.NAME] table below.
+# Precedence: --agent flag, then the AGENT_CMD environment variable, then this.
+default = "codex"
+# Wall-clock limit for one agent run; its whole process group is killed after it.
+timeout = "30m"
+
+[build]
+prd = ".agents/tasks/prd.md"
+plan = ".ralph/IMPLEMENTATION_PLAN.md"
+max_iterations = 25
+no_commit = false
+# Refuse to build before ` + "`ralph plan`" + ` has written the plan.
+require_plan = true
+
+[plan]
+max_iterations = 1
+
+# A custom agent. "{prompt}" is replaced by the path of the rendered prompt
+# file; without it the prompt is sent on stdin.
+# [agents.mine]
+# command = ["my-agent", "--headless"]
+# interactive = ["my-agent", "--prompt-file", "{prompt}"]
+# format = "plain"   # plain, claude, codex, opencode, gemini, droid, cursor
+
+# Checks ralph runs itself to verify a story (typecheck, lint, test, e2e).
+`)
+	if len(checks) == 0 {
+		b.WriteString("# None were detected; add yours, for example:\n# [[checks]]\n# name = \"unit tests\"\n# kind = \"test\"\n# run = \"make test\"\n# timeout = \"10m\"\n")
+	}
+	for _, c := range checks {
+		fmt.Fprintf(&b, "\n[[checks]]\nname = %s\nkind = %s\nrun = %s\ntimeout = %s\n",
+			strconv.Quote(c.Name), strconv.Quote(c.Kind), strconv.Quote(c.Run), strconv.Quote(c.Timeout.String()))
+	}
+	return []byte(b.String())
+}

@@ -1,0 +1,334 @@
+// Package loop runs the iterations of `ralph build` and `ralph plan`: one
+// fresh agent process per iteration, with ralph, not the agent, deciding
+// what is done.
+//
+// A story counts as done only when the agent exited cleanly, the PRD shows it
+// checked, and every configured check passes when ralph runs it. The run
+// ends successfully only when the PRD itself has no unchecked story left; a
+// completion signal with stories left is recorded as rejected and the loop
+// goes on.
+package loop
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+// Outcome says how a run ended.
+type Outcome string
+
+// Run outcomes. Each maps to one exit code in the cli package.
+const (
+	OutcomeComplete      Outcome = "complete"       // every story done and verified / plan written
+	OutcomeMaxIterations Outcome = "max_iterations" // iteration limit reached with work left
+	OutcomeInterrupted   Outcome = "interrupted"    // Ctrl+C or SIGTERM
+	OutcomeError         Outcome = "error"          // something ralph could not go on from
+)
+
+// Options configures one run.
+type Options struct {
+	MaxIterations int
+	PRDPath       string // absolute
+	PlanPath      string // absolute
+	NoCommit      bool
+	// RequirePlan refuses a build before the plan exists (seed 001).
+	RequirePlan bool
+	Agent         agent.Spec
+	AgentTimeout  time.Duration
+	Checks        []check.Check
+	// Out receives progress lines and the agent's display text.
+	Out io.Writer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+// Report summarises a finished run.
+type Report struct {
+	RunID       string
+	RunDir      string
+	Outcome     Outcome
+	Iterations  int
+	StoriesDone int
+	StoriesLeft int
+	// AgentTime is the sum of the agent processes' wall-clock durations;
+	// the rest of the run's time is ralph's own overhead.
+	AgentTime time.Duration
+	Elapsed   time.Duration
+}
+
+// ErrInterrupted is returned when the run was stopped by the user.
+var ErrInterrupted = errors.New("interrupted")
+
+// RunRecord is runs/<run-id>/run.json.
+type RunRecord struct {
+	SchemaVersion int       `json:"schema_version"`
+	ID            string    `json:"id"`
+	Kind          string    `json:"kind"`
+	Agent         string    `json:"agent"`
+	PRD           string    `json:"prd"`
+	MaxIterations int       `json:"max_iterations"`
+	NoCommit      bool      `json:"no_commit"`
+	StartedAt     time.Time `json:"started_at"`
+	EndedAt       time.Time `json:"ended_at,omitzero"`
+	Iterations    int       `json:"iterations"`
+	Outcome       Outcome   `json:"outcome,omitempty"`
+	Reason        string    `json:"reason,omitempty"`
+	HeadBefore    string    `json:"head_before"`
+	HeadAfter     string    `json:"head_after,omitempty"`
+	StoriesDone   int       `json:"stories_done"`
+	StoriesLeft   int       `json:"stories_left"`
+	AgentMillis   int64     `json:"agent_ms"`
+}
+
+// IterationRecord is runs/<run-id>/iter-N.json: what one iteration did.
+type IterationRecord struct {
+	SchemaVersion    int             `json:"schema_version"`
+	RunID            string          `json:"run_id"`
+	Iteration        int             `json:"iteration"`
+	Kind             string          `json:"kind"`
+	StoryID          string          `json:"story_id,omitempty"`
+	StoryTitle       string          `json:"story_title,omitempty"`
+	Agent            string          `json:"agent"`
+	StartedAt        time.Time       `json:"started_at"`
+	DurationMillis   int64           `json:"duration_ms"`
+	ExitCode         int             `json:"exit_code"`
+	Status           string          `json:"status"`
+	Reason           string          `json:"reason,omitempty"`
+	Signals          []string        `json:"signals,omitempty"`
+	SignalAccepted   bool            `json:"signal_accepted,omitempty"`
+	HeadBefore       string          `json:"head_before"`
+	HeadAfter        string          `json:"head_after"`
+	Commits          []gitx.Commit   `json:"commits"`
+	ChangedFiles     []string        `json:"changed_files"`
+	UncommittedFiles []string        `json:"uncommitted_files"`
+	Checks           []CheckRecord   `json:"checks,omitempty"`
+	Tokens           agent.Usage     `json:"tokens"`
+	FinalMessage     string          `json:"final_message,omitempty"`
+	OutputBytes      int64           `json:"output_bytes"`
+	PromptFile       string          `json:"prompt_file"`
+	LogFile          string          `json:"log_file"`
+}
+
+// CheckRecord is the outcome of one check in an iteration.
+type CheckRecord struct {
+	Name           string `json:"name"`
+	Passed         bool   `json:"passed"`
+	ExitCode       int    `json:"exit_code"`
+	DurationMillis int64  `json:"duration_ms"`
+	TimedOut       bool   `json:"timed_out,omitempty"`
+	Missing        bool   `json:"missing,omitempty"`
+}
+
+// Iteration statuses.
+const (
+	StatusDone         = "done"          // story verified and accepted
+	StatusOpen         = "open"          // agent ran cleanly, story not checked yet
+	StatusVerifyFailed = "verify_failed" // story checked by the agent, checks failed: reopened
+	StatusAgentError   = "agent_error"   // non-zero exit
+	StatusTimeout      = "timeout"       // killed by ralph after the iteration timeout
+	StatusInterrupted  = "interrupted"   // killed because the user interrupted ralph
+	StatusPlanned      = "planned"       // planning iteration that touched only the plan
+	StatusPlanError    = "plan_error"    // planning iteration that touched other files
+)
+
+// run is the state shared by build and plan runs.
+type run struct {
+	ws     *workspace.Workspace
+	opts   Options
+	kind   string
+	id     string
+	dir    string
+	record RunRecord
+	lock   *store.Lock
+	start  time.Time
+	agentT time.Duration
+}
+
+// newRunID returns a sortable id: time of start plus a random suffix so two
+// runs started in the same second do not collide.
+func newRunID(now time.Time) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Options) (*run, error) {
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if _, err := ws.EnsureStateFiles(opts.now()); err != nil {
+		return nil, err
+	}
+	lock, err := store.TryLock(ws.LockPath(), "ralph "+kind)
+	if err != nil {
+		return nil, err
+	}
+	now := opts.now()
+	r := &run{ws: ws, opts: opts, kind: kind, lock: lock, start: now}
+	r.id = newRunID(now)
+	r.dir = filepath.Join(ws.RunsDir(), r.id)
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		lock.Unlock()
+		return nil, err
+	}
+	r.record = RunRecord{
+		SchemaVersion: 1, ID: r.id, Kind: kind, Agent: opts.Agent.Name,
+		PRD: ws.Rel(opts.PRDPath), MaxIterations: opts.MaxIterations, NoCommit: opts.NoCommit,
+		StartedAt: now.UTC(),
+	}
+	if err := r.saveRecord(); err != nil {
+		lock.Unlock()
+		return nil, err
+	}
+	r.event("run %s started: %s with agent %s, max %d iterations", r.id, kind, opts.Agent.Name, opts.MaxIterations)
+	return r, nil
+}
+
+func (r *run) saveRecord() error {
+	return store.WriteJSON(filepath.Join(r.dir, "run.json"), r.record)
+}
+
+// finish writes the final run record and releases the lock. It runs on
+// every path out of a run, interrupt included, so that run.json never
+// claims a run is still going when no process holds the lock.
+func (r *run) finish(rep *Report, reason string) {
+	now := r.opts.now()
+	r.record.EndedAt = now.UTC()
+	r.record.Outcome = rep.Outcome
+	r.record.Reason = reason
+	r.record.Iterations = rep.Iterations
+	r.record.StoriesDone = rep.StoriesDone
+	r.record.StoriesLeft = rep.StoriesLeft
+	r.record.AgentMillis = r.agentT.Milliseconds()
+	if snap, err := r.ws.Repo.Snapshot(context.WithoutCancel(context.Background())); err == nil {
+		r.record.HeadAfter = snap.Head
+	}
+	if err := r.saveRecord(); err != nil {
+		fmt.Fprintf(r.opts.Out, "ralph: could not write run record: %v\n", err)
+	}
+	r.event("run %s ended: %s (%s)", r.id, rep.Outcome, reason)
+	rep.RunID = r.id
+	rep.RunDir = r.dir
+	rep.AgentTime = r.agentT
+	rep.Elapsed = now.Sub(r.start)
+	r.lock.Unlock()
+}
+
+func (r *run) event(format string, args ...any) {
+	if err := r.ws.LogEvent(r.opts.now(), fmt.Sprintf(format, args...)); err != nil {
+		fmt.Fprintf(r.opts.Out, "ralph: could not write activity.log: %v\n", err)
+	}
+}
+
+func (r *run) logError(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if err := r.ws.LogError(r.opts.now(), msg); err != nil {
+		fmt.Fprintf(r.opts.Out, "ralph: could not write errors.log: %v\n", err)
+	}
+}
+
+// iterPath names a file of iteration n inside the run folder.
+func (r *run) iterPath(n int, ext string) string {
+	return filepath.Join(r.dir, fmt.Sprintf("iter-%d.%s", n, ext))
+}
+
+// runAgent writes the prompt, runs the agent and returns its outcome. The
+// raw output goes to iter-N.log, the readable part to the terminal.
+func (r *run) runAgent(ctx context.Context, n int, prompt string) (agent.Outcome, string, string, error) {
+	promptFile := r.iterPath(n, "prompt.md")
+	if err := store.WriteFileAtomic(promptFile, []byte(prompt), 0o644); err != nil {
+		return agent.Outcome{}, promptFile, "", err
+	}
+	logFile := r.iterPath(n, "log")
+	f, err := os.Create(logFile)
+	if err != nil {
+		return agent.Outcome{}, promptFile, logFile, err
+	}
+	defer f.Close()
+	out, err := agent.Run(ctx, agent.Invocation{
+		Spec:       r.opts.Agent,
+		Prompt:     prompt,
+		PromptFile: promptFile,
+		Dir:        r.ws.Root,
+		Log:        f,
+		Display:    r.opts.Out,
+		Timeout:    r.opts.AgentTimeout,
+	})
+	r.agentT += out.Duration
+	return out, promptFile, logFile, err
+}
+
+// agentStatus classifies how the agent process ended.
+func agentStatus(out agent.Outcome) (status, reason string) {
+	switch {
+	case out.Interrupted:
+		return StatusInterrupted, "interrupted by the user"
+	case out.TimedOut:
+		return StatusTimeout, fmt.Sprintf("agent killed after the iteration timeout (%s)", out.Duration.Round(time.Second))
+	case out.Idle:
+		return StatusTimeout, "agent killed after producing no output for too long"
+	case out.ExitCode != 0:
+		return StatusAgentError, fmt.Sprintf("agent exited with code %d", out.ExitCode)
+	}
+	return "", ""
+}
+
+func (r *run) saveIteration(rec *IterationRecord) {
+	if err := store.WriteJSON(r.iterPath(rec.Iteration, "json"), rec); err != nil {
+		fmt.Fprintf(r.opts.Out, "ralph: could not write iteration summary: %v\n", err)
+	}
+	line := fmt.Sprintf("%s | run=%s | iter=%d | mode=%s", r.opts.now().Format("2006-01-02 15:04:05"), r.id, rec.Iteration, r.kind)
+	if rec.StoryID != "" {
+		line += " | story=" + rec.StoryID
+	}
+	line += fmt.Sprintf(" | duration=%s | exit=%d | status=%s | commits=%d | uncommitted=%d",
+		(time.Duration(rec.DurationMillis) * time.Millisecond).Round(100*time.Millisecond), rec.ExitCode, rec.Status, len(rec.Commits), len(rec.UncommittedFiles))
+	if rec.Reason != "" {
+		line += " | " + rec.Reason
+	}
+	if err := r.ws.AddRunSummary(line); err != nil {
+		fmt.Fprintf(r.opts.Out, "ralph: could not write activity.log: %v\n", err)
+	}
+	r.record.Iterations = rec.Iteration
+	r.saveRecord()
+}
+
+// gitDelta fills the git part of an iteration record: HEAD after, the
+// commits and files changed since before, and the files left uncommitted.
+func (r *run) gitDelta(ctx context.Context, rec *IterationRecord, before gitx.Snapshot) (gitx.Snapshot, error) {
+	after, err := r.ws.Repo.Snapshot(ctx)
+	if err != nil {
+		return after, err
+	}
+	rec.HeadBefore, rec.HeadAfter = before.Head, after.Head
+	rec.UncommittedFiles = after.Dirty
+	if after.Head != before.Head && after.Head != "" {
+		if rec.Commits, err = r.ws.Repo.CommitsBetween(ctx, before.Head, after.Head); err != nil {
+			return after, err
+		}
+		if rec.ChangedFiles, err = r.ws.Repo.ChangedFiles(ctx, before.Head, after.Head); err != nil {
+			return after, err
+		}
+	}
+	return after, nil
+}

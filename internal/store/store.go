@@ -1,0 +1,192 @@
+// Package store holds ralph's persistence primitives: atomic file writes,
+// versioned JSON documents, append-only logs and the workspace lock.
+//
+// Every write of state goes through WriteFileAtomic so that a crash or a kill
+// at any instant leaves either the old or the new content on disk, never a
+// torn file.
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// WriteFileAtomic replaces path with data. It writes a unique temporary file
+// in the same folder, fsyncs it, renames it over path and fsyncs the folder,
+// so readers see the old or the new content and never a mix. The temporary
+// file is removed when any step fails.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmpName := tmp.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmpName)
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmpName, path); err != nil {
+		return err
+	}
+	ok = true
+	return syncDir(dir)
+}
+
+// syncDir makes a rename durable: without it a power loss can forget the
+// new directory entry even though the file data reached the disk.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return err
+	}
+	return nil
+}
+
+// WriteIfMissing creates path with data unless a file already exists there.
+// It reports whether it wrote. Existing files are never touched, which is
+// what lets `ralph init` run safely on a workspace that already has state.
+func WriteIfMissing(path string, data []byte, perm os.FileMode) (bool, error) {
+	if _, err := os.Lstat(path); err == nil {
+		return false, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return false, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return false, err
+	}
+	return true, f.Close()
+}
+
+// AppendFile appends data to path, creating it when missing. Logs are
+// append-only: nothing in ralph rewrites a log line once written.
+func AppendFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// AppendJSONLine appends v as one line of JSON to path.
+func AppendJSONLine(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return AppendFile(path, append(b, '\n'))
+}
+
+// SchemaError reports a document written by a newer ralph than this one.
+// It is refused rather than guessed at, because rewriting it would lose the
+// fields this version does not know.
+type SchemaError struct {
+	Path    string
+	Found   int
+	Current int
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("%s has schema_version %d, newer than this ralph understands (%d): upgrade ralph", e.Path, e.Found, e.Current)
+}
+
+// WriteJSON writes v as indented JSON atomically. The caller's type must
+// carry its own schema_version field; WriteJSON does not add one.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, append(b, '\n'), 0o644)
+}
+
+// ReadJSON reads a versioned JSON document into v. A document whose
+// schema_version is newer than current is refused with a *SchemaError and v
+// is left untouched; a missing schema_version is read as version 0 so that
+// callers can migrate it.
+func ReadJSON(path string, current int, v any) (version int, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var head struct {
+		SchemaVersion int `json:"schema_version"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, describeJSONError(b, err))
+	}
+	if head.SchemaVersion > current {
+		return head.SchemaVersion, &SchemaError{Path: path, Found: head.SchemaVersion, Current: current}
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return head.SchemaVersion, fmt.Errorf("%s: %w", path, describeJSONError(b, err))
+	}
+	return head.SchemaVersion, nil
+}
+
+// describeJSONError adds line and column to a JSON syntax error, because a
+// byte offset alone does not help a person fix a file by hand.
+func describeJSONError(b []byte, err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	var off int64
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	default:
+		return err
+	}
+	line, col := LineCol(b, off)
+	return fmt.Errorf("line %d, column %d: %w", line, col, err)
+}
+
+// LineCol converts a byte offset into a 1-based line and column.
+func LineCol(b []byte, off int64) (line, col int) {
+	if off > int64(len(b)) {
+		off = int64(len(b))
+	}
+	before := b[:off]
+	line = bytes.Count(before, []byte{'\n'}) + 1
+	col = int(off) - bytes.LastIndexByte(before, '\n')
+	return line, col
+}

@@ -1,0 +1,482 @@
+package tasks
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// storyHeadingExample is the canonical story heading shown to users whenever
+// they got one wrong, so every message teaches the same shape.
+const storyHeadingExample = "### [ ] US-001: Title"
+
+// byteOrderMark is skipped at the start of a file because some editors on
+// Windows add it, and it would otherwise hide a story heading on line 1.
+const byteOrderMark = "\uFEFF"
+
+// ParseError is a user-facing error about a PRD file: it names the file and
+// line, says what is wrong, and, through Hint, what to do about it.
+type ParseError struct {
+	// Path is the PRD file; it is empty when the data did not come from a
+	// named file.
+	Path string
+	// Line is the 1-based line the problem is on, or 0 when the problem
+	// concerns the whole file.
+	Line int
+	// Msg states what is wrong.
+	Msg string
+	// Hint, when not empty, tells the user how to fix it.
+	Hint string
+}
+
+// Error formats the error compiler-style as "path:line: msg; hint", so
+// editors and terminals can jump to the location. The line is left out when
+// it is 0, and the path is replaced by "line N" when it is empty.
+func (e *ParseError) Error() string {
+	var b strings.Builder
+	switch {
+	case e.Path != "" && e.Line > 0:
+		b.WriteString(e.Path)
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(e.Line))
+		b.WriteString(": ")
+	case e.Path != "":
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	case e.Line > 0:
+		b.WriteString("line ")
+		b.WriteString(strconv.Itoa(e.Line))
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	if e.Hint != "" {
+		b.WriteString("; ")
+		b.WriteString(e.Hint)
+	}
+	return b.String()
+}
+
+// LoadMarkdown reads and parses the PRD markdown file at path. When the file
+// does not exist the returned error wraps fs.ErrNotExist, so callers can offer
+// to create it; parse problems are returned as *ParseError.
+func LoadMarkdown(path string) (*PRD, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load PRD: %w", err)
+	}
+	return ParseMarkdown(path, data)
+}
+
+// ParseMarkdown parses PRD markdown read from path (used only in errors and
+// stored in PRD.Path). Every problem is reported as a *ParseError naming the
+// line: invalid UTF-8, a heading that looks like a story but is malformed, a
+// duplicate story id, or a file without any story. A returned PRD therefore
+// always has at least one story and unique ids.
+//
+// The strings in the result share one copy of data, so callers may reuse data
+// afterwards.
+func ParseMarkdown(path string, data []byte) (*PRD, error) {
+	prd, _, err := parseMarkdown(path, data)
+	return prd, err
+}
+
+// SetStoryDone returns a copy of the PRD markdown data in which the checkbox
+// of the story heading with the given id is ticked (done) or cleared (not
+// done). Exactly one byte may change, so descriptions, criteria, line endings
+// (CRLF stays CRLF) and formatting survive; a story that is already in the
+// requested state, including "[X]", is left as it is. data itself is never
+// modified. The data must parse as a PRD, because an ambiguous or broken file
+// is better reported than edited; an id without a story heading yields an
+// error wrapping ErrStoryNotFound.
+func SetStoryDone(data []byte, id string, done bool) ([]byte, error) {
+	prd, checkboxOffsets, err := parseMarkdown("", data)
+	if err != nil {
+		return nil, err
+	}
+	for i := range prd.Stories {
+		if prd.Stories[i].ID != id {
+			continue
+		}
+		updated := append([]byte(nil), data...)
+		switch at := checkboxOffsets[i]; {
+		case !done:
+			updated[at] = ' '
+		case updated[at] == ' ':
+			updated[at] = 'x'
+		}
+		return updated, nil
+	}
+	return nil, fmt.Errorf("%w %q: no story heading in the PRD has that id", ErrStoryNotFound, id)
+}
+
+// parseMarkdown does the work of ParseMarkdown in a single pass over the
+// lines and additionally returns, per story, the byte offset of the heading's
+// checkbox character so SetStoryDone can flip it without re-deriving layout.
+func parseMarkdown(path string, data []byte) (*PRD, []int, error) {
+	if !utf8.Valid(data) {
+		return nil, nil, invalidUTF8Error(path, data)
+	}
+	// One conversion up front lets every ID, title, block and criterion be a
+	// substring of it instead of an allocation of its own.
+	text := string(data)
+
+	// Growing these slices and the map by doubling dominated large parses, so
+	// size them from cheap upper-bound estimates: every story heading follows
+	// a "\n### " (or starts the file), every criterion contains a "[" and
+	// sits on a line of its own.
+	maxStories := strings.Count(text, "\n### ") + 1
+	maxCriteria := min(strings.Count(text, "["), strings.Count(text, "\n")+1)
+	var (
+		stories         = make([]Story, 0, maxStories)
+		checkboxOffsets = make([]int, 0, maxStories)
+		// All criteria live in one backing array; criteriaStart[i] is where
+		// story i's criteria begin, and the stories get their sub-slices once
+		// the array has stopped growing.
+		criteria      = make([]Criterion, 0, maxCriteria)
+		criteriaStart = make([]int, 0, maxStories)
+		storyLineByID = make(map[string]int, maxStories)
+
+		inStory    bool // a story block is open and collecting lines
+		blockStart int  // byte offset of the open story's heading
+		blockEnd   int  // byte offset just past the open story's last non-blank line
+		fence      codeFence
+	)
+	closeStory := func() {
+		if inStory {
+			stories[len(stories)-1].Block = text[blockStart:blockEnd]
+			inStory = false
+		}
+	}
+
+	pos := 0
+	if strings.HasPrefix(text, byteOrderMark) {
+		pos = len(byteOrderMark)
+	}
+	for lineNo := 1; pos < len(text); lineNo++ {
+		lineStart := pos
+		line := text[pos:]
+		if newline := strings.IndexByte(line, '\n'); newline >= 0 {
+			line = line[:newline]
+			pos += newline + 1
+		} else {
+			pos = len(text)
+		}
+		line = strings.TrimSuffix(line, "\r")
+		lineEnd := lineStart + len(line)
+
+		if fence.isOpen() {
+			if fence.isClosedBy(line) {
+				fence = codeFence{}
+			}
+			if inStory && !isBlank(line) {
+				blockEnd = lineEnd
+			}
+			continue
+		}
+		if opened, ok := openingFence(line); ok {
+			fence = opened
+			fence.line = lineNo
+			if inStory {
+				blockEnd = lineEnd
+			}
+			continue
+		}
+
+		if len(line) > 0 && line[0] == '#' {
+			if isSectionHeading(line) {
+				closeStory()
+				continue
+			}
+			if after, ok := strings.CutPrefix(line, "### "); ok && looksLikeStoryHeading(after) {
+				heading := trimTrailingSpace(line)
+				id, title, done, problem := matchStoryHeading(heading)
+				if problem != "" {
+					return nil, nil, &ParseError{
+						Path: path,
+						Line: lineNo,
+						Msg:  fmt.Sprintf("malformed story heading %q: want %q", heading, storyHeadingExample),
+						Hint: problem,
+					}
+				}
+				if firstLine, seen := storyLineByID[id]; seen {
+					return nil, nil, &ParseError{
+						Path: path,
+						Line: lineNo,
+						Msg:  fmt.Sprintf("duplicate story id %s: line %d already defines a story with this id", id, firstLine),
+						Hint: "give every story its own id",
+					}
+				}
+				storyLineByID[id] = lineNo
+
+				closeStory()
+				stories = append(stories, Story{ID: id, Title: title, Done: done, Line: lineNo})
+				// The checkbox character sits right after "### [".
+				checkboxOffsets = append(checkboxOffsets, lineStart+len("### ["))
+				criteriaStart = append(criteriaStart, len(criteria))
+				inStory = true
+				blockStart = lineStart
+				blockEnd = lineEnd
+				continue
+			}
+		}
+
+		if !inStory || isBlank(line) {
+			continue
+		}
+		blockEnd = lineEnd
+		if criterion, ok := matchCriterion(line); ok {
+			criterion.Line = lineNo
+			criteria = append(criteria, criterion)
+		}
+	}
+	closeStory()
+
+	if len(stories) == 0 {
+		hint := `stories look like "` + storyHeadingExample + `"`
+		if fence.isOpen() {
+			hint = fmt.Sprintf("the code fence opened on line %d is never closed, which hides everything after it; %s", fence.line, hint)
+		}
+		return nil, nil, &ParseError{Path: path, Msg: "no stories found", Hint: hint}
+	}
+
+	for i := range stories {
+		first := criteriaStart[i]
+		last := len(criteria)
+		if i+1 < len(stories) {
+			last = criteriaStart[i+1]
+		}
+		if first < last {
+			// The capacity limit keeps an append to one story's criteria
+			// from overwriting the next story's.
+			stories[i].Criteria = criteria[first:last:last]
+		}
+	}
+	return &PRD{Path: path, Stories: stories}, checkboxOffsets, nil
+}
+
+// invalidUTF8Error locates the first invalid byte so the user can find it in
+// an editor, which usually shows it as a replacement character.
+func invalidUTF8Error(path string, data []byte) *ParseError {
+	offset := 0
+	for offset < len(data) {
+		r, size := utf8.DecodeRune(data[offset:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		offset += size
+	}
+	line, lineStart := 1, 0
+	for i, b := range data[:offset] {
+		if b == '\n' {
+			line++
+			lineStart = i + 1
+		}
+	}
+	return &ParseError{
+		Path: path,
+		Line: line,
+		Msg:  fmt.Sprintf("invalid UTF-8: byte 0x%02x at column %d", data[offset], offset-lineStart+1),
+		Hint: "save the PRD as UTF-8 text",
+	}
+}
+
+// isSectionHeading reports whether line is a level 1 or 2 ATX heading, which
+// ends the current story block: stories are level 3, so a higher-level
+// heading starts a new part of the document.
+func isSectionHeading(line string) bool {
+	level := 0
+	for level < len(line) && line[level] == '#' {
+		level++
+	}
+	if level == 0 || level > 2 {
+		return false
+	}
+	rest := line[level:]
+	return rest == "" || rest[0] == ' ' || rest[0] == '\t'
+}
+
+// looksLikeStoryHeading reports whether the text after "### " was meant to be
+// a story heading: it starts with a checkbox or an id-like token such as
+// "US-1". Such headings must be well-formed, because silently treating a
+// mistyped story as description text would make the loop skip it.
+func looksLikeStoryHeading(afterHashes string) bool {
+	s := trimIndent(afterHashes)
+	if strings.HasPrefix(s, "[") {
+		return true
+	}
+	letters := 0
+	for letters < len(s) && isASCIILetter(s[letters]) {
+		letters++
+	}
+	return letters > 0 && len(s) > letters+1 && s[letters] == '-' && isDigit(s[letters+1])
+}
+
+// matchStoryHeading parses heading, a line starting with "### " whose
+// trailing whitespace is already removed, against
+// `^### \[( |x|X)\] ([A-Z][A-Z0-9]*-[0-9]+): (\S.*)$`. On mismatch it returns
+// a problem describing the first deviation as advice, because a precise hint
+// fixes a typo faster than a pattern does.
+func matchStoryHeading(heading string) (id, title string, done bool, problem string) {
+	rest := heading[len("### "):]
+	if !strings.HasPrefix(rest, "[") {
+		return "", "", false, `start the heading with a checkbox: "### [ ] " for a pending story, "### [x] " for a done one`
+	}
+	if len(rest) < 3 || rest[2] != ']' || (rest[1] != ' ' && rest[1] != 'x' && rest[1] != 'X') {
+		return "", "", false, `the checkbox must be "[ ]" (pending) or "[x]" (done)`
+	}
+	done = rest[1] != ' '
+	rest = rest[3:]
+	if !strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "  ") {
+		return "", "", false, "put exactly one space between the checkbox and the story id"
+	}
+	rest = rest[1:]
+
+	idLen := storyIDLength(rest)
+	if idLen == 0 {
+		return "", "", false, "the story id must be an uppercase prefix, a dash and digits, like US-001 or BUG-7"
+	}
+	id, rest = rest[:idLen], rest[idLen:]
+	switch {
+	case rest == ":":
+		return "", "", false, fmt.Sprintf("the title after %q is empty", id+":")
+	case !strings.HasPrefix(rest, ": "):
+		return "", "", false, fmt.Sprintf(`put ": " and the title right after the story id %s`, id)
+	}
+	title = rest[len(": "):]
+	if isBlank(title[:1]) {
+		return "", "", false, fmt.Sprintf(`put exactly one space between %q and the title`, id+":")
+	}
+	return id, title, done, ""
+}
+
+// storyIDLength returns the length of the story id ([A-Z][A-Z0-9]*-[0-9]+)
+// at the start of s, or 0 when s does not start with one.
+func storyIDLength(s string) int {
+	if s == "" || !isUpper(s[0]) {
+		return 0
+	}
+	i := 1
+	for i < len(s) && (isUpper(s[i]) || isDigit(s[i])) {
+		i++
+	}
+	if i >= len(s) || s[i] != '-' {
+		return 0
+	}
+	i++
+	digitsStart := i
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	if i == digitsStart {
+		return 0
+	}
+	return i
+}
+
+// matchCriterion recognises a GitHub task-list item ("- [ ] text", with "-",
+// "*" or "+" as marker, any indentation, and non-empty text). A bare "- [ ]"
+// is not a criterion because there is nothing for an agent to satisfy.
+func matchCriterion(line string) (Criterion, bool) {
+	s := trimIndent(line)
+	if len(s) < 2 || (s[0] != '-' && s[0] != '*' && s[0] != '+') || (s[1] != ' ' && s[1] != '\t') {
+		return Criterion{}, false
+	}
+	s = trimIndent(s[1:])
+	if len(s) < 4 || s[0] != '[' || s[2] != ']' || (s[3] != ' ' && s[3] != '\t') {
+		return Criterion{}, false
+	}
+	var done bool
+	switch s[1] {
+	case ' ':
+	case 'x', 'X':
+		done = true
+	default:
+		return Criterion{}, false
+	}
+	text := strings.TrimSpace(s[4:])
+	if text == "" {
+		return Criterion{}, false
+	}
+	return Criterion{Text: text, Done: done}, true
+}
+
+// codeFence is the fenced code block the scanner is inside; its zero value
+// means "not inside one".
+type codeFence struct {
+	marker byte // '`' or '~'
+	length int  // the closing fence needs at least this many markers
+	line   int  // 1-based line of the opening fence, for error hints
+}
+
+func (f codeFence) isOpen() bool { return f.length > 0 }
+
+// openingFence recognises a line that opens a fenced code block: at least
+// three backticks or tildes after optional indentation. As in CommonMark, a
+// backtick fence's info string may not contain backticks, which keeps inline
+// code like ```x``` from swallowing the rest of the file.
+func openingFence(line string) (codeFence, bool) {
+	s := trimIndent(line)
+	if len(s) < 3 || (s[0] != '`' && s[0] != '~') {
+		return codeFence{}, false
+	}
+	marker := s[0]
+	n := markerRun(s, marker)
+	if n < 3 || (marker == '`' && strings.IndexByte(s[n:], '`') >= 0) {
+		return codeFence{}, false
+	}
+	return codeFence{marker: marker, length: n}, true
+}
+
+// isClosedBy reports whether line closes the fence: only the fence's marker,
+// at least as many as opened it, and nothing but whitespace after them.
+func (f codeFence) isClosedBy(line string) bool {
+	s := trimIndent(line)
+	n := markerRun(s, f.marker)
+	return n >= f.length && isBlank(s[n:])
+}
+
+func markerRun(s string, marker byte) int {
+	n := 0
+	for n < len(s) && s[n] == marker {
+		n++
+	}
+	return n
+}
+
+// trimIndent drops leading spaces and tabs; it is hand-written because
+// strings.TrimLeft builds a character set on every call, which showed up in
+// profiles of large PRDs.
+func trimIndent(s string) string {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return s[i:]
+}
+
+// trimTrailingSpace drops trailing whitespace, including a CR left over from
+// a "\r\r\n" ending, without strings.TrimRight's per-call set construction.
+func trimTrailingSpace(s string) string {
+	end := len(s)
+	for end > 0 && isBlank(s[end-1:end]) {
+		end--
+	}
+	return s[:end]
+}
+
+func isBlank(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ' ', '\t', '\r', '\f', '\v':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isUpper(c byte) bool       { return 'A' <= c && c <= 'Z' }
+func isDigit(c byte) bool       { return '0' <= c && c <= '9' }
+func isASCIILetter(c byte) bool { return isUpper(c) || ('a' <= c && c <= 'z') }

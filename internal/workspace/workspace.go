@@ -1,0 +1,225 @@
+// Package workspace knows the layout of a ralph workspace: a git repository
+// with a .ralph folder holding configuration, logs and machine state.
+//
+// It creates missing state files from their templates and never overwrites
+// a file that exists, so every command may call EnsureStateFiles freely.
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/store"
+)
+
+// DirName is the name of ralph's folder at the top of the repository.
+const DirName = ".ralph"
+
+// Workspace is an opened workspace. Root is the repository's top level.
+type Workspace struct {
+	Root string
+	Repo *gitx.Repo
+}
+
+// Open finds the repository that contains dir. It fails with
+// gitx.ErrNotRepo outside a git repository. It does not require .ralph to
+// exist yet.
+func Open(ctx context.Context, dir string) (*Workspace, error) {
+	repo, err := gitx.Open(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Workspace{Root: repo.Dir, Repo: repo}, nil
+}
+
+// Dir is the .ralph folder.
+func (w *Workspace) Dir() string { return filepath.Join(w.Root, DirName) }
+
+// Path joins elements below .ralph.
+func (w *Workspace) Path(elem ...string) string {
+	return filepath.Join(append([]string{w.Dir()}, elem...)...)
+}
+
+// Abs resolves a path from config or a flag: relative paths are taken from
+// the repository root, not from the current directory, so that ralph behaves
+// the same from any subfolder.
+func (w *Workspace) Abs(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(w.Root, p)
+}
+
+// Rel returns p relative to the repository root when it lies inside it.
+func (w *Workspace) Rel(p string) string {
+	r, err := filepath.Rel(w.Root, p)
+	if err != nil || strings.HasPrefix(r, "..") {
+		return p
+	}
+	return r
+}
+
+// Well-known files.
+func (w *Workspace) ConfigPath() string      { return w.Path("config.toml") }
+func (w *Workspace) PromptsDir() string      { return w.Path("prompts") }
+func (w *Workspace) ProgressPath() string    { return w.Path("progress.md") }
+func (w *Workspace) GuardrailsPath() string  { return w.Path("guardrails.md") }
+func (w *Workspace) ErrorsLogPath() string   { return w.Path("errors.log") }
+func (w *Workspace) ActivityLogPath() string { return w.Path("activity.log") }
+func (w *Workspace) RunsDir() string         { return w.Path("runs") }
+func (w *Workspace) LockPath() string        { return w.Path("lock") }
+
+// LoadConfig reads config.toml (defaults when it is absent).
+func (w *Workspace) LoadConfig() (config.Config, error) {
+	return config.Load(w.ConfigPath())
+}
+
+// gitignore keeps machine state out of git: resetting the work to a
+// baseline must never rewind ralph's own records, and logs that change
+// after every iteration would leave the tree permanently dirty.
+const gitignore = `# ralph machine state and operational logs (not committed).
+runs/
+threads/
+.tmp/
+events.jsonl
+state.json
+lock
+memory.db*
+context.md
+errors.log
+activity.log
+`
+
+func progressTemplate(now time.Time) string {
+	return fmt.Sprintf(`# Progress Log
+Started: %s
+
+## Codebase Patterns
+- (add reusable patterns here)
+
+---
+`, now.Format("2006-01-02"))
+}
+
+func guardrailsTemplate(now time.Time) string {
+	d := now.Format("2006-01-02")
+	return fmt.Sprintf(`# Guardrails
+
+Signs: lessons learned from failures. Read them before every iteration and add
+a sign when a failure teaches something that the next agent must not repeat.
+
+## Sign: Read Before Writing
+- **Trigger**: Before changing any file
+- **Instruction**: Read the file and the code that uses it first. Do not assume something is missing; confirm it by reading the code.
+- **Added after**: Core principle (%s)
+
+## Sign: Test Before Commit
+- **Trigger**: Before committing
+- **Instruction**: Run the quality gates and commit only when they pass.
+- **Added after**: Core principle (%s)
+`, d, d)
+}
+
+const errorsTemplate = "# Errors Log\n# [YYYY-MM-DD HH:MM:SS] message\n\n"
+
+const activityTemplate = "# Activity Log\n\n## Run Summary\n\n## Events\n\n"
+
+// EnsureStateFiles creates each missing state file from its template and
+// returns the paths it created. Existing files are left untouched.
+func (w *Workspace) EnsureStateFiles(now time.Time) ([]string, error) {
+	files := []struct {
+		path, content string
+	}{
+		{w.Path(".gitignore"), gitignore},
+		{w.ProgressPath(), progressTemplate(now)},
+		{w.GuardrailsPath(), guardrailsTemplate(now)},
+		{w.ErrorsLogPath(), errorsTemplate},
+		{w.ActivityLogPath(), activityTemplate},
+	}
+	var created []string
+	for _, f := range files {
+		wrote, err := store.WriteIfMissing(f.path, []byte(f.content), 0o644)
+		if err != nil {
+			return created, err
+		}
+		if wrote {
+			created = append(created, f.path)
+		}
+	}
+	if err := os.MkdirAll(w.RunsDir(), 0o755); err != nil {
+		return created, err
+	}
+	return created, nil
+}
+
+// Init creates config.toml (with the given checks) and the state files.
+// Nothing that exists is overwritten.
+func (w *Workspace) Init(now time.Time, checks []config.CheckConfig) ([]string, error) {
+	if err := os.MkdirAll(w.Dir(), 0o755); err != nil {
+		return nil, err
+	}
+	var created []string
+	wrote, err := store.WriteIfMissing(w.ConfigPath(), config.Template(checks), 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if wrote {
+		created = append(created, w.ConfigPath())
+	}
+	more, err := w.EnsureStateFiles(now)
+	return append(created, more...), err
+}
+
+func stamp(t time.Time) string { return t.Format("2006-01-02 15:04:05") }
+
+// LogError appends "[YYYY-MM-DD HH:MM:SS] message" to errors.log.
+func (w *Workspace) LogError(now time.Time, msg string) error {
+	return store.AppendFile(w.ErrorsLogPath(), []byte("["+stamp(now)+"] "+oneLine(msg)+"\n"))
+}
+
+// LogEvent appends "[YYYY-MM-DD HH:MM:SS] message" to the Events section of
+// activity.log, which is always the last section of the file.
+func (w *Workspace) LogEvent(now time.Time, msg string) error {
+	return store.AppendFile(w.ActivityLogPath(), []byte("["+stamp(now)+"] "+oneLine(msg)+"\n"))
+}
+
+// AddRunSummary inserts a line at the end of the "## Run Summary" section of
+// activity.log. The section sits above "## Events" so a person sees every
+// iteration's outcome at a glance; the file is rewritten atomically.
+func (w *Workspace) AddRunSummary(line string) error {
+	p := w.ActivityLogPath()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			return err
+		}
+		b = []byte(activityTemplate)
+	}
+	entry := []byte("- " + oneLine(line) + "\n")
+	i := bytes.Index(b, []byte("\n## Events"))
+	var out []byte
+	if i < 0 {
+		out = append(append(b, "\n## Run Summary\n"...), entry...)
+	} else {
+		head := bytes.TrimRight(b[:i], "\n")
+		out = make([]byte, 0, len(b)+len(entry)+2)
+		out = append(out, head...)
+		out = append(out, '\n')
+		out = append(out, entry...)
+		out = append(out, '\n')
+		out = append(out, b[i+1:]...)
+	}
+	return store.WriteFileAtomic(p, out, 0o644)
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ⏎ ")), " ")
+}
