@@ -1,0 +1,357 @@
+// Package gitx reads and records repository state by running the git binary.
+//
+// Shelling out keeps ralph's view identical to what the user and the agent
+// see with git itself (config, hooks, attributes). Because a status call runs
+// on every loop iteration, each method uses as few git processes as it can;
+// Snapshot uses exactly one.
+package gitx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ErrNotRepo reports that a directory is not inside a git work tree.
+var ErrNotRepo = errors.New("not a git repository (run `git init` first)")
+
+// ErrNothingToCommit reports that Commit found no staged changes.
+var ErrNothingToCommit = errors.New("nothing to commit")
+
+// Runner runs one git command in dir and returns its standard output. On a
+// non-zero exit it returns an error naming the command and including its
+// standard error. Tests may replace it.
+type Runner interface {
+	Git(ctx context.Context, dir string, args ...string) ([]byte, error)
+}
+
+// StdinRunner is a Runner that can also feed standard input to git. Commit
+// uses it to pass the message with -F -, keeping the message off the command
+// line; with a Runner lacking it, Commit passes the message in a temporary
+// file instead.
+type StdinRunner interface {
+	Runner
+	GitStdin(ctx context.Context, dir string, stdin io.Reader, args ...string) ([]byte, error)
+}
+
+// ExitError is the error the default Runner returns when git runs and exits
+// non-zero.
+type ExitError struct {
+	// Args are the git arguments, without "git" and "-C dir".
+	Args []string
+	// ExitCode is git's exit status.
+	ExitCode int
+	// Stderr is git's trimmed standard error, or its standard output when
+	// standard error was empty (git prints some refusals there).
+	Stderr string
+}
+
+// Error returns "git <args>: exit status N: <stderr>".
+func (e *ExitError) Error() string {
+	msg := fmt.Sprintf("git %s: exit status %d", strings.Join(e.Args, " "), e.ExitCode)
+	if e.Stderr != "" {
+		msg += ": " + e.Stderr
+	}
+	return msg
+}
+
+// ExecRunner is the default Runner: it runs the git found in PATH with
+// "-C dir", LC_ALL=C (so messages can be matched) and GIT_TERMINAL_PROMPT=0
+// (so git never waits for a password nobody will type).
+type ExecRunner struct{}
+
+var _ StdinRunner = ExecRunner{}
+
+// Git runs git with args in dir and returns its standard output.
+func (ExecRunner) Git(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	return ExecRunner{}.GitStdin(ctx, dir, nil, args...)
+}
+
+// GitStdin is Git with stdin as git's standard input; nil means empty.
+func (ExecRunner) GitStdin(ctx context.Context, dir string, stdin io.Reader, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = gitEnv()
+	cmd.Stdin = stdin
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Hooks run by commit may leave processes holding the pipes; git's own
+	// exit must still end the call.
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil, errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState.Success():
+		return stdout.Bytes(), nil
+	case errors.As(err, &exitErr) && exitErr.Exited():
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = strings.TrimSpace(stdout.String())
+		}
+		return stdout.Bytes(), &ExitError{Args: args, ExitCode: exitErr.ExitCode(), Stderr: msg}
+	default:
+		return stdout.Bytes(), fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
+	}
+}
+
+// gitEnv is the parent environment minus the variables that would make git
+// ignore -C dir, plus the fixed settings ExecRunner documents.
+func gitEnv() []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
+			"GIT_OBJECT_DIRECTORY", "GIT_PREFIX", "LC_ALL", "GIT_TERMINAL_PROMPT":
+			return true
+		}
+		return false
+	})
+	return append(env, "LC_ALL=C", "GIT_TERMINAL_PROMPT=0")
+}
+
+// Repo is a git work tree.
+type Repo struct {
+	// Dir is the work tree's top level after Open; paths in results are
+	// relative to it.
+	Dir string
+	// Runner runs every git command of the Repo; Open sets ExecRunner.
+	Runner Runner
+}
+
+// Open returns the repository containing dir, with Dir set to its top level.
+// A directory outside any work tree yields an error matching ErrNotRepo.
+func Open(ctx context.Context, dir string) (*Repo, error) {
+	runner := ExecRunner{}
+	out, err := runner.Git(ctx, dir, "rev-parse", "--show-toplevel")
+	if err != nil {
+		var ee *ExitError
+		if errors.As(err, &ee) && strings.Contains(ee.Stderr, "not a git repository") {
+			return nil, fmt.Errorf("%s: %w", dir, ErrNotRepo)
+		}
+		return nil, err
+	}
+	top := strings.TrimSuffix(string(out), "\n")
+	if top == "" {
+		// A bare repository or the inside of .git has no work tree.
+		return nil, fmt.Errorf("%s: %w", dir, ErrNotRepo)
+	}
+	return &Repo{Dir: top, Runner: runner}, nil
+}
+
+func (r *Repo) git(ctx context.Context, args ...string) ([]byte, error) {
+	return r.Runner.Git(ctx, r.Dir, args...)
+}
+
+// Snapshot is the state of a work tree at one moment.
+type Snapshot struct {
+	// Head is the commit hash HEAD points at, "" when there are no commits.
+	Head string
+	// Branch is the checked-out branch name, "" when HEAD is detached.
+	Branch string
+	// Dirty lists the repo-relative paths with staged, unstaged or
+	// untracked changes, sorted and without duplicates. Both sides of a
+	// rename are listed. Ignored files are not.
+	Dirty []string
+}
+
+// Clean reports whether the work tree has no changes.
+func (s Snapshot) Clean() bool { return len(s.Dirty) == 0 }
+
+// Snapshot reads HEAD, the branch and the dirty paths with exactly one git
+// process.
+func (r *Repo) Snapshot(ctx context.Context) (Snapshot, error) {
+	out, err := r.git(ctx, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return parseStatus(out)
+}
+
+// statusFields is the number of space-separated fields, path included, of
+// each porcelain v2 entry type: ordinary, renamed or copied, unmerged,
+// untracked and ignored.
+var statusFields = map[byte]int{'1': 9, '2': 10, 'u': 11, '?': 2, '!': 2}
+
+// parseStatus parses `git status --porcelain=v2 --branch -z` output.
+func parseStatus(out []byte) (Snapshot, error) {
+	var s Snapshot
+	origNext := false // the previous entry was a rename or copy
+	for rec := range strings.SplitSeq(string(out), "\x00") {
+		switch {
+		case origNext:
+			// The original path of a rename or copy is its own record.
+			s.Dirty = append(s.Dirty, rec)
+			origNext = false
+			continue
+		case rec == "":
+			continue
+		case rec[0] == '#':
+			if v, ok := strings.CutPrefix(rec, "# branch.oid "); ok && v != "(initial)" {
+				s.Head = v
+			} else if v, ok := strings.CutPrefix(rec, "# branch.head "); ok && v != "(detached)" {
+				s.Branch = v
+			}
+			continue
+		}
+		// Entries have a fixed number of space-separated fields before the
+		// path; the path itself may contain spaces.
+		n, ok := statusFields[rec[0]]
+		if !ok {
+			return Snapshot{}, fmt.Errorf("gitx: unexpected status record %q", rec)
+		}
+		fields := strings.SplitN(rec, " ", n)
+		if len(fields) != n {
+			return Snapshot{}, fmt.Errorf("gitx: malformed status record %q", rec)
+		}
+		s.Dirty = append(s.Dirty, fields[n-1])
+		origNext = rec[0] == '2'
+	}
+	slices.Sort(s.Dirty)
+	s.Dirty = slices.Compact(s.Dirty)
+	return s, nil
+}
+
+// Commit is one commit in history.
+type Commit struct {
+	// Hash is the full commit hash.
+	Hash string `json:"hash"`
+	// Subject is the first line of the commit message.
+	Subject string `json:"subject"`
+}
+
+// CommitsBetween returns the commits reachable from to but not from from,
+// oldest first. An empty from means every commit reachable from to; from ==
+// to returns nil without running git.
+func (r *Repo) CommitsBetween(ctx context.Context, from, to string) ([]Commit, error) {
+	if from == to {
+		return nil, nil
+	}
+	if err := checkRevs(from, to); err != nil {
+		return nil, err
+	}
+	rng := to
+	if from != "" {
+		rng = from + ".." + to
+	}
+	// %s is one line by construction, so a newline ends each record; the
+	// hash has no spaces, so the first space ends the hash.
+	out, err := r.git(ctx, "log", "--reverse", "--no-show-signature", "--format=%H %s", rng, "--")
+	if err != nil {
+		return nil, err
+	}
+	var commits []Commit
+	for line := range strings.Lines(string(out)) {
+		hash, subject, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		commits = append(commits, Commit{Hash: hash, Subject: subject})
+	}
+	return commits, nil
+}
+
+// ChangedFiles returns the sorted paths that differ between the trees of two
+// commits. An empty from means since the root, that is every file in to;
+// from == to returns nil without running git. A rename lists both paths.
+func (r *Repo) ChangedFiles(ctx context.Context, from, to string) ([]string, error) {
+	if from == to {
+		return nil, nil
+	}
+	if err := checkRevs(from, to); err != nil {
+		return nil, err
+	}
+	var args []string
+	if from == "" {
+		// Equivalent to a diff against the empty tree, without depending
+		// on the repository's hash algorithm for that tree's id.
+		args = []string{"ls-tree", "-r", "--name-only", "-z", to}
+	} else {
+		args = []string{"diff-tree", "-r", "--name-only", "-z", "--no-renames", from, to}
+	}
+	out, err := r.git(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for f := range strings.SplitSeq(string(out), "\x00") {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	slices.Sort(files)
+	return slices.Compact(files), nil
+}
+
+// checkRevs rejects revisions git would parse as options, and a missing to.
+func checkRevs(from, to string) error {
+	if to == "" {
+		return errors.New("gitx: empty to revision")
+	}
+	if strings.HasPrefix(from, "-") || strings.HasPrefix(to, "-") {
+		return fmt.Errorf("gitx: invalid revision %q..%q", from, to)
+	}
+	return nil
+}
+
+// Head returns the hash HEAD points at, or "" when there are no commits.
+func (r *Repo) Head(ctx context.Context) (string, error) {
+	// --ignore-missing turns an unborn HEAD into empty output instead of an
+	// error, so no exit status needs interpreting.
+	out, err := r.git(ctx, "rev-list", "-n", "1", "--ignore-missing", "HEAD", "--")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// AddAll stages every change in the work tree: new, modified and deleted
+// files, honouring .gitignore.
+func (r *Repo) AddAll(ctx context.Context) error {
+	_, err := r.git(ctx, "add", "--all")
+	return err
+}
+
+// Commit records the staged changes as a new commit with message and returns
+// its hash. Hooks always run (never --no-verify) and it never amends. With no
+// staged changes it returns an error matching ErrNothingToCommit.
+func (r *Repo) Commit(ctx context.Context, message string) (string, error) {
+	var err error
+	if sr, ok := r.Runner.(StdinRunner); ok {
+		_, err = sr.GitStdin(ctx, r.Dir, strings.NewReader(message), "commit", "-F", "-")
+	} else {
+		err = r.commitViaFile(ctx, message)
+	}
+	if err != nil {
+		var ee *ExitError
+		if errors.As(err, &ee) && (strings.Contains(ee.Stderr, "nothing to commit") ||
+			strings.Contains(ee.Stderr, "no changes added to commit")) {
+			return "", fmt.Errorf("%w: %w", ErrNothingToCommit, err)
+		}
+		return "", err
+	}
+	out, err := r.git(ctx, "rev-parse", "--verify", "HEAD")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func (r *Repo) commitViaFile(ctx context.Context, message string) error {
+	f, err := os.CreateTemp("", "ralph-commit-msg-*")
+	if err != nil {
+		return fmt.Errorf("gitx: commit message file: %w", err)
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(message)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("gitx: commit message file: %w", err)
+	}
+	_, err = r.git(ctx, "commit", "-F", f.Name())
+	return err
+}

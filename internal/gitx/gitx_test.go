@@ -1,0 +1,461 @@
+package gitx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestMain keeps the user's and the system's git config out of the tests.
+func TestMain(m *testing.M) {
+	os.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
+	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	os.Exit(m.Run())
+}
+
+// requireGit fails the test when the git binary is missing: these tests
+// exist to check ralph against the real git, so skipping would hide that.
+func requireGit(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("the git binary is required by the gitx tests but is not in PATH: %v", err)
+	}
+}
+
+// gitT runs git in dir for test setup and returns its trimmed output.
+func gitT(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	out, err := ExecRunner{}.Git(context.Background(), dir, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// newRepo creates an empty repository on branch main and opens it.
+func newRepo(t testing.TB) *Repo {
+	t.Helper()
+	requireGit(t)
+	dir := t.TempDir()
+	gitT(t, dir, "init", "-q", "-b", "main")
+	gitT(t, dir, "config", "user.name", "Ralph Test")
+	gitT(t, dir, "config", "user.email", "ralph@example.com")
+	r, err := Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// write creates or replaces a file below the repository's top level.
+func write(t testing.TB, r *Repo, name, content string) {
+	t.Helper()
+	p := filepath.Join(r.Dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commitAll stages everything and commits it, returning the new hash.
+func commitAll(t testing.TB, r *Repo, msg string) string {
+	t.Helper()
+	ctx := context.Background()
+	if err := r.AddAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := r.Commit(ctx, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hash
+}
+
+func snapshot(t *testing.T, r *Repo) Snapshot {
+	t.Helper()
+	s, err := r.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestOpenNotRepo(t *testing.T) {
+	requireGit(t)
+	dir := t.TempDir()
+	// Stops git from finding a repository above the temp dir.
+	t.Setenv("GIT_CEILING_DIRECTORIES", filepath.Dir(dir))
+	_, err := Open(context.Background(), dir)
+	if !errors.Is(err, ErrNotRepo) {
+		t.Fatalf("Open(non-repo) error = %v, want ErrNotRepo", err)
+	}
+	if !strings.Contains(err.Error(), "not a git repository (run `git init` first)") {
+		t.Errorf("error %q lacks the hint", err)
+	}
+}
+
+func TestOpenFindsTopLevel(t *testing.T) {
+	r := newRepo(t)
+	sub := filepath.Join(r.Dir, "a", "b")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Open(context.Background(), sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.EvalSymlinks(r.Dir)
+	if got.Dir != want || got.Runner == nil {
+		t.Errorf("Open(sub) = %+v, want Dir %q", got, want)
+	}
+}
+
+func TestSnapshotEmptyRepo(t *testing.T) {
+	r := newRepo(t)
+	s := snapshot(t, r)
+	if s.Head != "" || s.Branch != "main" || s.Dirty != nil || !s.Clean() {
+		t.Errorf("snapshot of empty repo = %+v", s)
+	}
+	head, err := r.Head(context.Background())
+	if err != nil || head != "" {
+		t.Errorf("Head() = %q, %v; want empty", head, err)
+	}
+}
+
+func TestSnapshotAfterCommits(t *testing.T) {
+	r := newRepo(t)
+	write(t, r, "a.txt", "a\n")
+	commitAll(t, r, "first")
+	write(t, r, "a.txt", "a2\n")
+	hash := commitAll(t, r, "second")
+
+	s := snapshot(t, r)
+	if s.Head != hash || s.Branch != "main" || !s.Clean() {
+		t.Errorf("snapshot = %+v, want Head %s on main, clean", s, hash)
+	}
+	if head, err := r.Head(context.Background()); err != nil || head != hash {
+		t.Errorf("Head() = %q, %v; want %s", head, err, hash)
+	}
+}
+
+func TestSnapshotDirty(t *testing.T) {
+	r := newRepo(t)
+	write(t, r, ".gitignore", "*.log\n")
+	write(t, r, "modified.txt", "1\n")
+	write(t, r, "deleted.txt", "1\n")
+	write(t, r, "old name.txt", "rename me\n")
+	commitAll(t, r, "base")
+
+	write(t, r, "modified.txt", "2\n")
+	write(t, r, "staged.txt", "new\n")
+	gitT(t, r.Dir, "add", "staged.txt")
+	write(t, r, "with space.txt", "x\n")
+	write(t, r, "dir/nested/deep.txt", "x\n")
+	write(t, r, "ignored.log", "x\n")
+	if err := os.Remove(filepath.Join(r.Dir, "deleted.txt")); err != nil {
+		t.Fatal(err)
+	}
+	gitT(t, r.Dir, "mv", "old name.txt", "new name.txt")
+
+	s := snapshot(t, r)
+	want := []string{
+		"deleted.txt", "dir/nested/deep.txt", "modified.txt", "new name.txt",
+		"old name.txt", "staged.txt", "with space.txt",
+	}
+	if !slices.Equal(s.Dirty, want) {
+		t.Errorf("Dirty = %q\nwant    %q", s.Dirty, want)
+	}
+	if s.Clean() {
+		t.Error("Clean() = true for a dirty tree")
+	}
+}
+
+func TestSnapshotDetached(t *testing.T) {
+	r := newRepo(t)
+	write(t, r, "a.txt", "a\n")
+	hash := commitAll(t, r, "first")
+	gitT(t, r.Dir, "checkout", "-q", "--detach")
+	s := snapshot(t, r)
+	if s.Head != hash || s.Branch != "" {
+		t.Errorf("snapshot = %+v, want Head %s, no branch", s, hash)
+	}
+}
+
+func TestSnapshotRunsOneGitProcessOnRealRepo(t *testing.T) {
+	r := newRepo(t)
+	write(t, r, "a.txt", "a\n")
+	commitAll(t, r, "first")
+	write(t, r, "b.txt", "b\n")
+	counter := &countingRunner{Runner: r.Runner}
+	r.Runner = counter
+	snapshot(t, r)
+	if counter.calls != 1 {
+		t.Errorf("Snapshot ran %d git processes, want 1", counter.calls)
+	}
+}
+
+func TestCommitsBetweenAndChangedFiles(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	write(t, r, "a.txt", "a\n")
+	write(t, r, "keep.txt", "k\n")
+	c1 := commitAll(t, r, "first commit")
+	write(t, r, "a.txt", "a2\n")
+	write(t, r, "dir/b.txt", "b\n")
+	c2 := commitAll(t, r, "second: add b")
+	write(t, r, "c.txt", "c\n")
+	if err := os.Remove(filepath.Join(r.Dir, "a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	c3 := commitAll(t, r, "third")
+
+	commits, err := r.CommitsBetween(ctx, c1, c3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Commit{{c2, "second: add b"}, {c3, "third"}}
+	if !slices.Equal(commits, want) {
+		t.Errorf("CommitsBetween(c1, c3) = %v, want %v", commits, want)
+	}
+	all, err := r.CommitsBetween(ctx, "", c2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Commit{{c1, "first commit"}, {c2, "second: add b"}}; !slices.Equal(all, want) {
+		t.Errorf("CommitsBetween(\"\", c2) = %v, want %v", all, want)
+	}
+	if same, err := r.CommitsBetween(ctx, c3, c3); same != nil || err != nil {
+		t.Errorf("CommitsBetween(c3, c3) = %v, %v; want nil", same, err)
+	}
+
+	files, err := r.ChangedFiles(ctx, c1, c3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a.txt", "c.txt", "dir/b.txt"}; !slices.Equal(files, want) {
+		t.Errorf("ChangedFiles(c1, c3) = %q, want %q", files, want)
+	}
+	files, err = r.ChangedFiles(ctx, "", c2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a.txt", "dir/b.txt", "keep.txt"}; !slices.Equal(files, want) {
+		t.Errorf("ChangedFiles(\"\", c2) = %q, want %q", files, want)
+	}
+	if same, err := r.ChangedFiles(ctx, c2, c2); same != nil || err != nil {
+		t.Errorf("ChangedFiles(c2, c2) = %v, %v; want nil", same, err)
+	}
+}
+
+func TestChangedFilesListsBothSidesOfRename(t *testing.T) {
+	r := newRepo(t)
+	write(t, r, "old.txt", "some content that survives the rename\n")
+	c1 := commitAll(t, r, "first")
+	gitT(t, r.Dir, "mv", "old.txt", "new.txt")
+	c2 := commitAll(t, r, "rename")
+	files, err := r.ChangedFiles(context.Background(), c1, c2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"new.txt", "old.txt"}; !slices.Equal(files, want) {
+		t.Errorf("ChangedFiles = %q, want %q", files, want)
+	}
+}
+
+func TestCommit(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	write(t, r, "a.txt", "a\n")
+	// A message starting with a dash must not be taken for an option.
+	msg := "-subject with dash\n\nbody line\n"
+	hash := commitAll(t, r, msg)
+	if hash != gitT(t, r.Dir, "rev-parse", "HEAD") {
+		t.Errorf("Commit returned %s, HEAD is elsewhere", hash)
+	}
+	if got := gitT(t, r.Dir, "log", "-1", "--format=%B"); got != strings.TrimSpace(msg) {
+		t.Errorf("commit message %q, want %q", got, msg)
+	}
+
+	_, err := r.Commit(ctx, "empty")
+	if !errors.Is(err, ErrNothingToCommit) {
+		t.Errorf("Commit with nothing staged: %v, want ErrNothingToCommit", err)
+	}
+}
+
+func TestCommitWithoutStdinRunner(t *testing.T) {
+	r := newRepo(t)
+	r.Runner = plainRunner{r.Runner}
+	write(t, r, "a.txt", "a\n")
+	hash := commitAll(t, r, "via file\n\nbody\n")
+	if got := gitT(t, r.Dir, "log", "-1", "--format=%H %B"); got != hash+" via file\n\nbody" {
+		t.Errorf("HEAD is %q", got)
+	}
+}
+
+func TestCommitRunsHooks(t *testing.T) {
+	r := newRepo(t)
+	hook := filepath.Join(r.Dir, ".git", "hooks", "pre-commit")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho hook says no >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, r, "a.txt", "a\n")
+	ctx := context.Background()
+	if err := r.AddAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.Commit(ctx, "blocked")
+	if err == nil || !strings.Contains(err.Error(), "hook says no") {
+		t.Errorf("Commit with a failing pre-commit hook: %v", err)
+	}
+}
+
+func TestExitErrorNamesCommandAndStderr(t *testing.T) {
+	r := newRepo(t)
+	_, err := r.CommitsBetween(context.Background(), "", "no-such-rev")
+	var ee *ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("error %v is not an *ExitError", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "git log") || !strings.Contains(msg, "no-such-rev") || ee.ExitCode == 0 {
+		t.Errorf("error %q lacks the command or stderr", msg)
+	}
+}
+
+func TestRejectsOptionLikeRevisions(t *testing.T) {
+	r := &Repo{Dir: "/nonexistent", Runner: newStub(t)}
+	if _, err := r.CommitsBetween(context.Background(), "--output=/tmp/x", "HEAD"); err == nil {
+		t.Error("CommitsBetween accepted an option as a revision")
+	}
+	if _, err := r.ChangedFiles(context.Background(), "HEAD", "-p"); err == nil {
+		t.Error("ChangedFiles accepted an option as a revision")
+	}
+}
+
+func TestSnapshotRunsExactlyOneCommand(t *testing.T) {
+	const head = "0123456789abcdef0123456789abcdef01234567"
+	out := strings.Join([]string{
+		"# branch.oid " + head,
+		"# branch.head feature/x",
+		"# branch.upstream origin/feature/x",
+		"# branch.ab +1 -0",
+		"1 .M N... 100644 100644 100644 " + head + " " + head + " mod ified.go",
+		"2 R. N... 100644 100644 100644 " + head + " " + head + " R100 new name.go",
+		"old name.go",
+		"u UU N... 100644 100644 100644 100644 " + head + " " + head + " " + head + " conflict.go",
+		"? untracked dir/file.txt",
+		"",
+	}, "\x00")
+	stub := newStub(t, stubCall{
+		args: "status --porcelain=v2 --branch -z --untracked-files=all",
+		out:  out,
+	})
+	r := &Repo{Dir: "/repo", Runner: stub}
+	s := snapshot(t, r)
+	want := []string{"conflict.go", "mod ified.go", "new name.go", "old name.go", "untracked dir/file.txt"}
+	if s.Head != head || s.Branch != "feature/x" || !slices.Equal(s.Dirty, want) {
+		t.Errorf("snapshot = %+v", s)
+	}
+}
+
+func TestSnapshotInitialDetached(t *testing.T) {
+	stub := newStub(t, stubCall{
+		args: "status --porcelain=v2 --branch -z --untracked-files=all",
+		out:  "# branch.oid (initial)\x00# branch.head (detached)\x00",
+	})
+	s := snapshot(t, &Repo{Dir: "/repo", Runner: stub})
+	if s.Head != "" || s.Branch != "" || s.Dirty != nil {
+		t.Errorf("snapshot = %+v, want zero", s)
+	}
+}
+
+func TestEqualRevisionsRunNoGit(t *testing.T) {
+	r := &Repo{Dir: "/repo", Runner: newStub(t)}
+	ctx := context.Background()
+	if c, err := r.CommitsBetween(ctx, "abc", "abc"); c != nil || err != nil {
+		t.Errorf("CommitsBetween = %v, %v", c, err)
+	}
+	if f, err := r.ChangedFiles(ctx, "", ""); f != nil || err != nil {
+		t.Errorf("ChangedFiles = %v, %v", f, err)
+	}
+}
+
+func BenchmarkSnapshot(b *testing.B) {
+	r := newRepo(b)
+	for i := range 200 {
+		write(b, r, fmt.Sprintf("pkg%d/file%d.go", i%10, i), "package x\n")
+	}
+	commitAll(b, r, "base")
+	for i := range 5 {
+		write(b, r, fmt.Sprintf("pkg%d/file%d.go", i, i), "package y\n")
+		write(b, r, fmt.Sprintf("new%d.txt", i), "new\n")
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := r.Snapshot(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// stub is a Runner that expects an exact sequence of git calls and fails
+// the test on any other call or on calls left unmade.
+type stub struct {
+	t     testing.TB
+	calls []stubCall
+}
+
+type stubCall struct {
+	args string // the git arguments joined by spaces
+	out  string
+	err  error
+}
+
+func newStub(t testing.TB, calls ...stubCall) *stub {
+	s := &stub{t: t, calls: calls}
+	t.Cleanup(func() {
+		for _, c := range s.calls {
+			t.Errorf("expected git call never made: git %s", c.args)
+		}
+	})
+	return s
+}
+
+func (s *stub) Git(_ context.Context, _ string, args ...string) ([]byte, error) {
+	got := strings.Join(args, " ")
+	if len(s.calls) == 0 {
+		s.t.Errorf("unexpected git call: git %s", got)
+		return nil, errors.New("unexpected git call")
+	}
+	c := s.calls[0]
+	s.calls = s.calls[1:]
+	if got != c.args {
+		s.t.Errorf("git call %q, want %q", got, c.args)
+	}
+	return []byte(c.out), c.err
+}
+
+// countingRunner counts the git processes run through it.
+type countingRunner struct {
+	Runner
+	calls int
+}
+
+func (c *countingRunner) Git(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	c.calls++
+	return c.Runner.Git(ctx, dir, args...)
+}
+
+// plainRunner hides StdinRunner so the temp-file commit path runs.
+type plainRunner struct{ r Runner }
+
+func (p plainRunner) Git(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	return p.r.Git(ctx, dir, args...)
+}
