@@ -11,7 +11,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/store"
-	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/spf13/cobra"
 )
 
@@ -105,7 +105,7 @@ func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 	if code != 0 {
 		ws.LogError(env.Now(), fmt.Sprintf("prd: agent %s exited with code %d", spec.Name, code))
 	}
-	prd, err := tasks.LoadMarkdown(outPath)
+	prd, err := loop.ReadPRD(ws, outPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("the agent (exit code %d) did not write %s: run `ralph prd` again or write the file by hand", code, ws.Rel(outPath))
 	}

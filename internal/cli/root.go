@@ -12,7 +12,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -47,8 +50,22 @@ func SystemEnv() *Env {
 		Getenv:     os.Getenv,
 		WorkDir:    os.Getwd,
 		Now:        time.Now,
-		Executable: os.Executable,
+		Executable: executable,
 	}
+}
+
+// executable finds the running binary by the name it was started under, so
+// that a copy or link of ralph runs its demo agent through that same name.
+func executable() (string, error) {
+	name := os.Args[0]
+	if !strings.ContainsRune(name, filepath.Separator) {
+		if p, err := exec.LookPath(name); err == nil {
+			name = p
+		} else {
+			return os.Executable()
+		}
+	}
+	return filepath.Abs(name)
 }
 
 func isTerminal(f *os.File) bool {
@@ -101,8 +118,15 @@ checked and ralph's own checks pass.
 Start with 'ralph demo' to watch a whole run with no AI CLI installed.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		// A bare `ralph` prints help rather than guessing at a command.
-		Args: cobra.NoArgs,
+		// A bare `ralph` prints help; anything else that is not a command
+		// is a usage error rather than a guess.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown command %q: see the commands below with 'ralph --help'", args[0])
+			}
+			return cmd.Help()
+		},
 	}
 	root.SetHelpTemplate(root.HelpTemplate() + "\n" + exitStatusHelp + "\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

@@ -26,9 +26,23 @@ func (e *SetupError) Error() string { return e.Msg }
 // LoadPRD reads and parses the PRD. A missing file is a *SetupError that
 // names the command which writes one.
 func LoadPRD(ws *workspace.Workspace, path string) (*tasks.PRD, error) {
-	prd, err := tasks.LoadMarkdown(path)
+	prd, err := ReadPRD(ws, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &SetupError{Msg: fmt.Sprintf("no PRD at %s: run `ralph prd \"what you want built\"` to write one, or pass --prd PATH", ws.Rel(path))}
+	}
+	return prd, err
+}
+
+// ReadPRD parses the PRD at path; errors name it relative to the
+// repository, as the user would type it.
+func ReadPRD(ws *workspace.Workspace, path string) (*tasks.PRD, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	prd, err := tasks.ParseMarkdown(ws.Rel(path), b)
+	if prd != nil {
+		prd.Path = path
 	}
 	return prd, err
 }

@@ -45,10 +45,10 @@ type Options struct {
 	PlanPath      string // absolute
 	NoCommit      bool
 	// RequirePlan refuses a build before the plan exists (seed 001).
-	RequirePlan bool
-	Agent         agent.Spec
-	AgentTimeout  time.Duration
-	Checks        []check.Check
+	RequirePlan  bool
+	Agent        agent.Spec
+	AgentTimeout time.Duration
+	Checks       []check.Check
 	// Out receives progress lines and the agent's display text.
 	Out io.Writer
 	// Now is the clock; nil means time.Now.
@@ -102,31 +102,31 @@ type RunRecord struct {
 
 // IterationRecord is runs/<run-id>/iter-N.json: what one iteration did.
 type IterationRecord struct {
-	SchemaVersion    int             `json:"schema_version"`
-	RunID            string          `json:"run_id"`
-	Iteration        int             `json:"iteration"`
-	Kind             string          `json:"kind"`
-	StoryID          string          `json:"story_id,omitempty"`
-	StoryTitle       string          `json:"story_title,omitempty"`
-	Agent            string          `json:"agent"`
-	StartedAt        time.Time       `json:"started_at"`
-	DurationMillis   int64           `json:"duration_ms"`
-	ExitCode         int             `json:"exit_code"`
-	Status           string          `json:"status"`
-	Reason           string          `json:"reason,omitempty"`
-	Signals          []string        `json:"signals,omitempty"`
-	SignalAccepted   bool            `json:"signal_accepted,omitempty"`
-	HeadBefore       string          `json:"head_before"`
-	HeadAfter        string          `json:"head_after"`
-	Commits          []gitx.Commit   `json:"commits"`
-	ChangedFiles     []string        `json:"changed_files"`
-	UncommittedFiles []string        `json:"uncommitted_files"`
-	Checks           []CheckRecord   `json:"checks,omitempty"`
-	Tokens           agent.Usage     `json:"tokens"`
-	FinalMessage     string          `json:"final_message,omitempty"`
-	OutputBytes      int64           `json:"output_bytes"`
-	PromptFile       string          `json:"prompt_file"`
-	LogFile          string          `json:"log_file"`
+	SchemaVersion    int           `json:"schema_version"`
+	RunID            string        `json:"run_id"`
+	Iteration        int           `json:"iteration"`
+	Kind             string        `json:"kind"`
+	StoryID          string        `json:"story_id,omitempty"`
+	StoryTitle       string        `json:"story_title,omitempty"`
+	Agent            string        `json:"agent"`
+	StartedAt        time.Time     `json:"started_at"`
+	DurationMillis   int64         `json:"duration_ms"`
+	ExitCode         int           `json:"exit_code"`
+	Status           string        `json:"status"`
+	Reason           string        `json:"reason,omitempty"`
+	Signals          []string      `json:"signals,omitempty"`
+	SignalAccepted   bool          `json:"signal_accepted,omitempty"`
+	HeadBefore       string        `json:"head_before"`
+	HeadAfter        string        `json:"head_after"`
+	Commits          []gitx.Commit `json:"commits"`
+	ChangedFiles     []string      `json:"changed_files"`
+	UncommittedFiles []string      `json:"uncommitted_files"`
+	Checks           []CheckRecord `json:"checks,omitempty"`
+	Tokens           agent.Usage   `json:"tokens"`
+	FinalMessage     string        `json:"final_message,omitempty"`
+	OutputBytes      int64         `json:"output_bytes"`
+	PromptFile       string        `json:"prompt_file"`
+	LogFile          string        `json:"log_file"`
 }
 
 // CheckRecord is the outcome of one check in an iteration.
