@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/store"
-	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/spf13/cobra"
 )
 
