@@ -250,9 +250,6 @@ func CheckInstalled(s Spec, argv []string) error {
 		return fmt.Errorf("agent %q has no command", s.Name)
 	}
 	if _, err := exec.LookPath(argv[0]); err != nil {
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, exec.ErrDot) || strings.Contains(err.Error(), "no such file") {
-			return &MissingError{Spec: s, Program: argv[0]}
-		}
 		return &MissingError{Spec: s, Program: argv[0]}
 	}
 	return nil

@@ -3,12 +3,14 @@ package agent
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ralphloop/ralph/internal/proc"
 )
@@ -98,23 +100,19 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 		total += int64(len(b))
 		logw.Write(b)
 	}
-	stdout := &lineWriter{max: MaxLineBytes, raw: logRaw, line: func(line []byte) {
+	stdout := &lineWriter{max: MaxLineBytes, raw: logRaw, line: func(line []byte, lineLen int) {
 		mu.Lock()
 		defer mu.Unlock()
 		if text := parser.Line(line); text != "" {
-			io.WriteString(display, text)
-			if !strings.HasSuffix(text, "\n") {
-				io.WriteString(display, "\n")
-			}
+			io.WriteString(display, clipDisplay(text, lineLen))
+			io.WriteString(display, "\n")
 		}
 	}}
-	stderr := &lineWriter{max: MaxLineBytes, raw: logRaw, line: func(line []byte) {
+	stderr := &lineWriter{max: MaxLineBytes, raw: logRaw, line: func(line []byte, lineLen int) {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(bytes.TrimSpace(line)) > 0 {
-			io.WriteString(display, "  │ ")
-			display.Write(line)
-			io.WriteString(display, "\n")
+			io.WriteString(display, "  │ "+clipDisplay(string(line), lineLen)+"\n")
 		}
 	}}
 	spec := proc.Spec{
@@ -132,6 +130,11 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 	out, err := proc.Run(ctx, spec)
 	stdout.Flush()
 	stderr.Flush()
+	if f, ok := parser.(Flusher); ok {
+		if text := f.Flush(); text != "" {
+			io.WriteString(display, text+"\n")
+		}
+	}
 	return Outcome{Outcome: out, Result: parser.Result(), OutputBytes: total}, err
 }
 
@@ -163,14 +166,32 @@ func RunInteractive(ctx context.Context, s Spec, promptFile, prompt, dir string,
 	return 0, nil
 }
 
+// maxDisplayLine bounds what one line of agent output shows on the
+// terminal; the raw log keeps everything.
+const maxDisplayLine = 2000
+
+// clipDisplay cuts text for the terminal. full is the length of the line as
+// the agent wrote it, which may exceed what ralph kept in memory.
+func clipDisplay(text string, full int) string {
+	if len(text) <= maxDisplayLine && full <= MaxLineBytes {
+		return text
+	}
+	cut := min(len(text), maxDisplayLine)
+	for cut > 0 && !utf8.RuneStart(text[cut]) && cut < len(text) {
+		cut--
+	}
+	return fmt.Sprintf("%s… [line cut: %d bytes]", text[:cut], max(full, len(text)))
+}
+
 // lineWriter passes every byte to raw as it arrives (so the log is complete
 // and in order) and complete lines to line. A line longer than max is cut
 // to its first max bytes, which bounds memory however an agent floods.
 type lineWriter struct {
 	max  int
 	buf  []byte
+	n    int // length of the current line as written, beyond max too
 	raw  func([]byte)
-	line func([]byte)
+	line func(line []byte, length int)
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -185,6 +206,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		} else {
 			p = nil
 		}
+		w.n += len(chunk)
 		if room := w.max - len(w.buf); room > 0 {
 			if len(chunk) > room {
 				chunk = chunk[:room]
@@ -203,6 +225,7 @@ func (w *lineWriter) Flush() {
 	if len(w.buf) == 0 {
 		return
 	}
-	w.line(bytes.TrimRight(w.buf, "\r"))
+	w.line(bytes.TrimRight(w.buf, "\r"), w.n)
 	w.buf = w.buf[:0]
+	w.n = 0
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -162,6 +163,10 @@ type run struct {
 	lock   *store.Lock
 	start  time.Time
 	agentT time.Duration
+	// log is the run's structured debug log, runs/<id>/ralph.log: what
+	// ralph decided and why, for when a person asks "what happened?".
+	log     *slog.Logger
+	logFile *os.File
 }
 
 // newRunID returns a sortable id: time of start plus a random suffix so two
@@ -200,6 +205,14 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 		lock.Unlock()
 		return nil, err
 	}
+	r.log = slog.New(slog.DiscardHandler)
+	if f, err := os.Create(filepath.Join(r.dir, "ralph.log")); err == nil {
+		r.logFile = f
+		r.log = slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	r.log.Info("run started", "run", r.id, "kind", kind, "agent", opts.Agent.Name, "argv", opts.Agent.Headless,
+		"format", opts.Agent.Format, "max_iterations", opts.MaxIterations, "prd", opts.PRDPath, "no_commit", opts.NoCommit,
+		"checks", len(opts.Checks), "timeout", opts.AgentTimeout.String())
 	r.event("run %s started: %s with agent %s, max %d iterations", r.id, kind, opts.Agent.Name, opts.MaxIterations)
 	return r, nil
 }
@@ -227,6 +240,11 @@ func (r *run) finish(rep *Report, reason string) {
 		fmt.Fprintf(r.opts.Out, "ralph: could not write run record: %v\n", err)
 	}
 	r.event("run %s ended: %s (%s)", r.id, rep.Outcome, reason)
+	r.log.Info("run ended", "outcome", rep.Outcome, "reason", reason, "iterations", rep.Iterations,
+		"stories_done", rep.StoriesDone, "stories_left", rep.StoriesLeft, "agent_ms", r.agentT.Milliseconds())
+	if r.logFile != nil {
+		r.logFile.Close()
+	}
 	rep.RunID = r.id
 	rep.RunDir = r.dir
 	rep.AgentTime = r.agentT
@@ -294,6 +312,10 @@ func agentStatus(out agent.Outcome) (status, reason string) {
 }
 
 func (r *run) saveIteration(rec *IterationRecord) {
+	r.log.Info("iteration ended", "iteration", rec.Iteration, "story", rec.StoryID, "status", rec.Status,
+		"reason", rec.Reason, "exit_code", rec.ExitCode, "duration_ms", rec.DurationMillis, "signals", rec.Signals,
+		"signal_accepted", rec.SignalAccepted, "head_before", rec.HeadBefore, "head_after", rec.HeadAfter,
+		"commits", len(rec.Commits), "uncommitted", len(rec.UncommittedFiles), "output_bytes", rec.OutputBytes)
 	if err := store.WriteJSON(r.iterPath(rec.Iteration, "json"), rec); err != nil {
 		fmt.Fprintf(r.opts.Out, "ralph: could not write iteration summary: %v\n", err)
 	}

@@ -1,0 +1,25 @@
+# ralph's build and test entry points. `make test` is the one test command:
+# CI (.ci/run) runs exactly it.
+
+GO ?= go
+
+.PHONY: build test demo bench lint
+
+build:
+	$(GO) build -o bin/ralph ./cmd/ralph
+
+demo:
+	$(GO) run ./cmd/ralph demo
+
+# lint fails on unformatted code, vet findings or an untidy go.mod.
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) mod tidy -diff
+
+test: lint
+	@command -v git >/dev/null || { echo "the tests need git: apt-get install git"; exit 1; }
+	$(GO) test -race -count=1 ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 5x ./internal/loop/ ./internal/tasks/ ./internal/gitx/

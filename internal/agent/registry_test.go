@@ -1,0 +1,91 @@
+package agent
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestSplitCommand(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"codex exec -", []string{"codex", "exec", "-"}},
+		{`claude -p "two words" 'single $HOME'`, []string{"claude", "-p", "two words", "single $HOME"}},
+		{`a\ b "x\"y"`, []string{"a b", `x"y`}},
+		{"  spaced   out  ", []string{"spaced", "out"}},
+	} {
+		got, err := SplitCommand(tc.in)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("SplitCommand(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "   ", `"open`, "'open"} {
+		if _, err := SplitCommand(bad); err == nil {
+			t.Errorf("SplitCommand(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestResolvePrecedence(t *testing.T) {
+	custom := map[string]Custom{"mine": {Command: []string{"my-agent", "--go"}}}
+	for _, tc := range []struct {
+		name       string
+		c          Choice
+		wantName   string
+		wantSource string
+	}{
+		{"default", Choice{}, "codex", "default"},
+		{"config", Choice{ConfigDefault: "claude"}, "claude", "config"},
+		{"env name beats config", Choice{Env: "gemini", ConfigDefault: "claude"}, "gemini", "AGENT_CMD"},
+		{"env command", Choice{Env: "sh -c 'x'", ConfigDefault: "claude"}, "custom", "AGENT_CMD"},
+		{"flag beats all", Choice{Flag: "mine", Env: "gemini", ConfigDefault: "claude", Custom: custom}, "mine", "--agent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, src, err := Resolve(tc.c)
+			if err != nil || s.Name != tc.wantName || src != tc.wantSource {
+				t.Fatalf("got %s from %s (%v), want %s from %s", s.Name, src, err, tc.wantName, tc.wantSource)
+			}
+		})
+	}
+}
+
+func TestResolveUnknownNamesTheChoices(t *testing.T) {
+	_, _, err := Resolve(Choice{Flag: "gpt", Custom: map[string]Custom{"mine": {Command: []string{"x"}}}})
+	var ue *UnknownError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "codex, claude, droid, opencode, gemini, amp, cursor-agent, copilot, mine") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestConfigTableOverridesOnlyWhatItSets(t *testing.T) {
+	s, _, err := Resolve(Choice{Flag: "claude", Custom: map[string]Custom{"claude": {Command: []string{"claude", "-p", "--model", "opus"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Format != FormatClaude || s.InstallHint == "" || len(s.Interactive) == 0 || s.Headless[3] != "opus" {
+		t.Fatalf("override lost built-in fields: %+v", s)
+	}
+}
+
+// The prompt must never travel in argv, where large prompts overflow
+// ARG_MAX: each built-in either reads stdin or names the prompt file.
+func TestBuiltinsNeverPutThePromptOnTheCommandLine(t *testing.T) {
+	for _, s := range Builtins() {
+		argv, stdin := Argv(s.Headless, "/tmp/p.md")
+		if strings.Contains(strings.Join(argv, " "), "{prompt}") {
+			t.Errorf("%s: placeholder left in %q", s.Name, argv)
+		}
+		if !stdin && !strings.Contains(strings.Join(argv, " "), "/tmp/p.md") {
+			t.Errorf("%s: neither stdin nor the prompt file", s.Name)
+		}
+		if _, err := ParseFormat(string(s.Format)); err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+		}
+		if s.InstallHint == "" {
+			t.Errorf("%s: no install hint", s.Name)
+		}
+	}
+}
