@@ -107,6 +107,8 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 			status = StatusPlanned
 		}
 		rec.Status, rec.Reason = status, why
+		done := status == StatusPlanned && hasSignal(rec.Signals, "COMPLETE") && exists(opts.PlanPath)
+		rec.SignalAccepted = done
 		r.saveIteration(rec)
 		r.event("planning iteration %d ended: %s", n, status)
 		printIteration(opts, rec, why)
@@ -119,9 +121,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 			rep.Outcome, reason = OutcomeError, why
 			return rep, fmt.Errorf("%s; see %s", why, ws.Rel(ws.ErrorsLogPath()))
 		}
-		if hasSignal(rec.Signals, "COMPLETE") && exists(opts.PlanPath) {
-			rec.SignalAccepted = true
-			r.saveIteration(rec)
+		if done {
 			break
 		}
 	}
