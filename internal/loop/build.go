@@ -121,13 +121,8 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 
 		started := opts.now()
 		out, promptFile, logFile, runErr := r.runAgent(ctx, n, text)
-		rec := &IterationRecord{
-			SchemaVersion: 1, RunID: r.id, Iteration: n, Kind: "build",
-			StoryID: story.ID, StoryTitle: story.Title, Agent: opts.Agent.Name,
-			StartedAt: started.UTC(), DurationMillis: out.Duration.Milliseconds(), ExitCode: out.ExitCode,
-			Signals: out.Result.Signals, Tokens: out.Result.Usage, FinalMessage: clip(out.Result.FinalMessage, 4096),
-			OutputBytes: out.OutputBytes, PromptFile: ws.Rel(promptFile), LogFile: ws.Rel(logFile),
-		}
+		rec := r.newRecord(n, started, out, promptFile, logFile)
+		rec.StoryID, rec.StoryTitle = story.ID, story.Title
 		if runErr != nil && !out.Interrupted {
 			// The agent could not be started at all: going on would only
 			// repeat the failure, so the run stops here.

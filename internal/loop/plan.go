@@ -58,12 +58,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 		r.event("planning iteration %d started with agent %s", n, opts.Agent.Name)
 		started := opts.now()
 		out, promptFile, logFile, runErr := r.runAgent(ctx, n, text)
-		rec := &IterationRecord{
-			SchemaVersion: 1, RunID: r.id, Iteration: n, Kind: "plan", Agent: opts.Agent.Name,
-			StartedAt: started.UTC(), DurationMillis: out.Duration.Milliseconds(), ExitCode: out.ExitCode,
-			Signals: out.Result.Signals, Tokens: out.Result.Usage, FinalMessage: clip(out.Result.FinalMessage, 4096),
-			OutputBytes: out.OutputBytes, PromptFile: ws.Rel(promptFile), LogFile: ws.Rel(logFile),
-		}
+		rec := r.newRecord(n, started, out, promptFile, logFile)
 		if runErr != nil && !out.Interrupted {
 			rec.Status, rec.Reason = StatusAgentError, runErr.Error()
 			r.logError("planning iteration %d: %v", n, runErr)

@@ -296,6 +296,16 @@ func (r *run) runAgent(ctx context.Context, n int, prompt string) (agent.Outcome
 	return out, promptFile, logFile, err
 }
 
+// newRecord starts the record of iteration n from the agent's outcome.
+func (r *run) newRecord(n int, started time.Time, out agent.Outcome, promptFile, logFile string) *IterationRecord {
+	return &IterationRecord{
+		SchemaVersion: 1, RunID: r.id, Iteration: n, Kind: r.kind, Agent: r.opts.Agent.Name,
+		StartedAt: started.UTC(), DurationMillis: out.Duration.Milliseconds(), ExitCode: out.ExitCode,
+		Signals: out.Result.Signals, Tokens: out.Result.Usage, FinalMessage: clip(out.Result.FinalMessage, 4096),
+		OutputBytes: out.OutputBytes, PromptFile: r.ws.Rel(promptFile), LogFile: r.ws.Rel(logFile),
+	}
+}
+
 // agentStatus classifies how the agent process ended.
 func agentStatus(out agent.Outcome) (status, reason string) {
 	switch {
