@@ -77,7 +77,7 @@ func exitCode(err error) int {
 // are plain errors rather than a type.
 func isCobraUsage(err error) bool {
 	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument", "invalid argument", "accepts ", "requires at least", "requires at most", "bad flag syntax"} {
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument", "accepts ", "requires at least", "requires at most", "bad flag syntax"} {
 		if strings.HasPrefix(msg, p) {
 			return true
 		}

@@ -123,7 +123,7 @@ Start with 'ralph demo' to watch a whole run with no AI CLI installed.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("unknown command %q: see the commands below with 'ralph --help'", args[0])
+				return usageErrorf("unknown command %q", args[0])
 			}
 			return cmd.Help()
 		},

@@ -6,7 +6,6 @@
 package workspace
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -60,7 +59,7 @@ func (w *Workspace) Abs(p string) string {
 // Rel returns p relative to the repository root when it lies inside it.
 func (w *Workspace) Rel(p string) string {
 	r, err := filepath.Rel(w.Root, p)
-	if err != nil || strings.HasPrefix(r, "..") {
+	if err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
 		return p
 	}
 	return r
@@ -192,7 +191,8 @@ func (w *Workspace) LogEvent(now time.Time, msg string) error {
 
 // AddRunSummary inserts a line at the end of the "## Run Summary" section of
 // activity.log. The section sits above "## Events" so a person sees every
-// iteration's outcome at a glance; the file is rewritten atomically.
+// iteration's outcome at a glance; the file is rewritten atomically. A file
+// that lacks the sections gets them, never a second copy.
 func (w *Workspace) AddRunSummary(line string) error {
 	p := w.ActivityLogPath()
 	b, err := os.ReadFile(p)
@@ -202,21 +202,59 @@ func (w *Workspace) AddRunSummary(line string) error {
 		}
 		b = []byte(activityTemplate)
 	}
-	entry := []byte("- " + oneLine(line) + "\n")
-	i := bytes.Index(b, []byte("\n## Events"))
-	var out []byte
-	if i < 0 {
-		out = append(append(b, "\n## Run Summary\n"...), entry...)
-	} else {
-		head := bytes.TrimRight(b[:i], "\n")
-		out = make([]byte, 0, len(b)+len(entry)+2)
-		out = append(out, head...)
-		out = append(out, '\n')
-		out = append(out, entry...)
-		out = append(out, '\n')
-		out = append(out, b[i+1:]...)
+	entry := "- " + oneLine(line)
+	body := strings.TrimRight(string(b), "\n")
+	trail := string(b[len(body):])
+	if trail == "" {
+		trail = "\n"
 	}
-	return store.WriteFileAtomic(p, out, 0o644)
+	lines := strings.Split(body, "\n")
+	sum := -1
+	for i, l := range lines {
+		if strings.TrimSpace(l) == "## Run Summary" {
+			sum = i
+			break
+		}
+	}
+	var out []string
+	if sum < 0 {
+		events := -1
+		for i, l := range lines {
+			if strings.TrimSpace(l) == "## Events" {
+				events = i
+				break
+			}
+		}
+		if events < 0 {
+			out = append(lines, "", "## Run Summary", entry, "", "## Events", "")
+		} else {
+			out = append(append(append([]string{}, lines[:events]...), "## Run Summary", entry, ""), lines[events:]...)
+		}
+	} else {
+		end := len(lines)
+		for i := sum + 1; i < len(lines); i++ {
+			if strings.HasPrefix(lines[i], "## ") {
+				end = i
+				break
+			}
+		}
+		at := sum + 1
+		for i := end - 1; i > sum; i-- {
+			if strings.TrimSpace(lines[i]) != "" {
+				at = i + 1
+				break
+			}
+		}
+		out = append(append(append([]string{}, lines[:at]...), entry), lines[at:]...)
+		if at == end {
+			// Keep a blank line between the summary and the next section.
+			out = append(append(append([]string{}, lines[:at]...), entry, ""), lines[at:]...)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return store.WriteFileAtomic(p, []byte(strings.Join(out, "\n")+trail), 0o644)
 }
 
 func oneLine(s string) string {
