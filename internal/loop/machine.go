@@ -1,0 +1,284 @@
+package loop
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// State is a state of the loop machine (seed 000).
+type State string
+
+// The loop machine's states, named as in seed 000.
+const (
+	StateInit                State = "INIT"
+	StateMemoryLoad          State = "MEMORY_LOAD"
+	StateStorySelectFallback State = "STORY_SELECT_FALLBACK"
+	StateStorySelect         State = "STORY_SELECT"
+	StateImplement           State = "IMPLEMENT"
+	StateTest                State = "TEST"
+	StateValidate            State = "VALIDATE"
+	StateCommit              State = "COMMIT"
+	StateBlocker             State = "BLOCKER"
+	StateExit                State = "EXIT"
+	StateError               State = "ERROR"
+)
+
+// States lists every state in diagram order.
+var States = []State{StateInit, StateMemoryLoad, StateStorySelectFallback, StateStorySelect, StateImplement,
+	StateTest, StateValidate, StateCommit, StateBlocker, StateExit, StateError}
+
+// Terminal reports whether no transition leaves s.
+func (s State) Terminal() bool { return s == StateExit || s == StateError }
+
+// Trigger is what happened in a state: the outcome of its entry action.
+type Trigger string
+
+// Triggers. Each names an outcome the runner observed; the table decides
+// where it leads.
+const (
+	TrigProgressFound     Trigger = "progress_found"
+	TrigProgressMissing   Trigger = "progress_missing"
+	TrigMemoryLoaded      Trigger = "memory_loaded"
+	TrigMemoryUnavailable Trigger = "memory_unavailable"
+	TrigFilesLoaded       Trigger = "files_loaded"
+	TrigTaskSelected      Trigger = "task_selected"
+	TrigAllComplete       Trigger = "all_complete"
+	TrigNoneSelectable    Trigger = "none_selectable"
+	TrigBudgetExhausted   Trigger = "budget_exhausted"
+	TrigCodeWritten       Trigger = "code_written"
+	TrigImplementFailed   Trigger = "implement_failed"
+	TrigUnresolvable      Trigger = "unresolvable"
+	TrigContextExhausted  Trigger = "context_exhausted"
+	TrigTestsPassed       Trigger = "tests_passed"
+	TrigTestsFailed       Trigger = "tests_failed"
+	TrigRunnerMissing     Trigger = "test_runner_missing"
+	TrigACsMet            Trigger = "acs_met"
+	TrigACsFailed         Trigger = "acs_failed"
+	TrigCommitted         Trigger = "committed"
+	TrigCommitFailed      Trigger = "commit_failed"
+	TrigBlockerLogged     Trigger = "blocker_logged"
+)
+
+// Guard chooses between transitions that share a state and a trigger.
+type Guard string
+
+// Guards over the retry count after the failure is counted.
+const (
+	GuardNone             Guard = ""
+	GuardRetriesLeft      Guard = "retry_count < max"
+	GuardRetriesExhausted Guard = "retry_count >= max"
+)
+
+// Transition is one row of the table.
+type Transition struct {
+	From    State
+	Trigger Trigger
+	Guard   Guard
+	To      State
+	// Label is the seed's wording, shown in the diagram.
+	Label string
+}
+
+// Table is the loop machine, as data. It holds exactly seed 000's
+// transitions plus three the seed describes in prose rather than in its
+// diagram: IMPLEMENT retrying itself ("Failure → retry increment →
+// IMPLEMENT or BLOCKER"), IMPLEMENT committing partial work when the
+// context is exhausted ("Hard Escalation: commit all work, respawn fresh"),
+// and COMMIT failing into BLOCKER ("Git Failure → BLOCKER").
+var Table = []Transition{
+	{StateInit, TrigProgressFound, GuardNone, StateMemoryLoad, "progress.txt exists"},
+	{StateInit, TrigProgressMissing, GuardNone, StateError, "progress.txt missing (setup required)"},
+	{StateMemoryLoad, TrigMemoryLoaded, GuardNone, StateStorySelect, "memory connected"},
+	{StateMemoryLoad, TrigMemoryUnavailable, GuardNone, StateStorySelectFallback, "memory timeout (file-only context)"},
+	{StateStorySelectFallback, TrigFilesLoaded, GuardNone, StateStorySelect, "memory loaded from files only"},
+	{StateStorySelect, TrigTaskSelected, GuardNone, StateImplement, "task selected (not blocked, not complete)"},
+	{StateStorySelect, TrigAllComplete, GuardNone, StateExit, "all stories complete"},
+	{StateStorySelect, TrigNoneSelectable, GuardNone, StateExit, "only blocked stories left (needs a human)"},
+	{StateStorySelect, TrigBudgetExhausted, GuardNone, StateExit, "iteration limit reached"},
+	{StateImplement, TrigCodeWritten, GuardNone, StateTest, "code written (subtask complete)"},
+	{StateImplement, TrigImplementFailed, GuardRetriesLeft, StateImplement, "agent failed (retry_count < max)"},
+	{StateImplement, TrigImplementFailed, GuardRetriesExhausted, StateBlocker, "max retries exceeded"},
+	{StateImplement, TrigUnresolvable, GuardNone, StateBlocker, "unresolvable error"},
+	{StateImplement, TrigContextExhausted, GuardNone, StateCommit, "context exhausted (commit partial work)"},
+	{StateTest, TrigTestsPassed, GuardNone, StateValidate, "all tests pass"},
+	{StateTest, TrigTestsFailed, GuardRetriesLeft, StateImplement, "tests fail (retry_count < max)"},
+	{StateTest, TrigTestsFailed, GuardRetriesExhausted, StateBlocker, "tests fail (retry_count >= max)"},
+	{StateTest, TrigRunnerMissing, GuardNone, StateBlocker, "test runner missing"},
+	{StateValidate, TrigACsMet, GuardNone, StateCommit, "ACs verified"},
+	{StateValidate, TrigACsFailed, GuardRetriesLeft, StateImplement, "ACs not met (retry_count < max)"},
+	{StateValidate, TrigACsFailed, GuardRetriesExhausted, StateBlocker, "ACs not met (retry_count >= max)"},
+	{StateCommit, TrigCommitted, GuardNone, StateMemoryLoad, "git commit + memory log"},
+	{StateCommit, TrigCommitFailed, GuardNone, StateBlocker, "git failure"},
+	{StateBlocker, TrigBlockerLogged, GuardNone, StateMemoryLoad, "blocker logged (next task)"},
+}
+
+// Action is work the runner does on entering a state.
+type Action string
+
+// Entry actions.
+const (
+	ActLoadMemory     Action = "load_memory"
+	ActLoadFiles      Action = "load_files"
+	ActSelectTask     Action = "select_task"
+	ActRunAgent       Action = "run_agent"
+	ActRunChecks      Action = "run_checks"
+	ActValidate       Action = "validate"
+	ActCommit         Action = "commit"
+	ActLogBlocker     Action = "log_blocker"
+	ActSummarize      Action = "summarize"
+	ActSetupRequired  Action = "setup_required"
+	ActVerifyInit     Action = "verify_init"
+	ActRecordFailure  Action = "record_failure"
+	ActResetRetries   Action = "reset_retries"
+	ActMarkBlocked    Action = "mark_blocked"
+	ActCommitPartial  Action = "commit_partial"
+	ActRecordFeedback Action = "record_feedback"
+)
+
+var entry = map[State]Action{
+	StateInit:                ActVerifyInit,
+	StateMemoryLoad:          ActLoadMemory,
+	StateStorySelectFallback: ActLoadFiles,
+	StateStorySelect:         ActSelectTask,
+	StateImplement:           ActRunAgent,
+	StateTest:                ActRunChecks,
+	StateValidate:            ActValidate,
+	StateCommit:              ActCommit,
+	StateBlocker:             ActLogBlocker,
+	StateExit:                ActSummarize,
+	StateError:               ActSetupRequired,
+}
+
+// EntryAction is the action performed on entering s.
+func EntryAction(s State) Action { return entry[s] }
+
+// DefaultMaxRetries is the number of failed attempts after which a task is
+// blocked (seed 000: "retry count >= 2"; seed 004: "after 2 consecutive
+// failures").
+const DefaultMaxRetries = 2
+
+// Machine is the whole state the pure transition function needs. It is
+// persisted in state.json at every transition.
+type Machine struct {
+	State State `json:"state"`
+	// TaskID is the task being worked on, "" between tasks.
+	TaskID string `json:"task_id,omitempty"`
+	// RetryCount is the number of failed attempts at TaskID so far.
+	RetryCount int `json:"retry_count"`
+	// MaxRetries is the number of failed attempts that blocks a task.
+	MaxRetries int `json:"max_retries"`
+	// Iteration counts the agent runs (entries into IMPLEMENT) of the run.
+	Iteration int `json:"iteration"`
+	// Partial is set while committing work that does not finish the task
+	// (context exhausted): COMMIT then does not mark the task done.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// Event is an outcome observed by the runner.
+type Event struct {
+	Trigger Trigger
+	// TaskID and RetryCount come with task_selected: the task and the
+	// failed attempts it already has from earlier runs.
+	TaskID     string
+	RetryCount int
+}
+
+// ErrNoTransition is returned for a trigger that the table does not allow
+// in the current state.
+var ErrNoTransition = errors.New("no such transition")
+
+// Next is the loop machine: a pure function of the current machine and an
+// event. It returns the next machine and the actions to perform, in order:
+// the transition's own actions, then the entry action of the new state.
+func Next(m Machine, ev Event) (Machine, []Action, error) {
+	max := m.MaxRetries
+	if max <= 0 {
+		max = DefaultMaxRetries
+	}
+	var candidates []Transition
+	for _, t := range Table {
+		if t.From == m.State && t.Trigger == ev.Trigger {
+			candidates = append(candidates, t)
+		}
+	}
+	if len(candidates) == 0 {
+		return m, nil, fmt.Errorf("%w: %s on %s", ErrNoTransition, m.State, ev.Trigger)
+	}
+	next := m
+	var actions []Action
+	var chosen Transition
+	switch ev.Trigger {
+	case TrigImplementFailed, TrigTestsFailed, TrigACsFailed:
+		next.RetryCount = m.RetryCount + 1
+		guard := GuardRetriesLeft
+		if next.RetryCount >= max {
+			guard = GuardRetriesExhausted
+		}
+		for _, t := range candidates {
+			if t.Guard == guard {
+				chosen = t
+			}
+		}
+		actions = append(actions, ActRecordFailure)
+		if guard == GuardRetriesLeft {
+			actions = append(actions, ActRecordFeedback)
+		}
+	default:
+		chosen = candidates[0]
+	}
+	switch ev.Trigger {
+	case TrigTaskSelected:
+		next.TaskID = ev.TaskID
+		next.RetryCount = ev.RetryCount
+	case TrigContextExhausted:
+		next.Partial = true
+		actions = append(actions, ActCommitPartial)
+	case TrigUnresolvable, TrigRunnerMissing, TrigCommitFailed:
+		actions = append(actions, ActRecordFailure)
+	}
+	if chosen.To == StateBlocker {
+		actions = append(actions, ActMarkBlocked)
+	}
+	if m.State == StateCommit || m.State == StateBlocker {
+		// Leaving COMMIT or BLOCKER ends the task: the next one starts
+		// with its own count.
+		next.TaskID, next.RetryCount, next.Partial = "", 0, false
+		if m.State == StateCommit && !m.Partial {
+			actions = append(actions, ActResetRetries)
+		}
+	}
+	next.State = chosen.To
+	if next.State == StateImplement {
+		next.Iteration++
+	}
+	return next, append(actions, EntryAction(next.State)), nil
+}
+
+// Mermaid renders the table as a mermaid state diagram, so that the
+// documentation is generated from the code and cannot drift from it.
+func Mermaid() string {
+	var b strings.Builder
+	b.WriteString("stateDiagram-v2\n")
+	b.WriteString("    [*] --> INIT: ralph build\n")
+	for _, t := range Table {
+		fmt.Fprintf(&b, "    %s --> %s: %s\n", t.From, t.To, t.Label)
+	}
+	b.WriteString("    EXIT --> [*]\n    ERROR --> [*]\n")
+	return b.String()
+}
+
+// Pairs returns the distinct (from, to) edges of the table, sorted.
+func Pairs() []string {
+	seen := map[string]bool{}
+	for _, t := range Table {
+		seen[string(t.From)+" -> "+string(t.To)] = true
+	}
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}

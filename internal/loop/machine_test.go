@@ -1,0 +1,186 @@
+package loop
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var allTriggers = []Trigger{TrigProgressFound, TrigProgressMissing, TrigMemoryLoaded, TrigMemoryUnavailable,
+	TrigFilesLoaded, TrigTaskSelected, TrigAllComplete, TrigNoneSelectable, TrigBudgetExhausted, TrigCodeWritten,
+	TrigImplementFailed, TrigUnresolvable, TrigContextExhausted, TrigTestsPassed, TrigTestsFailed, TrigRunnerMissing,
+	TrigACsMet, TrigACsFailed, TrigCommitted, TrigCommitFailed, TrigBlockerLogged}
+
+// The seed's diagram edges, plus the three the seed states in prose.
+var wantPairs = []string{
+	"BLOCKER -> MEMORY_LOAD",
+	"COMMIT -> BLOCKER", // prose: Git Failure -> BLOCKER
+	"COMMIT -> MEMORY_LOAD",
+	"IMPLEMENT -> BLOCKER",
+	"IMPLEMENT -> COMMIT",    // prose: context exhausted, commit and respawn
+	"IMPLEMENT -> IMPLEMENT", // prose: failure -> retry increment -> IMPLEMENT
+	"IMPLEMENT -> TEST",
+	"INIT -> ERROR",
+	"INIT -> MEMORY_LOAD",
+	"MEMORY_LOAD -> STORY_SELECT",
+	"MEMORY_LOAD -> STORY_SELECT_FALLBACK",
+	"STORY_SELECT -> EXIT",
+	"STORY_SELECT -> IMPLEMENT",
+	"STORY_SELECT_FALLBACK -> STORY_SELECT",
+	"TEST -> BLOCKER",
+	"TEST -> IMPLEMENT",
+	"TEST -> VALIDATE",
+	"VALIDATE -> BLOCKER",
+	"VALIDATE -> COMMIT",
+	"VALIDATE -> IMPLEMENT",
+}
+
+func TestTableHasExactlyTheSeedsEdges(t *testing.T) {
+	if got := Pairs(); !reflect.DeepEqual(got, wantPairs) {
+		t.Fatalf("edges:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantPairs, "\n"))
+	}
+}
+
+// TestEveryStateTriggerPair walks the whole product of states and
+// triggers: Next succeeds exactly where the table has a row, lands where
+// the row says, and refuses everything else without changing the machine.
+func TestEveryStateTriggerPair(t *testing.T) {
+	for _, s := range States {
+		for _, trig := range allTriggers {
+			var rows []Transition
+			for _, r := range Table {
+				if r.From == s && r.Trigger == trig {
+					rows = append(rows, r)
+				}
+			}
+			for _, retry := range []int{0, 1} {
+				m := Machine{State: s, TaskID: "US-001", RetryCount: retry, MaxRetries: 2}
+				got, actions, err := Next(m, Event{Trigger: trig, TaskID: "US-002"})
+				if len(rows) == 0 {
+					if !errors.Is(err, ErrNoTransition) || got != m || actions != nil {
+						t.Errorf("%s on %s: got %v, %v; want refusal", s, trig, got.State, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Errorf("%s on %s: %v", s, trig, err)
+					continue
+				}
+				if !slices.ContainsFunc(rows, func(r Transition) bool { return r.To == got.State }) {
+					t.Errorf("%s on %s went to %s, not in the table", s, trig, got.State)
+				}
+				if last := actions[len(actions)-1]; last != EntryAction(got.State) {
+					t.Errorf("%s on %s: last action %s, want entry action %s", s, trig, last, EntryAction(got.State))
+				}
+			}
+		}
+	}
+}
+
+func TestTerminalStatesHaveNoWayOut(t *testing.T) {
+	for _, s := range []State{StateExit, StateError} {
+		if !s.Terminal() {
+			t.Errorf("%s is not terminal", s)
+		}
+		for _, trig := range allTriggers {
+			if _, _, err := Next(Machine{State: s}, Event{Trigger: trig}); err == nil {
+				t.Errorf("%s accepted %s", s, trig)
+			}
+		}
+	}
+}
+
+// The seed's decision logic: a failure with retry_count < 2 goes back to
+// IMPLEMENT, at 2 to BLOCKER; the same for TEST and VALIDATE; a task is
+// blocked after its second failed attempt.
+func TestRetryRules(t *testing.T) {
+	for _, tc := range []struct {
+		from       State
+		trig       Trigger
+		retry      int
+		max        int
+		want       State
+		wantRetry  int
+		wantAction Action
+	}{
+		{StateTest, TrigTestsFailed, 0, 2, StateImplement, 1, ActRecordFeedback},
+		{StateTest, TrigTestsFailed, 1, 2, StateBlocker, 2, ActMarkBlocked},
+		{StateValidate, TrigACsFailed, 0, 2, StateImplement, 1, ActRecordFeedback},
+		{StateValidate, TrigACsFailed, 1, 2, StateBlocker, 2, ActMarkBlocked},
+		{StateImplement, TrigImplementFailed, 0, 2, StateImplement, 1, ActRecordFeedback},
+		{StateImplement, TrigImplementFailed, 1, 2, StateBlocker, 2, ActMarkBlocked},
+		{StateTest, TrigTestsFailed, 1, 3, StateImplement, 2, ActRecordFeedback},
+		{StateTest, TrigTestsFailed, 2, 3, StateBlocker, 3, ActMarkBlocked},
+		{StateTest, TrigTestsFailed, 0, 0, StateImplement, 1, ActRecordFeedback}, // 0 means the default, 2
+	} {
+		m := Machine{State: tc.from, TaskID: "US-001", RetryCount: tc.retry, MaxRetries: tc.max, Iteration: 4}
+		got, actions, err := Next(m, Event{Trigger: tc.trig})
+		if err != nil || got.State != tc.want || got.RetryCount != tc.wantRetry || !slices.Contains(actions, tc.wantAction) {
+			t.Errorf("%s on %s at retry %d/%d: got %s retry %d %v (%v); want %s retry %d with %s",
+				tc.from, tc.trig, tc.retry, tc.max, got.State, got.RetryCount, actions, err, tc.want, tc.wantRetry, tc.wantAction)
+		}
+		if got.TaskID != "US-001" {
+			t.Errorf("a failure must keep the task, got %q", got.TaskID)
+		}
+	}
+}
+
+func TestUnresolvableAndMissingRunnerBlockAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		from State
+		trig Trigger
+	}{{StateImplement, TrigUnresolvable}, {StateTest, TrigRunnerMissing}, {StateCommit, TrigCommitFailed}} {
+		got, actions, _ := Next(Machine{State: tc.from, TaskID: "T", RetryCount: 0}, Event{Trigger: tc.trig})
+		if got.State != StateBlocker || !slices.Contains(actions, ActMarkBlocked) {
+			t.Errorf("%s on %s -> %s %v", tc.from, tc.trig, got.State, actions)
+		}
+	}
+}
+
+func TestSelectionIterationAndTaskLifecycle(t *testing.T) {
+	m := Machine{State: StateStorySelect, Iteration: 2}
+	m, actions, _ := Next(m, Event{Trigger: TrigTaskSelected, TaskID: "US-003", RetryCount: 1})
+	if m.State != StateImplement || m.TaskID != "US-003" || m.RetryCount != 1 || m.Iteration != 3 || actions[len(actions)-1] != ActRunAgent {
+		t.Fatalf("after selection: %+v %v", m, actions)
+	}
+	m, _, _ = Next(m, Event{Trigger: TrigCodeWritten})
+	m, _, _ = Next(m, Event{Trigger: TrigTestsPassed})
+	m, actions, _ = Next(m, Event{Trigger: TrigACsMet})
+	if m.State != StateCommit || actions[len(actions)-1] != ActCommit {
+		t.Fatalf("after validation: %+v %v", m, actions)
+	}
+	m, actions, _ = Next(m, Event{Trigger: TrigCommitted})
+	if m.State != StateMemoryLoad || m.TaskID != "" || m.RetryCount != 0 || !slices.Contains(actions, ActResetRetries) {
+		t.Fatalf("after commit: %+v %v", m, actions)
+	}
+	if m.Iteration != 3 {
+		t.Fatalf("iteration changed outside IMPLEMENT: %d", m.Iteration)
+	}
+}
+
+func TestContextExhaustedCommitsPartialWorkWithoutFinishingTheTask(t *testing.T) {
+	m := Machine{State: StateImplement, TaskID: "US-001", RetryCount: 1, Iteration: 1}
+	m, actions, _ := Next(m, Event{Trigger: TrigContextExhausted})
+	if m.State != StateCommit || !m.Partial || !slices.Contains(actions, ActCommitPartial) || m.RetryCount != 1 {
+		t.Fatalf("%+v %v", m, actions)
+	}
+	m, actions, _ = Next(m, Event{Trigger: TrigCommitted})
+	if m.State != StateMemoryLoad || m.Partial || slices.Contains(actions, ActResetRetries) {
+		t.Fatalf("partial commit reset the task: %+v %v", m, actions)
+	}
+}
+
+func TestMermaidIsGeneratedFromTheTable(t *testing.T) {
+	d := Mermaid()
+	if !strings.HasPrefix(d, "stateDiagram-v2\n") {
+		t.Fatal("not a mermaid state diagram")
+	}
+	for _, r := range Table {
+		line := "    " + string(r.From) + " --> " + string(r.To) + ": " + r.Label + "\n"
+		if !strings.Contains(d, line) {
+			t.Errorf("diagram lacks %q", line)
+		}
+	}
+}
