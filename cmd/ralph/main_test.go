@@ -41,7 +41,7 @@ func TestScripts(t *testing.T) {
 			// work tree; a global excludes file keeps them out of git's
 			// view, as a user's global ignore would.
 			excludes := filepath.Join(home, "gitignore")
-			if err := os.WriteFile(excludes, []byte("scenario.json*\n"), 0o644); err != nil {
+			if err := os.WriteFile(excludes, []byte("scenario.json*\n.home/\n"), 0o644); err != nil {
 				return err
 			}
 			gitconfig := filepath.Join(home, ".gitconfig")

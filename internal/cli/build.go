@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ type BuildOptions struct {
 	MaxIterations int // 0: from config
 	Agent         string
 	PRD           string
+	Tasks         string
 	NoCommit      bool
 }
 
@@ -49,7 +51,8 @@ in .ralph/config.toml.`,
 	}
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run: codex, claude, droid, opencode, gemini, amp, cursor-agent, copilot or one from config")
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
-	cmd.Flags().BoolVar(&opts.NoCommit, "no-commit", false, "tell the agent not to commit and do not warn about uncommitted changes")
+	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "task file: a PRD (.md), prd.json or progress.txt (default: config, then detected)")
+	cmd.Flags().BoolVar(&opts.NoCommit, "no-commit", false, "verify but never commit (ralph and the agent)")
 	return cmd
 }
 
@@ -93,6 +96,18 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 	if err != nil {
 		return nil, err
 	}
+	var reviewer *agent.Spec
+	if cfg.Validate.Reviewer != "" {
+		r, err := resolveAgent(&Env{Getenv: func(string) string { return "" }}, cfg, cfg.Validate.Reviewer)
+		if err != nil {
+			return nil, fmt.Errorf("[validate] reviewer: %w", err)
+		}
+		reviewer = &r
+	}
+	src, err := resolveSource(ws, cfg, opts.Tasks, opts.PRD)
+	if err != nil && !planning {
+		return nil, err
+	}
 	prd := cfg.Build.PRD
 	if opts.PRD != "" {
 		prd = opts.PRD
@@ -116,6 +131,11 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 		Agent:         spec,
 		AgentTimeout:  cfg.Agent.Timeout.Duration,
 		Checks:        checksFromConfig(cfg),
+		Source:        src,
+		MaxRetries:    cfg.Loop.MaxRetries,
+		Reviewer:      reviewer,
+		ContextSoft:   cfg.Loop.ContextSoft,
+		ContextHard:   cfg.Loop.ContextHard,
 		Out:           env.IO.Out,
 		Now:           env.Now,
 	}}, nil
@@ -150,7 +170,20 @@ func reportOutcome(env *Env, s *loopSetup, rep loop.Report, err error) error {
 		if errors.Is(err, loop.ErrInterrupted) {
 			return &ExitError{Code: ExitInterrupted, Msg: "interrupted; state is saved, run the command again to go on"}
 		}
+		var setup *loop.SetupRequiredError
+		if errors.As(err, &setup) {
+			// Seed 000's ERROR state: the tag and the template go to
+			// stdout, where an agent or a script reads them.
+			fmt.Fprintln(env.IO.Out, setup.Error())
+			return &ExitError{Code: ExitFailure, Msg: setup.Path + " is missing: run `ralph init --bmad` to create it"}
+		}
+		if errors.Is(err, loop.ErrNeedsHuman) {
+			return &ExitError{Code: ExitNeedsHuman, Msg: "only blocked tasks are left: see `ralph status`, fix them, then `ralph unblock ID`"}
+		}
 		return err
+	}
+	if rep.Outcome == loop.OutcomeNeedsHuman {
+		return &ExitError{Code: ExitNeedsHuman, Msg: "only blocked tasks are left: see `ralph status`, fix them, then `ralph unblock ID`"}
 	}
 	if rep.Outcome == loop.OutcomeMaxIterations {
 		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("iteration limit reached with %d stories left: run `ralph build` again to go on", rep.StoriesLeft)}

@@ -6,17 +6,20 @@ import (
 
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/spf13/cobra"
 )
 
 // InitOptions holds the flags of `ralph init`.
 type InitOptions struct {
-	Env *Env
+	Env  *Env
+	BMAD bool
 }
 
 func newInitCmd(env *Env, runF func(*InitOptions) error) *cobra.Command {
 	opts := &InitOptions{Env: env}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Create .ralph/ with config, progress, guardrails and logs",
 		Long: `Create the .ralph/ folder of this repository: config.toml (with the checks
@@ -31,6 +34,8 @@ overwritten, so init is safe to run again.`,
 			return runInit(cmd, opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.BMAD, "bmad", false, "also write progress.txt, the task file of seed 000's BMAD mode, from its template")
+	return cmd
 }
 
 func runInit(cmd *cobra.Command, opts *InitOptions) error {
@@ -52,6 +57,16 @@ func runInit(cmd *cobra.Command, opts *InitOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.BMAD {
+		p := ws.Abs("progress.txt")
+		wrote, err := store.WriteIfMissing(p, []byte(tasks.ProgressTemplate()), 0o644)
+		if err != nil {
+			return err
+		}
+		if wrote {
+			created = append(created, p)
+		}
+	}
 	out := env.IO.Out
 	if len(created) == 0 {
 		fmt.Fprintln(out, "ralph: .ralph/ is already set up; nothing changed")
@@ -66,7 +81,11 @@ func runInit(cmd *cobra.Command, opts *InitOptions) error {
 		for _, c := range detected {
 			fmt.Fprintf(out, "check detected: %s (%s): %s\n", c.Name, c.Kind, c.Run)
 		}
-		fmt.Fprintln(out, "next: ralph prd \"what you want built\", then ralph plan, then ralph build")
+		if opts.BMAD {
+			fmt.Fprintln(out, "next: describe your stories in progress.txt, then ralph build (it finds progress.txt by itself)")
+		} else {
+			fmt.Fprintln(out, "next: ralph prd \"what you want built\", then ralph plan, then ralph build")
+		}
 	}
 	return nil
 }

@@ -140,6 +140,10 @@ Start with 'ralph demo' to watch a whole run with no AI CLI installed.`,
 		newBuildCmd(env, nil),
 		newDemoCmd(env, nil),
 		newDemoAgentCmd(env),
+		newStatusCmd(env),
+		newAddContextCmd(env),
+		newUnblockCmd(env),
+		newDiagramCmd(env),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(root.FlagErrorFunc())

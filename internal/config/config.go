@@ -46,7 +46,37 @@ type Config struct {
 	Agents        map[string]AgentConfig `toml:"agents"`
 	Build         BuildSection           `toml:"build"`
 	Plan          PlanSection            `toml:"plan"`
+	Tasks         TasksSection           `toml:"tasks"`
+	Loop          LoopSection            `toml:"loop"`
+	Validate      ValidateSection        `toml:"validate"`
 	Checks        []CheckConfig          `toml:"checks"`
+}
+
+// TasksSection chooses the task source.
+type TasksSection struct {
+	// Source is "prd-md", "prd-json" or "progress"; empty means detect:
+	// progress.txt, then prd.json, then the markdown PRD.
+	Source string `toml:"source"`
+	// Path is the task file; empty means the source's usual place.
+	Path string `toml:"path"`
+}
+
+// LoopSection tunes the loop machine.
+type LoopSection struct {
+	// MaxRetries is the number of failed attempts that blocks a task.
+	MaxRetries int `toml:"max_retries"`
+	// ContextSoft and ContextHard are the context-window thresholds (in
+	// percent) given to the agent.
+	ContextSoft int `toml:"context_soft"`
+	ContextHard int `toml:"context_hard"`
+}
+
+// ValidateSection configures VALIDATE.
+type ValidateSection struct {
+	// Reviewer is an agent name that judges each story's acceptance
+	// criteria; empty means no reviewer (verify commands and, for the
+	// markdown PRD, the agent's own checkmarks).
+	Reviewer string `toml:"reviewer"`
 }
 
 // AgentSection chooses the default agent and bounds each of its runs.
@@ -102,6 +132,7 @@ func Default() Config {
 			RequirePlan:   true,
 		},
 		Plan: PlanSection{MaxIterations: 1},
+		Loop: LoopSection{MaxRetries: 2, ContextSoft: 70, ContextHard: 80},
 	}
 }
 
@@ -152,6 +183,17 @@ func Load(path string) (Config, error) {
 func (c Config) validate() error {
 	if c.Build.MaxIterations < 0 || c.Plan.MaxIterations < 0 {
 		return errors.New("max_iterations must not be negative")
+	}
+	switch c.Tasks.Source {
+	case "", "prd-md", "prd-json", "progress":
+	default:
+		return fmt.Errorf("[tasks] source = %q: use prd-md, prd-json or progress (or leave it empty to detect)", c.Tasks.Source)
+	}
+	if c.Loop.MaxRetries < 1 {
+		return errors.New("[loop] max_retries must be at least 1")
+	}
+	if c.Loop.ContextSoft < 1 || c.Loop.ContextHard > 100 || c.Loop.ContextSoft > c.Loop.ContextHard {
+		return errors.New("[loop] context_soft and context_hard are percentages with context_soft <= context_hard <= 100")
 	}
 	for name, a := range c.Agents {
 		if len(a.Command) == 0 && len(a.Interactive) == 0 {

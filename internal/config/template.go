@@ -32,6 +32,24 @@ require_plan = true
 [plan]
 max_iterations = 1
 
+[tasks]
+# prd-md, prd-json or progress; empty: progress.txt, then prd.json, then the PRD.
+source = ""
+path = ""
+
+[loop]
+# Failed attempts (tests, acceptance criteria, agent errors) that block a task.
+max_retries = 2
+# Context-window thresholds (percent) given to the agent: skip nice-to-haves,
+# then commit and hand over to a fresh agent.
+context_soft = 70
+context_hard = 80
+
+[validate]
+# An agent that judges each story's acceptance criteria (e.g. "claude");
+# empty: only verify commands, and for the markdown PRD the agent's own marks.
+reviewer = ""
+
 # A custom agent. "{prompt}" is replaced by the path of the rendered prompt
 # file; without it the prompt is sent on stdin.
 # [agents.mine]

@@ -7,17 +7,19 @@ import (
 )
 
 // prdPathFromPrompt returns the path on the first prompt line that starts
-// with "PRD: ".
+// with "PRD: " or "Task file: " (the two ways ralph's prompts name it).
 func prdPathFromPrompt(prompt string) (string, error) {
 	for _, line := range strings.Split(prompt, "\n") {
 		line = strings.TrimRight(line, "\r")
-		if rest, ok := strings.CutPrefix(line, "PRD: "); ok {
-			if p := strings.TrimSpace(rest); p != "" {
-				return p, nil
+		for _, prefix := range []string{"PRD: ", "Task file: "} {
+			if rest, ok := strings.CutPrefix(line, prefix); ok {
+				if p := strings.TrimSpace(rest); p != "" {
+					return p, nil
+				}
 			}
 		}
 	}
-	return "", errors.New(`no "prd" given and no prompt line starts with "PRD: "`)
+	return "", errors.New(`no "prd" given and no prompt line starts with "PRD: " or "Task file: "`)
 }
 
 // checkStory marks the story heading "### [ ] <id>: ..." as "### [x]" and

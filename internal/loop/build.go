@@ -6,12 +6,18 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/prompt"
+	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -22,6 +28,20 @@ import (
 type SetupError struct{ Msg string }
 
 func (e *SetupError) Error() string { return e.Msg }
+
+// SetupRequiredError is seed 000's ERROR state: progress.txt is missing in
+// BMAD mode. Its message carries the SETUP_REQUIRED tag and the template.
+type SetupRequiredError struct {
+	Path     string
+	Template string
+}
+
+func (e *SetupRequiredError) Error() string {
+	return fmt.Sprintf("<promise>SETUP_REQUIRED</promise>\nExplanation: %s not found. Create it with `ralph init --bmad`, or from this template:\n\n%s", e.Path, e.Template)
+}
+
+// ErrNeedsHuman is returned when only blocked tasks are left.
+var ErrNeedsHuman = errors.New("only blocked tasks are left: a person must decide")
 
 // LoadPRD reads and parses the PRD. A missing file is a *SetupError that
 // names the command which writes one.
@@ -47,225 +67,1227 @@ func ReadPRD(ws *workspace.Workspace, path string) (*tasks.PRD, error) {
 	return prd, err
 }
 
-// feedbackLimit bounds the check output carried into the next prompt.
+// agentInstalled fails before anything is written when the agent's
+// program is missing.
+func agentInstalled(s agent.Spec) error {
+	argv, _ := agent.Argv(s.Headless, "prompt.md")
+	return agent.CheckInstalled(s, argv)
+}
+
+// feedbackLimit bounds the failure output carried into the next prompt.
 const feedbackLimit = 8 << 10
 
-// Build runs build iterations until every story in the PRD is done and
-// verified, the iteration limit is reached, or ctx is cancelled.
+// builder is one build run: the loop machine's runner.
+type builder struct {
+	*run
+	src     tasks.Source
+	board   *tasks.Board
+	st      *LoopState
+	tpl     prompt.Template
+	mem     memory.Store
+	sel     tasks.Selection
+	rec     *IterationRecord
+	snap    gitx.Snapshot
+	memText string
+	// failure describes the current failed attempt for BLOCKER and the
+	// next prompt.
+	failure, failureOutput, blockerType string
+	// projectNotes are agent instruction files found in the repository.
+	projectNotes []string
+}
+
+// Build runs the loop machine until every task is done and verified, only
+// blocked tasks are left, the iteration limit is reached, or ctx is
+// cancelled. A run that was interrupted or killed resumes where it stopped.
 func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Report, err error) {
-	// Bad input must change nothing: validate before the lock, the run
-	// folder or any state file exists.
-	prd, err := LoadPRD(ws, opts.PRDPath)
+	src := opts.Source
+	if src == nil {
+		src = tasks.Open(tasks.KindMarkdown, opts.PRDPath)
+	}
+	// INIT: verify the prerequisites before anything is written, so bad
+	// input changes nothing.
+	board, err := src.Load()
+	if errors.Is(err, fs.ErrNotExist) {
+		if src.Kind() == tasks.KindProgress {
+			return rep, &SetupRequiredError{Path: ws.Rel(src.Path()), Template: tasks.ProgressTemplate()}
+		}
+		if src.Kind() == tasks.KindMarkdown {
+			return rep, &SetupError{Msg: fmt.Sprintf("no PRD at %s: run `ralph prd \"what you want built\"` to write one, or pass --prd PATH", ws.Rel(src.Path()))}
+		}
+		return rep, &SetupError{Msg: fmt.Sprintf("no task file at %s: create it or pass --tasks PATH", ws.Rel(src.Path()))}
+	}
 	if err != nil {
 		return rep, err
 	}
-	if opts.RequirePlan {
+	if opts.RequirePlan && src.Kind() == tasks.KindMarkdown {
 		if _, err := os.Stat(opts.PlanPath); errors.Is(err, fs.ErrNotExist) {
-			return Report{}, &SetupError{Msg: fmt.Sprintf("no plan at %s: run `ralph plan` first, or set require_plan = false under [build] in .ralph/config.toml", ws.Rel(opts.PlanPath))}
+			return rep, &SetupError{Msg: fmt.Sprintf("no plan at %s: run `ralph plan` first, or set require_plan = false under [build] in .ralph/config.toml", ws.Rel(opts.PlanPath))}
 		}
 	}
 	tpl, err := prompt.Load(prompt.Build, ws.PromptsDir())
 	if err != nil {
-		return Report{}, err
-	}
-	r, err := begin(ctx, ws, "build", opts)
-	if err != nil {
-		return Report{}, err
-	}
-	rep = Report{StoriesLeft: prd.Remaining(), StoriesDone: len(prd.Stories) - prd.Remaining()}
-	reason := ""
-	defer func() { r.finish(&rep, reason) }()
-
-	bg := context.WithoutCancel(ctx)
-	snap, err := ws.Repo.Snapshot(bg)
-	if err != nil {
-		rep.Outcome, reason = OutcomeError, err.Error()
 		return rep, err
 	}
-	r.record.HeadBefore = snap.Head
-	feedback := map[string]string{} // story id -> why the last attempt was sent back
-
-	for n := 1; ; n++ {
-		prd, err = LoadPRD(ws, opts.PRDPath)
-		if err != nil {
-			rep.Outcome, reason = OutcomeError, err.Error()
-			r.logError("iteration %d: %v", n, err)
+	if err := agentInstalled(opts.Agent); err != nil {
+		return rep, err
+	}
+	prior, err := LoadState(ws)
+	if err != nil {
+		return rep, err
+	}
+	resume := prior != nil && !prior.Finished && prior.TaskFile == ws.Rel(src.Path())
+	if !resume && !opts.NoCommit {
+		if err := checkCleanTree(ctx, ws, src.Path(), opts.PlanPath); err != nil {
 			return rep, err
 		}
-		rep.StoriesLeft, rep.StoriesDone = prd.Remaining(), len(prd.Stories)-prd.Remaining()
-		story, ok := prd.Next()
-		if !ok {
-			rep.Outcome, reason = OutcomeComplete, "all stories are checked and verified"
-			fmt.Fprintf(opts.Out, "✓ all %d stories are done and verified\n", len(prd.Stories))
-			return rep, nil
+	}
+	resumeID := ""
+	if resume {
+		resumeID = prior.RunID
+		opts.MaxIterations = prior.MaxIterations
+	}
+	r, err := begin(ctx, ws, "build", opts, resumeID)
+	if err != nil {
+		return rep, err
+	}
+	b := &builder{run: r, src: src, board: board, tpl: tpl, mem: opts.Memory}
+	if b.mem == nil {
+		b.mem = &memory.FileStore{Path: ws.Path("memory.jsonl"), Now: opts.Now}
+	}
+	reason := ""
+	defer func() {
+		rep.StoriesLeft, rep.StoriesDone = b.board.Remaining(), len(b.board.Stories)-b.board.Remaining()
+		r.finish(&rep, reason)
+	}()
+	now := opts.now()
+	if resume {
+		b.st = prior
+		fmt.Fprintf(opts.Out, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.State, b.st.Machine.Iteration, orNone(b.st.Machine.TaskID))
+		r.event("run %s resumed in %s", r.id, b.st.Machine.State)
+		b.resumeInterrupted()
+	} else {
+		b.st = &LoopState{
+			SchemaVersion: StateSchemaVersion, RunID: r.id, TaskSource: string(src.Kind()), TaskFile: ws.Rel(src.Path()),
+			Machine:       Machine{State: StateInit, MaxRetries: opts.MaxRetries},
+			MaxIterations: opts.MaxIterations, NoCommit: opts.NoCommit, StartedAt: now.UTC(), EnteredAt: now.UTC(),
+			Tasks: map[string]*TaskRecord{}, Feedback: map[string]string{}, Metrics: Metrics{StateMillis: map[State]int64{}},
 		}
-		if n > opts.MaxIterations {
-			rep.Outcome = OutcomeMaxIterations
-			reason = fmt.Sprintf("reached %d iterations with %d stories left", opts.MaxIterations, rep.StoriesLeft)
+		// Counters of tasks outlive runs: a task blocked yesterday is
+		// still blocked, and its retry count still counts.
+		if prior != nil {
+			b.st.Tasks = prior.Tasks
+			b.st.Feedback = prior.Feedback
+			if b.st.Tasks == nil {
+				b.st.Tasks = map[string]*TaskRecord{}
+			}
+			if b.st.Feedback == nil {
+				b.st.Feedback = map[string]string{}
+			}
+		}
+		if err := b.st.save(ws); err != nil {
+			return rep, err
+		}
+	}
+	r.record.HeadBefore = b.headNow()
+
+	for !b.st.Machine.State.Terminal() {
+		m := b.st.Machine
+		if m.State == StateImplement && m.Iteration > b.st.MaxIterations {
+			// The budget also bounds retries, which never pass through
+			// STORY_SELECT. The run ends; the task keeps its counts for
+			// the next run.
+			b.st.Finished, b.st.Outcome = true, OutcomeMaxIterations
+			b.st.Reason = fmt.Sprintf("reached %d iterations with %d stories left", b.st.MaxIterations, b.board.Remaining())
+			b.st.Machine.Iteration = b.st.MaxIterations
+			b.st.save(ws)
+			rep.Iterations, rep.Outcome, reason = b.st.MaxIterations, OutcomeMaxIterations, b.st.Reason
 			fmt.Fprintf(opts.Out, "■ %s\n", reason)
 			return rep, nil
 		}
-		rep.Iterations = n
-
-		vars := r.vars(n, story)
-		if fb := feedback[story.ID]; fb != "" {
-			vars["VERIFY_FEEDBACK"] = fb
-		}
-		text, err := tpl.Render(vars)
+		ev, err := b.perform(ctx, m.State)
 		if err != nil {
+			if errors.Is(err, ErrInterrupted) {
+				rep.Outcome, reason = OutcomeInterrupted, fmt.Sprintf("interrupted in %s during iteration %d", m.State, m.Iteration)
+				rep.Iterations = b.st.Machine.Iteration
+				fmt.Fprintf(opts.Out, "■ interrupted: iteration %d recorded as interrupted; run `ralph build` again to resume\n", m.Iteration)
+				return rep, ErrInterrupted
+			}
+			rep.Outcome, reason = OutcomeError, err.Error()
+			rep.Iterations = b.st.Machine.Iteration
+			r.logError("%s: %v", m.State, err)
+			return rep, err
+		}
+		if err := b.transition(ev); err != nil {
 			rep.Outcome, reason = OutcomeError, err.Error()
 			return rep, err
 		}
-		fmt.Fprintf(opts.Out, "\n── iteration %d/%d · %s: %s · agent %s ──\n", n, opts.MaxIterations, story.ID, story.Title, opts.Agent.Name)
-		r.event("iteration %d started: story %s with agent %s", n, story.ID, opts.Agent.Name)
+	}
+	rep.Iterations = b.st.Machine.Iteration
+	rep.Outcome, reason = b.st.Outcome, b.st.Reason
+	switch b.st.Outcome {
+	case OutcomeNeedsHuman:
+		return rep, ErrNeedsHuman
+	}
+	return rep, nil
+}
 
-		started := opts.now()
-		out, promptFile, logFile, runErr := r.runAgent(ctx, n, text)
-		rec := r.newRecord(n, started, out, promptFile, logFile)
-		rec.StoryID, rec.StoryTitle = story.ID, story.Title
-		if runErr != nil && !out.Interrupted {
-			// The agent could not be started at all: going on would only
-			// repeat the failure, so the run stops here.
-			rec.Status, rec.Reason = StatusAgentError, runErr.Error()
-			r.logError("iteration %d (%s): %v", n, story.ID, runErr)
-			r.saveIteration(rec)
-			rep.Outcome, reason = OutcomeError, runErr.Error()
-			return rep, runErr
-		}
-		status, why := agentStatus(out)
-		after, gerr := r.gitDelta(bg, rec, snap)
-		if gerr != nil {
-			r.logError("iteration %d: git: %v", n, gerr)
-		} else {
-			snap = after
-		}
+// OutcomeNeedsHuman ends a run whose remaining tasks are all blocked.
+const OutcomeNeedsHuman Outcome = "needs_human"
 
-		// Re-read the PRD: the agent's edits are the claim, ralph checks it.
-		post, perr := LoadPRD(ws, opts.PRDPath)
-		claimed := false
-		if perr == nil {
-			if s, ok := post.Find(story.ID); ok && s.Done {
-				claimed = true
-			}
-		}
-		switch {
-		case status == StatusInterrupted:
-			if claimed {
-				r.reopen(story.ID, "interrupted before verification")
-			}
-		case status != "":
-			r.logError("iteration %d (%s): %s; the story stays open (output: %s)", n, story.ID, why, ws.Rel(logFile))
-			if claimed {
-				r.reopen(story.ID, why)
-			}
-		case perr != nil:
-			status, why = StatusAgentError, "the agent left the PRD unreadable: "+perr.Error()
-			r.logError("iteration %d (%s): %s", n, story.ID, why)
-		case !claimed:
-			status = StatusOpen
-		default:
-			results, passed := check.RunAll(bg, ws.Root, opts.Checks)
-			for _, res := range results {
-				rec.Checks = append(rec.Checks, CheckRecord{
-					Name: res.Check.Name, Passed: res.Passed(), ExitCode: res.ExitCode,
-					DurationMillis: res.Duration.Milliseconds(), TimedOut: res.TimedOut, Missing: res.Missing,
-				})
-				mark := "✓"
-				if !res.Passed() {
-					mark = "✗"
-				}
-				fmt.Fprintf(opts.Out, "  %s check %s (%s)\n", mark, res.Check.Name, res.Duration.Round(time.Millisecond))
-			}
-			if passed {
-				status = StatusDone
-				delete(feedback, story.ID)
-			} else {
-				failed := results[len(results)-1]
-				status, why = StatusVerifyFailed, describeFailure(failed)
-				feedback[story.ID] = fmt.Sprintf("Your previous attempt at %s was sent back: %s. Output of the failing check:\n\n```\n%s\n```\nFix the cause, then check the story again.",
-					story.ID, why, clipTail(failed.Output, feedbackLimit))
-				r.logError("iteration %d (%s): verification failed: %s; story reopened", n, story.ID, why)
-				r.reopen(story.ID, why)
-			}
-		}
-		rec.Status, rec.Reason = status, why
+// transition applies the pure machine to an event, performs the
+// transition's own actions, and persists the new state and the event line
+// before the next state's entry action runs.
+func (b *builder) transition(ev Event) error {
+	m := b.st.Machine
+	next, actions, err := Next(m, ev)
+	if err != nil {
+		return err
+	}
+	now := b.opts.now()
+	if b.st.Metrics.StateMillis == nil {
+		b.st.Metrics.StateMillis = map[State]int64{}
+	}
+	b.st.Metrics.StateMillis[m.State] += now.Sub(b.st.EnteredAt).Milliseconds()
+	for _, a := range actions[:len(actions)-1] {
+		b.transitionAction(a, m, next)
+	}
+	b.st.Machine = next
+	b.st.EnteredAt = now.UTC()
+	b.st.UpdatedAt = now.UTC()
+	b.st.Metrics.Iterations = next.Iteration
+	b.st.Metrics.TotalMillis = 0
+	for _, ms := range b.st.Metrics.StateMillis {
+		b.st.Metrics.TotalMillis += ms
+	}
+	if err := b.st.save(b.ws); err != nil {
+		return err
+	}
+	detail := ""
+	if ev.Trigger == TrigImplementFailed || ev.Trigger == TrigTestsFailed || ev.Trigger == TrigACsFailed || next.State == StateBlocker {
+		detail = b.failure
+	}
+	taskID := m.TaskID
+	if taskID == "" {
+		taskID = next.TaskID
+	}
+	e := TransitionEvent{Timestamp: now.UTC(), SessionID: b.id, Transition: TransitionEntry{
+		From: string(m.State), To: string(next.State), Trigger: string(ev.Trigger), TaskID: taskID, Detail: clip(detail, 300),
+	}}
+	if taskID != "" {
+		e.Transition.AttemptNumber = m.RetryCount + 1
+	}
+	if err := store.AppendJSONLine(EventsPath(b.ws), e); err != nil {
+		return err
+	}
+	b.log.Info("transition", "from", m.State, "to", next.State, "trigger", ev.Trigger, "task", taskID, "retry", next.RetryCount)
+	crashHook()
+	return nil
+}
 
-		if status == StatusInterrupted {
-			r.saveIteration(rec)
-			rep.Outcome, reason = OutcomeInterrupted, "interrupted during iteration "+strconv.Itoa(n)
-			fmt.Fprintf(opts.Out, "■ interrupted: iteration %d recorded as interrupted\n", n)
-			return rep, ErrInterrupted
-		}
-
-		if !opts.NoCommit && len(snap.Dirty) > 0 {
-			r.logError("iteration %d (%s) left uncommitted changes: %s", n, story.ID, strings.Join(clipList(snap.Dirty, 10), ", "))
-			fmt.Fprintf(opts.Out, "  ! uncommitted changes left: %s\n", strings.Join(clipList(snap.Dirty, 5), ", "))
-		}
-		rec.UncommittedFiles = snap.Dirty
-
-		// The completion signal is a claim; the PRD is the truth.
-		final, ferr := LoadPRD(ws, opts.PRDPath)
-		left := -1
-		if ferr == nil {
-			left = final.Remaining()
-			rep.StoriesLeft, rep.StoriesDone = left, len(final.Stories)-left
-		}
-		if hasSignal(rec.Signals, "COMPLETE") {
-			if left == 0 {
-				rec.SignalAccepted = true
-			} else {
-				msg := fmt.Sprintf("signal rejected: the agent said COMPLETE but %d stories are unchecked", left)
-				if left < 0 {
-					msg = "signal rejected: the agent said COMPLETE but the PRD cannot be read"
-				}
-				r.logError("iteration %d (%s): %s", n, story.ID, msg)
-				r.event("iteration %d: %s", n, msg)
-				fmt.Fprintf(opts.Out, "  ! %s\n", msg)
-			}
-		}
-		r.saveIteration(rec)
-		r.event("iteration %d ended: story %s %s", n, story.ID, status)
-		printIteration(opts, rec, why)
+func (b *builder) transitionAction(a Action, from, to Machine) {
+	switch a {
+	case ActRecordFailure:
+		t := b.st.task(from.TaskID)
+		t.Failures++
+		t.RetryCount = to.RetryCount
+		b.st.Metrics.TaskFailures++
+	case ActRecordFeedback:
+		b.st.Feedback[from.TaskID] = b.feedbackText(from.TaskID)
+		b.st.Metrics.Reworks++
+	case ActMarkBlocked:
+		b.markBlocked(from, to)
+	case ActResetRetries:
+		t := b.st.task(from.TaskID)
+		t.RetryCount, t.Blocker = 0, nil
+		t.Successes++
+		delete(b.st.Feedback, from.TaskID)
+		b.st.Metrics.TaskSuccesses++
 	}
 }
 
-func (r *run) vars(n int, story tasks.Story) map[string]string {
-	ws, o := r.ws, r.opts
+// perform runs the entry action of state s and returns what happened.
+func (b *builder) perform(ctx context.Context, s State) (Event, error) {
+	switch s {
+	case StateInit:
+		return Event{Trigger: TrigProgressFound}, nil
+	case StateMemoryLoad:
+		return b.memoryLoad(ctx)
+	case StateStorySelectFallback:
+		fmt.Fprintln(b.opts.Out, "  ! memory unavailable, using file-only context")
+		b.logError("memory (%s) unavailable, using file-only context", b.mem.Name())
+		return Event{Trigger: TrigFilesLoaded}, nil
+	case StateStorySelect:
+		return b.selectTask()
+	case StateImplement:
+		return b.implement(ctx)
+	case StateTest:
+		return b.test(ctx)
+	case StateValidate:
+		return b.validate(ctx)
+	case StateCommit:
+		return b.commit(ctx)
+	case StateBlocker:
+		return Event{Trigger: TrigBlockerLogged}, b.logBlocker(ctx)
+	}
+	return Event{}, fmt.Errorf("no action for state %s", s)
+}
+
+// memoryLoad reads the file memory (progress, task file, agent notes) and
+// queries the memory store: one retry after a pause, then the fallback.
+func (b *builder) memoryLoad(ctx context.Context) (Event, error) {
+	if err := b.reloadBoard(); err != nil {
+		return Event{}, err
+	}
+	var notes []string
+	for _, f := range []string{".claude/CLAUDE.md", "AGENTS.md", "CLAUDE.md"} {
+		if _, err := os.Stat(filepath.Join(b.ws.Root, f)); err == nil {
+			notes = append(notes, f)
+		}
+	}
+	b.projectNotes = notes
+	delay := b.opts.MemoryRetryDelay
+	if delay == 0 {
+		delay = 3 * time.Second
+	}
+	var agentCtx, issues []memory.Node
+	var err error
+	for try := 0; try < 2; try++ {
+		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		agentCtx, issues, err = memory.Load(qctx, b.mem)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		if try == 0 {
+			b.log.Warn("memory query failed, retrying", "err", err, "delay", delay.String())
+			select {
+			case <-ctx.Done():
+			case <-time.After(delay):
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return Event{}, ErrInterrupted
+	}
+	b.st.MemoryStore = b.mem.Name()
+	if err != nil {
+		b.st.MemoryConnected = false
+		b.memText = "Memory is unavailable for this iteration."
+		return Event{Trigger: TrigMemoryUnavailable}, nil
+	}
+	b.st.MemoryConnected = true
+	b.memText = renderMemory(agentCtx, issues)
+	return Event{Trigger: TrigMemoryLoaded}, nil
+}
+
+func renderMemory(agentCtx, issues []memory.Node) string {
+	if len(agentCtx) == 0 && len(issues) == 0 {
+		return "Nothing recorded yet."
+	}
+	var sb strings.Builder
+	for _, n := range agentCtx {
+		fmt.Fprintf(&sb, "- context: %s%s\n", n.Name, suffix(n.Text))
+	}
+	for _, n := range issues {
+		fmt.Fprintf(&sb, "- %s (%s): %s%s\n", n.MemoryType, n.Date.Format("2006-01-02"), n.Name, suffix(n.Text))
+	}
+	return strings.TrimRight(sb.String(), "\n")
+}
+
+func suffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + clip(strings.Join(strings.Fields(s), " "), 200)
+}
+
+// reloadBoard reads the task file again and lays ralph's own records over
+// it: blocked tasks of formats that cannot say "blocked" stay blocked, and
+// a blocker a person cleared in the file is cleared here too.
+func (b *builder) reloadBoard() error {
+	board, err := b.src.Load()
+	if err != nil {
+		return err
+	}
+	for i := range board.Stories {
+		s := &board.Stories[i]
+		for _, id := range storyTaskIDs(*s) {
+			t := b.st.Tasks[id]
+			if t == nil || t.Blocker == nil {
+				continue
+			}
+			if s.Status == tasks.StatusComplete {
+				t.Blocker = nil
+				continue
+			}
+			if t.Blocker.InFile && s.Status != tasks.StatusBlocked {
+				// The file could say blocked and now does not: a person
+				// unblocked it by editing the file, as seed 000 describes.
+				t.Blocker, t.RetryCount = nil, 0
+				delete(b.st.Feedback, id)
+				continue
+			}
+			s.Status = tasks.StatusBlocked
+			s.Done = false
+		}
+		if s.Status != tasks.StatusBlocked {
+			if t := b.st.Tasks[s.ID]; t != nil {
+				s.RetryCount = t.RetryCount
+			}
+		}
+	}
+	b.board = board
+	return nil
+}
+
+// storyTaskIDs lists the task ids a story can have: itself and each
+// subtask.
+func storyTaskIDs(s tasks.Story) []string {
+	ids := []string{s.ID}
+	for _, st := range s.Subtasks {
+		ids = append(ids, (tasks.Selection{Story: s, Subtask: &st}).TaskID())
+	}
+	return ids
+}
+
+func (b *builder) selectTask() (Event, error) {
+	if err := b.reloadBoard(); err != nil {
+		return Event{}, err
+	}
+	b.reviveTransient()
+	sel, finished, ok, why := b.board.Select()
+	for _, id := range finished {
+		if err := b.src.MarkDone(id, "", b.opts.now()); err != nil {
+			return Event{}, err
+		}
+		b.event("story %s complete: all its subtasks are done", id)
+	}
+	if len(finished) > 0 {
+		if err := b.reloadBoard(); err != nil {
+			return Event{}, err
+		}
+		sel, _, ok, why = b.board.Select()
+	}
+	if !ok {
+		if b.board.Remaining() == 0 {
+			b.st.Outcome, b.st.Reason = OutcomeComplete, "all stories complete"
+			return Event{Trigger: TrigAllComplete}, b.exit(true)
+		}
+		b.st.Outcome, b.st.Reason = OutcomeNeedsHuman, why
+		return Event{Trigger: TrigNoneSelectable}, b.exit(false)
+	}
+	if b.st.Machine.Iteration >= b.st.MaxIterations {
+		b.st.Outcome = OutcomeMaxIterations
+		b.st.Reason = fmt.Sprintf("reached %d iterations with %d stories left", b.st.MaxIterations, b.board.Remaining())
+		fmt.Fprintf(b.opts.Out, "■ %s\n", b.st.Reason)
+		return Event{Trigger: TrigBudgetExhausted}, b.exit(false)
+	}
+	b.sel = sel
+	id := sel.TaskID()
+	return Event{Trigger: TrigTaskSelected, TaskID: id, RetryCount: b.st.task(id).RetryCount}, nil
+}
+
+// reviveTransient gives a transiently blocked task its one automatic
+// retry once three iterations have passed since it was blocked (seed 000).
+func (b *builder) reviveTransient() {
+	for id, t := range b.st.Tasks {
+		bl := t.Blocker
+		if bl == nil || bl.Type != string(tasks.BlockerTransient) || t.AutoRetried || b.st.Machine.Iteration-bl.Iteration < 3 {
+			continue
+		}
+		storyID, _, _ := strings.Cut(id, "/")
+		if err := b.src.SetState(storyID, tasks.StatusInProgress, 0, nil, b.opts.now()); err != nil {
+			b.logError("could not revive %s: %v", id, err)
+			continue
+		}
+		t.Blocker = nil
+		t.RetryCount = 0
+		t.AutoRetried = true
+		b.event("task %s: transient blocker retried automatically after 3 iterations", id)
+		fmt.Fprintf(b.opts.Out, "  ↻ %s: transient blocker, retrying once automatically\n", id)
+	}
+	if err := b.reloadBoard(); err != nil {
+		b.logError("reload after revival: %v", err)
+	}
+}
+
+// findSelection rebuilds the selection of a task id after a resume.
+func (b *builder) findSelection(id string) (tasks.Selection, bool) {
+	for _, s := range b.board.Stories {
+		if s.ID == id {
+			return tasks.Selection{Story: s}, true
+		}
+		for i := range s.Subtasks {
+			sel := tasks.Selection{Story: s, Subtask: &s.Subtasks[i]}
+			if sel.TaskID() == id {
+				return sel, true
+			}
+		}
+	}
+	return tasks.Selection{}, false
+}
+
+func (b *builder) ensureSelection() error {
+	id := b.st.Machine.TaskID
+	if b.sel.Story.ID != "" && b.sel.TaskID() == id {
+		return nil
+	}
+	if err := b.reloadBoard(); err != nil {
+		return err
+	}
+	sel, ok := b.findSelection(id)
+	if !ok {
+		return fmt.Errorf("task %s is no longer in %s", id, b.ws.Rel(b.src.Path()))
+	}
+	b.sel = sel
+	return nil
+}
+
+func (b *builder) implement(ctx context.Context) (Event, error) {
+	if err := b.ensureSelection(); err != nil {
+		return Event{}, err
+	}
+	m := b.st.Machine
+	n := m.Iteration
+	story := b.sel.Story
+	taskID := b.sel.TaskID()
+	vars := b.vars(n, taskID)
+	if hints := b.consumeContext(taskID); hints != "" {
+		vars["CONTEXT_HINTS"] = hints
+	}
+	text, err := b.tpl.Render(vars)
+	if err != nil {
+		return Event{}, err
+	}
+	before, err := b.ws.Repo.Snapshot(context.WithoutCancel(ctx))
+	if err != nil {
+		return Event{Trigger: TrigUnresolvable}, b.fail("git: "+err.Error(), "", "permanent")
+	}
+	b.snap = before
+	digest := b.statusDigest()
+	attempt := fmt.Sprintf("attempt %d/%d", m.RetryCount+1, b.maxRetries())
+	fmt.Fprintf(b.opts.Out, "\n── iteration %d/%d · %s: %s · %s · agent %s ──\n", n, b.st.MaxIterations, taskID, story.Title, attempt, b.opts.Agent.Name)
+	b.event("iteration %d started: %s (%s) with agent %s", n, taskID, attempt, b.opts.Agent.Name)
+	started := b.opts.now()
+	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: before.Head}
+	b.st.save(b.ws)
+	out, promptFile, logFile, runErr := b.runAgent(ctx, n, text)
+	b.st.Attempt.AgentDone, b.st.Attempt.ExitCode, b.st.Attempt.Millis = true, out.ExitCode, out.Duration.Milliseconds()
+	b.st.Attempt.Prompt, b.st.Attempt.Log = b.ws.Rel(promptFile), b.ws.Rel(logFile)
+	b.st.Metrics.AgentMillis += out.Duration.Milliseconds()
+	b.st.Metrics.Tokens = b.st.Metrics.Tokens.Add(out.Result.Usage)
+	if out.Result.CostKnown {
+		b.st.Metrics.CostUSD += out.Result.CostUSD
+	}
+	rec := b.newRecord(n, started, out, promptFile, logFile)
+	rec.StoryID, rec.StoryTitle, rec.TaskID = story.ID, story.Title, taskID
+	rec.MemoryConnected = b.st.MemoryConnected
+	b.rec = rec
+	if runErr != nil && !out.Interrupted {
+		rec.Status, rec.Reason = StatusAgentError, runErr.Error()
+		b.saveIteration(rec)
+		return Event{}, runErr
+	}
+	bg := context.WithoutCancel(ctx)
+	after, gerr := b.gitDelta(bg, rec, before)
+	if gerr == nil {
+		b.snap = after
+	}
+	if out.Interrupted {
+		rec.Status, rec.Reason = StatusInterrupted, "interrupted by the user"
+		b.failure = "interrupted before verification"
+		b.reopenClaim()
+		b.saveIteration(rec)
+		return Event{}, ErrInterrupted
+	}
+	if b.statusDigest() != digest && b.src.Kind() != tasks.KindMarkdown {
+		b.restoreStatus(taskID)
+	}
+	changed := len(rec.Commits) > 0 || len(after.Dirty) > len(before.Dirty) || !sameStrings(after.Dirty, before.Dirty)
+	if status, why := agentStatus(out); status != "" {
+		rec.Status = status
+		return Event{Trigger: TrigImplementFailed}, b.fail(why, "", classify(why, out.TimedOut))
+	}
+	if hasSignal(rec.Signals, "CONTEXT_EXHAUSTED") {
+		rec.Status, rec.Reason = StatusPartial, "context exhausted: partial work is committed and a fresh agent continues"
+		return Event{Trigger: TrigContextExhausted}, nil
+	}
+	if !changed {
+		rec.Status = StatusNoChanges
+		return Event{Trigger: TrigImplementFailed}, b.fail("the agent made no changes", clip(out.Result.FinalMessage, 2000), "permanent")
+	}
+	return Event{Trigger: TrigCodeWritten}, nil
+}
+
+func sameStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// fail records why the current attempt failed; the machine decides
+// whether that means a retry or a blocker.
+func (b *builder) fail(reason, output, typ string) error {
+	b.failure, b.failureOutput, b.blockerType = reason, output, typ
+	if b.rec != nil {
+		b.rec.Reason = reason
+		if b.rec.Status == "" {
+			b.rec.Status = StatusFailed
+		}
+	}
+	b.logError("iteration %d (%s): %s", b.st.Machine.Iteration, b.st.Machine.TaskID, reason)
+	b.reopenClaim()
+	if b.rec != nil {
+		b.closeIteration()
+	}
+	return nil
+}
+
+// reopenClaim unchecks a markdown story the agent checked but ralph did not
+// accept: the PRD must never show a story done that was not verified.
+func (b *builder) reopenClaim() {
+	if b.src.Kind() != tasks.KindMarkdown || b.sel.Story.ID == "" {
+		return
+	}
+	board, err := b.src.Load()
+	if err != nil {
+		return
+	}
+	if s, ok := board.Find(b.sel.Story.ID); ok && s.Status == tasks.StatusComplete {
+		if err := b.src.SetState(s.ID, tasks.StatusNotStarted, 0, nil, b.opts.now()); err == nil {
+			b.event("story %s reopened: %s", s.ID, b.failure)
+			fmt.Fprintf(b.opts.Out, "  ↺ %s reopened: %s\n", s.ID, b.failure)
+		}
+	}
+}
+
+func (b *builder) feedbackText(taskID string) string {
+	msg := fmt.Sprintf("Your previous attempt at %s was sent back: %s.", taskID, b.failure)
+	if strings.TrimSpace(b.failureOutput) != "" {
+		msg += "\n\n```\n" + clipTail(b.failureOutput, feedbackLimit) + "\n```"
+	}
+	return msg + "\nFix the cause; the earlier attempt's changes are still in the working tree."
+}
+
+// classify decides whether a failure may heal by itself (network,
+// database, external service: transient) or needs a person (permanent).
+func classify(text string, timedOut bool) string {
+	if timedOut {
+		return "transient"
+	}
+	l := strings.ToLower(text)
+	for _, p := range []string{"timed out", "timeout", "connection refused", "connection reset", "econnrefused", "etimedout",
+		"network", "could not resolve host", "temporarily unavailable", "service unavailable", "503", "502 bad gateway",
+		"database is locked", "could not connect", "external service"} {
+		if strings.Contains(l, p) {
+			return "transient"
+		}
+	}
+	return "permanent"
+}
+
+func (b *builder) test(ctx context.Context) (Event, error) {
+	if err := b.ensureSelection(); err != nil {
+		return Event{}, err
+	}
+	b.ensureRecord()
+	results, passed := check.RunAll(context.WithoutCancel(ctx), b.ws.Root, b.opts.Checks)
+	if ctx.Err() != nil {
+		return Event{}, ErrInterrupted
+	}
+	for _, res := range results {
+		b.rec.Checks = append(b.rec.Checks, CheckRecord{
+			Name: res.Check.Name, Passed: res.Passed(), ExitCode: res.ExitCode,
+			DurationMillis: res.Duration.Milliseconds(), TimedOut: res.TimedOut, Missing: res.Missing,
+		})
+		mark := "✓"
+		if !res.Passed() {
+			mark = "✗"
+		}
+		fmt.Fprintf(b.opts.Out, "  %s check %s (%s)\n", mark, res.Check.Name, res.Duration.Round(time.Millisecond))
+	}
+	if passed {
+		return Event{Trigger: TrigTestsPassed}, nil
+	}
+	last := results[len(results)-1]
+	why := describeFailure(last)
+	b.rec.Status = StatusTestsFailed
+	if last.Missing {
+		return Event{Trigger: TrigRunnerMissing}, b.fail("test runner missing: "+why, last.Output, "permanent")
+	}
+	return Event{Trigger: TrigTestsFailed}, b.fail("tests failed: "+why, last.Output, classify(last.Output, last.TimedOut))
+}
+
+func (b *builder) validate(ctx context.Context) (Event, error) {
+	if err := b.ensureSelection(); err != nil {
+		return Event{}, err
+	}
+	b.ensureRecord()
+	story := b.sel.Story
+	// A subtask that is not the story's last open one is done when its
+	// tests pass: the story's criteria are judged when it completes.
+	if b.sel.Subtask != nil {
+		open := 0
+		for _, st := range story.Subtasks {
+			if !st.Done {
+				open++
+			}
+		}
+		if open > 1 {
+			return Event{Trigger: TrigACsMet}, nil
+		}
+	}
+	criteria := make([]role.Criterion, len(story.Criteria))
+	for i, c := range story.Criteria {
+		criteria[i] = role.Criterion{ID: fmt.Sprintf("AC-%d", i+1), Text: c.Text, Verify: c.Verify}
+	}
+	var cmds []role.CommandResult
+	for _, c := range criteria {
+		if c.Verify == "" {
+			continue
+		}
+		res := check.Run(context.WithoutCancel(ctx), b.ws.Root, check.Check{Name: c.ID, Run: c.Verify, Timeout: 10 * time.Minute})
+		cmds = append(cmds, role.CommandResult{ID: c.ID, Passed: res.Passed(), Output: res.Output, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Missing: res.Missing})
+	}
+	var reviewer *role.Verdict
+	switch {
+	case b.opts.Reviewer != nil:
+		v, err := b.review(ctx, criteria)
+		if err != nil {
+			return Event{}, err
+		}
+		reviewer = v
+	case b.src.Kind() == tasks.KindMarkdown && len(cmds) == 0:
+		// Seed 001: the agent checks the criteria it verified; with no
+		// reviewer and no commands, that claim is what there is to judge.
+		v := agentClaim(b.ws, b.src.Path(), story.ID, criteria)
+		reviewer = &v
+	}
+	verdict := role.Combine(criteria, cmds, reviewer)
+	if ctx.Err() != nil {
+		return Event{}, ErrInterrupted
+	}
+	if report := verdict.Report(); report != "" {
+		fmt.Fprintln(b.opts.Out, indentLines(report, "  "))
+		b.rec.ACReport = report
+	}
+	for _, r := range verdict.Reasons {
+		fmt.Fprintf(b.opts.Out, "  ! %s\n", r)
+	}
+	if verdict.Qualified {
+		return Event{Trigger: TrigACsMet}, nil
+	}
+	b.rec.Status = StatusACsFailed
+	return Event{Trigger: TrigACsFailed}, b.fail("acceptance criteria not met", verdict.Feedback(), "permanent")
+}
+
+// agentClaim reads the agent's own marks in the markdown PRD as a verdict.
+func agentClaim(ws *workspace.Workspace, path, storyID string, criteria []role.Criterion) role.Verdict {
+	v := role.Verdict{Qualified: true}
+	prd, err := ReadPRD(ws, path)
+	var story tasks.Story
+	found := false
+	if err == nil {
+		story, found = prd.Find(storyID)
+	}
+	for i, c := range criteria {
+		met := found && (story.Done || (i < len(story.Criteria) && story.Criteria[i].Done))
+		f := role.Finding{ID: c.ID, Text: c.Text, Met: met, Source: "agent"}
+		if met {
+			f.Evidence = "checked by the agent; ralph's checks passed"
+		} else {
+			f.Evidence = "the agent did not check this criterion in the PRD"
+			v.Qualified = false
+		}
+		v.Findings = append(v.Findings, f)
+	}
+	if !found {
+		v.Qualified = false
+		v.Reasons = append(v.Reasons, "story "+storyID+" is missing from the PRD")
+	}
+	if len(criteria) == 0 && !(found && story.Done) {
+		v.Qualified = false
+		v.Reasons = append(v.Reasons, "the agent did not check the story in the PRD")
+	}
+	return v
+}
+
+func (b *builder) review(ctx context.Context, criteria []role.Criterion) (*role.Verdict, error) {
+	tpl, err := prompt.Load(prompt.Review, b.ws.PromptsDir())
+	if err != nil {
+		return nil, err
+	}
+	story := b.sel.Story
+	diff := strings.Join(append(append([]string{}, b.rec.ChangedFiles...), b.snap.Dirty...), "\n")
+	var checkOut strings.Builder
+	for _, c := range b.rec.Checks {
+		fmt.Fprintf(&checkOut, "%s: passed=%v exit=%d\n", c.Name, c.Passed, c.ExitCode)
+	}
+	text, err := tpl.Render(role.ReviewVars(story.ID, story.Title, story.Block, criteria, diff, checkOut.String()))
+	if err != nil {
+		return nil, err
+	}
+	spec := *b.opts.Reviewer
+	var perr error
+	for try := 1; try <= 2; try++ {
+		n := b.st.Machine.Iteration
+		promptFile := filepath.Join(b.dir, fmt.Sprintf("iter-%d.review-%d.prompt.md", n, try))
+		store.WriteFileAtomic(promptFile, []byte(text), 0o644)
+		logF, _ := os.Create(filepath.Join(b.dir, fmt.Sprintf("iter-%d.review-%d.log", n, try)))
+		fmt.Fprintf(b.opts.Out, "  ── review by %s ──\n", spec.Name)
+		out, err := agent.Run(ctx, agent.Invocation{Spec: spec, Prompt: text, PromptFile: promptFile, Dir: b.ws.Root, Log: logF, Display: b.opts.Out, Timeout: b.opts.AgentTimeout})
+		if logF != nil {
+			logF.Close()
+		}
+		if out.Interrupted || ctx.Err() != nil {
+			return nil, ErrInterrupted
+		}
+		if err != nil {
+			return nil, err
+		}
+		var v role.Verdict
+		if v, perr = role.ParseVerdict(out.Result.FinalMessage, criteria); perr == nil {
+			return &v, nil
+		}
+		b.logError("iteration %d: reviewer answer malformed (try %d): %v", n, try, perr)
+		text = role.ReaskPrompt(perr, criteria)
+	}
+	return role.NoVerdict(perr), nil
+}
+
+func (b *builder) commit(ctx context.Context) (Event, error) {
+	if err := b.ensureSelection(); err != nil {
+		return Event{}, err
+	}
+	b.ensureRecord()
+	bg := context.WithoutCancel(ctx)
+	m := b.st.Machine
+	story := b.sel.Story
+	taskID := b.sel.TaskID()
+	now := b.opts.now()
+	subtaskID := ""
+	if b.sel.Subtask != nil {
+		subtaskID = b.sel.Subtask.ID
+	}
+	eventID := ""
+	if !m.Partial {
+		if err := b.src.MarkDone(story.ID, subtaskID, now); err != nil {
+			return Event{Trigger: TrigCommitFailed}, b.fail("could not mark the task done: "+err.Error(), "", "permanent")
+		}
+		id, err := b.mem.Add(bg, memory.Node{Name: taskID + " complete: " + story.Title, MemoryType: memory.TypeEvent,
+			Props: map[string]string{"event": memory.EventTaskComplete, "task": taskID, "run": b.id}})
+		if err == nil {
+			eventID = id
+		} else {
+			b.log.Warn("memory event not logged", "err", err)
+		}
+	}
+	if !m.Partial {
+		b.appendProgress(fmt.Sprintf("%s: %s verified by ralph (checks passed, acceptance criteria met)", taskID, story.Title))
+	}
+	hash := ""
+	if !b.st.NoCommit {
+		snap, err := b.ws.Repo.Snapshot(bg)
+		if err != nil {
+			return Event{Trigger: TrigCommitFailed}, b.fail("git: "+err.Error(), "", "permanent")
+		}
+		if len(snap.Dirty) > 0 {
+			if err := b.ws.Repo.AddAll(bg); err != nil {
+				return Event{Trigger: TrigCommitFailed}, b.fail("git add: "+err.Error(), "", "permanent")
+			}
+			msg := b.commitMessage(taskID, story, m.Partial, eventID)
+			hash, err = b.ws.Repo.Commit(bg, msg)
+			if err != nil && !errors.Is(err, gitx.ErrNothingToCommit) {
+				return Event{Trigger: TrigCommitFailed}, b.fail("git commit: "+err.Error(), "", "permanent")
+			}
+		}
+		if hash == "" {
+			hash, _ = b.ws.Repo.Head(bg)
+		}
+		if eventID != "" && hash != "" {
+			b.mem.Link(bg, eventID, "commit", hash)
+		}
+	}
+	after, err := b.gitDelta(bg, b.rec, gitx.Snapshot{Head: b.attemptHead()})
+	if err == nil {
+		b.snap = after
+	}
+	if m.Partial {
+		b.rec.Status = StatusPartial
+		fmt.Fprintf(b.opts.Out, "◐ iteration %d: %s partial work committed (%s); a fresh agent continues\n", m.Iteration, taskID, short(hash))
+	} else {
+		b.rec.Status = StatusDone
+		fmt.Fprintf(b.opts.Out, "✓ iteration %d: %s done and verified · commit %s\n", m.Iteration, taskID, short(hash))
+	}
+	b.closeIteration()
+	return Event{Trigger: TrigCommitted}, nil
+}
+
+func (b *builder) commitMessage(taskID string, story tasks.Story, partial bool, eventID string) string {
+	subject := taskID + ": " + story.Title
+	if b.sel.Subtask != nil {
+		subject = taskID + ": " + b.sel.Subtask.Title
+	}
+	if partial {
+		subject = taskID + ": partial work (context exhausted)"
+	}
+	var body strings.Builder
+	if b.rec != nil && b.rec.ACReport != "" {
+		body.WriteString("Acceptance criteria:\n" + b.rec.ACReport + "\n\n")
+	}
+	fmt.Fprintf(&body, "Ralph-Task: %s\nRalph-Story: %s\nRalph-Run: %s\n", taskID, story.ID, b.id)
+	if eventID != "" {
+		fmt.Fprintf(&body, "Ralph-Memory-Event: %s\n", eventID)
+	}
+	return subject + "\n\n" + body.String()
+}
+
+func (b *builder) attemptHead() string {
+	if b.st.Attempt != nil {
+		return b.st.Attempt.HeadBefore
+	}
+	return b.snap.Head
+}
+
+// markBlocked runs on the transition into BLOCKER: it records the blocker
+// in ralph's state; BLOCKER's entry action then writes the task file.
+func (b *builder) markBlocked(from, to Machine) {
+	id := from.TaskID
+	t := b.st.task(id)
+	t.RetryCount = to.RetryCount
+	typ := b.blockerType
+	if typ == "" {
+		typ = "permanent"
+	}
+	if t.AutoRetried {
+		typ = "permanent" // the one automatic retry of a transient blocker failed
+	}
+	fixes := []string{}
+	if t.Blocker != nil {
+		fixes = t.Blocker.AttemptedFixes
+	}
+	fixes = append(fixes, fmt.Sprintf("iteration %d: %s", from.Iteration, b.failure))
+	t.Blocker = &BlockerRecord{Reason: b.failure, Type: typ, RequiresHuman: typ == "permanent", AttemptedFixes: fixes, Iteration: from.Iteration}
+	b.st.Metrics.Blocked++
+	delete(b.st.Feedback, id)
+}
+
+func (b *builder) logBlocker(ctx context.Context) error {
+	id := b.st.Machine.TaskID
+	t := b.st.task(id)
+	bl := t.Blocker
+	if bl == nil {
+		bl = &BlockerRecord{Reason: b.failure, Type: "permanent", RequiresHuman: true}
+		t.Blocker = bl
+	}
+	storyID, _, _ := strings.Cut(id, "/")
+	now := b.opts.now()
+	err := b.src.SetState(storyID, tasks.StatusBlocked, t.RetryCount, &tasks.Blocker{
+		Reason: bl.Reason, Type: tasks.BlockerType(bl.Type), RequiresHuman: bl.RequiresHuman, AttemptedFixes: bl.AttemptedFixes,
+	}, now)
+	if err != nil {
+		b.logError("could not mark %s blocked in %s: %v", id, b.ws.Rel(b.src.Path()), err)
+	}
+	if board, lerr := b.src.Load(); lerr == nil {
+		for _, s := range board.Stories {
+			if s.ID == storyID && s.Status == tasks.StatusBlocked {
+				bl.InFile = true
+			}
+		}
+	}
+	// Set the failed attempt's work aside so that the next task starts
+	// from a clean tree; the stash keeps it for the person who unblocks.
+	bg := context.WithoutCancel(ctx)
+	if !b.st.NoCommit {
+		if snap, err := b.ws.Repo.Snapshot(bg); err == nil && len(snap.Dirty) > 0 {
+			if stash, err := b.stash(bg, fmt.Sprintf("ralph: blocked attempt at %s (run %s)", id, b.id)); err == nil {
+				bl.Stash = stash
+			} else {
+				b.logError("could not stash the blocked attempt at %s: %v", id, err)
+			}
+		}
+	}
+	b.mem.Add(bg, memory.Node{Name: id + " blocked: " + bl.Reason, MemoryType: memory.TypeBlocker, Text: strings.Join(bl.AttemptedFixes, "; "),
+		Props: map[string]string{"event": memory.EventTaskBlocker, "task": id, "blocker_type": bl.Type, "run": b.id, "fix_sources_tried": "checks, acceptance criteria"}})
+	b.logError("task %s blocked (%s): %s", id, bl.Type, bl.Reason)
+	b.appendProgress(fmt.Sprintf("%s BLOCKED (%s, requires_human=%v): %s", id, bl.Type, bl.RequiresHuman, bl.Reason))
+	fmt.Fprintf(b.opts.Out, "⛔ %s blocked (%s): %s\n", id, bl.Type, bl.Reason)
+	if bl.Type == "permanent" {
+		fmt.Fprintf(b.opts.Out, "   a person must decide: fix it, then `ralph unblock %s`\n", id)
+	}
+	return b.st.save(b.ws)
+}
+
+func (b *builder) stash(ctx context.Context, msg string) (string, error) {
+	// ralph's own files (its folder, the task file, the plan) stay: they
+	// hold the blocker just written and the records of the run.
+	args := []string{"stash", "push", "--include-untracked", "-m", msg, "--", ".",
+		":(exclude)" + workspace.DirName, ":(exclude)" + b.ws.Rel(b.src.Path()), ":(exclude)" + b.ws.Rel(b.opts.PlanPath)}
+	if _, err := b.ws.Repo.Runner.Git(ctx, b.ws.Root, args...); err != nil {
+		return "", err
+	}
+	out, err := b.ws.Repo.Runner.Git(ctx, b.ws.Root, "rev-parse", "stash@{0}")
+	return strings.TrimSpace(string(out)), err
+}
+
+// exit performs EXIT's entry action ahead of the transition so that its
+// summary reflects the final state.
+func (b *builder) exit(allDone bool) error {
+	st := b.st
+	st.Finished = true
+	elapsed := b.opts.now().Sub(st.StartedAt).Round(time.Second)
+	head := b.headNow()
+	done := len(b.board.Stories) - b.board.Remaining()
+	fmt.Fprintln(b.opts.Out)
+	if allDone {
+		// The tag is printed by ralph, never taken from the agent.
+		fmt.Fprintln(b.opts.Out, "<promise>COMPLETED</promise>")
+		fmt.Fprintln(b.opts.Out)
+	}
+	fmt.Fprintf(b.opts.Out, "Summary:\n- Stories completed: %d of %d\n- Total iterations: %d\n- Final commit: %s\n- Time elapsed: %s\n",
+		done, len(b.board.Stories), st.Machine.Iteration, short(head), elapsed)
+	if blocked := b.blockedIDs(); len(blocked) > 0 {
+		fmt.Fprintf(b.opts.Out, "- Blocked: %s (see `ralph status`)\n", strings.Join(blocked, ", "))
+	}
+	metrics := map[string]string{
+		"stories_completed": strconv.Itoa(done),
+		"total_iterations":  strconv.Itoa(st.Machine.Iteration),
+		"final_commit":      head,
+		"time_elapsed":      elapsed.String(),
+	}
+	if err := b.src.SetMetrics(metrics, b.opts.now()); err != nil {
+		b.logError("could not write metrics to %s: %v", b.ws.Rel(b.src.Path()), err)
+	}
+	if !st.NoCommit && b.src.Kind() == tasks.KindProgress {
+		bg := context.Background()
+		if snap, err := b.ws.Repo.Snapshot(bg); err == nil && len(snap.Dirty) > 0 {
+			if err := b.ws.Repo.AddAll(bg); err == nil {
+				b.ws.Repo.Commit(bg, "ralph: final summary and metrics\n\nRalph-Run: "+b.id+"\n")
+			}
+		}
+	}
+	return nil
+}
+
+func (b *builder) blockedIDs() []string {
+	var ids []string
+	for id, t := range b.st.Tasks {
+		if t.Blocker != nil {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func (b *builder) headNow() string {
+	h, _ := b.ws.Repo.Head(context.Background())
+	return h
+}
+
+// resumeInterrupted records the iteration a crash or interrupt cut short.
+func (b *builder) resumeInterrupted() {
+	a := b.st.Attempt
+	if a == nil || b.st.Machine.State != StateImplement || a.Iteration != b.st.Machine.Iteration {
+		return
+	}
+	rec := &IterationRecord{SchemaVersion: 1, RunID: b.id, Iteration: a.Iteration, Kind: "build", TaskID: a.TaskID,
+		Agent: b.opts.Agent.Name, StartedAt: a.StartedAt, HeadBefore: a.HeadBefore, Status: StatusInterrupted,
+		Reason: "ralph stopped during this iteration; it is run again", ExitCode: -1, PromptFile: a.Prompt, LogFile: a.Log}
+	rec.StoryID, _, _ = strings.Cut(a.TaskID, "/")
+	b.saveIteration(rec)
+	// Re-entering IMPLEMENT runs the agent again as a new iteration; the
+	// cut-short one keeps its number in the records.
+	b.st.Machine.Iteration++
+	b.st.Metrics.Iterations = b.st.Machine.Iteration
+	b.st.save(b.ws)
+}
+
+// ensureRecord rebuilds the iteration record after a resume into TEST,
+// VALIDATE or COMMIT.
+func (b *builder) ensureRecord() {
+	if b.rec != nil && b.rec.Iteration == b.st.Machine.Iteration {
+		return
+	}
+	a := b.st.Attempt
+	rec := &IterationRecord{SchemaVersion: 1, RunID: b.id, Iteration: b.st.Machine.Iteration, Kind: "build",
+		TaskID: b.st.Machine.TaskID, Agent: b.opts.Agent.Name, StartedAt: b.opts.now().UTC()}
+	if a != nil {
+		rec.StartedAt, rec.HeadBefore, rec.ExitCode, rec.DurationMillis, rec.PromptFile, rec.LogFile = a.StartedAt, a.HeadBefore, a.ExitCode, a.Millis, a.Prompt, a.Log
+	}
+	rec.StoryID, rec.StoryTitle = b.sel.Story.ID, b.sel.Story.Title
+	b.rec = rec
+}
+
+// closeIteration writes the iteration's record once its outcome is known.
+func (b *builder) closeIteration() {
+	if b.rec == nil {
+		return
+	}
+	if b.rec.Status == "" {
+		b.rec.Status = StatusFailed
+	}
+	b.rec.UncommittedFiles = b.snap.Dirty
+	if b.rec.UncommittedFiles == nil {
+		b.rec.UncommittedFiles = []string{}
+	}
+	// The completion signal is a claim; the task file is the truth.
+	if hasSignal(b.rec.Signals, "COMPLETE") {
+		if err := b.reloadBoard(); err == nil && b.board.Remaining() == 0 {
+			b.rec.SignalAccepted = true
+		} else {
+			msg := fmt.Sprintf("signal rejected: the agent said COMPLETE but %d stories are not done", b.board.Remaining())
+			b.logError("iteration %d (%s): %s", b.rec.Iteration, b.rec.TaskID, msg)
+			b.event("iteration %d: %s", b.rec.Iteration, msg)
+			fmt.Fprintf(b.opts.Out, "  ! %s\n", msg)
+		}
+	}
+	b.saveIteration(b.rec)
+	if b.rec.Status != StatusDone && b.rec.Status != StatusPartial {
+		printIteration(b.opts, b.rec, b.rec.Reason)
+	}
+	b.rec = nil
+}
+
+func (b *builder) maxRetries() int {
+	if b.st.Machine.MaxRetries > 0 {
+		return b.st.Machine.MaxRetries
+	}
+	return DefaultMaxRetries
+}
+
+func (b *builder) appendProgress(line string) {
+	entry := fmt.Sprintf("\n## %s (ralph)\n- %s\n---\n", b.opts.now().Format("2006-01-02 15:04:05"), line)
+	if err := store.AppendFile(b.ws.ProgressPath(), []byte(entry)); err != nil {
+		b.logError("could not append to progress.md: %v", err)
+	}
+}
+
+// statusDigest summarises the status fields of the task file, so that an
+// agent that edits them (it may not) is noticed.
+func (b *builder) statusDigest() string {
+	board, err := b.src.Load()
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	return tasks.StatusDigest(board)
+}
+
+// restoreStatus puts back the status fields an agent changed: ralph owns
+// them. The task file's other edits stay.
+func (b *builder) restoreStatus(taskID string) {
+	now := b.opts.now()
+	for _, s := range b.board.Stories {
+		var bl *tasks.Blocker
+		if t := b.st.Tasks[s.ID]; t != nil && t.Blocker != nil {
+			bl = &tasks.Blocker{Reason: t.Blocker.Reason, Type: tasks.BlockerType(t.Blocker.Type), RequiresHuman: t.Blocker.RequiresHuman}
+		}
+		if err := b.src.SetState(s.ID, s.Status, s.RetryCount, bl, now); err != nil {
+			b.logError("could not restore the status of %s: %v", s.ID, err)
+		}
+	}
+	msg := fmt.Sprintf("the agent edited task status in %s while working on %s; ralph owns it and restored it", b.ws.Rel(b.src.Path()), taskID)
+	b.logError("%s", msg)
+	fmt.Fprintf(b.opts.Out, "  ! %s\n", msg)
+}
+
+// consumeContext returns the hints queued by `ralph add-context` and
+// removes them: each hint reaches exactly one prompt.
+func (b *builder) consumeContext(taskID string) string {
+	p := b.ws.Path("context.md")
+	data, err := os.ReadFile(p)
+	if err != nil || strings.TrimSpace(string(data)) == "" {
+		return ""
+	}
+	if err := os.Remove(p); err != nil {
+		return ""
+	}
+	b.event("context hints used in iteration %d (%s)", b.st.Machine.Iteration, taskID)
+	store.AppendJSONLine(EventsPath(b.ws), TransitionEvent{Timestamp: b.opts.now().UTC(), SessionID: b.id, Transition: TransitionEntry{
+		From: string(StateImplement), To: string(StateImplement), Trigger: "context_used", TaskID: taskID, Detail: clip(strings.TrimSpace(string(data)), 300)}})
+	return strings.TrimSpace(string(data))
+}
+
+func (b *builder) vars(n int, taskID string) map[string]string {
+	ws, o := b.ws, b.opts
+	story := b.sel.Story
+	subtask := ""
+	if b.sel.Subtask != nil {
+		subtask = fmt.Sprintf("Subtask: %s: %s (only this subtask; the story's other subtasks come later)", b.sel.Subtask.ID, b.sel.Subtask.Title)
+	}
+	feedback := b.st.Feedback[taskID]
+	if feedback == "" {
+		feedback = "Nothing: this is the first attempt at this task."
+	}
+	status := fmt.Sprintf("Do not edit task status in %s (status, passes, checkboxes of other tasks, retry counts, blocker fields): ralph owns them, marks %s done after verifying it, and restores any change.", ws.Rel(b.src.Path()), taskID)
+	if b.src.Kind() == tasks.KindMarkdown {
+		status = fmt.Sprintf("Update the PRD: change `- [ ]` to `- [x]` for each acceptance criterion of %s that now holds. Only when all of them hold, change the story heading from `### [ ] %s:` to `### [x] %s:`. Never check a criterion you did not verify; ralph runs the checks itself and reopens the story if they fail.", story.ID, story.ID, story.ID)
+	}
+	notes := ""
+	if len(b.projectNotes) > 0 {
+		notes = "- Project notes for agents: " + strings.Join(b.projectNotes, ", ") + "\n"
+	}
+	soft, hard := o.ContextSoft, o.ContextHard
+	if soft == 0 {
+		soft = 70
+	}
+	if hard == 0 {
+		hard = 80
+	}
 	return map[string]string{
 		"REPO_ROOT":         ws.Root,
-		"PRD_PATH":          ws.Rel(o.PRDPath),
+		"PRD_PATH":          ws.Rel(b.src.Path()),
 		"PLAN_PATH":         ws.Rel(o.PlanPath),
 		"PROGRESS_PATH":     ws.Rel(ws.ProgressPath()),
 		"GUARDRAILS_PATH":   ws.Rel(ws.GuardrailsPath()),
 		"ERRORS_LOG_PATH":   ws.Rel(ws.ErrorsLogPath()),
 		"ACTIVITY_LOG_PATH": ws.Rel(ws.ActivityLogPath()),
+		"TASK_ID":           taskID,
 		"STORY_ID":          story.ID,
 		"STORY_TITLE":       story.Title,
 		"STORY_BLOCK":       story.Block,
-		"RUN_ID":            r.id,
+		"SUBTASK":           subtask,
+		"RUN_ID":            b.id,
 		"ITERATION":         strconv.Itoa(n),
-		"MAX_ITERATIONS":    strconv.Itoa(o.MaxIterations),
-		"NO_COMMIT":         strconv.FormatBool(o.NoCommit),
+		"MAX_ITERATIONS":    strconv.Itoa(b.st.MaxIterations),
+		"NO_COMMIT":         strconv.FormatBool(b.st.NoCommit),
 		"QUALITY_GATES":     qualityGates(o.Checks),
-		"VERIFY_FEEDBACK":   "Nothing: this is the first attempt at this story in this run.",
+		"VERIFY_FEEDBACK":   feedback,
+		"STATUS_RULES":      status,
+		"CONTEXT_HINTS":     "None.",
+		"MEMORY":            orDefault(b.memText, "Nothing recorded yet."),
+		"PROJECT_NOTES":     notes,
+		"CONTEXT_SOFT":      strconv.Itoa(soft),
+		"CONTEXT_HARD":      strconv.Itoa(hard),
 	}
 }
 
-// reopen unchecks a story the agent marked done but ralph did not accept.
-func (r *run) reopen(id, why string) {
-	b, err := os.ReadFile(r.opts.PRDPath)
-	if err == nil {
-		b, err = tasks.SetStoryDone(b, id, false)
-	}
-	if err == nil {
-		err = store.WriteFileAtomic(r.opts.PRDPath, b, 0o644)
-	}
+// checkCleanTree refuses a fresh run over uncommitted changes that are not
+// ralph's own (its folder, the task file, the plan): the first task's
+// commit would otherwise sweep them in.
+func checkCleanTree(ctx context.Context, ws *workspace.Workspace, taskFile, planFile string) error {
+	snap, err := ws.Repo.Snapshot(ctx)
 	if err != nil {
-		r.logError("could not reopen %s in the PRD: %v", id, err)
-		return
+		return err
 	}
-	r.event("story %s reopened: %s", id, why)
-	fmt.Fprintf(r.opts.Out, "  ↺ %s reopened: %s\n", id, why)
+	own := map[string]bool{ws.Rel(taskFile): true, ws.Rel(planFile): true}
+	var foreign []string
+	for _, f := range snap.Dirty {
+		if own[f] || strings.HasPrefix(f, workspace.DirName+"/") {
+			continue
+		}
+		foreign = append(foreign, f)
+	}
+	if len(foreign) > 0 {
+		return &SetupError{Msg: fmt.Sprintf("the working tree has uncommitted changes (%s): commit or stash them first, or run with --no-commit", strings.Join(clipList(foreign, 5), ", "))}
+	}
+	return nil
 }
 
 func qualityGates(checks []check.Check) string {
@@ -291,11 +1313,15 @@ func describeFailure(res check.Result) string {
 }
 
 func printIteration(opts Options, rec *IterationRecord, why string) {
-	mark := map[string]string{StatusDone: "✓", StatusPlanned: "✓", StatusOpen: "·", StatusInterrupted: "■"}[rec.Status]
+	mark := map[string]string{StatusDone: "✓", StatusPlanned: "✓", StatusOpen: "·", StatusInterrupted: "■", StatusPartial: "◐"}[rec.Status]
 	if mark == "" {
 		mark = "✗"
 	}
-	line := fmt.Sprintf("%s iteration %d: %s %s · %s · %d commit(s)", mark, rec.Iteration, rec.StoryID, rec.Status,
+	id := rec.TaskID
+	if id == "" {
+		id = rec.StoryID
+	}
+	line := fmt.Sprintf("%s iteration %d: %s %s · %s · %d commit(s)", mark, rec.Iteration, id, rec.Status,
 		(time.Duration(rec.DurationMillis) * time.Millisecond).Round(10*time.Millisecond), len(rec.Commits))
 	if why != "" {
 		line += " · " + why
@@ -331,4 +1357,28 @@ func clipList(l []string, n int) []string {
 		return l
 	}
 	return append(append([]string{}, l[:n]...), fmt.Sprintf("and %d more", len(l)-n))
+}
+
+func short(hash string) string {
+	if len(hash) > 7 {
+		return hash[:7]
+	}
+	if hash == "" {
+		return "(none)"
+	}
+	return hash
+}
+
+func orNone(s string) string { return orDefault(s, "none") }
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func indentLines(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return prefix + strings.Join(lines, "\n"+prefix)
 }

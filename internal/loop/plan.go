@@ -29,7 +29,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 	if err != nil {
 		return Report{}, err
 	}
-	r, err := begin(ctx, ws, "plan", opts)
+	r, err := begin(ctx, ws, "plan", opts, "")
 	if err != nil {
 		return Report{}, err
 	}
@@ -48,7 +48,18 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 
 	for n := 1; n <= opts.MaxIterations; n++ {
 		rep.Iterations = n
-		vars := r.vars(n, prd.Stories[0])
+		vars := map[string]string{
+			"REPO_ROOT":       ws.Root,
+			"RUN_ID":          r.id,
+			"ITERATION":       strconv.Itoa(n),
+			"MAX_ITERATIONS":  strconv.Itoa(opts.MaxIterations),
+			"PRD_PATH":        ws.Rel(opts.PRDPath),
+			"PLAN_PATH":       planRel,
+			"GUARDRAILS_PATH": ws.Rel(ws.GuardrailsPath()),
+			"ERRORS_LOG_PATH": ws.Rel(ws.ErrorsLogPath()),
+			"PROGRESS_PATH":   ws.Rel(ws.ProgressPath()),
+			"QUALITY_GATES":   qualityGates(opts.Checks),
+		}
 		text, err := tpl.Render(vars)
 		if err != nil {
 			rep.Outcome, reason = OutcomeError, err.Error()

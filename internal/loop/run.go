@@ -24,7 +24,9 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -50,6 +52,19 @@ type Options struct {
 	Agent        agent.Spec
 	AgentTimeout time.Duration
 	Checks       []check.Check
+	// Source is the task file; nil means the markdown PRD at PRDPath.
+	Source tasks.Source
+	// MaxRetries is the number of failed attempts that blocks a task.
+	MaxRetries int
+	// Reviewer, when set, judges each story's acceptance criteria.
+	Reviewer *agent.Spec
+	// Memory is the memory store; nil means the file store in .ralph.
+	Memory memory.Store
+	// MemoryRetryDelay is the wait before MEMORY_LOAD's one retry (3s).
+	MemoryRetryDelay time.Duration
+	// ContextSoft and ContextHard are the context-window thresholds in
+	// percent that the prompt gives the agent (70 and 80).
+	ContextSoft, ContextHard int
 	// Out receives progress lines and the agent's display text.
 	Out io.Writer
 	// Now is the clock; nil means time.Now.
@@ -99,6 +114,8 @@ type RunRecord struct {
 	StoriesDone   int       `json:"stories_done"`
 	StoriesLeft   int       `json:"stories_left"`
 	AgentMillis   int64     `json:"agent_ms"`
+	// Resumes counts the restarts of this run after a crash or interrupt.
+	Resumes int `json:"resumes,omitempty"`
 }
 
 // IterationRecord is runs/<run-id>/iter-N.json: what one iteration did.
@@ -108,6 +125,7 @@ type IterationRecord struct {
 	Iteration        int           `json:"iteration"`
 	Kind             string        `json:"kind"`
 	StoryID          string        `json:"story_id,omitempty"`
+	TaskID           string        `json:"task_id,omitempty"`
 	StoryTitle       string        `json:"story_title,omitempty"`
 	Agent            string        `json:"agent"`
 	StartedAt        time.Time     `json:"started_at"`
@@ -123,6 +141,8 @@ type IterationRecord struct {
 	ChangedFiles     []string      `json:"changed_files"`
 	UncommittedFiles []string      `json:"uncommitted_files"`
 	Checks           []CheckRecord `json:"checks,omitempty"`
+	ACReport         string        `json:"ac_report,omitempty"`
+	MemoryConnected  bool          `json:"neo4j_connected"`
 	Tokens           agent.Usage   `json:"tokens"`
 	FinalMessage     string        `json:"final_message,omitempty"`
 	OutputBytes      int64         `json:"output_bytes"`
@@ -149,6 +169,11 @@ const (
 	StatusTimeout      = "timeout"       // killed by ralph after the iteration timeout
 	StatusInterrupted  = "interrupted"   // killed because the user interrupted ralph
 	StatusPlanned      = "planned"       // planning iteration that touched only the plan
+	StatusPartial      = "partial"       // context exhausted: partial work committed
+	StatusNoChanges    = "no_changes"    // agent exited cleanly without changing anything
+	StatusTestsFailed  = "tests_failed"  // ralph's checks failed
+	StatusACsFailed    = "acs_failed"    // acceptance criteria not met
+	StatusFailed       = "failed"        // another failure, see the reason
 	StatusPlanError    = "plan_error"    // planning iteration that touched other files
 )
 
@@ -177,7 +202,7 @@ func newRunID(now time.Time) string {
 	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 }
 
-func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Options) (*run, error) {
+func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Options, resumeID string) (*run, error) {
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
@@ -190,7 +215,10 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 	}
 	now := opts.now()
 	r := &run{ws: ws, opts: opts, kind: kind, lock: lock, start: now}
-	r.id = newRunID(now)
+	r.id = resumeID
+	if r.id == "" {
+		r.id = newRunID(now)
+	}
 	r.dir = filepath.Join(ws.RunsDir(), r.id)
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		lock.Unlock()
@@ -201,12 +229,20 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 		PRD: ws.Rel(opts.PRDPath), MaxIterations: opts.MaxIterations, NoCommit: opts.NoCommit,
 		StartedAt: now.UTC(),
 	}
+	if resumeID != "" {
+		var prev RunRecord
+		if _, err := store.ReadJSON(filepath.Join(r.dir, "run.json"), 1, &prev); err == nil {
+			r.record = prev
+			r.record.EndedAt, r.record.Outcome, r.record.Reason = time.Time{}, "", ""
+			r.record.Resumes++
+		}
+	}
 	if err := r.saveRecord(); err != nil {
 		lock.Unlock()
 		return nil, err
 	}
 	r.log = slog.New(slog.DiscardHandler)
-	if f, err := os.Create(filepath.Join(r.dir, "ralph.log")); err == nil {
+	if f, err := os.OpenFile(filepath.Join(r.dir, "ralph.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
 		r.logFile = f
 		r.log = slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -25,9 +25,10 @@ type Kind string
 
 // The prompts ralph renders.
 const (
-	Build Kind = "build"
-	Plan  Kind = "plan"
-	PRD   Kind = "prd"
+	Build  Kind = "build"
+	Plan   Kind = "plan"
+	PRD    Kind = "prd"
+	Review Kind = "review"
 )
 
 // FileName is the template's file name, also the name of its override.

@@ -15,6 +15,8 @@ var allVars = map[string]string{
 	"GUARDRAILS_PATH": "guardrails.md", "ERRORS_LOG_PATH": "errors.log", "ACTIVITY_LOG_PATH": "activity.log",
 	"STORY_ID": "US-001", "STORY_TITLE": "Title", "STORY_BLOCK": "### [ ] US-001: Title",
 	"NO_COMMIT": "false", "QUALITY_GATES": "go test ./...", "VERIFY_FEEDBACK": "None.", "REQUEST": "a todo app",
+	"TASK_ID": "US-001", "SUBTASK": "", "CONTEXT_HINTS": "None.", "MEMORY": "Nothing recorded yet.", "PROJECT_NOTES": "",
+	"STATUS_RULES": "Do not edit task status.", "CONTEXT_SOFT": "70", "CONTEXT_HARD": "80",
 }
 
 // A signal standing alone on a line is what ends a loop; if a template

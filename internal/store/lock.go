@@ -94,3 +94,18 @@ func IsLocked(err error) bool {
 	var le *LockedError
 	return errors.As(err, &le)
 }
+
+// Held reports whether another process holds the lock at path, and names
+// the holder when it can. It takes the lock for an instant to find out.
+func Held(path string) (*Holder, bool) {
+	fl := flock.New(path)
+	ok, err := fl.TryLock()
+	if err != nil {
+		return nil, false
+	}
+	if ok {
+		fl.Unlock()
+		return nil, false
+	}
+	return readHolder(path), true
+}

@@ -16,24 +16,29 @@ const storyHeadingExample = "### [ ] US-001: Title"
 // Windows add it, and it would otherwise hide a story heading on line 1.
 const byteOrderMark = "\uFEFF"
 
-// ParseError is a user-facing error about a PRD file: it names the file and
-// line, says what is wrong, and, through Hint, what to do about it.
+// ParseError is a user-facing error about a task file: it names the file,
+// line and, where known, column, says what is wrong, and, through Hint, what
+// to do about it.
 type ParseError struct {
-	// Path is the PRD file; it is empty when the data did not come from a
+	// Path is the task file; it is empty when the data did not come from a
 	// named file.
 	Path string
 	// Line is the 1-based line the problem is on, or 0 when the problem
 	// concerns the whole file.
 	Line int
+	// Column is the 1-based column, counted in characters, or 0 when
+	// unknown. It is only meaningful when Line is set.
+	Column int
 	// Msg states what is wrong.
 	Msg string
 	// Hint, when not empty, tells the user how to fix it.
 	Hint string
 }
 
-// Error formats the error compiler-style as "path:line: msg; hint", so
-// editors and terminals can jump to the location. The line is left out when
-// it is 0, and the path is replaced by "line N" when it is empty.
+// Error formats the error compiler-style as "path:line:column: msg; hint",
+// so editors and terminals can jump to the location. The column is left out
+// when it is 0, the line when it is 0, and the path is replaced by "line N"
+// when it is empty.
 func (e *ParseError) Error() string {
 	var b strings.Builder
 	switch {
@@ -41,6 +46,10 @@ func (e *ParseError) Error() string {
 		b.WriteString(e.Path)
 		b.WriteByte(':')
 		b.WriteString(strconv.Itoa(e.Line))
+		if e.Column > 0 {
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(e.Column))
+		}
 		b.WriteString(": ")
 	case e.Path != "":
 		b.WriteString(e.Path)
@@ -48,6 +57,10 @@ func (e *ParseError) Error() string {
 	case e.Line > 0:
 		b.WriteString("line ")
 		b.WriteString(strconv.Itoa(e.Line))
+		if e.Column > 0 {
+			b.WriteString(", column ")
+			b.WriteString(strconv.Itoa(e.Column))
+		}
 		b.WriteString(": ")
 	}
 	b.WriteString(e.Msg)
@@ -211,7 +224,11 @@ func parseMarkdown(path string, data []byte) (*PRD, []int, error) {
 				storyLineByID[id] = lineNo
 
 				closeStory()
-				stories = append(stories, Story{ID: id, Title: title, Done: done, Line: lineNo})
+				status := StatusNotStarted
+				if done {
+					status = StatusComplete
+				}
+				stories = append(stories, Story{ID: id, Title: title, Done: done, Line: lineNo, Status: status})
 				// The checkbox character sits right after "### [".
 				checkboxOffsets = append(checkboxOffsets, lineStart+len("### ["))
 				criteriaStart = append(criteriaStart, len(criteria))
@@ -399,7 +416,71 @@ func matchCriterion(line string) (Criterion, bool) {
 	if text == "" {
 		return Criterion{}, false
 	}
-	return Criterion{Text: text, Done: done}, true
+	text, verify := splitVerify(text)
+	return Criterion{Text: text, Done: done, Verify: verify}, true
+}
+
+// verifyMarker opens the acceptance command suffix of a markdown criterion.
+const verifyMarker = "(verify:"
+
+// splitVerify separates a trailing "(verify: `command`)" from a criterion's
+// text. The command is a code span, so it may contain parentheses, and a
+// command containing backticks can be delimited by a longer backtick run, as
+// in CommonMark. Text that does not end in a well-formed suffix is returned
+// unchanged with no command, so a criterion that merely mentions "(verify:"
+// keeps its words. When the suffix is the whole text, the text is kept as it
+// is, because a criterion's text is never empty.
+func splitVerify(text string) (rest, verify string) {
+	if !strings.HasSuffix(text, ")") {
+		return text, ""
+	}
+	for at := strings.LastIndex(text, verifyMarker); at >= 0; at = strings.LastIndex(text[:at], verifyMarker) {
+		// A command may itself contain "(verify:", so an earlier marker is
+		// tried when the text after this one is not a lone code span.
+		cmd, ok := parseCodeSpan(text[at+len(verifyMarker) : len(text)-1])
+		if !ok {
+			continue
+		}
+		if rest = strings.TrimSpace(text[:at]); rest == "" {
+			return text, cmd
+		}
+		return rest, cmd
+	}
+	return text, ""
+}
+
+// parseCodeSpan parses s, after trimming blanks, as exactly one code span:
+// a run of n backticks, content without a run of exactly n backticks, and a
+// closing run of n. It returns the trimmed content, which must not be empty.
+func parseCodeSpan(s string) (string, bool) {
+	s = strings.TrimSpace(s)
+	n := markerRun(s, '`')
+	if n == 0 || len(s) < 2*n+1 {
+		return "", false
+	}
+	inner := s[n : len(s)-n]
+	if s[len(s)-n:] != s[:n] || strings.HasSuffix(inner, "`") || hasBacktickRun(inner, n) {
+		return "", false
+	}
+	inner = strings.TrimSpace(inner)
+	return inner, inner != ""
+}
+
+// hasBacktickRun reports whether s contains a run of exactly n backticks,
+// which would close a code span opened by n backticks.
+func hasBacktickRun(s string, n int) bool {
+	for i := 0; i < len(s); {
+		if s[i] != '`' {
+			i++
+			continue
+		}
+		run := markerRun(s[i:], '`')
+		if run == n {
+			return true
+		}
+		i += run
+	}
+	return false
 }
 
 // codeFence is the fenced code block the scanner is inside; its zero value

@@ -55,7 +55,7 @@ func TestParseMarkdownExample(t *testing.T) {
 	prd := mustParse(t, examplePRD)
 	want := []Story{
 		{
-			ID: "US-001", Title: "Story Title", Done: false, Line: 6,
+			ID: "US-001", Title: "Story Title", Done: false, Line: 6, Status: StatusNotStarted,
 			// The block stops before the next story heading and drops the
 			// blank line in between.
 			Block: "### [ ] US-001: Story Title\nFree text description lines...\n- [ ] Acceptance criterion 1\n- [x] Acceptance criterion 2",
@@ -65,13 +65,13 @@ func TestParseMarkdownExample(t *testing.T) {
 			},
 		},
 		{
-			ID: "US-002", Title: "Another story", Done: true, Line: 11,
+			ID: "US-002", Title: "Another story", Done: true, Line: 11, Status: StatusComplete,
 			// The block stops before the "## Notes" section.
 			Block:    "### [x] US-002: Another story\n- [x] Criterion",
 			Criteria: []Criterion{{Text: "Criterion", Done: true, Line: 12}},
 		},
 		{
-			ID: "BUG-7", Title: "Fix crash", Done: true, Line: 17,
+			ID: "BUG-7", Title: "Fix crash", Done: true, Line: 17, Status: StatusComplete,
 			// Trailing whitespace of the heading is part of the file and
 			// stays in the block, but not in the title.
 			Block:    "### [X] BUG-7: Fix crash   \n  * [ ] indented star item\n### Notes\nNot a story heading, so part of BUG-7.",

@@ -91,6 +91,7 @@ events.jsonl
 state.json
 lock
 memory.db*
+memory.jsonl
 context.md
 errors.log
 activity.log

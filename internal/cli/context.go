@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/spf13/cobra"
+)
+
+func newAddContextCmd(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "add-context HINT",
+		Short: "Queue a hint for the next iteration's prompt (used exactly once)",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 || strings.TrimSpace(strings.Join(args, " ")) == "" {
+				return usageErrorf("add-context needs the hint text: ralph add-context \"use the existing HTTP client\"")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ws, _, err := openWorkspace(cmd.Context(), env)
+			if err != nil {
+				return err
+			}
+			if _, err := ws.EnsureStateFiles(env.Now()); err != nil {
+				return err
+			}
+			hint := strings.TrimSpace(strings.Join(args, " "))
+			line := fmt.Sprintf("- (%s) %s\n", env.Now().Format("2006-01-02 15:04"), hint)
+			if err := store.AppendFile(ws.Path("context.md"), []byte(line)); err != nil {
+				return err
+			}
+			store.AppendJSONLine(loop.EventsPath(ws), loop.TransitionEvent{Timestamp: env.Now().UTC(), Transition: loop.TransitionEntry{Trigger: "context_added", Detail: hint}})
+			fmt.Fprintf(env.IO.Out, "queued for the next iteration's prompt (%d hint(s) waiting)\n", countHints(ws.Path("context.md")))
+			return nil
+		},
+	}
+}
+
+func countHints(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "- ") {
+			n++
+		}
+	}
+	return n
+}
+
+func newDiagramCmd(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:       "diagram loop",
+		Short:     "Print a state machine as a mermaid diagram generated from its table",
+		ValidArgs: []string{"loop"},
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 || args[0] != "loop" {
+				return usageErrorf("diagram takes the machine's name: ralph diagram loop")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprint(env.IO.Out, loop.Mermaid())
+			return nil
+		},
+	}
+}

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+// resolveSource picks the task file: --tasks, then --prd, then config,
+// then what exists in the workspace.
+func resolveSource(ws *workspace.Workspace, cfg config.Config, tasksFlag, prdFlag string) (tasks.Source, error) {
+	if tasksFlag != "" {
+		p := ws.Abs(tasksFlag)
+		return tasks.Open(kindOf(p, ""), p), nil
+	}
+	if prdFlag != "" {
+		p := ws.Abs(prdFlag)
+		return tasks.Open(kindOf(p, tasks.KindMarkdown), p), nil
+	}
+	if cfg.Tasks.Source != "" || cfg.Tasks.Path != "" {
+		kind := tasks.Kind(cfg.Tasks.Source)
+		p := cfg.Tasks.Path
+		if p == "" {
+			switch kind {
+			case tasks.KindProgress:
+				p = "progress.txt"
+			case tasks.KindJSON:
+				p = "prd.json"
+			default:
+				p = cfg.Build.PRD
+			}
+		}
+		p = ws.Abs(p)
+		if kind == "" {
+			kind = kindOf(p, tasks.KindMarkdown)
+		}
+		return tasks.Open(kind, p), nil
+	}
+	src, err := tasks.Detect(ws.Root, "", ws.Abs(cfg.Build.PRD))
+	if err != nil {
+		// Nothing exists yet: the markdown PRD is the default, and the
+		// loop's error for it names the command that writes one.
+		return tasks.Open(tasks.KindMarkdown, ws.Abs(cfg.Build.PRD)), nil
+	}
+	return src, nil
+}
+
+func kindOf(path string, def tasks.Kind) tasks.Kind {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".json":
+		return tasks.KindJSON
+	case ".txt", ".yaml", ".yml":
+		return tasks.KindProgress
+	case ".md", ".markdown":
+		return tasks.KindMarkdown
+	}
+	if def == "" {
+		return tasks.KindMarkdown
+	}
+	return def
+}

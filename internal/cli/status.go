@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/spf13/cobra"
+)
+
+// StatusOptions holds the flags of `ralph status`.
+type StatusOptions struct {
+	Env  *Env
+	JSON bool
+}
+
+// StatusReport is what `ralph status --json` prints.
+type StatusReport struct {
+	Running       bool              `json:"running"`
+	Holder        *store.Holder     `json:"holder,omitempty"`
+	RunID         string            `json:"run_id,omitempty"`
+	State         string            `json:"state,omitempty"`
+	Finished      bool              `json:"finished"`
+	Outcome       string            `json:"outcome,omitempty"`
+	Reason        string            `json:"reason,omitempty"`
+	Iteration     int               `json:"iteration"`
+	MaxIterations int               `json:"max_iterations,omitempty"`
+	ElapsedMillis int64             `json:"elapsed_ms"`
+	TaskFile      string            `json:"task_file"`
+	TaskSource    string            `json:"task_source"`
+	Stories       int               `json:"stories"`
+	StoriesDone   int               `json:"stories_done"`
+	CurrentTask   string            `json:"current_task,omitempty"`
+	CurrentStory  string            `json:"current_story,omitempty"`
+	RetryCounts   map[string]int    `json:"retry_counts"`
+	Blocked       []BlockedTask     `json:"blocked"`
+	Memory        string            `json:"memory,omitempty"`
+	MemoryOK      bool              `json:"neo4j_connected"`
+	Metrics       *loop.Metrics     `json:"metrics,omitempty"`
+	PendingHints  int               `json:"pending_context_hints"`
+	Extra         map[string]string `json:"-"`
+}
+
+// BlockedTask is one blocked task in the status.
+type BlockedTask struct {
+	ID            string `json:"id"`
+	Reason        string `json:"reason"`
+	Type          string `json:"type"`
+	RequiresHuman bool   `json:"requires_human"`
+	Stash         string `json:"stash,omitempty"`
+}
+
+func newStatusCmd(env *Env) *cobra.Command {
+	opts := &StatusOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the loop's state: current task, retries, blocked tasks, metrics",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runStatus(cmd, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	return cmd
+}
+
+func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
+	env := opts.Env
+	ws, cfg, err := openWorkspace(cmd.Context(), env)
+	if err != nil {
+		return err
+	}
+	rep := StatusReport{RetryCounts: map[string]int{}, Blocked: []BlockedTask{}}
+	if h, held := store.Held(ws.LockPath()); held {
+		rep.Running, rep.Holder = true, h
+	}
+	st, err := loop.LoadState(ws)
+	if err != nil {
+		return err
+	}
+	src, srcErr := resolveSource(ws, cfg, "", "")
+	if srcErr == nil {
+		rep.TaskFile, rep.TaskSource = ws.Rel(src.Path()), string(src.Kind())
+		if board, err := src.Load(); err == nil {
+			rep.Stories, rep.StoriesDone = len(board.Stories), len(board.Stories)-board.Remaining()
+		}
+	}
+	if st != nil {
+		rep.RunID, rep.State, rep.Finished = st.RunID, string(st.Machine.State), st.Finished
+		rep.Outcome, rep.Reason = string(st.Outcome), st.Reason
+		rep.Iteration, rep.MaxIterations = st.Machine.Iteration, st.MaxIterations
+		rep.CurrentTask = st.Machine.TaskID
+		rep.CurrentStory, _ = tasks.ParseTaskID(st.Machine.TaskID)
+		end := st.UpdatedAt
+		if rep.Running {
+			end = env.Now()
+		}
+		rep.ElapsedMillis = end.Sub(st.StartedAt).Milliseconds()
+		rep.Memory, rep.MemoryOK = st.MemoryStore, st.MemoryConnected
+		m := st.Metrics
+		rep.Metrics = &m
+		ids := make([]string, 0, len(st.Tasks))
+		for id := range st.Tasks {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			t := st.Tasks[id]
+			if t.RetryCount > 0 {
+				rep.RetryCounts[id] = t.RetryCount
+			}
+			if t.Blocker != nil {
+				rep.Blocked = append(rep.Blocked, BlockedTask{ID: id, Reason: t.Blocker.Reason, Type: t.Blocker.Type, RequiresHuman: t.Blocker.RequiresHuman, Stash: t.Blocker.Stash})
+			}
+		}
+	}
+	rep.PendingHints = countHints(ws.Path("context.md"))
+	out := env.IO.Out
+	if opts.JSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	switch {
+	case rep.Running:
+		fmt.Fprintf(out, "ralph is running (%s)\n", rep.Holder)
+	case st == nil:
+		fmt.Fprintln(out, "no build has run in this workspace yet")
+	case rep.Finished:
+		fmt.Fprintf(out, "last run %s finished: %s (%s)\n", rep.RunID, rep.Outcome, rep.Reason)
+	default:
+		fmt.Fprintf(out, "run %s stopped in %s: `ralph build` resumes it\n", rep.RunID, rep.State)
+	}
+	if srcErr != nil {
+		fmt.Fprintf(out, "task file: %v\n", srcErr)
+	} else {
+		fmt.Fprintf(out, "task file: %s (%s): %d of %d stories done\n", rep.TaskFile, rep.TaskSource, rep.StoriesDone, rep.Stories)
+	}
+	if st == nil {
+		return nil
+	}
+	fmt.Fprintf(out, "state: %s · iteration %d/%d · elapsed %s\n", rep.State, rep.Iteration, rep.MaxIterations, (time.Duration(rep.ElapsedMillis) * time.Millisecond).Round(time.Second))
+	if rep.CurrentTask != "" {
+		fmt.Fprintf(out, "current task: %s (attempt %d)\n", rep.CurrentTask, st.Machine.RetryCount+1)
+	}
+	if len(rep.RetryCounts) > 0 {
+		var parts []string
+		for id, n := range rep.RetryCounts {
+			parts = append(parts, fmt.Sprintf("%s: %d", id, n))
+		}
+		sort.Strings(parts)
+		fmt.Fprintf(out, "failed attempts: %s\n", strings.Join(parts, ", "))
+	}
+	if len(rep.Blocked) == 0 {
+		fmt.Fprintln(out, "blocked: none")
+	}
+	for _, b := range rep.Blocked {
+		human := ""
+		if b.RequiresHuman {
+			human = ", requires a human"
+		}
+		fmt.Fprintf(out, "blocked: %s (%s%s): %s\n  clear it with `ralph unblock %s`", b.ID, b.Type, human, b.Reason, b.ID)
+		if b.Stash != "" {
+			fmt.Fprintf(out, "; the attempt's work is in stash %s", short(b.Stash))
+		}
+		fmt.Fprintln(out)
+	}
+	m := st.Metrics
+	fmt.Fprintf(out, "metrics: %d task successes, %d failures, %d reworks, %d blocked, total %s\n", m.TaskSuccesses, m.TaskFailures, m.Reworks, m.Blocked, (time.Duration(m.TotalMillis) * time.Millisecond).Round(time.Second))
+	if len(m.StateMillis) > 0 {
+		var parts []string
+		for _, s := range loop.States {
+			if ms, ok := m.StateMillis[s]; ok {
+				parts = append(parts, fmt.Sprintf("%s %s", s, (time.Duration(ms)*time.Millisecond).Round(time.Millisecond)))
+			}
+		}
+		fmt.Fprintf(out, "time in state: %s\n", strings.Join(parts, ", "))
+	}
+	mem := "connected"
+	if !rep.MemoryOK {
+		mem = "unavailable (file-only context)"
+	}
+	if rep.Memory != "" {
+		fmt.Fprintf(out, "memory: %s, %s\n", rep.Memory, mem)
+	}
+	if rep.PendingHints > 0 {
+		fmt.Fprintf(out, "context hints queued for the next iteration: %d\n", rep.PendingHints)
+	}
+	return nil
+}
+
+func short(h string) string {
+	if len(h) > 7 {
+		return h[:7]
+	}
+	return h
+}

@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/spf13/cobra"
+)
+
+func newUnblockCmd(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "unblock TASK-ID",
+		Short: "Clear a blocked task so the loop picks it up again",
+		Long: `Clear a task's blocker: its status goes back to not started, its retry count
+to 0, and the blocker fields are removed from the task file and from ralph's
+state. Editing progress.txt by hand as seed 000 describes works too.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("unblock takes one task id, for example: ralph unblock US-002")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ws, cfg, err := openWorkspace(cmd.Context(), env)
+			if err != nil {
+				return err
+			}
+			id := args[0]
+			st, err := loop.LoadState(ws)
+			if err != nil {
+				return err
+			}
+			src, err := resolveSource(ws, cfg, "", "")
+			if err != nil {
+				return err
+			}
+			board, err := src.Load()
+			if err != nil {
+				return err
+			}
+			storyID, _ := tasks.ParseTaskID(id)
+			story, ok := board.Find(storyID)
+			if !ok {
+				return fmt.Errorf("no task %s in %s", id, ws.Rel(src.Path()))
+			}
+			var rec *loop.TaskRecord
+			if st != nil {
+				rec = st.Tasks[id]
+				if rec == nil && id == storyID {
+					for tid, t := range st.Tasks {
+						if sid, _ := tasks.ParseTaskID(tid); sid == storyID && t.Blocker != nil {
+							rec, id = t, tid
+						}
+					}
+				}
+			}
+			if (rec == nil || rec.Blocker == nil) && story.Status != tasks.StatusBlocked {
+				return fmt.Errorf("%s is not blocked", id)
+			}
+			if err := src.SetState(storyID, tasks.StatusNotStarted, 0, nil, env.Now()); err != nil {
+				return err
+			}
+			if rec != nil {
+				rec.Blocker, rec.RetryCount, rec.AutoRetried = nil, 0, false
+				delete(st.Feedback, id)
+				if err := loop.SaveState(ws, st); err != nil {
+					return err
+				}
+			}
+			ws.LogEvent(env.Now(), fmt.Sprintf("task %s unblocked by hand", id))
+			fmt.Fprintf(env.IO.Out, "%s unblocked: the next `ralph build` can pick it up\n", id)
+			return nil
+		},
+	}
+}

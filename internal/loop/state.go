@@ -1,0 +1,186 @@
+package loop
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+// StateSchemaVersion is the version of state.json this ralph writes.
+const StateSchemaVersion = 1
+
+// LoopState is .ralph/state.json: the live state of the loop, written
+// atomically at every transition so that a kill at any instant leaves a
+// state the next start resumes from, counters intact.
+type LoopState struct {
+	SchemaVersion int       `json:"schema_version"`
+	RunID         string    `json:"run_id"`
+	TaskSource    string    `json:"task_source"`
+	TaskFile      string    `json:"task_file"`
+	Machine       Machine   `json:"machine"`
+	MaxIterations int       `json:"max_iterations"`
+	NoCommit      bool      `json:"no_commit"`
+	StartedAt     time.Time `json:"started_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+	// EnteredAt is when the machine entered its current state; time in
+	// each state is measured from it.
+	EnteredAt time.Time `json:"entered_at"`
+	// Attempt is the agent run of the current task, kept so that TEST,
+	// VALIDATE and COMMIT can resume after a crash.
+	Attempt *Attempt `json:"attempt,omitempty"`
+	// Tasks holds per-task counters and blockers. Task files that have no
+	// place for them (markdown, prd.json) rely on it alone.
+	Tasks map[string]*TaskRecord `json:"tasks"`
+	// Feedback is why the last attempt at a task was sent back; it goes
+	// into the next prompt for that task.
+	Feedback map[string]string `json:"feedback,omitempty"`
+	// MemoryConnected says whether the last MEMORY_LOAD reached the
+	// configured memory store (seed 000's neo4j_connected).
+	MemoryConnected bool    `json:"neo4j_connected"`
+	MemoryStore     string  `json:"memory_store,omitempty"`
+	Metrics         Metrics `json:"metrics"`
+	Finished        bool    `json:"finished"`
+	Outcome         Outcome `json:"outcome,omitempty"`
+	Reason          string  `json:"reason,omitempty"`
+}
+
+// Attempt is one agent run at a task.
+type Attempt struct {
+	Iteration  int       `json:"iteration"`
+	TaskID     string    `json:"task_id"`
+	StartedAt  time.Time `json:"started_at"`
+	HeadBefore string    `json:"head_before"`
+	// AgentDone is set once the agent process has ended; a crash before
+	// it means the agent run itself was interrupted.
+	AgentDone bool   `json:"agent_done"`
+	ExitCode  int    `json:"exit_code"`
+	Millis    int64  `json:"duration_ms"`
+	Prompt    string `json:"prompt_file"`
+	Log       string `json:"log_file"`
+}
+
+// TaskRecord is what ralph remembers about one task across runs.
+type TaskRecord struct {
+	RetryCount int `json:"retry_count"`
+	// AutoRetried is set once a transient blocker had its automatic retry.
+	AutoRetried bool           `json:"auto_retried,omitempty"`
+	Successes   int            `json:"successes"`
+	Failures    int            `json:"failures"`
+	Blocker     *BlockerRecord `json:"blocker,omitempty"`
+}
+
+// BlockerRecord is a blocked task (seed 000's blocker fields).
+type BlockerRecord struct {
+	Reason         string   `json:"blocker_reason"`
+	Type           string   `json:"blocker_type"`
+	RequiresHuman  bool     `json:"requires_human"`
+	AttemptedFixes []string `json:"attempted_fixes,omitempty"`
+	// Iteration is when the task was blocked; a transient blocker is
+	// retried once automatically three iterations later.
+	Iteration int `json:"iteration"`
+	// InFile is set when the task file itself says blocked, so that a
+	// person clearing it there unblocks the task.
+	InFile bool `json:"in_file,omitempty"`
+	// Stash names the git stash that holds the blocked attempt's work.
+	Stash string `json:"stash,omitempty"`
+}
+
+// Metrics are the loop's counters (seed 002's metrics to track).
+type Metrics struct {
+	StateMillis   map[State]int64 `json:"time_in_state_ms"`
+	TaskSuccesses int             `json:"task_successes"`
+	TaskFailures  int             `json:"task_failures"`
+	Reworks       int             `json:"rework_count"`
+	Blocked       int             `json:"blocked"`
+	Iterations    int             `json:"iterations"`
+	TotalMillis   int64           `json:"total_duration_ms"`
+	AgentMillis   int64           `json:"agent_ms"`
+	Tokens        agent.Usage     `json:"tokens"`
+	CostUSD       float64         `json:"cost_usd_estimate"`
+}
+
+// StatePath is where the loop state lives.
+func StatePath(ws *workspace.Workspace) string { return ws.Path("state.json") }
+
+// EventsPath is the transition log.
+func EventsPath(ws *workspace.Workspace) string { return ws.Path("events.jsonl") }
+
+// LoadState reads state.json; a missing file returns nil and no error.
+func LoadState(ws *workspace.Workspace) (*LoopState, error) {
+	var st LoopState
+	_, err := store.ReadJSON(StatePath(ws), StateSchemaVersion, &st)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if st.Tasks == nil {
+		st.Tasks = map[string]*TaskRecord{}
+	}
+	if st.Feedback == nil {
+		st.Feedback = map[string]string{}
+	}
+	if st.Metrics.StateMillis == nil {
+		st.Metrics.StateMillis = map[State]int64{}
+	}
+	return &st, nil
+}
+
+// crashAfter is a test hook: with RALPH_TEST_CRASH_AFTER=N set, ralph kills
+// itself with SIGKILL right after the Nth state transition is persisted, so
+// that tests can prove a crash at any transition resumes correctly.
+var crashAfter, transitions = func() int {
+	n, _ := strconv.Atoi(os.Getenv("RALPH_TEST_CRASH_AFTER"))
+	return n
+}(), 0
+
+func crashHook() {
+	if crashAfter <= 0 {
+		return
+	}
+	transitions++
+	if transitions == crashAfter {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+}
+
+// SaveState writes state.json atomically.
+func SaveState(ws *workspace.Workspace, st *LoopState) error { return st.save(ws) }
+
+func (st *LoopState) save(ws *workspace.Workspace) error {
+	return store.WriteJSON(StatePath(ws), st)
+}
+
+func (st *LoopState) task(id string) *TaskRecord {
+	t := st.Tasks[id]
+	if t == nil {
+		t = &TaskRecord{}
+		st.Tasks[id] = t
+	}
+	return t
+}
+
+// TransitionEvent is one line of events.jsonl, in seed 002's shape.
+type TransitionEvent struct {
+	Timestamp  time.Time       `json:"timestamp"`
+	SessionID  string          `json:"sessionId"`
+	Transition TransitionEntry `json:"transition"`
+}
+
+// TransitionEntry is the transition part of an event line.
+type TransitionEntry struct {
+	From          string `json:"from"`
+	To            string `json:"to"`
+	Trigger       string `json:"trigger"`
+	TaskID        string `json:"taskId,omitempty"`
+	AttemptNumber int    `json:"attemptNumber,omitempty"`
+	Detail        string `json:"detail,omitempty"`
+}

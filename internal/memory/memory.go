@@ -1,0 +1,66 @@
+// Package memory is what outlives runs: lessons, blockers and task events,
+// queried at the start of every iteration (seed 000's MEMORY_LOAD) and
+// written at COMMIT and BLOCKER.
+//
+// Store is implemented by a file-only store here; an embedded database and
+// Neo4j implement the same contract. Writes are best effort for the loop:
+// a memory failure never fails a task.
+package memory
+
+import (
+	"context"
+	"time"
+)
+
+// Memory types the seed's known-issues query selects.
+const (
+	TypeBlocker       = "blocker"
+	TypeBug           = "bug"
+	TypeTechnicalDebt = "technical_debt"
+	TypeLesson        = "lesson"
+	TypeEvent         = "event"
+	TypeAgentContext  = "agent_context"
+)
+
+// Event types logged by the loop (seed 000).
+const (
+	EventTaskComplete = "BROOKS_TASK_COMPLETE"
+	EventTaskBlocker  = "BROOKS_TASK_BLOCKER"
+)
+
+// Node is one memory: a name, a type, text, a date and free properties.
+type Node struct {
+	ID         string            `json:"id"`
+	Name       string            `json:"name"`
+	MemoryType string            `json:"memoryType"`
+	Text       string            `json:"text,omitempty"`
+	Date       time.Time         `json:"date"`
+	Props      map[string]string `json:"props,omitempty"`
+}
+
+// Store is a memory backend.
+type Store interface {
+	// AgentContext returns up to 10 nodes whose name contains "Brooks" or
+	// "Developer Agent" (seed 000 query A).
+	AgentContext(ctx context.Context) ([]Node, error)
+	// KnownIssues returns up to 10 nodes of type blocker, bug or
+	// technical_debt, newest first (seed 000 query B).
+	KnownIssues(ctx context.Context) ([]Node, error)
+	// Add stores a node and returns its id.
+	Add(ctx context.Context, n Node) (string, error)
+	// Link records a property on an existing node, such as the commit
+	// hash of a task-complete event.
+	Link(ctx context.Context, id, key, value string) error
+	// Name says which backend this is, for status output.
+	Name() string
+	Close() error
+}
+
+// Load runs the two MEMORY_LOAD queries.
+func Load(ctx context.Context, s Store) (agentCtx, issues []Node, err error) {
+	if agentCtx, err = s.AgentContext(ctx); err != nil {
+		return nil, nil, err
+	}
+	issues, err = s.KnownIssues(ctx)
+	return agentCtx, issues, err
+}
