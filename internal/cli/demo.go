@@ -135,7 +135,6 @@ func demoScenario(prd string) fakeagent.Scenario {
 			sleep,
 			fakeagent.Step{CheckStory: id, PRD: prd},
 			fakeagent.Step{Append: ".ralph/progress.md", Content: demoProgress(id, title+" in calc.sh, test in tests/"+op+".sh")},
-			fakeagent.Step{Commit: id + ": " + strings.ToLower(title[:1]) + title[1:]},
 		)
 	}
 	us1 := story("US-001", "Add two numbers", "add", "2", "3", "5", "", true)
@@ -154,7 +153,6 @@ func demoScenario(prd string) fakeagent.Scenario {
 		{CheckStory: "US-002", PRD: prd},
 		{Append: ".ralph/progress.md", Content: demoProgress("US-002", "fixed subtraction (was adding); ralph's check caught it")},
 		{Append: ".ralph/guardrails.md", Content: "\n## Sign: Run The Tests Before Checking A Story\n- **Trigger**: Before marking a story [x]\n- **Instruction**: Run sh run-tests.sh; ralph reopens stories whose checks fail.\n- **Added after**: US-002 was sent back (demo)\n"},
-		{Commit: "US-002: fix subtraction"},
 		{Final: "US-002 is done and verified by the tests. One story remains."},
 	}
 	us3 := story("US-003", "Multiply two numbers", "mul", "4", "3", "12", `  mul) echo $(($2 * $3)) ;;`, false)
