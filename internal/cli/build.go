@@ -98,7 +98,7 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 	}
 	var reviewer *agent.Spec
 	if cfg.Validate.Reviewer != "" {
-		r, err := resolveAgent(&Env{Getenv: func(string) string { return "" }}, cfg, cfg.Validate.Reviewer)
+		r, err := namedAgent(cfg, cfg.Validate.Reviewer)
 		if err != nil {
 			return nil, fmt.Errorf("[validate] reviewer: %w", err)
 		}

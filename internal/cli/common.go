@@ -28,17 +28,28 @@ func openWorkspace(ctx context.Context, env *Env) (*workspace.Workspace, config.
 // resolveAgent applies the precedence: --agent, then AGENT_CMD, then
 // config, then the default.
 func resolveAgent(env *Env, cfg config.Config, flag string) (agent.Spec, error) {
-	custom := map[string]agent.Custom{}
-	for name, a := range cfg.Agents {
-		custom[name] = agent.Custom{Command: a.Command, Interactive: a.Interactive, Format: a.Format}
-	}
 	spec, _, err := agent.Resolve(agent.Choice{
 		Flag:          flag,
 		Env:           env.Getenv("AGENT_CMD"),
 		ConfigDefault: cfg.Agent.Default,
-		Custom:        custom,
+		Custom:        customAgents(cfg),
 	})
 	return spec, err
+}
+
+// namedAgent resolves an agent that config names for a role, such as the
+// reviewer; AGENT_CMD does not apply to it.
+func namedAgent(cfg config.Config, name string) (agent.Spec, error) {
+	spec, _, err := agent.Resolve(agent.Choice{Flag: name, Custom: customAgents(cfg)})
+	return spec, err
+}
+
+func customAgents(cfg config.Config) map[string]agent.Custom {
+	custom := map[string]agent.Custom{}
+	for name, a := range cfg.Agents {
+		custom[name] = agent.Custom{Command: a.Command, Interactive: a.Interactive, Format: a.Format}
+	}
+	return custom
 }
 
 func checksFromConfig(cfg config.Config) []check.Check {
