@@ -85,6 +85,20 @@ type Result struct {
 	IsError           bool     // the CLI reported the run as an error (result.is_error, turn.failed, error event)
 	Errors            []string // error messages reported in structured events, the last maxErrors of them
 	Limit             *Limit   // non-nil when a structured limit event was seen
+	// ContextTokens is the size of the context at the last assistant
+	// message (input plus cached tokens), and ContextWindow the model's
+	// window, where the CLI reports them; 0 when unknown.
+	ContextTokens int64
+	ContextWindow int64
+}
+
+// ContextPercent is the share of the context window in use at the end of
+// the run, or -1 when the CLI does not report enough to tell.
+func (r Result) ContextPercent() int {
+	if r.ContextTokens <= 0 || r.ContextWindow <= 0 {
+		return -1
+	}
+	return int(r.ContextTokens * 100 / r.ContextWindow)
 }
 
 // Parser consumes an agent's stdout one line at a time.

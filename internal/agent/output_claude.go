@@ -84,6 +84,7 @@ func (p *claudeParser) assistant(o jobj) string {
 		}
 		if u := msg.obj("usage"); u != nil {
 			p.msgUsage = anthropicUsage(u)
+			p.res.ContextTokens = p.msgUsage.InputTokens + p.msgUsage.CacheReadTokens + p.msgUsage.CacheWriteTokens
 		}
 	}
 	var show []string
@@ -163,6 +164,13 @@ func (p *claudeParser) resultEvent(o jobj) string {
 		p.res.CostKnown = true
 	}
 	p.res.PermissionDenials += len(o.arr("permission_denials"))
+	for _, m := range o.obj("modelUsage") {
+		if mu, ok := m.(map[string]any); ok {
+			if w := jobj(mu).integer("contextWindow"); w > p.res.ContextWindow {
+				p.res.ContextWindow = w
+			}
+		}
+	}
 
 	var out []string
 	if status, _ := o.num("api_error_status"); status == 429 {

@@ -111,3 +111,18 @@ func TestClaudeErrorResultIgnoresResultText(t *testing.T) {
 		t.Errorf("Result = %+v", r)
 	}
 }
+
+// Where Claude reports it, the context in use at the last message and the
+// model's window give the share of the window used.
+func TestClaudeContextUsage(t *testing.T) {
+	p := NewParser(FormatClaude, "")
+	p.Line([]byte(`{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":1000,"cache_read_input_tokens":150000,"cache_creation_input_tokens":9000,"output_tokens":5}}}`))
+	p.Line([]byte(`{"type":"result","subtype":"success","is_error":false,"result":"hi","usage":{"input_tokens":1000,"output_tokens":5},"modelUsage":{"claude-x":{"inputTokens":1000,"contextWindow":200000}}}`))
+	r := p.Result()
+	if r.ContextTokens != 160000 || r.ContextWindow != 200000 || r.ContextPercent() != 80 {
+		t.Fatalf("context %d/%d = %d%%", r.ContextTokens, r.ContextWindow, r.ContextPercent())
+	}
+	if (Result{}).ContextPercent() != -1 {
+		t.Fatal("unknown context must be -1")
+	}
+}

@@ -608,6 +608,15 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		rec.Status = status
 		return Event{Trigger: TrigImplementFailed}, b.fail(why, "", classify(why, out.TimedOut))
 	}
+	if pct := rec.ContextPercent; pct >= 0 {
+		hard := b.opts.ContextHard
+		if hard == 0 {
+			hard = 80
+		}
+		if pct >= hard {
+			b.logError("iteration %d (%s): the agent ended with %d%% of its context window in use (hard limit %d%%)", n, taskID, pct, hard)
+		}
+	}
 	if hasSignal(rec.Signals, "CONTEXT_EXHAUSTED") {
 		rec.Status, rec.Reason = StatusPartial, "context exhausted: partial work is committed and a fresh agent continues"
 		return Event{Trigger: TrigContextExhausted}, nil

@@ -143,11 +143,14 @@ type IterationRecord struct {
 	Checks           []CheckRecord `json:"checks,omitempty"`
 	ACReport         string        `json:"ac_report,omitempty"`
 	MemoryConnected  bool          `json:"neo4j_connected"`
-	Tokens           agent.Usage   `json:"tokens"`
-	FinalMessage     string        `json:"final_message,omitempty"`
-	OutputBytes      int64         `json:"output_bytes"`
-	PromptFile       string        `json:"prompt_file"`
-	LogFile          string        `json:"log_file"`
+	// ContextPercent is the share of the context window in use at the end,
+	// where the agent reports it; -1 when unknown.
+	ContextPercent int         `json:"context_percent"`
+	Tokens         agent.Usage `json:"tokens"`
+	FinalMessage   string      `json:"final_message,omitempty"`
+	OutputBytes    int64       `json:"output_bytes"`
+	PromptFile     string      `json:"prompt_file"`
+	LogFile        string      `json:"log_file"`
 }
 
 // CheckRecord is the outcome of one check in an iteration.
@@ -338,7 +341,8 @@ func (r *run) newRecord(n int, started time.Time, out agent.Outcome, promptFile,
 		SchemaVersion: 1, RunID: r.id, Iteration: n, Kind: r.kind, Agent: r.opts.Agent.Name,
 		StartedAt: started.UTC(), DurationMillis: out.Duration.Milliseconds(), ExitCode: out.ExitCode,
 		Signals: out.Result.Signals, Tokens: out.Result.Usage, FinalMessage: clip(out.Result.FinalMessage, 4096),
-		OutputBytes: out.OutputBytes, PromptFile: r.ws.Rel(promptFile), LogFile: r.ws.Rel(logFile),
+		ContextPercent: out.Result.ContextPercent(),
+		OutputBytes:    out.OutputBytes, PromptFile: r.ws.Rel(promptFile), LogFile: r.ws.Rel(logFile),
 	}
 }
 
