@@ -158,6 +158,8 @@ type Snapshot struct {
 	// untracked changes, sorted and without duplicates. Both sides of a
 	// rename are listed. Ignored files are not.
 	Dirty []string
+	// Unmerged lists the paths with merge conflicts, sorted.
+	Unmerged []string
 }
 
 // Clean reports whether the work tree has no changes.
@@ -210,8 +212,12 @@ func parseStatus(out []byte) (Snapshot, error) {
 			return Snapshot{}, fmt.Errorf("gitx: malformed status record %q", rec)
 		}
 		s.Dirty = append(s.Dirty, fields[n-1])
+		if rec[0] == 'u' {
+			s.Unmerged = append(s.Unmerged, fields[n-1])
+		}
 		origNext = rec[0] == '2'
 	}
+	slices.Sort(s.Unmerged)
 	slices.Sort(s.Dirty)
 	s.Dirty = slices.Compact(s.Dirty)
 	return s, nil

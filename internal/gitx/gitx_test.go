@@ -459,3 +459,27 @@ type plainRunner struct{ r Runner }
 func (p plainRunner) Git(ctx context.Context, dir string, args ...string) ([]byte, error) {
 	return p.r.Git(ctx, dir, args...)
 }
+
+func TestSnapshotListsMergeConflicts(t *testing.T) {
+	r := newRepo(t)
+	ctx := context.Background()
+	write(t, r, "f.txt", "base\n")
+	gitT(t, r.Dir, "add", "-A")
+	gitT(t, r.Dir, "commit", "-q", "-m", "base")
+	gitT(t, r.Dir, "checkout", "-q", "-b", "other")
+	write(t, r, "f.txt", "other\n")
+	gitT(t, r.Dir, "commit", "-qam", "other")
+	gitT(t, r.Dir, "checkout", "-q", "main")
+	write(t, r, "f.txt", "mine\n")
+	gitT(t, r.Dir, "commit", "-qam", "mine")
+	if _, err := (ExecRunner{}).Git(ctx, r.Dir, "merge", "-q", "other"); err == nil {
+		t.Fatal("the merge was expected to conflict")
+	}
+	snap, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Unmerged) != 1 || snap.Unmerged[0] != "f.txt" {
+		t.Fatalf("unmerged = %v", snap.Unmerged)
+	}
+}

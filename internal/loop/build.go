@@ -604,6 +604,11 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		b.restoreStatus(taskID)
 	}
 	changed := len(rec.Commits) > 0 || len(after.Dirty) > len(before.Dirty) || !sameStrings(after.Dirty, before.Dirty)
+	if len(after.Unmerged) > 0 {
+		// A merge conflict is not something another attempt fixes.
+		rec.Status = StatusFailed
+		return Event{Trigger: TrigUnresolvable}, b.fail("merge conflict in "+strings.Join(clipList(after.Unmerged, 5), ", "), "", "permanent")
+	}
 	if status, why := agentStatus(out); status != "" {
 		rec.Status = status
 		return Event{Trigger: TrigImplementFailed}, b.fail(why, "", classify(why, out.TimedOut))
