@@ -2,8 +2,11 @@ package loop
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -117,7 +120,8 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		return rep, &SetupError{Msg: fmt.Sprintf("no task file at %s: create it or pass --tasks PATH", ws.Rel(src.Path()))}
 	}
 	if err != nil {
-		return rep, err
+		// Name files as the user types them, relative to the repository.
+		return rep, errors.New(strings.ReplaceAll(err.Error(), ws.Root+string(filepath.Separator), ""))
 	}
 	if opts.RequirePlan && src.Kind() == tasks.KindMarkdown {
 		if _, err := os.Stat(opts.PlanPath); errors.Is(err, fs.ErrNotExist) {
@@ -565,6 +569,8 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	}
 	b.snap = before
 	digest := b.statusDigest()
+	treeBefore := worktreeDigest(b.ws.Root, before)
+	taskBytes, _ := os.ReadFile(b.src.Path())
 	attempt := fmt.Sprintf("attempt %d/%d", m.RetryCount+1, b.maxRetries())
 	fmt.Fprintf(b.opts.Out, "\n── iteration %d/%d · %s: %s · %s · agent %s ──\n", n, b.st.MaxIterations, taskID, story.Title, attempt, b.opts.Agent.Name)
 	b.event("iteration %d started: %s (%s) with agent %s", n, taskID, attempt, b.opts.Agent.Name)
@@ -601,9 +607,9 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		return Event{}, ErrInterrupted
 	}
 	if b.statusDigest() != digest && b.src.Kind() != tasks.KindMarkdown {
-		b.restoreStatus(taskID)
+		b.restoreStatus(taskID, taskBytes)
 	}
-	changed := len(rec.Commits) > 0 || len(after.Dirty) > len(before.Dirty) || !sameStrings(after.Dirty, before.Dirty)
+	changed := after.Head != before.Head || worktreeDigest(b.ws.Root, after) != treeBefore
 	if len(after.Unmerged) > 0 {
 		// A merge conflict is not something another attempt fixes.
 		rec.Status = StatusFailed
@@ -611,7 +617,10 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	}
 	if status, why := agentStatus(out); status != "" {
 		rec.Status = status
-		return Event{Trigger: TrigImplementFailed}, b.fail(why, "", classify(why, out.TimedOut))
+		// What the agent printed last says whether a retry may help: a
+		// refused connection heals, a syntax error does not.
+		tail := tailOfFile(logFile, 4<<10) + "\n" + strings.Join(out.Result.Errors, "\n")
+		return Event{Trigger: TrigImplementFailed}, b.fail(why, tail, classify(why+"\n"+tail, out.TimedOut))
 	}
 	if pct := rec.ContextPercent; pct >= 0 {
 		hard := b.opts.ContextHard
@@ -633,18 +642,6 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	return Event{Trigger: TrigCodeWritten}, nil
 }
 
-func sameStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // fail records why the current attempt failed; the machine decides
 // whether that means a retry or a blocker.
 func (b *builder) fail(reason, output, typ string) error {
@@ -664,20 +661,28 @@ func (b *builder) fail(reason, output, typ string) error {
 }
 
 // reopenClaim unchecks a markdown story the agent checked but ralph did not
-// accept: the PRD must never show a story done that was not verified.
+// accept, criteria included: the PRD must never show a story done that was
+// not verified, and marks from a rejected attempt must not count as the next
+// attempt's claim.
 func (b *builder) reopenClaim() {
 	if b.src.Kind() != tasks.KindMarkdown || b.sel.Story.ID == "" {
 		return
 	}
-	board, err := b.src.Load()
+	id := b.sel.Story.ID
+	data, err := os.ReadFile(b.src.Path())
 	if err != nil {
 		return
 	}
-	if s, ok := board.Find(b.sel.Story.ID); ok && s.Status == tasks.StatusComplete {
-		if err := b.src.SetState(s.ID, tasks.StatusNotStarted, 0, nil, b.opts.now()); err == nil {
-			b.event("story %s reopened: %s", s.ID, b.failure)
-			fmt.Fprintf(b.opts.Out, "  ↺ %s reopened: %s\n", s.ID, b.failure)
-		}
+	out, err := tasks.SetStoryDone(data, id, false)
+	if err == nil {
+		out, err = tasks.UncheckCriteria(out, id)
+	}
+	if err != nil || string(out) == string(data) {
+		return
+	}
+	if err := store.WriteFileAtomic(b.src.Path(), out, 0o644); err == nil {
+		b.event("story %s reopened: %s", id, b.failure)
+		fmt.Fprintf(b.opts.Out, "  ↺ %s reopened: %s\n", id, b.failure)
 	}
 }
 
@@ -1193,22 +1198,59 @@ func (b *builder) statusDigest() string {
 	return tasks.StatusDigest(board)
 }
 
-// restoreStatus puts back the status fields an agent changed: ralph owns
-// them. The task file's other edits stay.
-func (b *builder) restoreStatus(taskID string) {
-	now := b.opts.now()
-	for _, s := range b.board.Stories {
-		var bl *tasks.Blocker
-		if t := b.st.Tasks[s.ID]; t != nil && t.Blocker != nil {
-			bl = &tasks.Blocker{Reason: t.Blocker.Reason, Type: tasks.BlockerType(t.Blocker.Type), RequiresHuman: t.Blocker.RequiresHuman}
-		}
-		if err := b.src.SetState(s.ID, s.Status, s.RetryCount, bl, now); err != nil {
-			b.logError("could not restore the status of %s: %v", s.ID, err)
-		}
+// restoreStatus puts back the task file as it was before the agent ran
+// when the agent changed status fields in it: ralph owns them, and an
+// agent's claim that a task is done is never taken from the file.
+func (b *builder) restoreStatus(taskID string, before []byte) {
+	if before == nil {
+		return
 	}
-	msg := fmt.Sprintf("the agent edited task status in %s while working on %s; ralph owns it and restored it", b.ws.Rel(b.src.Path()), taskID)
+	msg := fmt.Sprintf("the agent edited task status in %s while working on %s; ralph owns it and restored the file", b.ws.Rel(b.src.Path()), taskID)
+	if err := store.WriteFileAtomic(b.src.Path(), before, 0o644); err != nil {
+		msg = fmt.Sprintf("the agent edited task status in %s while working on %s and ralph could not restore it: %v", b.ws.Rel(b.src.Path()), taskID, err)
+	}
 	b.logError("%s", msg)
 	fmt.Fprintf(b.opts.Out, "  ! %s\n", msg)
+}
+
+// worktreeDigest fingerprints the work: HEAD plus the content of every
+// dirty file. Comparing names alone would miss a retry that rewrites the
+// files an earlier attempt already changed.
+func worktreeDigest(root string, snap gitx.Snapshot) string {
+	h := sha256.New()
+	io.WriteString(h, snap.Head+"\n")
+	for _, f := range snap.Dirty {
+		io.WriteString(h, f+"\x00")
+		p := filepath.Join(root, f)
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+			io.WriteString(h, "missing")
+		case !fi.Mode().IsRegular() || fi.Size() > 16<<20:
+			fmt.Fprintf(h, "%v %d %d", fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+		default:
+			if fh, err := os.Open(p); err == nil {
+				io.Copy(h, fh)
+				fh.Close()
+			}
+		}
+		io.WriteString(h, "\x00")
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// tailOfFile returns the last n bytes of a file, "" when unreadable.
+func tailOfFile(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > n {
+		f.Seek(fi.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, n))
+	return string(b)
 }
 
 // consumeContext returns the hints queued by `ralph add-context` and

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"strconv"
@@ -122,6 +123,48 @@ func SetStoryDone(data []byte, id string, done bool) ([]byte, error) {
 		return updated, nil
 	}
 	return nil, fmt.Errorf("%w %q: no story heading in the PRD has that id", ErrStoryNotFound, id)
+}
+
+// UncheckCriteria clears the checkbox of every acceptance criterion of the
+// story with the given id and returns the new file content; every other
+// byte is unchanged. ralph uses it when it reopens a story it did not
+// accept, so that marks from the rejected attempt cannot count as the next
+// attempt's claim.
+func UncheckCriteria(data []byte, id string) ([]byte, error) {
+	prd, _, err := parseMarkdown("", data)
+	if err != nil {
+		return nil, err
+	}
+	story, ok := prd.Find(id)
+	if !ok {
+		return nil, fmt.Errorf("%w %q: no story heading in the PRD has that id", ErrStoryNotFound, id)
+	}
+	lineStart := make([]int, 0, 64)
+	lineStart = append(lineStart, 0)
+	for i, c := range data {
+		if c == '\n' {
+			lineStart = append(lineStart, i+1)
+		}
+	}
+	updated := append([]byte(nil), data...)
+	for _, c := range story.Criteria {
+		if !c.Done || c.Line < 1 || c.Line > len(lineStart) {
+			continue
+		}
+		start := lineStart[c.Line-1]
+		end := len(updated)
+		if c.Line < len(lineStart) {
+			end = lineStart[c.Line]
+		}
+		line := updated[start:end]
+		for _, mark := range []string{"[x]", "[X]"} {
+			if i := bytes.Index(line, []byte(mark)); i >= 0 {
+				line[i+1] = ' '
+				break
+			}
+		}
+	}
+	return updated, nil
 }
 
 // parseMarkdown does the work of ParseMarkdown in a single pass over the

@@ -595,3 +595,15 @@ func TestCriteriaOfOneStoryDoNotAliasTheNext(t *testing.T) {
 		t.Errorf("appending to story 1's criteria changed story 2's to %q", got)
 	}
 }
+
+func TestUncheckCriteriaClearsOnlyThatStorysMarks(t *testing.T) {
+	in := "### [ ] US-001: A\n- [x] one\n- [X] two\n- [ ] three\n\n### [x] US-002: B\n- [x] other\n"
+	want := "### [ ] US-001: A\n- [ ] one\n- [ ] two\n- [ ] three\n\n### [x] US-002: B\n- [x] other\n"
+	got, err := UncheckCriteria([]byte(in), "US-001")
+	if err != nil || string(got) != want {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if _, err := UncheckCriteria([]byte(in), "US-009"); err == nil {
+		t.Fatal("unknown id accepted")
+	}
+}
