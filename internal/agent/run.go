@@ -31,6 +31,8 @@ type Invocation struct {
 	Timeout    time.Duration
 	// IdleTimeout ends a run that prints nothing for this long.
 	IdleTimeout time.Duration
+	// OnStart receives the agent's process group id once it runs.
+	OnStart func(pgid int)
 }
 
 // Outcome is what a headless run produced.
@@ -123,6 +125,7 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 		Stderr:      stderr,
 		Timeout:     inv.Timeout,
 		IdleTimeout: inv.IdleTimeout,
+		OnStart:     inv.OnStart,
 	}
 	if useStdin {
 		spec.Stdin = strings.NewReader(inv.Prompt)

@@ -19,6 +19,7 @@ import (
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/memory"
+	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/store"
@@ -97,6 +98,10 @@ type builder struct {
 	failure, failureOutput, blockerType string
 	// projectNotes are agent instruction files found in the repository.
 	projectNotes []string
+	// resumedFrom is the interrupted attempt a resumed IMPLEMENT continues:
+	// its starting point is the baseline for "did the agent change
+	// anything".
+	resumedFrom *Attempt
 }
 
 // Build runs the loop machine until every task is done and verified, only
@@ -144,6 +149,9 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		if err := checkCleanTree(ctx, ws, src.Path(), opts.PlanPath); err != nil {
 			return rep, err
 		}
+	}
+	if prior != nil && prior.Finished {
+		closeRunRecord(ws, prior)
 	}
 	resumeID := ""
 	if resume {
@@ -570,15 +578,26 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	b.snap = before
 	digest := b.statusDigest()
 	treeBefore := worktreeDigest(b.ws.Root, before)
+	headBefore := before.Head
+	if r := b.resumedFrom; r != nil && r.TaskID == taskID && r.TreeBefore != "" {
+		treeBefore, headBefore = r.TreeBefore, r.HeadBefore
+		before.Head = r.HeadBefore
+	}
+	b.resumedFrom = nil
 	taskBytes, _ := os.ReadFile(b.src.Path())
 	attempt := fmt.Sprintf("attempt %d/%d", m.RetryCount+1, b.maxRetries())
 	fmt.Fprintf(b.opts.Out, "\n── iteration %d/%d · %s: %s · %s · agent %s ──\n", n, b.st.MaxIterations, taskID, story.Title, attempt, b.opts.Agent.Name)
 	b.event("iteration %d started: %s (%s) with agent %s", n, taskID, attempt, b.opts.Agent.Name)
 	started := b.opts.now()
-	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: before.Head}
+	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: headBefore, TreeBefore: treeBefore}
 	b.st.save(b.ws)
+	b.onAgentStart = func(pgid int) {
+		b.st.Attempt.PGID = pgid
+		b.st.save(b.ws)
+	}
 	out, promptFile, logFile, runErr := b.runAgent(ctx, n, text)
 	b.st.Attempt.AgentDone, b.st.Attempt.ExitCode, b.st.Attempt.Millis = true, out.ExitCode, out.Duration.Milliseconds()
+	b.st.Attempt.PGID = 0
 	b.st.Attempt.Prompt, b.st.Attempt.Log = b.ws.Rel(promptFile), b.ws.Rel(logFile)
 	b.st.Metrics.AgentMillis += out.Duration.Milliseconds()
 	b.st.Metrics.Tokens = b.st.Metrics.Tokens.Add(out.Result.Usage)
@@ -609,7 +628,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	if b.statusDigest() != digest && b.src.Kind() != tasks.KindMarkdown {
 		b.restoreStatus(taskID, taskBytes)
 	}
-	changed := after.Head != before.Head || worktreeDigest(b.ws.Root, after) != treeBefore
+	changed := after.Head != headBefore || worktreeDigest(b.ws.Root, after) != treeBefore
 	if len(after.Unmerged) > 0 {
 		// A merge conflict is not something another attempt fixes.
 		rec.Status = StatusFailed
@@ -894,12 +913,24 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	if b.sel.Subtask != nil {
 		subtaskID = b.sel.Subtask.ID
 	}
+	// COMMIT may run again after a crash: every step below is idempotent,
+	// and a commit that already landed for this iteration is recognised by
+	// its trailers rather than made twice.
+	if hash, ok := b.alreadyCommitted(bg, taskID, m.Iteration); ok {
+		b.rec.Status = StatusDone
+		if m.Partial {
+			b.rec.Status = StatusPartial
+		}
+		fmt.Fprintf(b.opts.Out, "✓ iteration %d: %s was committed before the restart · commit %s\n", m.Iteration, taskID, short(hash))
+		b.closeIteration()
+		return Event{Trigger: TrigCommitted}, nil
+	}
 	eventID := ""
 	if !m.Partial {
 		if err := b.src.MarkDone(story.ID, subtaskID, now); err != nil {
 			return Event{Trigger: TrigCommitFailed}, b.fail("could not mark the task done: "+err.Error(), "", "permanent")
 		}
-		id, err := b.mem.Add(bg, memory.Node{Name: taskID + " complete: " + story.Title, MemoryType: memory.TypeEvent,
+		id, err := b.mem.Add(bg, memory.Node{ID: fmt.Sprintf("evt-%s-%d", b.id, m.Iteration), Name: taskID + " complete: " + story.Title, MemoryType: memory.TypeEvent,
 			Props: map[string]string{"event": memory.EventTaskComplete, "task": taskID, "run": b.id}})
 		if err == nil {
 			eventID = id
@@ -908,7 +939,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		}
 	}
 	if !m.Partial {
-		b.appendProgress(fmt.Sprintf("%s: %s verified by ralph (checks passed, acceptance criteria met)", taskID, story.Title))
+		b.appendProgress(fmt.Sprintf("%s: %s verified by ralph (checks passed, acceptance criteria met; run %s, iteration %d)", taskID, story.Title, b.id, m.Iteration))
 	}
 	hash := ""
 	if !b.st.NoCommit {
@@ -960,11 +991,28 @@ func (b *builder) commitMessage(taskID string, story tasks.Story, partial bool, 
 	if b.rec != nil && b.rec.ACReport != "" {
 		body.WriteString("Acceptance criteria:\n" + b.rec.ACReport + "\n\n")
 	}
-	fmt.Fprintf(&body, "Ralph-Task: %s\nRalph-Story: %s\nRalph-Run: %s\n", taskID, story.ID, b.id)
+	fmt.Fprintf(&body, "Ralph-Task: %s\nRalph-Story: %s\nRalph-Run: %s\nRalph-Iteration: %d\n", taskID, story.ID, b.id, b.st.Machine.Iteration)
 	if eventID != "" {
 		fmt.Fprintf(&body, "Ralph-Memory-Event: %s\n", eventID)
 	}
 	return subject + "\n\n" + body.String()
+}
+
+// alreadyCommitted reports whether HEAD is ralph's commit of this task in
+// this iteration of this run.
+func (b *builder) alreadyCommitted(ctx context.Context, taskID string, iteration int) (string, bool) {
+	out, err := b.ws.Repo.Runner.Git(ctx, b.ws.Root, "log", "-1", "--format=%H%n%B")
+	if err != nil {
+		return "", false
+	}
+	hash, body, _ := strings.Cut(string(out), "\n")
+	want := []string{"Ralph-Task: " + taskID, "Ralph-Run: " + b.id, fmt.Sprintf("Ralph-Iteration: %d", iteration)}
+	for _, w := range want {
+		if !strings.Contains(body, w+"\n") {
+			return "", false
+		}
+	}
+	return strings.TrimSpace(hash), true
 }
 
 func (b *builder) attemptHead() string {
@@ -1032,7 +1080,7 @@ func (b *builder) logBlocker(ctx context.Context) error {
 			}
 		}
 	}
-	b.mem.Add(bg, memory.Node{Name: id + " blocked: " + bl.Reason, MemoryType: memory.TypeBlocker, Text: strings.Join(bl.AttemptedFixes, "; "),
+	b.mem.Add(bg, memory.Node{ID: fmt.Sprintf("blk-%s-%d", b.id, b.st.Machine.Iteration), Name: id + " blocked: " + bl.Reason, MemoryType: memory.TypeBlocker, Text: strings.Join(bl.AttemptedFixes, "; "),
 		Props: map[string]string{"event": memory.EventTaskBlocker, "task": id, "blocker_type": bl.Type, "run": b.id, "fix_sources_tried": "checks, acceptance criteria"}})
 	b.logError("task %s blocked (%s): %s", id, bl.Type, bl.Reason)
 	b.appendProgress(fmt.Sprintf("%s BLOCKED (%s, requires_human=%v): %s", id, bl.Type, bl.RequiresHuman, bl.Reason))
@@ -1113,9 +1161,18 @@ func (b *builder) headNow() string {
 // resumeInterrupted records the iteration a crash or interrupt cut short.
 func (b *builder) resumeInterrupted() {
 	a := b.st.Attempt
+	if a != nil && a.PGID > 0 && !a.AgentDone && sameDir(a.PGID, b.ws.Root) {
+		// A crash of ralph does not stop the agent's process group; an
+		// agent still editing the tree would race the resumed run.
+		if proc.KillGroup(a.PGID, 3*time.Second) {
+			fmt.Fprintf(b.opts.Out, "ralph: stopped the agent the crashed run left behind (process group %d)\n", a.PGID)
+			b.event("stopped the agent left running by a crash (process group %d)", a.PGID)
+		}
+	}
 	if a == nil || b.st.Machine.State != StateImplement || a.Iteration != b.st.Machine.Iteration {
 		return
 	}
+	b.resumedFrom = a
 	rec := &IterationRecord{SchemaVersion: 1, RunID: b.id, Iteration: a.Iteration, Kind: "build", TaskID: a.TaskID,
 		Agent: b.opts.Agent.Name, StartedAt: a.StartedAt, HeadBefore: a.HeadBefore, Status: StatusInterrupted,
 		Reason: "ralph stopped during this iteration; it is run again", ExitCode: -1, PromptFile: a.Prompt, LogFile: a.Log}
@@ -1126,6 +1183,31 @@ func (b *builder) resumeInterrupted() {
 	b.st.Machine.Iteration++
 	b.st.Metrics.Iterations = b.st.Machine.Iteration
 	b.st.save(b.ws)
+}
+
+// closeRunRecord completes the record of a finished run whose process died
+// between its last transition and writing run.json.
+func closeRunRecord(ws *workspace.Workspace, st *LoopState) {
+	p := filepath.Join(ws.RunsDir(), st.RunID, "run.json")
+	var rec RunRecord
+	if _, err := store.ReadJSON(p, 1, &rec); err != nil || rec.Outcome != "" {
+		return
+	}
+	rec.Outcome, rec.Reason, rec.EndedAt = st.Outcome, st.Reason, st.UpdatedAt
+	rec.Iterations = st.Machine.Iteration
+	store.WriteJSON(p, rec)
+}
+
+// sameDir reports whether process pid works inside root, so that a
+// recorded process group id that was reused by an unrelated program after a
+// reboot is never killed.
+func sameDir(pid int, root string) bool {
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(root, cwd)
+	return err == nil && !strings.HasPrefix(rel, "..")
 }
 
 // ensureRecord rebuilds the iteration record after a resume into TEST,
@@ -1182,6 +1264,10 @@ func (b *builder) maxRetries() int {
 }
 
 func (b *builder) appendProgress(line string) {
+	// After a crash the same step may run twice; the line is written once.
+	if data, err := os.ReadFile(b.ws.ProgressPath()); err == nil && strings.Contains(string(data), "- "+line+"\n") {
+		return
+	}
 	entry := fmt.Sprintf("\n## %s (ralph)\n- %s\n---\n", b.opts.now().Format("2006-01-02 15:04:05"), line)
 	if err := store.AppendFile(b.ws.ProgressPath(), []byte(entry)); err != nil {
 		b.logError("could not append to progress.md: %v", err)

@@ -195,6 +195,8 @@ type run struct {
 	// ralph decided and why, for when a person asks "what happened?".
 	log     *slog.Logger
 	logFile *os.File
+	// onAgentStart receives the agent's process group id.
+	onAgentStart func(pgid int)
 }
 
 // newRunID returns a sortable id: time of start plus a random suffix so two
@@ -330,6 +332,7 @@ func (r *run) runAgent(ctx context.Context, n int, prompt string) (agent.Outcome
 		Log:        f,
 		Display:    r.opts.Out,
 		Timeout:    r.opts.AgentTimeout,
+		OnStart:    r.onAgentStart,
 	})
 	r.agentT += out.Duration
 	return out, promptFile, logFile, err

@@ -63,6 +63,13 @@ type Attempt struct {
 	Millis    int64  `json:"duration_ms"`
 	Prompt    string `json:"prompt_file"`
 	Log       string `json:"log_file"`
+	// TreeBefore fingerprints the work before the agent ran (HEAD and the
+	// content of dirty files), so that a rerun after a crash still sees the
+	// interrupted agent's changes as this attempt's.
+	TreeBefore string `json:"tree_before,omitempty"`
+	// PGID is the agent's process group, stopped on resume if a crash of
+	// ralph left it running.
+	PGID int `json:"pgid,omitempty"`
 }
 
 // TaskRecord is what ralph remembers about one task across runs.

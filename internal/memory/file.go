@@ -89,6 +89,12 @@ func (f *FileStore) all() ([]Node, error) {
 			}
 			continue
 		}
+		if i, ok := index[r.ID]; ok {
+			// The same id written again (a step repeated after a crash)
+			// is one memory, the latest version.
+			nodes[i] = r.Node
+			continue
+		}
 		index[r.ID] = len(nodes)
 		nodes = append(nodes, r.Node)
 	}

@@ -53,3 +53,14 @@ func TestFileStoreSkipsATornLine(t *testing.T) {
 		t.Fatalf("issues=%v err=%v", issues, err)
 	}
 }
+
+func TestFileStoreSameIDIsOneMemory(t *testing.T) {
+	f := &FileStore{Path: filepath.Join(t.TempDir(), "memory.jsonl")}
+	ctx := context.Background()
+	f.Add(ctx, Node{ID: "evt-1", Name: "first", MemoryType: TypeBug})
+	f.Add(ctx, Node{ID: "evt-1", Name: "again", MemoryType: TypeBug})
+	issues, _ := f.KnownIssues(ctx)
+	if len(issues) != 1 || issues[0].Name != "again" {
+		t.Fatalf("issues = %+v", issues)
+	}
+}

@@ -60,6 +60,10 @@ type Spec struct {
 	// Grace is the pause between SIGTERM to the group and SIGKILL to the
 	// group; 0 (or less) means DefaultGrace.
 	Grace time.Duration
+	// OnStart, when set, is called with the child's pid (which is also its
+	// process group id) right after it starts, so that a caller can record
+	// it and stop a group that outlived a crashed parent.
+	OnStart func(pid int)
 }
 
 // Outcome reports how a child ended. At most one of TimedOut, Idle and
@@ -150,6 +154,9 @@ func Run(ctx context.Context, s Spec) (Outcome, error) {
 	r.startCopies()
 
 	pid := cmd.Process.Pid
+	if s.OnStart != nil {
+		s.OnStart(pid)
+	}
 	exited := make(chan struct{})
 	go func() {
 		waitExited(pid)
@@ -497,4 +504,23 @@ func notFound(name string, err error) error {
 func notExecutable(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
 		errors.Is(err, exec.ErrNotFound)
+}
+
+// KillGroup stops the process group pgid, left over from a parent that
+// died: SIGTERM, then SIGKILL after grace if the group is still there. It
+// reports whether a group existed.
+func KillGroup(pgid int, grace time.Duration) bool {
+	if pgid <= 1 || syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if syscall.Kill(-pgid, 0) != nil {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	return true
 }
