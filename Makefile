@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: build test demo bench lint
+.PHONY: build test demo bench lint agents
 
 build:
 	$(GO) build -o bin/ralph ./cmd/ralph
@@ -17,9 +17,14 @@ lint:
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 
-test: lint
+# test installs the real agent CLIs (pinned, from npm, cached in .tools/)
+# that the end-to-end tests run against a local scripted model server.
+test: lint agents
 	@command -v git >/dev/null || { echo "the tests need git: apt-get install git"; exit 1; }
 	$(GO) test -race -count=1 ./...
+
+agents:
+	bash scripts/install-agents.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 5x ./internal/loop/ ./internal/tasks/ ./internal/gitx/

@@ -98,11 +98,21 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 	}
 	var reviewer *agent.Spec
 	if cfg.Validate.Reviewer != "" {
-		r, err := namedAgent(cfg, cfg.Validate.Reviewer)
+		r, err := namedAgent(cfg, cfg.Validate.Reviewer, "[validate] reviewer")
 		if err != nil {
-			return nil, fmt.Errorf("[validate] reviewer: %w", err)
+			return nil, err
 		}
 		reviewer = &r
+	}
+	var fallbacks []agent.Spec
+	for _, name := range cfg.Agent.Fallbacks {
+		f, err := namedAgent(cfg, name, "[agent] fallbacks")
+		if err != nil {
+			return nil, err
+		}
+		if f.Name != spec.Name {
+			fallbacks = append(fallbacks, f)
+		}
 	}
 	src, err := resolveSource(ws, cfg, opts.Tasks, opts.PRD)
 	if err != nil && !planning {
@@ -136,8 +146,15 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 		Reviewer:      reviewer,
 		ContextSoft:   cfg.Loop.ContextSoft,
 		ContextHard:   cfg.Loop.ContextHard,
-		Out:           env.IO.Out,
-		Now:           env.Now,
+		Fallbacks:     fallbacks,
+		LimitCooldown: cfg.Agent.LimitCooldown.Duration,
+		LimitPatterns: cfg.Agent.LimitPatterns,
+		IdleTimeout:   cfg.Agent.IdleTimeout.Duration,
+		Budget:        loop.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
+		Breaker: loop.BreakerConfig{NoProgress: cfg.Breaker.NoProgress, SameError: cfg.Breaker.SameError,
+			PermissionDenials: cfg.Breaker.PermissionDenials, Cooldown: cfg.Breaker.Cooldown.Duration},
+		Out: env.IO.Out,
+		Now: env.Now,
 	}}, nil
 }
 
@@ -184,6 +201,9 @@ func reportOutcome(env *Env, s *loopSetup, rep loop.Report, err error) error {
 	}
 	if rep.Outcome == loop.OutcomeNeedsHuman {
 		return &ExitError{Code: ExitNeedsHuman, Msg: "only blocked tasks are left: see `ralph status`, fix them, then `ralph unblock ID`"}
+	}
+	if rep.Outcome == loop.OutcomeBudget {
+		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("%s, with %d stories left: raise it under [budget] in .ralph/config.toml to go on", rep.Reason, rep.StoriesLeft)}
 	}
 	if rep.Outcome == loop.OutcomeMaxIterations {
 		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("iteration limit reached with %d stories left: run `ralph build` again to go on", rep.StoriesLeft)}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/ralphloop/ralph/internal/agent"
@@ -38,9 +39,15 @@ func resolveAgent(env *Env, cfg config.Config, flag string) (agent.Spec, error) 
 }
 
 // namedAgent resolves an agent that config names for a role, such as the
-// reviewer; AGENT_CMD does not apply to it.
-func namedAgent(cfg config.Config, name string) (agent.Spec, error) {
+// reviewer or a fallback; AGENT_CMD does not apply to it. key names the
+// config key for messages.
+func namedAgent(cfg config.Config, name, key string) (agent.Spec, error) {
 	spec, _, err := agent.Resolve(agent.Choice{Flag: name, Custom: customAgents(cfg)})
+	var ue *agent.UnknownError
+	if errors.As(err, &ue) {
+		// The name came from config, not from the command line: exit 1.
+		ue.Source = key
+	}
 	return spec, err
 }
 

@@ -144,6 +144,7 @@ Start with 'ralph demo' to watch a whole run with no AI CLI installed.`,
 		newAddContextCmd(env),
 		newUnblockCmd(env),
 		newDiagramCmd(env),
+		newDoctorCmd(env),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(root.FlagErrorFunc())

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -21,29 +22,33 @@ type StatusOptions struct {
 
 // StatusReport is what `ralph status --json` prints.
 type StatusReport struct {
-	Running       bool              `json:"running"`
-	Holder        *store.Holder     `json:"holder,omitempty"`
-	RunID         string            `json:"run_id,omitempty"`
-	State         string            `json:"state,omitempty"`
-	Finished      bool              `json:"finished"`
-	Outcome       string            `json:"outcome,omitempty"`
-	Reason        string            `json:"reason,omitempty"`
-	Iteration     int               `json:"iteration"`
-	MaxIterations int               `json:"max_iterations,omitempty"`
-	ElapsedMillis int64             `json:"elapsed_ms"`
-	TaskFile      string            `json:"task_file"`
-	TaskSource    string            `json:"task_source"`
-	Stories       int               `json:"stories"`
-	StoriesDone   int               `json:"stories_done"`
-	CurrentTask   string            `json:"current_task,omitempty"`
-	CurrentStory  string            `json:"current_story,omitempty"`
-	RetryCounts   map[string]int    `json:"retry_counts"`
-	Blocked       []BlockedTask     `json:"blocked"`
-	Memory        string            `json:"memory,omitempty"`
-	MemoryOK      bool              `json:"neo4j_connected"`
-	Metrics       *loop.Metrics     `json:"metrics,omitempty"`
-	PendingHints  int               `json:"pending_context_hints"`
-	Extra         map[string]string `json:"-"`
+	Running       bool                  `json:"running"`
+	Holder        *store.Holder         `json:"holder,omitempty"`
+	RunID         string                `json:"run_id,omitempty"`
+	State         string                `json:"state,omitempty"`
+	Finished      bool                  `json:"finished"`
+	Outcome       string                `json:"outcome,omitempty"`
+	Reason        string                `json:"reason,omitempty"`
+	Iteration     int                   `json:"iteration"`
+	MaxIterations int                   `json:"max_iterations,omitempty"`
+	ElapsedMillis int64                 `json:"elapsed_ms"`
+	TaskFile      string                `json:"task_file"`
+	TaskSource    string                `json:"task_source"`
+	Stories       int                   `json:"stories"`
+	StoriesDone   int                   `json:"stories_done"`
+	CurrentTask   string                `json:"current_task,omitempty"`
+	CurrentStory  string                `json:"current_story,omitempty"`
+	RetryCounts   map[string]int        `json:"retry_counts"`
+	Blocked       []BlockedTask         `json:"blocked"`
+	Memory        string                `json:"memory,omitempty"`
+	MemoryOK      bool                  `json:"neo4j_connected"`
+	Metrics       *loop.Metrics         `json:"metrics,omitempty"`
+	PendingHints  int                   `json:"pending_context_hints"`
+	Breaker       *loop.Breaker         `json:"breaker,omitempty"`
+	Cooldowns     map[string]string     `json:"cooldowns"`
+	Budget        *loop.Budget          `json:"budget,omitempty"`
+	LastIteration *loop.IterationRecord `json:"last_iteration,omitempty"`
+	Extra         map[string]string     `json:"-"`
 }
 
 // BlockedTask is one blocked task in the status.
@@ -75,7 +80,7 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	rep := StatusReport{RetryCounts: map[string]int{}, Blocked: []BlockedTask{}}
+	rep := StatusReport{RetryCounts: map[string]int{}, Blocked: []BlockedTask{}, Cooldowns: map[string]string{}}
 	if h, held := store.Held(ws.LockPath()); held {
 		rep.Running, rep.Holder = true, h
 	}
@@ -104,6 +109,14 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		rep.Memory, rep.MemoryOK = st.MemoryStore, st.MemoryConnected
 		m := st.Metrics
 		rep.Metrics = &m
+		br, bud := st.Breaker, st.Budget
+		rep.Breaker, rep.Budget = &br, &bud
+		for name, t := range st.Cooldowns {
+			if t.After(env.Now()) {
+				rep.Cooldowns[name] = t.UTC().Format(time.RFC3339)
+			}
+		}
+		rep.LastIteration = lastIteration(ws.RunsDir(), st.RunID)
 		ids := make([]string, 0, len(st.Tasks))
 		for id := range st.Tasks {
 			ids = append(ids, id)
@@ -181,6 +194,27 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		}
 		fmt.Fprintf(out, "time in state: %s\n", strings.Join(parts, ", "))
 	}
+	if br := st.Breaker; br.State != "" {
+		line := "circuit breaker: " + br.State
+		if br.State != loop.BreakerClosed {
+			line += " (" + br.Reason + ")"
+		}
+		fmt.Fprintln(out, line)
+	}
+	for name, t := range rep.Cooldowns {
+		fmt.Fprintf(out, "cooling down: %s until %s (usage limit)\n", name, t)
+	}
+	if li := rep.LastIteration; li != nil {
+		fmt.Fprintf(out, "last iteration %d (%s, %s): %s · %s · %d in / %d out tokens · $%.4f estimated",
+			li.Iteration, orDash(li.TaskID), li.Agent, li.Status, (time.Duration(li.DurationMillis) * time.Millisecond).Round(100*time.Millisecond),
+			li.Tokens.InputTokens, li.Tokens.OutputTokens, li.CostUSD)
+		if len(li.LimitWaits) > 0 {
+			fmt.Fprintf(out, " · %d usage limit(s)", len(li.LimitWaits))
+		}
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintf(out, "totals: %d in / %d out tokens · $%.4f estimated (the CLIs' own estimates, not a bill)\n",
+		st.Metrics.Tokens.InputTokens, st.Metrics.Tokens.OutputTokens, st.Metrics.CostUSD)
 	mem := "connected"
 	if !rep.MemoryOK {
 		mem = "unavailable (file-only context)"
@@ -199,4 +233,34 @@ func short(h string) string {
 		return h[:7]
 	}
 	return h
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// lastIteration reads the newest iteration record of a run.
+func lastIteration(runsDir, runID string) *loop.IterationRecord {
+	if runID == "" {
+		return nil
+	}
+	matches, _ := filepath.Glob(filepath.Join(runsDir, runID, "iter-*.json"))
+	best, bestN := "", -1
+	for _, m := range matches {
+		var n int
+		if _, err := fmt.Sscanf(filepath.Base(m), "iter-%d.json", &n); err == nil && n > bestN {
+			best, bestN = m, n
+		}
+	}
+	if best == "" {
+		return nil
+	}
+	var rec loop.IterationRecord
+	if _, err := store.ReadJSON(best, 1, &rec); err != nil {
+		return nil
+	}
+	return &rec
 }

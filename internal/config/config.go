@@ -49,6 +49,8 @@ type Config struct {
 	Tasks         TasksSection           `toml:"tasks"`
 	Loop          LoopSection            `toml:"loop"`
 	Validate      ValidateSection        `toml:"validate"`
+	Budget        BudgetSection          `toml:"budget"`
+	Breaker       BreakerSection         `toml:"breaker"`
 	Checks        []CheckConfig          `toml:"checks"`
 }
 
@@ -85,6 +87,31 @@ type AgentSection struct {
 	Default string `toml:"default"`
 	// Timeout bounds one iteration's agent process; 0 means no limit.
 	Timeout Duration `toml:"timeout"`
+	// IdleTimeout ends an agent run that prints nothing for this long.
+	IdleTimeout Duration `toml:"idle_timeout"`
+	// Fallbacks are agents rotated to while the default one is cooling
+	// down after a usage limit.
+	Fallbacks []string `toml:"fallbacks"`
+	// LimitCooldown is the rest after a limit that named no reset time.
+	LimitCooldown Duration `toml:"limit_cooldown"`
+	// LimitPatterns are matched against the agent's final message and
+	// reported errors when the CLI gave no structured limit event.
+	LimitPatterns []string `toml:"limit_patterns"`
+}
+
+// BudgetSection bounds a run; 0 means no bound.
+type BudgetSection struct {
+	MaxTokens   int64    `toml:"max_tokens"`
+	MaxCostUSD  float64  `toml:"max_cost_usd"`
+	MaxWallTime Duration `toml:"max_wall_time"`
+}
+
+// BreakerSection configures the circuit breaker.
+type BreakerSection struct {
+	NoProgress        int      `toml:"no_progress"`
+	SameError         int      `toml:"same_error"`
+	PermissionDenials int      `toml:"permission_denials"`
+	Cooldown          Duration `toml:"cooldown"`
 }
 
 // AgentConfig defines or overrides an agent. Command and Interactive are
@@ -124,15 +151,17 @@ type CheckConfig struct {
 func Default() Config {
 	return Config{
 		SchemaVersion: SchemaVersion,
-		Agent:         AgentSection{Default: "codex", Timeout: Duration{30 * time.Minute}},
+		Agent: AgentSection{Default: "codex", Timeout: Duration{30 * time.Minute}, LimitCooldown: Duration{30 * time.Minute},
+			LimitPatterns: []string{"usage limit", "rate limit", "hit your limit", "quota exceeded", "resource_exhausted", "too many requests"}},
 		Build: BuildSection{
 			PRD:           ".agents/tasks/prd.md",
 			Plan:          ".ralph/IMPLEMENTATION_PLAN.md",
 			MaxIterations: 25,
 			RequirePlan:   true,
 		},
-		Plan: PlanSection{MaxIterations: 1},
-		Loop: LoopSection{MaxRetries: 2, ContextSoft: 70, ContextHard: 80},
+		Plan:    PlanSection{MaxIterations: 1},
+		Loop:    LoopSection{MaxRetries: 2, ContextSoft: 70, ContextHard: 80},
+		Breaker: BreakerSection{NoProgress: 3, SameError: 3, PermissionDenials: 3, Cooldown: Duration{5 * time.Minute}},
 	}
 }
 
@@ -188,6 +217,12 @@ func (c Config) validate() error {
 	case "", "prd-md", "prd-json", "progress":
 	default:
 		return fmt.Errorf("[tasks] source = %q: use prd-md, prd-json or progress (or leave it empty to detect)", c.Tasks.Source)
+	}
+	if c.Budget.MaxTokens < 0 || c.Budget.MaxCostUSD < 0 {
+		return errors.New("[budget] values must not be negative")
+	}
+	if c.Breaker.NoProgress < 0 || c.Breaker.SameError < 0 || c.Breaker.PermissionDenials < 0 {
+		return errors.New("[breaker] thresholds must not be negative (0 turns one off)")
 	}
 	if c.Loop.MaxRetries < 1 {
 		return errors.New("[loop] max_retries must be at least 1")

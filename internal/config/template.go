@@ -20,6 +20,15 @@ schema_version = 1
 default = "codex"
 # Wall-clock limit for one agent run; its whole process group is killed after it.
 timeout = "30m"
+# Kill an agent that prints nothing for this long ("0s": never).
+idle_timeout = "0s"
+# Agents to rotate to while the default one cools down after a usage limit.
+fallbacks = []
+# Rest after a limit whose reset time the agent did not say.
+limit_cooldown = "30m"
+# Matched (case-insensitively) against the agent's final message and reported
+# errors only, when its CLI gave no structured limit event.
+limit_patterns = ["usage limit", "rate limit", "hit your limit", "quota exceeded", "resource_exhausted", "too many requests"]
 
 [build]
 prd = ".agents/tasks/prd.md"
@@ -44,6 +53,21 @@ max_retries = 2
 # then commit and hand over to a fresh agent.
 context_soft = 70
 context_hard = 80
+
+[budget]
+# Bounds of one run, kept across resume; 0 means none. Reaching one exits 4.
+max_tokens = 0
+max_cost_usd = 0.0    # the CLIs' own estimates
+max_wall_time = "0s"
+
+[breaker]
+# The circuit breaker opens after this many iterations in a row without
+# progress (no commit, no change), with the same error, or with permission
+# denials (0 turns a rule off); it lets one iteration try after the cooldown.
+no_progress = 3
+same_error = 3
+permission_denials = 3
+cooldown = "5m"
 
 [validate]
 # An agent that judges each story's acceptance criteria (e.g. "claude");

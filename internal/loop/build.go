@@ -186,9 +186,12 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		}
 		// Counters of tasks outlive runs: a task blocked yesterday is
 		// still blocked, and its retry count still counts.
+		b.st.Budget = opts.Budget
 		if prior != nil {
 			b.st.Tasks = prior.Tasks
 			b.st.Feedback = prior.Feedback
+			b.st.Cooldowns = prior.Cooldowns
+			b.st.Breaker = prior.Breaker
 			if b.st.Tasks == nil {
 				b.st.Tasks = map[string]*TaskRecord{}
 			}
@@ -215,6 +218,21 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			rep.Iterations, rep.Outcome, reason = b.st.MaxIterations, OutcomeMaxIterations, b.st.Reason
 			fmt.Fprintf(opts.Out, "■ %s\n", reason)
 			return rep, nil
+		}
+		if m.State == StateImplement {
+			if why := b.budgetExceeded(); why != "" {
+				b.st.Finished, b.st.Outcome = true, OutcomeBudget
+				b.st.Reason = "budget reached: " + why
+				b.st.save(ws)
+				rep.Iterations, rep.Outcome, reason = m.Iteration-1, OutcomeBudget, b.st.Reason
+				fmt.Fprintf(opts.Out, "■ %s\n", reason)
+				return rep, nil
+			}
+			if err := b.breakerGate(ctx); err != nil {
+				rep.Outcome, reason = OutcomeInterrupted, "interrupted while the circuit breaker was open"
+				rep.Iterations = m.Iteration
+				return rep, err
+			}
 		}
 		ev, err := b.perform(ctx, m.State)
 		if err != nil {
@@ -488,6 +506,11 @@ func (b *builder) selectTask() (Event, error) {
 		b.st.Outcome, b.st.Reason = OutcomeNeedsHuman, why
 		return Event{Trigger: TrigNoneSelectable}, b.exit(false)
 	}
+	if why := b.budgetExceeded(); why != "" {
+		b.st.Outcome, b.st.Reason = OutcomeBudget, "budget reached: "+why
+		fmt.Fprintf(b.opts.Out, "■ %s\n", b.st.Reason)
+		return Event{Trigger: TrigBudgetExhausted}, b.exit(false)
+	}
 	if b.st.Machine.Iteration >= b.st.MaxIterations {
 		b.st.Outcome = OutcomeMaxIterations
 		b.st.Reason = fmt.Sprintf("reached %d iterations with %d stories left", b.st.MaxIterations, b.board.Remaining())
@@ -595,17 +618,59 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		b.st.Attempt.PGID = pgid
 		b.st.save(b.ws)
 	}
-	out, promptFile, logFile, runErr := b.runAgent(ctx, n, text)
+	var waits []LimitWait
+	var out agent.Outcome
+	var promptFile, logFile string
+	var runErr error
+	var spec agent.Spec
+	for {
+		// Pick an agent that is not cooling down after a usage limit; when
+		// every configured agent is, wait for the first to be free.
+		var ok bool
+		var until time.Time
+		spec, ok, until = b.availableAgent(b.opts.now())
+		if !ok {
+			msg := "all agents are limited (" + b.cooldownSummary() + "); waiting for the earliest reset"
+			fmt.Fprintf(b.opts.Out, "  ⏸ %s\n", msg)
+			b.event("%s", msg)
+			waitStart := b.opts.now()
+			if err := b.waitUntil(ctx, until, "waiting for a usage limit to reset"); err != nil {
+				return Event{}, err
+			}
+			if len(waits) > 0 {
+				waits[len(waits)-1].WaitedMillis += b.opts.now().Sub(waitStart).Milliseconds()
+			}
+			continue
+		}
+		if spec.Name != b.opts.Agent.Name {
+			fmt.Fprintf(b.opts.Out, "  ↻ %s is cooling down; using %s for this iteration\n", b.opts.Agent.Name, spec.Name)
+		}
+		out, promptFile, logFile, runErr = b.runAgentAs(ctx, spec, n, text)
+		b.st.Metrics.AgentMillis += out.Duration.Milliseconds()
+		b.st.Metrics.Tokens = b.st.Metrics.Tokens.Add(out.Result.Usage)
+		if out.Result.CostKnown {
+			b.st.Metrics.CostUSD += out.Result.CostUSD
+		}
+		if runErr != nil || out.Interrupted || out.TimedOut || out.Idle {
+			// A timeout is ralph's own kill, never a usage limit.
+			break
+		}
+		limit, source := out.Result.Limit, "event"
+		if limit == nil && out.ExitCode != 0 {
+			limit, source = matchLimit(out.Result, b.opts.LimitPatterns), "pattern"
+		}
+		if limit == nil {
+			break
+		}
+		waits = append(waits, b.coolDown(spec, limit, source, b.opts.now()))
+		b.event("iteration %d: %s hit a usage limit; the same task runs again", n, spec.Name)
+	}
 	b.st.Attempt.AgentDone, b.st.Attempt.ExitCode, b.st.Attempt.Millis = true, out.ExitCode, out.Duration.Milliseconds()
 	b.st.Attempt.PGID = 0
 	b.st.Attempt.Prompt, b.st.Attempt.Log = b.ws.Rel(promptFile), b.ws.Rel(logFile)
-	b.st.Metrics.AgentMillis += out.Duration.Milliseconds()
-	b.st.Metrics.Tokens = b.st.Metrics.Tokens.Add(out.Result.Usage)
-	if out.Result.CostKnown {
-		b.st.Metrics.CostUSD += out.Result.CostUSD
-	}
 	rec := b.newRecord(n, started, out, promptFile, logFile)
 	rec.StoryID, rec.StoryTitle, rec.TaskID = story.ID, story.Title, taskID
+	rec.Agent, rec.LimitWaits = spec.Name, waits
 	rec.MemoryConnected = b.st.MemoryConnected
 	b.rec = rec
 	if runErr != nil && !out.Interrupted {
@@ -629,6 +694,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		b.restoreStatus(taskID, taskBytes)
 	}
 	changed := after.Head != headBefore || worktreeDigest(b.ws.Root, after) != treeBefore
+	rec.Progress = changed
 	if len(after.Unmerged) > 0 {
 		// A merge conflict is not something another attempt fixes.
 		rec.Status = StatusFailed
@@ -1185,6 +1251,31 @@ func (b *builder) resumeInterrupted() {
 	b.st.save(b.ws)
 }
 
+func (b *builder) breakerCooldown() time.Duration {
+	if d := b.opts.Breaker.Cooldown; d > 0 {
+		return d
+	}
+	return 5 * time.Minute
+}
+
+// breakerGate holds the loop while the circuit breaker is open, then lets
+// one iteration through half-open. It never needs a person to reset it.
+func (b *builder) breakerGate(ctx context.Context) error {
+	br := &b.st.Breaker
+	if br.State != BreakerOpen {
+		return nil
+	}
+	until := br.OpenedAt.Add(b.breakerCooldown())
+	fmt.Fprintf(b.opts.Out, "  ⚡ circuit breaker open (%s)\n", br.Reason)
+	if err := b.waitUntil(ctx, until, "circuit breaker cooling down"); err != nil {
+		return err
+	}
+	br.State = BreakerHalfOpen
+	b.event("circuit breaker HALF_OPEN: one iteration may try")
+	fmt.Fprintln(b.opts.Out, "  ⚡ circuit breaker half-open: one iteration may try")
+	return b.st.save(b.ws)
+}
+
 // closeRunRecord completes the record of a finished run whose process died
 // between its last transition and writing run.json.
 func closeRunRecord(ws *workspace.Workspace, st *LoopState) {
@@ -1248,6 +1339,12 @@ func (b *builder) closeIteration() {
 			b.event("iteration %d: %s", b.rec.Iteration, msg)
 			fmt.Fprintf(b.opts.Out, "  ! %s\n", msg)
 		}
+	}
+	if b.st.Breaker.observe(b.opts.Breaker, b.rec, b.opts.now()) {
+		msg := fmt.Sprintf("circuit breaker OPEN: %s; it lets one iteration try again after %s", b.st.Breaker.Reason, b.breakerCooldown())
+		b.logError("%s", msg)
+		b.event("%s", msg)
+		fmt.Fprintf(b.opts.Out, "  ⚡ %s\n", msg)
 	}
 	b.saveIteration(b.rec)
 	if b.rec.Status != StatusDone && b.rec.Status != StatusPartial {

@@ -39,6 +39,7 @@ const (
 	OutcomeMaxIterations Outcome = "max_iterations" // iteration limit reached with work left
 	OutcomeInterrupted   Outcome = "interrupted"    // Ctrl+C or SIGTERM
 	OutcomeError         Outcome = "error"          // something ralph could not go on from
+	OutcomeBudget        Outcome = "budget"         // a token, cost or wall-time budget is used up
 )
 
 // Options configures one run.
@@ -65,6 +66,22 @@ type Options struct {
 	// ContextSoft and ContextHard are the context-window thresholds in
 	// percent that the prompt gives the agent (70 and 80).
 	ContextSoft, ContextHard int
+	// Fallbacks are the agents rotated to, in order, while the main one
+	// is cooling down after a usage limit.
+	Fallbacks []agent.Spec
+	// LimitCooldown is how long an agent cools down after a limit whose
+	// reset time it did not say.
+	LimitCooldown time.Duration
+	// LimitPatterns are matched, case-insensitively, against the final
+	// message and reported errors only, when the CLI gave no structured
+	// limit event.
+	LimitPatterns []string
+	// IdleTimeout ends an agent run that prints nothing for this long.
+	IdleTimeout time.Duration
+	// Budget bounds the run; zero fields are no bound.
+	Budget Budget
+	// Breaker configures the circuit breaker.
+	Breaker BreakerConfig
 	// Out receives progress lines and the agent's display text.
 	Out io.Writer
 	// Now is the clock; nil means time.Now.
@@ -80,9 +97,11 @@ func (o *Options) now() time.Time {
 
 // Report summarises a finished run.
 type Report struct {
-	RunID       string
-	RunDir      string
-	Outcome     Outcome
+	RunID   string
+	RunDir  string
+	Outcome Outcome
+	// Reason says why the run ended, in words.
+	Reason      string
 	Iterations  int
 	StoriesDone int
 	StoriesLeft int
@@ -145,12 +164,19 @@ type IterationRecord struct {
 	MemoryConnected  bool          `json:"neo4j_connected"`
 	// ContextPercent is the share of the context window in use at the end,
 	// where the agent reports it; -1 when unknown.
-	ContextPercent int         `json:"context_percent"`
-	Tokens         agent.Usage `json:"tokens"`
-	FinalMessage   string      `json:"final_message,omitempty"`
-	OutputBytes    int64       `json:"output_bytes"`
-	PromptFile     string      `json:"prompt_file"`
-	LogFile        string      `json:"log_file"`
+	ContextPercent int `json:"context_percent"`
+	// CostUSD is the CLI's cost estimate for the iteration.
+	CostUSD float64 `json:"cost_usd_estimate"`
+	// LimitWaits are the usage limits hit during the iteration.
+	LimitWaits []LimitWait `json:"limit_waits,omitempty"`
+	// Progress says whether the iteration committed or changed anything.
+	Progress          bool        `json:"progress"`
+	PermissionDenials int         `json:"permission_denials,omitempty"`
+	Tokens            agent.Usage `json:"tokens"`
+	FinalMessage      string      `json:"final_message,omitempty"`
+	OutputBytes       int64       `json:"output_bytes"`
+	PromptFile        string      `json:"prompt_file"`
+	LogFile           string      `json:"log_file"`
 }
 
 // CheckRecord is the outcome of one check in an iteration.
@@ -288,6 +314,7 @@ func (r *run) finish(rep *Report, reason string) {
 	}
 	rep.RunID = r.id
 	rep.RunDir = r.dir
+	rep.Reason = reason
 	rep.AgentTime = r.agentT
 	rep.Elapsed = now.Sub(r.start)
 	r.lock.Unlock()
@@ -314,25 +341,32 @@ func (r *run) iterPath(n int, ext string) string {
 // runAgent writes the prompt, runs the agent and returns its outcome. The
 // raw output goes to iter-N.log, the readable part to the terminal.
 func (r *run) runAgent(ctx context.Context, n int, prompt string) (agent.Outcome, string, string, error) {
+	return r.runAgentAs(ctx, r.opts.Agent, n, prompt)
+}
+
+// runAgentAs runs spec for iteration n. The log is appended to, so that a
+// run repeated after a usage limit keeps the limited run's output too.
+func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt string) (agent.Outcome, string, string, error) {
 	promptFile := r.iterPath(n, "prompt.md")
 	if err := store.WriteFileAtomic(promptFile, []byte(prompt), 0o644); err != nil {
 		return agent.Outcome{}, promptFile, "", err
 	}
 	logFile := r.iterPath(n, "log")
-	f, err := os.Create(logFile)
+	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return agent.Outcome{}, promptFile, logFile, err
 	}
 	defer f.Close()
 	out, err := agent.Run(ctx, agent.Invocation{
-		Spec:       r.opts.Agent,
-		Prompt:     prompt,
-		PromptFile: promptFile,
-		Dir:        r.ws.Root,
-		Log:        f,
-		Display:    r.opts.Out,
-		Timeout:    r.opts.AgentTimeout,
-		OnStart:    r.onAgentStart,
+		Spec:        spec,
+		Prompt:      prompt,
+		PromptFile:  promptFile,
+		Dir:         r.ws.Root,
+		Log:         f,
+		Display:     r.opts.Out,
+		Timeout:     r.opts.AgentTimeout,
+		IdleTimeout: r.opts.IdleTimeout,
+		OnStart:     r.onAgentStart,
 	})
 	r.agentT += out.Duration
 	return out, promptFile, logFile, err
@@ -344,8 +378,8 @@ func (r *run) newRecord(n int, started time.Time, out agent.Outcome, promptFile,
 		SchemaVersion: 1, RunID: r.id, Iteration: n, Kind: r.kind, Agent: r.opts.Agent.Name,
 		StartedAt: started.UTC(), DurationMillis: out.Duration.Milliseconds(), ExitCode: out.ExitCode,
 		Signals: out.Result.Signals, Tokens: out.Result.Usage, FinalMessage: clip(out.Result.FinalMessage, 4096),
-		ContextPercent: out.Result.ContextPercent(),
-		OutputBytes:    out.OutputBytes, PromptFile: r.ws.Rel(promptFile), LogFile: r.ws.Rel(logFile),
+		ContextPercent: out.Result.ContextPercent(), CostUSD: out.Result.CostUSD, PermissionDenials: out.Result.PermissionDenials,
+		OutputBytes: out.OutputBytes, PromptFile: r.ws.Rel(promptFile), LogFile: r.ws.Rel(logFile),
 	}
 }
 
@@ -376,8 +410,12 @@ func (r *run) saveIteration(rec *IterationRecord) {
 	if rec.StoryID != "" {
 		line += " | story=" + rec.StoryID
 	}
-	line += fmt.Sprintf(" | duration=%s | exit=%d | status=%s | commits=%d | uncommitted=%d",
-		(time.Duration(rec.DurationMillis) * time.Millisecond).Round(100*time.Millisecond), rec.ExitCode, rec.Status, len(rec.Commits), len(rec.UncommittedFiles))
+	line += fmt.Sprintf(" | duration=%s | exit=%d | status=%s | commits=%d | uncommitted=%d | tokens=%d/%d | cost=$%.4f",
+		(time.Duration(rec.DurationMillis) * time.Millisecond).Round(100*time.Millisecond), rec.ExitCode, rec.Status, len(rec.Commits), len(rec.UncommittedFiles),
+		rec.Tokens.InputTokens, rec.Tokens.OutputTokens, rec.CostUSD)
+	if len(rec.LimitWaits) > 0 {
+		line += fmt.Sprintf(" | limits=%d", len(rec.LimitWaits))
+	}
 	if rec.Reason != "" {
 		line += " | " + rec.Reason
 	}

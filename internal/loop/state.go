@@ -45,9 +45,14 @@ type LoopState struct {
 	MemoryConnected bool    `json:"neo4j_connected"`
 	MemoryStore     string  `json:"memory_store,omitempty"`
 	Metrics         Metrics `json:"metrics"`
-	Finished        bool    `json:"finished"`
-	Outcome         Outcome `json:"outcome,omitempty"`
-	Reason          string  `json:"reason,omitempty"`
+	// Cooldowns holds, per agent, when it may be used again after a usage
+	// limit; they outlive runs.
+	Cooldowns map[string]time.Time `json:"cooldowns,omitempty"`
+	Budget    Budget               `json:"budget"`
+	Breaker   Breaker              `json:"breaker"`
+	Finished  bool                 `json:"finished"`
+	Outcome   Outcome              `json:"outcome,omitempty"`
+	Reason    string               `json:"reason,omitempty"`
 }
 
 // Attempt is one agent run at a task.

@@ -1,0 +1,262 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/spf13/cobra"
+)
+
+// DoctorOptions holds the flags of `ralph doctor`.
+type DoctorOptions struct {
+	Env   *Env
+	Agent string
+	JSON  bool
+	All   bool
+	// Diagnose checks one agent; nil means agent.Diagnose.
+	Diagnose func(ctx context.Context, s agent.Spec) agent.Diagnosis
+}
+
+// DoctorReport is what `ralph doctor --json` prints.
+type DoctorReport struct {
+	Agents   []DoctorAgent `json:"agents"`
+	Problems int           `json:"problems"`
+}
+
+// DoctorAgent is one checked agent and why it was checked.
+type DoctorAgent struct {
+	agent.Diagnosis
+	// Roles say why the agent was checked: "build agent (config)",
+	// "reviewer", "[agents.NAME]", "built-in".
+	Roles []string `json:"roles"`
+}
+
+func newDoctorCmd(env *Env) *cobra.Command {
+	opts := &DoctorOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check that the configured agent CLIs are installed and still take ralph's flags",
+		Long: `Check every agent ralph is set up to run: the one 'ralph build' would use
+(--agent, AGENT_CMD or config), the [validate] reviewer and every
+[agents.NAME] in .ralph/config.toml; with --all every built-in agent too.
+
+For each agent doctor reports whether its program is on PATH, its version
+(the first line of '<program> --version'), and whether the program's help
+(for example 'codex exec --help') still lists every flag ralph passes to it.
+Each probe is killed after 10s. Every problem gets one line; the exit status
+is 0 without problems and 1 with any.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDoctor(cmd, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Agent, "agent", "", "check this agent as the build agent (see ralph build --help)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&opts.All, "all", false, "check every built-in agent too")
+	return cmd
+}
+
+// doctorTarget is one agent to check, or one that could not be resolved.
+type doctorTarget struct {
+	spec  agent.Spec
+	roles []string
+	// problem is set when the agent could not be resolved at all.
+	problem string
+}
+
+func runDoctor(cmd *cobra.Command, opts *DoctorOptions) error {
+	env := opts.Env
+	ctx := cmd.Context()
+	cfg, err := doctorConfig(ctx, env)
+	if err != nil {
+		return err
+	}
+	targets, err := doctorTargets(env, cfg, opts)
+	if err != nil {
+		return err
+	}
+	diagnose := opts.Diagnose
+	if diagnose == nil {
+		diagnose = agent.Diagnose
+	}
+	rep := DoctorReport{Agents: make([]DoctorAgent, len(targets))}
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		if t.problem != "" {
+			rep.Agents[i] = DoctorAgent{Diagnosis: agent.Diagnosis{
+				Name: t.spec.Name, FlagsChecked: []string{}, FlagsMissing: []string{}, Problems: []string{t.problem},
+			}, Roles: t.roles}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep.Agents[i] = DoctorAgent{Diagnosis: diagnose(ctx, t.spec), Roles: t.roles}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return loop.ErrInterrupted
+	}
+	for _, a := range rep.Agents {
+		rep.Problems += len(a.Problems)
+	}
+	out := env.IO.Out
+	if opts.JSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printDoctor(out, rep)
+	}
+	if rep.Problems > 0 {
+		return fmt.Errorf("ralph doctor found %s", plural(rep.Problems, "problem"))
+	}
+	return nil
+}
+
+// doctorConfig reads the workspace's configuration; outside a repository
+// doctor still checks the agents of the default configuration.
+func doctorConfig(ctx context.Context, env *Env) (config.Config, error) {
+	_, cfg, err := openWorkspace(ctx, env)
+	if errors.Is(err, gitx.ErrNotRepo) {
+		return config.Default(), nil
+	}
+	return cfg, err
+}
+
+// doctorTargets lists the agents to check in report order: the build
+// agent, the reviewer, the config's agents by name, then (with --all) the
+// remaining built-ins in table order. An agent reached in several ways is
+// checked once, with all its roles.
+func doctorTargets(env *Env, cfg config.Config, opts *DoctorOptions) ([]doctorTarget, error) {
+	var targets []doctorTarget
+	add := func(s agent.Spec, role string) {
+		for i := range targets {
+			t := &targets[i]
+			if t.spec.Name == s.Name && slices.Equal(t.spec.Headless, s.Headless) {
+				if !slices.Contains(t.roles, role) {
+					t.roles = append(t.roles, role)
+				}
+				return
+			}
+		}
+		targets = append(targets, doctorTarget{spec: s, roles: []string{role}})
+	}
+	failed := func(name, role, problem string) {
+		targets = append(targets, doctorTarget{spec: agent.Spec{Name: name}, roles: []string{role}, problem: problem})
+	}
+	custom := customAgents(cfg)
+
+	spec, source, err := agent.Resolve(agent.Choice{
+		Flag:          opts.Agent,
+		Env:           env.Getenv("AGENT_CMD"),
+		ConfigDefault: cfg.Agent.Default,
+		Custom:        custom,
+	})
+	role := "build agent (" + source + ")"
+	var unknown *agent.UnknownError
+	switch {
+	case err == nil:
+		add(spec, role)
+	case errors.As(err, &unknown) && unknown.Source == "--agent":
+		return nil, err
+	case errors.As(err, &unknown):
+		failed(unknown.Name, role, unknown.Name+": "+err.Error())
+	default:
+		failed(source, role, source+": "+err.Error())
+	}
+
+	if r := cfg.Validate.Reviewer; r != "" {
+		if s, err := namedAgent(cfg, r, "[validate] reviewer"); err == nil {
+			add(s, "reviewer")
+		} else {
+			failed(r, "reviewer", r+": "+err.Error())
+		}
+	}
+
+	names := make([]string, 0, len(cfg.Agents))
+	for n := range cfg.Agents {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if s, err := namedAgent(cfg, n, "[agents."+n+"]"); err == nil {
+			add(s, "[agents."+n+"]")
+		} else {
+			failed(n, "[agents."+n+"]", n+": "+err.Error())
+		}
+	}
+
+	if opts.All {
+		for _, b := range agent.Builtins() {
+			// A config table named like a built-in replaces it.
+			if _, ok := custom[b.Name]; ok {
+				continue
+			}
+			add(b, "built-in")
+		}
+	}
+	return targets, nil
+}
+
+// printDoctor writes one block per agent, then the number of problems.
+func printDoctor(w io.Writer, rep DoctorReport) {
+	for i, a := range rep.Agents {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s (%s)\n", a.Name, strings.Join(a.Roles, ", "))
+		switch {
+		case a.Program == "" && len(a.Problems) > 0:
+			// Not resolved, or no command: the problem says it all.
+		case !a.Installed:
+			fmt.Fprintf(w, "  ✗ installed: %s is not on PATH\n", a.Program)
+		default:
+			fmt.Fprintf(w, "  ✓ installed: %s\n", a.Path)
+			mark := "✓"
+			if a.Version == "unknown" {
+				mark = "?"
+			}
+			fmt.Fprintf(w, "  %s version: %s\n", mark, a.Version)
+			help := "`" + strings.Join(a.HelpArgv, " ") + "`"
+			switch {
+			case len(a.FlagsChecked) == 0:
+				fmt.Fprintln(w, "  ✓ flags: none to check")
+			case len(a.FlagsMissing) > 0:
+				fmt.Fprintf(w, "  ✗ flags: %s missing from %s\n", strings.Join(a.FlagsMissing, ", "), help)
+			case len(a.Problems) > 0:
+				fmt.Fprintf(w, "  ✗ flags: not checked (%s)\n", strings.Join(a.FlagsChecked, " "))
+			default:
+				fmt.Fprintf(w, "  ✓ flags: %s all listed by %s\n", strings.Join(a.FlagsChecked, " "), help)
+			}
+		}
+		for _, p := range a.Problems {
+			fmt.Fprintf(w, "  ✗ %s\n", p)
+		}
+	}
+	if len(rep.Agents) > 0 {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, plural(rep.Problems, "problem"))
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

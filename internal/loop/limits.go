@@ -1,0 +1,220 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/agent"
+)
+
+// LimitWait is one usage or rate limit met during an iteration.
+type LimitWait struct {
+	Agent        string    `json:"agent"`
+	Message      string    `json:"message"`
+	ResetsAt     time.Time `json:"resets_at"`
+	Source       string    `json:"source"` // "event" (structured) or "pattern"
+	WaitedMillis int64     `json:"waited_ms"`
+}
+
+// Budget bounds a run; it is persisted, so a resumed run honours it.
+type Budget struct {
+	MaxTokens int64         `json:"max_tokens,omitempty"`
+	MaxCost   float64       `json:"max_cost_usd,omitempty"`
+	MaxWall   time.Duration `json:"max_wall_time,omitempty"`
+}
+
+// BreakerConfig sets when the circuit breaker opens and how long it stays
+// open before it lets one iteration try (half-open).
+type BreakerConfig struct {
+	NoProgress        int           `json:"no_progress"`
+	SameError         int           `json:"same_error"`
+	PermissionDenials int           `json:"permission_denials"`
+	Cooldown          time.Duration `json:"cooldown"`
+}
+
+// Breaker states.
+const (
+	BreakerClosed   = "CLOSED"
+	BreakerHalfOpen = "HALF_OPEN"
+	BreakerOpen     = "OPEN"
+)
+
+// Breaker is the circuit breaker's persisted state. It opens on iterations
+// that make no progress, repeat the same error or are denied permissions,
+// and recovers by itself after a cooldown: unattended runs never need a
+// manual reset.
+type Breaker struct {
+	State      string    `json:"state"`
+	Reason     string    `json:"reason,omitempty"`
+	OpenedAt   time.Time `json:"opened_at,omitzero"`
+	NoProgress int       `json:"no_progress"`
+	SameError  int       `json:"same_error"`
+	LastError  string    `json:"last_error,omitempty"`
+	Denials    int       `json:"permission_denials"`
+	Opened     int       `json:"times_opened"`
+}
+
+// observe updates the breaker with one finished iteration and reports
+// whether it just opened.
+func (b *Breaker) observe(cfg BreakerConfig, rec *IterationRecord, now time.Time) bool {
+	if b.State == "" {
+		b.State = BreakerClosed
+	}
+	if rec.Progress {
+		b.NoProgress = 0
+	} else {
+		b.NoProgress++
+	}
+	switch {
+	case rec.Reason == "" || rec.Status == StatusDone:
+		b.SameError, b.LastError = 0, ""
+	case rec.Reason == b.LastError:
+		b.SameError++
+	default:
+		b.SameError, b.LastError = 1, rec.Reason
+	}
+	if rec.PermissionDenials > 0 {
+		b.Denials++
+	} else {
+		b.Denials = 0
+	}
+	if b.State == BreakerHalfOpen {
+		if rec.Progress {
+			*b = Breaker{State: BreakerClosed, Opened: b.Opened}
+			return false
+		}
+		b.open("the half-open trial iteration made no progress either", now)
+		return true
+	}
+	reason := ""
+	switch {
+	case cfg.NoProgress > 0 && b.NoProgress >= cfg.NoProgress:
+		reason = fmt.Sprintf("%d iterations without progress (no commit, no change)", b.NoProgress)
+	case cfg.SameError > 0 && b.SameError >= cfg.SameError:
+		reason = fmt.Sprintf("%d iterations with the same error: %s", b.SameError, clip(b.LastError, 120))
+	case cfg.PermissionDenials > 0 && b.Denials >= cfg.PermissionDenials:
+		reason = fmt.Sprintf("%d iterations with permission denials", b.Denials)
+	}
+	if reason != "" && b.State == BreakerClosed {
+		b.open(reason, now)
+		return true
+	}
+	return false
+}
+
+func (b *Breaker) open(reason string, now time.Time) {
+	b.State, b.Reason, b.OpenedAt = BreakerOpen, reason, now.UTC()
+	b.Opened++
+}
+
+// matchLimit looks for a configured limit pattern in the agent's final
+// message and reported errors only: a limit mentioned in code or tool
+// output elsewhere in the stream is not a limit.
+func matchLimit(res agent.Result, patterns []string) *agent.Limit {
+	hay := strings.ToLower(res.FinalMessage + "\n" + strings.Join(res.Errors, "\n"))
+	for _, p := range patterns {
+		if p != "" && strings.Contains(hay, strings.ToLower(p)) {
+			msg := strings.TrimSpace(res.FinalMessage)
+			if len(res.Errors) > 0 {
+				msg = res.Errors[len(res.Errors)-1]
+			}
+			return &agent.Limit{Kind: "pattern", Message: clip(msg, 300)}
+		}
+	}
+	return nil
+}
+
+// rotation returns the agents in the order they are tried.
+func (b *builder) rotation() []agent.Spec {
+	return append([]agent.Spec{b.opts.Agent}, b.opts.Fallbacks...)
+}
+
+// availableAgent returns the first agent that is not cooling down, or, when
+// all are, the time the first of them is free again.
+func (b *builder) availableAgent(now time.Time) (agent.Spec, bool, time.Time) {
+	var earliest time.Time
+	for _, s := range b.rotation() {
+		until, ok := b.st.Cooldowns[s.Name]
+		if !ok || !until.After(now) {
+			delete(b.st.Cooldowns, s.Name)
+			return s, true, time.Time{}
+		}
+		if earliest.IsZero() || until.Before(earliest) {
+			earliest = until
+		}
+	}
+	return agent.Spec{}, false, earliest
+}
+
+// coolDown records a limit: the agent rests until the reset time it gave,
+// or for the configured cooldown.
+func (b *builder) coolDown(spec agent.Spec, l *agent.Limit, source string, now time.Time) LimitWait {
+	reset := l.ResetsAt
+	if reset.IsZero() || !reset.After(now) {
+		d := b.opts.LimitCooldown
+		if d <= 0 {
+			d = 30 * time.Minute
+		}
+		reset = now.Add(d)
+	}
+	if b.st.Cooldowns == nil {
+		b.st.Cooldowns = map[string]time.Time{}
+	}
+	b.st.Cooldowns[spec.Name] = reset.UTC()
+	b.st.save(b.ws)
+	msg := l.Message
+	if msg == "" {
+		msg = l.Kind
+	}
+	b.logError("agent %s hit a usage limit (%s): cooling down until %s", spec.Name, clip(msg, 200), reset.Local().Format("2006-01-02 15:04:05"))
+	fmt.Fprintf(b.opts.Out, "  ⏸ %s hit a usage limit: cooling down until %s\n", spec.Name, reset.Local().Format("15:04:05"))
+	return LimitWait{Agent: spec.Name, Message: clip(msg, 300), ResetsAt: reset.UTC(), Source: source}
+}
+
+// waitUntil sleeps until t, showing a countdown, and returns early with
+// ErrInterrupted when ctx is cancelled.
+func (b *builder) waitUntil(ctx context.Context, t time.Time, what string) error {
+	step := 30 * time.Second
+	for {
+		left := time.Until(t)
+		if left <= 0 {
+			return nil
+		}
+		fmt.Fprintf(b.opts.Out, "  … %s: %s left (until %s)\n", what, left.Round(time.Second), t.Local().Format("15:04:05"))
+		wait := min(left, step)
+		select {
+		case <-ctx.Done():
+			return ErrInterrupted
+		case <-time.After(wait):
+		}
+	}
+}
+
+// budgetExceeded says which budget the run has used up, "" for none.
+func (b *builder) budgetExceeded() string {
+	bud := b.st.Budget
+	m := b.st.Metrics
+	tokens := m.Tokens.InputTokens + m.Tokens.OutputTokens + m.Tokens.CacheReadTokens + m.Tokens.CacheWriteTokens
+	switch {
+	case bud.MaxTokens > 0 && tokens >= bud.MaxTokens:
+		return fmt.Sprintf("max_tokens (%d of %d tokens used)", tokens, bud.MaxTokens)
+	case bud.MaxCost > 0 && m.CostUSD >= bud.MaxCost:
+		return fmt.Sprintf("max_cost_usd (estimated $%.2f of $%.2f)", m.CostUSD, bud.MaxCost)
+	case bud.MaxWall > 0 && time.Duration(m.TotalMillis)*time.Millisecond >= bud.MaxWall:
+		return fmt.Sprintf("max_wall_time (%s of %s)", (time.Duration(m.TotalMillis) * time.Millisecond).Round(time.Second), bud.MaxWall)
+	}
+	return ""
+}
+
+// earliestCooldown lists the agents cooling down, for messages.
+func (b *builder) cooldownSummary() string {
+	var parts []string
+	for name, t := range b.st.Cooldowns {
+		parts = append(parts, fmt.Sprintf("%s until %s", name, t.Local().Format("15:04:05")))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
