@@ -1,0 +1,617 @@
+// Package thread is the outer lifecycle of a piece of work (seed 003): the
+// thread machine, its phases and human checkpoints, and the thread's files
+// under .ralph/threads/<id>/.
+//
+// Like the loop machine, the thread machine is a transition table held as
+// data (Table), a pure function Next, and a diagram generated from the table
+// (Mermaid), so that `ralph diagram thread` can never drift from the code.
+//
+// A runner calls Next with the thread and an Event, performs the returned
+// actions in order with the thread as it was before the transition still at
+// hand (the workspace reset needs the old baseline), and only then saves the
+// new thread. If an action fails the old thread stays on disk.
+package thread
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Phase is a phase of the thread machine, named as in seed 003.
+type Phase string
+
+// The thread machine's phases.
+const (
+	PhaseDrafting        Phase = "Drafting"
+	PhaseAssessing       Phase = "Assessing"
+	PhaseFinalized       Phase = "Finalized"
+	PhasePreflight       Phase = "Preflight"
+	PhasePreflightFailed Phase = "PreflightFailed"
+	PhaseConfiguring     Phase = "Configuring"
+	PhaseRunning         Phase = "Running"
+	PhasePaused          Phase = "Paused"
+	PhaseVerifying       Phase = "Verifying"
+	PhaseStuck           Phase = "Stuck"
+	PhaseImplemented     Phase = "Implemented"
+	PhasePolishing       Phase = "Polishing"
+	PhasePendingReview   Phase = "PendingReview"
+	PhaseApproved        Phase = "Approved"
+	PhaseReadyToCommit   Phase = "ReadyToCommit"
+	PhaseDone            Phase = "Done"
+	PhaseAbandoned       Phase = "Abandoned"
+)
+
+// Phases lists every phase in the seed's order.
+var Phases = []Phase{PhaseDrafting, PhaseAssessing, PhaseFinalized, PhasePreflight, PhasePreflightFailed,
+	PhaseConfiguring, PhaseRunning, PhasePaused, PhaseVerifying, PhaseStuck, PhaseImplemented, PhasePolishing,
+	PhasePendingReview, PhaseApproved, PhaseReadyToCommit, PhaseDone, PhaseAbandoned}
+
+// Valid reports whether p is one of the seventeen phases.
+func (p Phase) Valid() bool { return slices.Contains(Phases, p) }
+
+// Terminal reports whether no transition leaves p.
+func (p Phase) Terminal() bool { return p == PhaseDone || p == PhaseAbandoned }
+
+// hasIteration reports whether the phase carries the loop's iteration as
+// data: {"type":"Running","data":{"iteration":3}}.
+func (p Phase) hasIteration() bool {
+	return p == PhaseRunning || p == PhasePaused || p == PhaseVerifying
+}
+
+// busy reports whether work may be in progress in p (an agent or a check),
+// which has to be stopped when the thread leaves p on a human command.
+func (p Phase) busy() bool {
+	switch p {
+	case PhaseAssessing, PhasePreflight, PhaseRunning, PhaseVerifying, PhasePolishing:
+		return true
+	}
+	return false
+}
+
+// ParsePhase reads a phase name, ignoring case, '_' and '-' so that
+// "pending_review" and "PendingReview" are the same phase.
+func ParsePhase(s string) (Phase, bool) {
+	norm := func(s string) string {
+		return strings.ToLower(strings.NewReplacer("_", "", "-", "", " ", "").Replace(s))
+	}
+	for _, p := range Phases {
+		if norm(string(p)) == norm(s) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// Verb is what happened, or what was asked, in a phase: a human command, an
+// agent outcome or a system observation. The table decides where it leads.
+type Verb string
+
+// Verbs. A verb can be allowed in several phases (abandon, reconfigure,
+// revise_spec, stuck); within one phase it names exactly one transition.
+const (
+	VerbAssess         Verb = "assess"          // Drafting: request the AI review
+	VerbFinalize       Verb = "finalize"        // Drafting, Assessing: lock the spec
+	VerbRevise         Verb = "revise"          // Assessing: the review found issues
+	VerbReopen         Verb = "reopen"          // Finalized: back to drafting
+	VerbImplement      Verb = "implement"       // Finalized: begin implementation
+	VerbChecksPass     Verb = "checks_pass"     // Preflight
+	VerbChecksFail     Verb = "checks_fail"     // Preflight
+	VerbRetry          Verb = "retry"           // PreflightFailed: run preflight again
+	VerbFixSpec        Verb = "fix_spec"        // PreflightFailed: back to drafting
+	VerbStart          Verb = "start"           // Configuring: start the loop
+	VerbClaimDone      Verb = "claim_done"      // Running: the model output its promise tag
+	VerbInterrupt      Verb = "interrupt"       // Running: Ctrl+C
+	VerbStuck          Verb = "stuck"           // Running, Verifying: no way forward
+	VerbResume         Verb = "resume"          // Paused
+	VerbReconfigure    Verb = "reconfigure"     // Paused, Stuck
+	VerbCriteriaFailed Verb = "criteria_failed" // Verifying: iterations remain
+	VerbCriteriaPassed Verb = "criteria_passed" // Verifying
+	VerbAssist         Verb = "assist"          // Stuck: the human edited files, run again
+	VerbReviseSpec     Verb = "revise_spec"     // Stuck, PendingReview: the spec was wrong
+	VerbPolish         Verb = "polish"          // Implemented: add docs/tests
+	VerbSubmit         Verb = "submit"          // Implemented: ready for review
+	VerbPolishDone     Verb = "polish_done"     // Polishing
+	VerbApprove        Verb = "approve"         // PendingReview
+	VerbRequestChanges Verb = "request_changes" // PendingReview: implementation bugs
+	VerbPrepareCommit  Verb = "prepare_commit"  // Approved
+	VerbCommit         Verb = "commit"          // ReadyToCommit
+	VerbAbandon        Verb = "abandon"         // every non-terminal phase
+)
+
+// Actor is who takes a transition.
+type Actor string
+
+// Actors. Only a human may take a human transition; agent and system
+// transitions are outcomes ralph observes or steps it may take by itself
+// (and which a human command may also take, e.g. `start` in methodical mode).
+const (
+	ActorHuman  Actor = "human"
+	ActorAgent  Actor = "agent"
+	ActorSystem Actor = "system"
+)
+
+// Checkpoint names one of the seed's four human gates.
+type Checkpoint string
+
+// The four gates that always require a human (seed 003, "Human Checkpoints").
+const (
+	CheckpointNone     Checkpoint = ""
+	CheckpointFinalize Checkpoint = "Finalize Spec"
+	CheckpointStuck    Checkpoint = "Handle Stuck"
+	CheckpointApprove  Checkpoint = "Approve Review"
+	CheckpointCommit   Checkpoint = "Commit"
+)
+
+// Auto says when ralph takes a system transition by itself, without a
+// command: never, only in quick mode, or in both modes.
+type Auto int
+
+// Auto values.
+const (
+	// AutoNever: the transition waits for its event (a check's outcome, an
+	// agent's output, a command).
+	AutoNever Auto = iota
+	// AutoQuick: quick mode takes it at once; methodical mode stops here
+	// for the user's command (manual configuration, the polish prompt).
+	AutoQuick
+	// AutoAlways: both modes take it at once.
+	AutoAlways
+)
+
+// Transition is one row of the table.
+type Transition struct {
+	From  Phase
+	Verb  Verb
+	To    Phase
+	Actor Actor
+	// Checkpoint is set on the rows that pass one of the four human gates.
+	Checkpoint Checkpoint
+	// Auto is when ralph takes a system row without being asked.
+	Auto Auto
+	// ResetsWorkspace is set on the backward rows that restore the
+	// workspace to the baseline (seed: "Reset to baseline").
+	ResetsWorkspace bool
+	// Label is the seed's wording, shown in the diagram.
+	Label string
+}
+
+// Table is the thread machine, as data: exactly the edges of seed 003's
+// diagram, one row per edge. Actors follow the seed's transition tables
+// ("User ..." is human, "AI found issues" and "Model outputs promise tag" are
+// agent, check outcomes are system), with three user steps made system rows
+// that quick mode takes by itself, because the seed's quick mode skips
+// exactly those stops: beginning implementation once the spec is finalized,
+// starting the loop with the default configuration, and going to review
+// without polish. Methodical mode waits for the user's command there.
+var Table = []Transition{
+	// 1. Spec creation.
+	{PhaseDrafting, VerbAssess, PhaseAssessing, ActorHuman, CheckpointNone, AutoNever, false, "request review"},
+	{PhaseAssessing, VerbRevise, PhaseDrafting, ActorAgent, CheckpointNone, AutoNever, false, "revise needed"},
+	{PhaseAssessing, VerbFinalize, PhaseFinalized, ActorHuman, CheckpointFinalize, AutoNever, false, "human approves"},
+	{PhaseDrafting, VerbFinalize, PhaseFinalized, ActorHuman, CheckpointFinalize, AutoNever, false, "human approves (skip assess)"},
+	{PhaseFinalized, VerbReopen, PhaseDrafting, ActorHuman, CheckpointNone, AutoNever, false, "reopen spec"},
+
+	// 2. Implementation.
+	{PhasePreflight, VerbChecksPass, PhaseConfiguring, ActorSystem, CheckpointNone, AutoNever, false, "checks pass"},
+	{PhasePreflight, VerbChecksFail, PhasePreflightFailed, ActorSystem, CheckpointNone, AutoNever, false, "checks fail"},
+	{PhasePreflightFailed, VerbRetry, PhasePreflight, ActorHuman, CheckpointNone, AutoNever, false, "retry"},
+	{PhasePreflightFailed, VerbFixSpec, PhaseDrafting, ActorHuman, CheckpointNone, AutoNever, false, "fix spec"},
+	{PhaseConfiguring, VerbStart, PhaseRunning, ActorSystem, CheckpointNone, AutoQuick, false, "start loop"},
+	{PhaseRunning, VerbClaimDone, PhaseVerifying, ActorAgent, CheckpointNone, AutoNever, false, "model claims done"},
+	{PhaseRunning, VerbInterrupt, PhasePaused, ActorHuman, CheckpointNone, AutoNever, false, "user interrupt"},
+	{PhasePaused, VerbResume, PhaseRunning, ActorHuman, CheckpointNone, AutoNever, false, "resume"},
+	{PhasePaused, VerbReconfigure, PhaseConfiguring, ActorHuman, CheckpointNone, AutoNever, false, "reconfigure"},
+	{PhaseVerifying, VerbCriteriaFailed, PhaseRunning, ActorSystem, CheckpointNone, AutoNever, false, "criteria failed, iterations remain"},
+	{PhaseRunning, VerbStuck, PhaseStuck, ActorSystem, CheckpointNone, AutoNever, false, "max iterations or all models exhausted"},
+	{PhaseVerifying, VerbStuck, PhaseStuck, ActorSystem, CheckpointNone, AutoNever, false, "criteria failed, no iterations remain"},
+	{PhaseStuck, VerbReconfigure, PhaseConfiguring, ActorHuman, CheckpointStuck, AutoNever, false, "reconfigure"},
+	{PhaseStuck, VerbAssist, PhaseRunning, ActorHuman, CheckpointStuck, AutoNever, false, "manual assist"},
+	{PhaseVerifying, VerbCriteriaPassed, PhaseImplemented, ActorSystem, CheckpointNone, AutoNever, false, "all criteria pass"},
+
+	// 3. Polish.
+	{PhasePolishing, VerbPolishDone, PhaseImplemented, ActorAgent, CheckpointNone, AutoNever, false, "polish done"},
+	{PhaseImplemented, VerbPolish, PhasePolishing, ActorHuman, CheckpointNone, AutoNever, false, "add docs/tests"},
+
+	// 4. Review.
+	{PhasePendingReview, VerbApprove, PhaseApproved, ActorHuman, CheckpointApprove, AutoNever, false, "human approves"},
+
+	// 5. Complete.
+	{PhaseReadyToCommit, VerbCommit, PhaseDone, ActorHuman, CheckpointCommit, AutoNever, false, "human commits"},
+
+	// Forward between stages.
+	{PhaseFinalized, VerbImplement, PhasePreflight, ActorSystem, CheckpointNone, AutoQuick, false, "begin implementation"},
+	{PhaseImplemented, VerbSubmit, PhasePendingReview, ActorSystem, CheckpointNone, AutoQuick, false, "ready for review"},
+	{PhaseApproved, VerbPrepareCommit, PhaseReadyToCommit, ActorSystem, CheckpointNone, AutoAlways, false, "prepare commit"},
+
+	// Backward.
+	{PhaseStuck, VerbReviseSpec, PhaseDrafting, ActorHuman, CheckpointStuck, AutoNever, true, "spec was wrong"},
+	{PhasePendingReview, VerbRequestChanges, PhaseRunning, ActorHuman, CheckpointNone, AutoNever, false, "implementation bugs"},
+	{PhasePendingReview, VerbReviseSpec, PhaseDrafting, ActorHuman, CheckpointNone, AutoNever, true, "spec was wrong"},
+
+	// Abandon, from every non-terminal phase. Abandoning a stuck thread is
+	// one of the Handle Stuck decisions.
+	{PhaseDrafting, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	{PhaseAssessing, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	{PhaseFinalized, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	{PhasePreflight, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	{PhasePreflightFailed, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	{PhaseConfiguring, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	{PhaseRunning, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	{PhasePaused, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	{PhaseVerifying, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	{PhaseStuck, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointStuck, AutoNever, false, "abandon"},
+	{PhaseImplemented, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	{PhasePolishing, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	{PhasePendingReview, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	{PhaseApproved, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	{PhaseReadyToCommit, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+}
+
+// Lookup returns the row that verb takes from phase.
+func Lookup(phase Phase, verb Verb) (Transition, bool) {
+	for _, r := range Table {
+		if r.From == phase && r.Verb == verb {
+			return r, true
+		}
+	}
+	return Transition{}, false
+}
+
+// AllowedVerbs lists, sorted, the verbs that phase accepts. It is empty for
+// the terminal phases and for an unknown phase.
+func AllowedVerbs(phase Phase) []string {
+	var out []string
+	for _, r := range Table {
+		if r.From == phase && !slices.Contains(out, string(r.Verb)) {
+			out = append(out, string(r.Verb))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Mode is how many stops a thread makes (seed 003, "Quick Mode vs Methodical
+// Mode"). Both modes use the same phases and the same human checkpoints.
+type Mode string
+
+// Modes.
+const (
+	ModeMethodical Mode = "methodical"
+	ModeQuick      Mode = "quick"
+)
+
+// Valid reports whether m is a known mode.
+func (m Mode) Valid() bool { return m == ModeMethodical || m == ModeQuick }
+
+// ParseMode reads a mode name; the empty string is methodical.
+func ParseMode(s string) (Mode, error) {
+	switch Mode(strings.ToLower(strings.TrimSpace(s))) {
+	case "", ModeMethodical:
+		return ModeMethodical, nil
+	case ModeQuick:
+		return ModeQuick, nil
+	}
+	return "", fmt.Errorf("unknown mode %q: use %q or %q", s, ModeMethodical, ModeQuick)
+}
+
+// Source is who or what caused an event.
+type Source string
+
+// Sources. The zero Source is invalid, so that a forgotten field can never
+// pass for a human.
+const (
+	SourceHuman  Source = "human"  // an explicit command typed by a person
+	SourceAgent  Source = "agent"  // an agent's output
+	SourceSystem Source = "system" // ralph's own observation: a check, a counter
+	SourceTimer  Source = "timer"  // a timeout or schedule
+	SourceFlag   Source = "flag"   // a configuration value or command-line flag
+	SourceQuick  Source = "quick"  // quick mode advancing by itself
+)
+
+// Sources lists every valid source.
+var Sources = []Source{SourceHuman, SourceAgent, SourceSystem, SourceTimer, SourceFlag, SourceQuick}
+
+// Valid reports whether s is a known source.
+func (s Source) Valid() bool { return slices.Contains(Sources, s) }
+
+func (s Source) describe() string {
+	switch s {
+	case SourceAgent:
+		return "agent output"
+	case SourceSystem:
+		return "ralph itself"
+	case SourceTimer:
+		return "a timer"
+	case SourceFlag:
+		return "a flag or setting"
+	case SourceQuick:
+		return "quick mode"
+	case SourceHuman:
+		return "a human command"
+	}
+	return fmt.Sprintf("source %q", string(s))
+}
+
+// Event is a verb and who caused it, with the facts the runner observed.
+type Event struct {
+	Verb   Verb
+	Source Source
+	// Iteration is the loop's iteration, for the phases that carry it
+	// (Running, Paused, Verifying). Zero keeps the current one.
+	Iteration int
+	// RunID, when set, becomes the thread's current run.
+	RunID string
+	// Baseline and Branch are recorded with implement or checks_pass: the
+	// baseline is captured when implementation begins and verified by the
+	// preflight checks.
+	Baseline *Baseline
+	Branch   string
+	// Failures are the preflight checks that failed, with checks_fail.
+	Failures []string
+	// Stuck describes the failed attempt, with stuck. When nil, the thread
+	// records the spec version and iteration it knows.
+	Stuck *StuckInfo
+}
+
+// Action is work the runner does for a transition.
+type Action string
+
+// Actions. Next returns a transition's own actions, then the entry action
+// of the new phase.
+const (
+	ActStopWork        Action = "stop_work"        // stop the agent or checks in progress (process group)
+	ActResetWorkspace  Action = "reset_workspace"  // ask first, then restore the baseline and delete the thread's branch
+	ActCaptureBaseline Action = "capture_baseline" // record branch and HEAD, create ralph/<id>
+	ActDraftSpec       Action = "draft_spec"
+	ActAssessSpec      Action = "assess_spec"
+	ActFreezeSpec      Action = "freeze_spec"
+	ActRunPreflight    Action = "run_preflight"
+	ActReportPreflight Action = "report_preflight"
+	ActConfigure       Action = "configure" // manual selection in methodical mode, defaults in quick mode
+	ActRunLoop         Action = "run_loop"
+	ActAwaitHuman      Action = "await_human"
+	ActVerify          Action = "verify"
+	ActRecordStuck     Action = "record_stuck"
+	ActOfferPolish     Action = "offer_polish"
+	ActPolish          Action = "polish"
+	ActRequestReview   Action = "request_review" // with "Recommend Approve" in quick mode when the checks pass
+	ActRecordApproval  Action = "record_approval"
+	ActPrepareCommit   Action = "prepare_commit_message"
+	ActCommit          Action = "commit"
+	ActArchive         Action = "archive"
+)
+
+var entry = map[Phase]Action{
+	PhaseDrafting:        ActDraftSpec,
+	PhaseAssessing:       ActAssessSpec,
+	PhaseFinalized:       ActFreezeSpec,
+	PhasePreflight:       ActRunPreflight,
+	PhasePreflightFailed: ActReportPreflight,
+	PhaseConfiguring:     ActConfigure,
+	PhaseRunning:         ActRunLoop,
+	PhasePaused:          ActAwaitHuman,
+	PhaseVerifying:       ActVerify,
+	PhaseStuck:           ActRecordStuck,
+	PhaseImplemented:     ActOfferPolish,
+	PhasePolishing:       ActPolish,
+	PhasePendingReview:   ActRequestReview,
+	PhaseApproved:        ActRecordApproval,
+	PhaseReadyToCommit:   ActPrepareCommit,
+	PhaseDone:            ActCommit,
+	PhaseAbandoned:       ActArchive,
+}
+
+// EntryAction is the action performed on entering p.
+func EntryAction(p Phase) Action { return entry[p] }
+
+// ErrNoTransition is wrapped by every *TransitionError.
+var ErrNoTransition = errors.New("no such transition")
+
+// TransitionError is a verb that the thread's phase does not accept.
+type TransitionError struct {
+	Phase   Phase
+	Verb    Verb
+	Allowed []string
+}
+
+func (e *TransitionError) Error() string {
+	verb := fmt.Sprintf("%q", e.Verb)
+	if e.Verb == "" {
+		verb = "an empty command"
+	}
+	if e.Phase.Terminal() {
+		return fmt.Sprintf("thread is %s, which is final: it accepts nothing (not %s); start a new thread", e.Phase, verb)
+	}
+	return fmt.Sprintf("thread is %s, which does not accept %s; allowed in %s: %s",
+		e.Phase, verb, e.Phase, strings.Join(e.Allowed, ", "))
+}
+
+func (e *TransitionError) Unwrap() error { return ErrNoTransition }
+
+// ErrHumanRequired is wrapped by every *HumanRequiredError.
+var ErrHumanRequired = errors.New("human command required")
+
+// HumanRequiredError is a human transition attempted by anything but a
+// human command: agent output, a timer, a flag, ralph itself or quick mode.
+type HumanRequiredError struct {
+	Phase      Phase
+	Verb       Verb
+	Checkpoint Checkpoint // "" for a human transition that is not one of the four gates
+	Source     Source
+}
+
+func (e *HumanRequiredError) Error() string {
+	if e.Checkpoint != CheckpointNone {
+		return fmt.Sprintf("%q in %s passes the %q human checkpoint: only an explicit human command can take it, not %s",
+			e.Verb, e.Phase, string(e.Checkpoint), e.Source.describe())
+	}
+	return fmt.Sprintf("%q in %s needs an explicit human command, not %s", e.Verb, e.Phase, e.Source.describe())
+}
+
+func (e *HumanRequiredError) Unwrap() error { return ErrHumanRequired }
+
+// ErrNotAutomatic is returned when quick mode tries a transition that it
+// does not take by itself.
+var ErrNotAutomatic = errors.New("not an automatic transition")
+
+// ErrBadEvent is returned for an event without a valid source, or a thread
+// in an unknown phase.
+var ErrBadEvent = errors.New("bad event")
+
+// Next is the thread machine: a pure function of the thread and an event.
+// It returns the next thread and the actions to perform, in order: the
+// transition's own actions, then the entry action of the new phase. On error
+// the thread is returned unchanged with no actions.
+//
+// It refuses a verb the phase does not allow (*TransitionError), a human
+// transition from any source but a human (*HumanRequiredError, naming the
+// checkpoint), and quick mode taking a transition that is not automatic.
+func Next(t Thread, ev Event) (Thread, []Action, error) {
+	from := t.Phase.Type
+	if !from.Valid() {
+		return t, nil, fmt.Errorf("%w: thread %s is in unknown phase %q", ErrBadEvent, t.ID, from)
+	}
+	if !ev.Source.Valid() {
+		return t, nil, fmt.Errorf("%w: %q has no valid source (got %q)", ErrBadEvent, ev.Verb, ev.Source)
+	}
+	row, ok := Lookup(from, ev.Verb)
+	if !ok {
+		return t, nil, &TransitionError{Phase: from, Verb: ev.Verb, Allowed: AllowedVerbs(from)}
+	}
+	if row.Actor == ActorHuman && ev.Source != SourceHuman {
+		return t, nil, &HumanRequiredError{Phase: from, Verb: ev.Verb, Checkpoint: row.Checkpoint, Source: ev.Source}
+	}
+	if ev.Source == SourceQuick && row.Auto == AutoNever {
+		return t, nil, fmt.Errorf("%w: quick mode cannot take %q in %s; it only skips assessment, manual configuration and polish",
+			ErrNotAutomatic, ev.Verb, from)
+	}
+
+	n := t
+	n.Phase = PhaseState{Type: row.To}
+	if row.To.hasIteration() {
+		it := ev.Iteration
+		if it <= 0 && from.hasIteration() {
+			it = t.Phase.Iteration
+		}
+		n.Phase.Iteration = max(it, 0)
+	}
+	if row.To == PhasePreflightFailed {
+		n.Phase.Failures = slices.Clone(ev.Failures)
+	}
+	if ev.RunID != "" {
+		n.CurrentRunID = ev.RunID
+	}
+
+	var actions []Action
+	if ev.Verb == VerbInterrupt || (ev.Verb == VerbAbandon && from.busy()) {
+		actions = append(actions, ActStopWork)
+	}
+	if row.ResetsWorkspace {
+		// The reset deletes the thread's branch; the baseline stays, it is
+		// what the workspace was reset to until implementation begins again.
+		actions = append(actions, ActResetWorkspace)
+		n.Branch = ""
+	}
+	switch ev.Verb {
+	case VerbImplement, VerbChecksPass:
+		if ev.Verb == VerbImplement {
+			actions = append(actions, ActCaptureBaseline)
+		}
+		if ev.Baseline != nil {
+			b := *ev.Baseline
+			n.Baseline = &b
+		}
+		if ev.Branch != "" {
+			n.Branch = ev.Branch
+		}
+	case VerbStuck:
+		s := StuckInfo{}
+		if ev.Stuck != nil {
+			s = ev.Stuck.clone()
+		}
+		if s.SpecVersion == 0 {
+			s.SpecVersion = t.SpecVersion
+		}
+		if s.Iterations == 0 {
+			s.Iterations = t.Phase.Iteration
+		}
+		n.Stuck = &s
+	}
+	return n, append(actions, EntryAction(row.To)), nil
+}
+
+// AutoEvent is the event ralph raises by itself in phase p under mode, if
+// any: the AutoAlways rows in both modes, the AutoQuick rows in quick mode.
+// It never returns a human transition.
+func AutoEvent(p Phase, mode Mode) (Event, bool) {
+	for _, r := range Table {
+		if r.From != p || r.Actor != ActorSystem {
+			continue
+		}
+		switch {
+		case r.Auto == AutoAlways:
+			return Event{Verb: r.Verb, Source: SourceSystem}, true
+		case r.Auto == AutoQuick && mode == ModeQuick:
+			return Event{Verb: r.Verb, Source: SourceQuick}, true
+		}
+	}
+	return Event{}, false
+}
+
+// AutoAdvance takes the automatic transitions from t's phase under mode
+// (normally t.Mode) until none is left, and returns the thread, the actions
+// of every step in order, and whether it moved. It stops at every phase that
+// waits for an outside event: a check's outcome, an agent's output or a
+// human command. In particular it stops at each human checkpoint and can
+// never pass one: quick mode auto-advances to the gates, not through them.
+func AutoAdvance(t Thread, mode Mode) (Thread, []Action, bool) {
+	var actions []Action
+	moved := false
+	for range len(Table) { // the automatic rows form no cycle; this bounds a broken table
+		ev, ok := AutoEvent(t.Phase.Type, mode)
+		if !ok {
+			break
+		}
+		n, acts, err := Next(t, ev)
+		if err != nil {
+			break
+		}
+		t, actions, moved = n, append(actions, acts...), true
+	}
+	return t, actions, moved
+}
+
+// Mermaid renders the table as a mermaid state diagram (`ralph diagram
+// thread`), so that the documentation is generated from the code and cannot
+// drift from it.
+func Mermaid() string {
+	var b strings.Builder
+	b.WriteString("stateDiagram-v2\n")
+	fmt.Fprintf(&b, "    [*] --> %s: new thread\n", PhaseDrafting)
+	for _, r := range Table {
+		fmt.Fprintf(&b, "    %s --> %s: %s\n", r.From, r.To, r.Label)
+	}
+	for _, p := range Phases {
+		if p.Terminal() {
+			fmt.Fprintf(&b, "    %s --> [*]\n", p)
+		}
+	}
+	return b.String()
+}
+
+// Pairs returns the distinct (from, to) edges of the table, sorted.
+func Pairs() []string {
+	seen := map[string]bool{}
+	for _, r := range Table {
+		seen[string(r.From)+" -> "+string(r.To)] = true
+	}
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
