@@ -1,5 +1,7 @@
 package agent
 
+import "strings"
+
 // geminiParser reads "gemini -o stream-json" events.
 //
 // Gemini streams an assistant reply as "message" events with delta:true.
@@ -102,8 +104,15 @@ func (p *geminiParser) resultEvent(o jobj) string {
 		msg = "run ended with status " + status
 	}
 	p.addError(msg)
-	if code, _ := e.num("code"); code == 429 {
-		p.setLimit(Limit{Kind: "rate_limit", Message: msg})
+	// Gemini CLI 0.61 reports a quota failure in its result event without a
+	// code: the API's own wording in the message is the structured signal.
+	code, _ := e.num("code")
+	if code == 429 || geminiQuota(msg) {
+		kind := "rate_limit"
+		if geminiQuota(msg) {
+			kind = "quota"
+		}
+		p.setLimit(Limit{Kind: kind, Message: msg})
 		return limitDisplay(p.res.Limit)
 	}
 	return "error: " + oneLine(msg, 0)
@@ -116,4 +125,12 @@ func (p *geminiParser) Result() Result {
 // Flush returns the part of the last reply not yet shown.
 func (p *geminiParser) Flush() string {
 	return p.display.flush()
+}
+
+// geminiQuota recognises the Gemini API's quota errors as the CLI passes
+// them through in its result event.
+func geminiQuota(msg string) bool {
+	l := strings.ToLower(msg)
+	return strings.Contains(l, "exceeded your current quota") || strings.Contains(l, "resource_exhausted") ||
+		strings.Contains(l, "quota exceeded for metric")
 }

@@ -51,3 +51,14 @@ func TestGeminiDisplayJoinsDeltas(t *testing.T) {
 		t.Errorf("shown %q, want %q", shown, want)
 	}
 }
+
+// Gemini CLI 0.61 reports a daily quota failure as a result error without a
+// code; it is still a limit read from the structured event.
+func TestGeminiQuotaResultIsALimit(t *testing.T) {
+	p := NewParser(FormatGemini, "")
+	p.Line([]byte(`{"type":"result","status":"error","error":{"type":"unknown","message":"[API Error: You exceeded your current quota, please check your plan. Quota exceeded for metric: generate_content_requests, limit: 0]\nPlease wait and try again later."}}`))
+	r := p.Result()
+	if r.Limit == nil || r.Limit.Kind != "quota" {
+		t.Fatalf("limit = %+v", r.Limit)
+	}
+}
