@@ -157,7 +157,9 @@ func (h *crashHarness) newCase(t *testing.T, slow bool) *crashCase {
 		dir = d
 	}
 	c := &crashCase{h: h, repo: filepath.Join(dir, "repo"), scenario: filepath.Join(dir, "scenario.json")}
-	config := fmt.Sprintf("[agent]\ndefault = \"fake\"\n[build]\nrequire_plan = false\n[agents.fake]\ncommand = [%q]\n"+
+	// The file memory store keeps its events readable line by line, which
+	// the exactly-once assertions below read.
+	config := fmt.Sprintf("[agent]\ndefault = \"fake\"\n[build]\nrequire_plan = false\n[memory]\nstore = \"file\"\n[agents.fake]\ncommand = [%q]\n"+
 		"[[checks]]\nname = \"tests\"\nrun = \"sh check.sh\"\n", h.fakeagent)
 	for name, content := range map[string]string{
 		".agents/tasks/prd.md": crashPRD,

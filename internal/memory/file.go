@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -132,9 +131,38 @@ func (f *FileStore) KnownIssues(ctx context.Context) ([]Node, error) {
 			out = append(out, n)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Date.After(out[j].Date) })
-	if len(out) > 10 {
-		out = out[:10]
+	newestFirst(out)
+	return limitNodes(out, queryLimit), nil
+}
+
+// Search implements Store.
+func (f *FileStore) Search(ctx context.Context, text string, limit int) ([]Node, error) {
+	nodes, err := f.all()
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	var out []Node
+	for _, n := range nodes {
+		if matchesText(n, text) {
+			out = append(out, n)
+		}
+	}
+	newestFirst(out)
+	return limitNodes(out, limit), nil
+}
+
+// List implements Store.
+func (f *FileStore) List(ctx context.Context, typ string, limit int) ([]Node, error) {
+	nodes, err := f.all()
+	if err != nil {
+		return nil, err
+	}
+	var out []Node
+	for _, n := range nodes {
+		if typ == "" || n.MemoryType == typ {
+			out = append(out, n)
+		}
+	}
+	newestFirst(out)
+	return limitNodes(out, limit), nil
 }

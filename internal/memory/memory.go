@@ -2,13 +2,17 @@
 // queried at the start of every iteration (seed 000's MEMORY_LOAD) and
 // written at COMMIT and BLOCKER.
 //
-// Store is implemented by a file-only store here; an embedded database and
-// Neo4j implement the same contract. Writes are best effort for the loop:
-// a memory failure never fails a task.
+// Store has three implementations that pass one contract suite: SQLite
+// (embedded, the default), Neo4j (when configured) and a JSON-lines file.
+// Queued wraps any of them so that writes made while it is unreachable are
+// kept on disk and replayed, in order, once it is back. Writes are best
+// effort for the loop: a memory failure never fails a task.
 package memory
 
 import (
 	"context"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -51,6 +55,12 @@ type Store interface {
 	// Link records a property on an existing node, such as the commit
 	// hash of a task-complete event.
 	Link(ctx context.Context, id, key, value string) error
+	// Search returns up to limit nodes (all when limit <= 0) whose name or
+	// text contains text, ignoring case, newest first.
+	Search(ctx context.Context, text string, limit int) ([]Node, error)
+	// List returns up to limit nodes (all when limit <= 0) of memoryType
+	// typ (any type when typ is empty), newest first.
+	List(ctx context.Context, typ string, limit int) ([]Node, error)
 	// Name says which backend this is, for status output.
 	Name() string
 	Close() error
@@ -63,4 +73,25 @@ func Load(ctx context.Context, s Store) (agentCtx, issues []Node, err error) {
 	}
 	issues, err = s.KnownIssues(ctx)
 	return agentCtx, issues, err
+}
+
+// Lists bounded by the seed's queries.
+const queryLimit = 10
+
+// matchesText is Search's predicate, shared by the stores that filter in Go.
+func matchesText(n Node, text string) bool {
+	t := strings.ToLower(text)
+	return strings.Contains(strings.ToLower(n.Name), t) || strings.Contains(strings.ToLower(n.Text), t)
+}
+
+// newestFirst sorts nodes by date, newest first; ties keep their order.
+func newestFirst(nodes []Node) {
+	sort.SliceStable(nodes, func(i, j int) bool { return nodes[i].Date.After(nodes[j].Date) })
+}
+
+func limitNodes(nodes []Node, limit int) []Node {
+	if limit > 0 && len(nodes) > limit {
+		return nodes[:limit]
+	}
+	return nodes
 }

@@ -92,6 +92,7 @@ state.json
 lock
 memory.db*
 memory.jsonl
+memory-queue.jsonl*
 context.md
 errors.log
 activity.log
