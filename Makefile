@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: build test demo bench lint agents
+.PHONY: build test demo bench lint agents bd
 
 build:
 	$(GO) build -o bin/ralph ./cmd/ralph
@@ -19,12 +19,16 @@ lint:
 
 # test installs the real agent CLIs (pinned, from npm, cached in .tools/)
 # that the end-to-end tests run against a local scripted model server.
-test: lint agents
+test: lint agents bd
 	@command -v git >/dev/null || { echo "the tests need git: apt-get install git"; exit 1; }
 	$(GO) test -race -count=1 ./...
 
-agents:
+agents: bd
 	bash scripts/install-agents.sh
+
+# bd builds the pinned beads CLI into .tools/bd/bd (cached; see the script).
+bd:
+	bash scripts/install-bd.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 5x ./internal/loop/ ./internal/tasks/ ./internal/gitx/

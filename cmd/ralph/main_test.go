@@ -59,6 +59,7 @@ func TestScripts(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitfile": cmdWaitFile,
+			"needbd":   cmdNeedBD,
 		},
 	})
 }

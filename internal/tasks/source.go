@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/beads"
 )
 
 // Source reads and writes one task file. Ralph owns task status, so these
@@ -59,6 +61,13 @@ func Open(kind Kind, path string) Source {
 		return &prdJSONSource{path: path}
 	case KindProgress:
 		return &progressSource{path: path}
+	case KindBeads:
+		// path is the .beads folder or the repository holding it.
+		root := path
+		if filepath.Base(path) == beads.DirName {
+			root = filepath.Dir(path)
+		}
+		return OpenBeads(root, "", nil)
 	}
 	return &unknownSource{kind: kind, path: path}
 }
@@ -77,6 +86,7 @@ const (
 // not exist yet, so callers can offer to create it. Otherwise the first of
 // these that exists is used:
 //
+//  0. a .beads folder in root: the beads database, driven through bd;
 //  1. progress.txt in root, when it is a BMAD progress file (it has a
 //     top-level "stories:" key; snarktank's free-text progress.txt log,
 //     which sits next to its prd.json, is not one);
@@ -97,6 +107,11 @@ func Detect(root, explicitPath, defaultMD string) (Source, error) {
 		return Open(KindForPath(p), p), nil
 	}
 	var looked []string
+	beadsDir := filepath.Join(root, beads.DirName)
+	looked = append(looked, beadsDir+" (a beads database)")
+	if info, err := os.Stat(beadsDir); err == nil && info.IsDir() {
+		return Open(KindBeads, beadsDir), nil
+	}
 	progress := filepath.Join(root, ProgressFileName)
 	looked = append(looked, progress+" (with a stories: list)")
 	if data, err := os.ReadFile(progress); err == nil && isProgressYAML(data) {
@@ -243,7 +258,7 @@ type unknownSource struct {
 }
 
 func (s *unknownSource) err() error {
-	return fmt.Errorf("unknown task file kind %q for %s: want %s, %s or %s", s.kind, s.path, KindMarkdown, KindJSON, KindProgress)
+	return fmt.Errorf("unknown task file kind %q for %s: want %s, %s, %s or %s", s.kind, s.path, KindMarkdown, KindJSON, KindProgress, KindBeads)
 }
 func (s *unknownSource) Kind() Kind                                              { return s.kind }
 func (s *unknownSource) Path() string                                            { return s.path }

@@ -1,0 +1,403 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/beads"
+)
+
+// KindBeads is a beads issue database (.beads, driven through the bd CLI):
+// the tasks are bd's issues, bd decides what is ready, and ralph records
+// outcomes with bd close, bd comments add and bd update.
+const KindBeads Kind = "beads"
+
+// BeadsSourcePrefix starts a source value that names a molecule to work
+// in: "beads:rl-mol-eap" keeps the loop inside that molecule
+// (bd ready --mol).
+const BeadsSourcePrefix = "beads:"
+
+// ParseBeadsSource reports whether a --tasks or [tasks] source value names
+// the beads source, and the molecule it names ("" for plain "beads").
+func ParseBeadsSource(v string) (mol string, ok bool) {
+	if v == string(KindBeads) {
+		return "", true
+	}
+	if m, found := strings.CutPrefix(v, BeadsSourcePrefix); found && m != "" {
+		return m, true
+	}
+	return "", false
+}
+
+// BeadsSource is the task source over a beads database. Besides Source it
+// offers Prime (bd prime, for MEMORY_LOAD) and Claim (bd update --claim,
+// for STORY_SELECT), which the loop uses when a source has them.
+type BeadsSource struct {
+	root   string
+	mol    string
+	client *beads.Client
+	// checked is set once bd's version was found good enough.
+	checked bool
+	// Ctx bounds bd commands; nil means context.Background().
+	Ctx context.Context
+}
+
+// OpenBeads returns the beads source of the repository at root, working
+// inside molecule mol when it is not empty. A nil client runs the real bd.
+func OpenBeads(root, mol string, client *beads.Client) *BeadsSource {
+	if client == nil {
+		client = beads.New(root)
+	}
+	return &BeadsSource{root: root, mol: mol, client: client}
+}
+
+// Client is the bd client the source uses.
+func (s *BeadsSource) Client() *beads.Client { return s.client }
+
+// Molecule is the molecule the source keeps the work in, or "".
+func (s *BeadsSource) Molecule() string { return s.mol }
+
+func (s *BeadsSource) ctx() context.Context {
+	if s.Ctx != nil {
+		return s.Ctx
+	}
+	return context.Background()
+}
+
+// Kind implements Source.
+func (s *BeadsSource) Kind() Kind { return KindBeads }
+
+// Path is the .beads folder.
+func (s *BeadsSource) Path() string { return filepath.Join(s.root, beads.DirName) }
+
+// types that are containers or plumbing rather than work for an agent.
+var beadsSkipTypes = map[string]bool{
+	"epic": true, "molecule": true, "gate": true, "merge-request": true, "message": true,
+	"agent": true, "role": true, "rig": true, "event": true,
+}
+
+// Load reads the issues from bd. Ready issues (bd ready, or bd ready --mol
+// inside a molecule) are not started, in bd's order; in_progress ones are
+// in progress; closed ones complete; blocked ones blocked. An open issue
+// that is not ready waits on its open blockers (from bd blocked), or is
+// shown as blocked when bd holds it back for another reason (deferred, a
+// blocker outside the board). Epics, molecule roots and other containers
+// are not tasks. A missing .beads folder yields an error wrapping
+// fs.ErrNotExist.
+func (s *BeadsSource) Load() (*Board, error) {
+	ctx := s.ctx()
+	if info, err := os.Stat(s.Path()); err != nil || !info.IsDir() {
+		return nil, fmt.Errorf("no beads database at %s (run `bd init` first): %w", s.Path(), fs.ErrNotExist)
+	}
+	if !s.checked {
+		if _, _, err := s.client.Check(ctx); err != nil {
+			return nil, err
+		}
+		s.checked = true
+	}
+	var all []beads.Issue
+	var err error
+	if s.mol != "" {
+		all, err = s.moleculeIssues(ctx)
+	} else {
+		all, err = s.client.List(ctx, true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ready, err := s.client.Ready(ctx, beads.ReadyOptions{Mol: s.mol, IncludeEphemeral: true})
+	if err != nil {
+		return nil, err
+	}
+	blocked, err := s.client.Blocked(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return beadsBoard(s.Path(), all, ready, blocked), nil
+}
+
+// moleculeIssues lists the molecule's steps: the issues whose parent is the
+// molecule root, and their children.
+func (s *BeadsSource) moleculeIssues(ctx context.Context) ([]beads.Issue, error) {
+	var out []beads.Issue
+	seen := map[string]bool{}
+	queue := []string{s.mol}
+	for len(queue) > 0 {
+		parent := queue[0]
+		queue = queue[1:]
+		kids, err := s.client.List(ctx, true, "--parent", parent)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range kids {
+			if seen[k.ID] || k.ID == s.mol {
+				continue
+			}
+			seen[k.ID] = true
+			out = append(out, k)
+			queue = append(queue, k.ID)
+		}
+	}
+	return out, nil
+}
+
+// beadsBoard maps bd's answers onto a Board.
+func beadsBoard(path string, all, ready, blocked []beads.Issue) *Board {
+	byID := map[string]beads.Issue{}
+	for _, is := range all {
+		byID[is.ID] = is
+	}
+	isReady := map[string]bool{}
+	var order []string
+	for _, is := range ready {
+		if _, ok := byID[is.ID]; !ok {
+			byID[is.ID] = is
+			all = append(all, is)
+		}
+		if !isReady[is.ID] {
+			isReady[is.ID] = true
+			order = append(order, is.ID)
+		}
+	}
+	waitsOn := map[string][]string{}
+	for _, is := range blocked {
+		waitsOn[is.ID] = is.BlockedBy
+	}
+	for _, is := range all {
+		if !isReady[is.ID] {
+			order = append(order, is.ID)
+		}
+	}
+	inBoard := map[string]bool{}
+	for _, id := range order {
+		if is := byID[id]; !beadsSkipTypes[is.IssueType] {
+			inBoard[id] = true
+		}
+	}
+	b := &Board{Kind: KindBeads, Path: path}
+	for _, id := range order {
+		if !inBoard[id] {
+			continue
+		}
+		is := byID[id]
+		st := Story{ID: is.ID, Title: strings.TrimSpace(is.Title), Description: is.Description, Priority: is.Priority + 1, Line: 0}
+		if st.Title == "" {
+			st.Title = is.ID
+		}
+		switch is.Status {
+		case beads.StatusClosed:
+			st.Status = StatusComplete
+		case beads.StatusInProgress, beads.StatusHooked:
+			st.Status = StatusInProgress
+		case beads.StatusBlocked:
+			st.Status = StatusBlocked
+		case beads.StatusOpen:
+			st.Status = StatusNotStarted
+			if !isReady[id] {
+				var deps []string
+				for _, d := range waitsOn[id] {
+					if inBoard[d] {
+						deps = append(deps, d)
+					}
+				}
+				if len(deps) == 0 {
+					// Held back by something outside the board (a
+					// deferred parent, a gate): not selectable.
+					st.Status = StatusBlocked
+				}
+				st.DependsOn = deps
+			}
+		default: // deferred, pinned, custom frozen statuses
+			st.Status = StatusBlocked
+		}
+		st.Done = st.Status == StatusComplete
+		st.Criteria = beadsCriteria(is.AcceptanceCriteria)
+		st.Block = beadsBlock(is)
+		b.Stories = append(b.Stories, st)
+	}
+	dropCycles(b)
+	return b
+}
+
+// dropCycles removes dependencies that would make the board invalid: bd
+// refuses cycles, but a board must never carry one whatever bd printed.
+func dropCycles(b *Board) {
+	deps := make([][]depRef, len(b.Stories))
+	for i, s := range b.Stories {
+		for _, d := range s.DependsOn {
+			deps[i] = append(deps[i], depRef{id: d})
+		}
+	}
+	if checkGraph(b.Path, "dependencies", b.Stories, deps) != nil {
+		for i := range b.Stories {
+			if len(b.Stories[i].DependsOn) > 0 && b.Stories[i].Status == StatusNotStarted {
+				b.Stories[i].Status = StatusBlocked
+			}
+			b.Stories[i].DependsOn = nil
+		}
+	}
+}
+
+// beadsCriteria reads acceptance criteria: one per non-empty line, list
+// markers and checkboxes removed, with the usual "(verify: `cmd`)" suffix.
+func beadsCriteria(text string) []Criterion {
+	var out []Criterion
+	for i, line := range strings.Split(text, "\n") {
+		t := strings.TrimSpace(line)
+		for _, p := range []string{"- ", "* ", "+ "} {
+			t = strings.TrimPrefix(t, p)
+		}
+		done := false
+		switch {
+		case strings.HasPrefix(t, "[ ] "):
+			t = t[4:]
+		case strings.HasPrefix(t, "[x] "), strings.HasPrefix(t, "[X] "):
+			t, done = t[4:], true
+		}
+		t = strings.TrimSpace(t)
+		if t == "" {
+			continue
+		}
+		rest, verify := splitVerify(t)
+		if rest == "" {
+			rest = t
+		}
+		out = append(out, Criterion{Text: rest, Done: done, Line: i + 1, Verify: verify})
+	}
+	return out
+}
+
+// beadsBlock renders an issue for the prompt.
+func beadsBlock(is beads.Issue) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s: %s", is.ID, is.Title)
+	if is.IssueType != "" {
+		fmt.Fprintf(&sb, " (%s, P%d)", is.IssueType, is.Priority)
+	}
+	if d := strings.TrimSpace(is.Description); d != "" {
+		sb.WriteString("\n\n" + d)
+	}
+	if a := strings.TrimSpace(is.AcceptanceCriteria); a != "" {
+		sb.WriteString("\n\nAcceptance criteria:\n" + a)
+	}
+	return sb.String()
+}
+
+// MarkDone closes the issue with a reason (bd close --reason) and leaves an
+// audit comment (bd comments add). An issue already closed is left as it
+// is, so COMMIT may run again after a crash.
+func (s *BeadsSource) MarkDone(storyID, subtaskID string, now time.Time) error {
+	if subtaskID != "" {
+		return fmt.Errorf("%s: issue %s: %w %q: beads issues have no subtasks", s.Path(), storyID, ErrSubtaskNotFound, subtaskID)
+	}
+	ctx := s.ctx()
+	is, err := s.client.Show(ctx, storyID)
+	if err != nil {
+		return s.notFound(storyID, err)
+	}
+	if is.Status == beads.StatusClosed {
+		return nil
+	}
+	if err := s.client.Close(ctx, storyID, "ralph: done and verified (checks passed, acceptance criteria met)"); err != nil {
+		return err
+	}
+	summary := fmt.Sprintf("ralph: %s done and verified at %s", storyID, now.UTC().Format(time.RFC3339))
+	if err := s.client.Comment(ctx, storyID, summary); err != nil {
+		return err
+	}
+	return s.closeFinishedMolecule(ctx)
+}
+
+// closeFinishedMolecule closes the molecule root once every step is done.
+func (s *BeadsSource) closeFinishedMolecule(ctx context.Context) error {
+	if s.mol == "" {
+		return nil
+	}
+	steps, err := s.moleculeIssues(ctx)
+	if err != nil {
+		return err
+	}
+	for _, st := range steps {
+		if st.Status != beads.StatusClosed {
+			return nil
+		}
+	}
+	root, err := s.client.Show(ctx, s.mol)
+	if err != nil || root.Status == beads.StatusClosed {
+		return nil
+	}
+	return s.client.Close(ctx, s.mol, "ralph: every step of the molecule is done")
+}
+
+// SetState records a status: blocked adds the comment "Stuck: <reason>" and
+// sets status blocked (the circuit breaker of REQ-032); in progress and not
+// started reopen the issue; complete closes it. The retry count stays in
+// ralph's state.
+func (s *BeadsSource) SetState(storyID string, status Status, _ int, b *Blocker, now time.Time) error {
+	if err := validateStatus(status); err != nil {
+		return err
+	}
+	ctx := s.ctx()
+	is, err := s.client.Show(ctx, storyID)
+	if err != nil {
+		return s.notFound(storyID, err)
+	}
+	switch status {
+	case StatusComplete:
+		return s.MarkDone(storyID, "", now)
+	case StatusBlocked:
+		reason := "unknown error"
+		if b != nil && strings.TrimSpace(b.Reason) != "" {
+			reason = strings.Join(strings.Fields(b.Reason), " ")
+		}
+		if len(reason) > 500 {
+			reason = reason[:500] + "…"
+		}
+		if is.Status == beads.StatusBlocked {
+			return nil
+		}
+		if err := s.client.Comment(ctx, storyID, "Stuck: "+reason); err != nil {
+			return err
+		}
+		return s.client.SetStatus(ctx, storyID, beads.StatusBlocked)
+	case StatusInProgress:
+		if is.Status == beads.StatusInProgress {
+			return nil
+		}
+		return s.client.SetStatus(ctx, storyID, beads.StatusInProgress)
+	default:
+		if is.Status == beads.StatusOpen {
+			return nil
+		}
+		return s.client.SetStatus(ctx, storyID, beads.StatusOpen)
+	}
+}
+
+func (s *BeadsSource) notFound(id string, err error) error {
+	var be *beads.Error
+	if errors.As(err, &be) && strings.Contains(strings.ToLower(be.Msg+be.Stderr), "no issue") {
+		return fmt.Errorf("%s: %w %q: %v", s.Path(), ErrStoryNotFound, id, err)
+	}
+	return err
+}
+
+// SetMetrics is a no-op: beads has no metrics block.
+func (s *BeadsSource) SetMetrics(map[string]string, time.Time) error { return nil }
+
+// Prime runs bd prime: the beads workflow context for the prompt's memory
+// section (bd honours .beads/PRIME.md itself).
+func (s *BeadsSource) Prime(ctx context.Context) (string, error) {
+	return s.client.Prime(ctx)
+}
+
+// Claim marks the selected issue as taken by ralph (bd update --claim).
+func (s *BeadsSource) Claim(ctx context.Context, taskID string) error {
+	storyID, _ := ParseTaskID(taskID)
+	return s.client.Claim(ctx, storyID)
+}

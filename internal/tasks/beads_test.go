@@ -1,0 +1,115 @@
+package tasks
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/beads"
+	"github.com/ralphloop/ralph/internal/beads/beadstest"
+)
+
+func beadsFixture(t *testing.T, calls ...beadstest.Call) (*BeadsSource, *beadstest.Runner) {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, ".beads"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := beadstest.New(t, calls...)
+	return OpenBeads(root, "", &beads.Client{Dir: root, Runner: r}), r
+}
+
+func TestBeadsLoadMapsReadyAndWaiting(t *testing.T) {
+	src, _ := beadsFixture(t,
+		beadstest.Call{Args: "version --json", Stdout: `{"version":"1.0.5","schema_version":1}`},
+		beadstest.Call{Args: "list --limit 0 --all --json", Stdout: `[
+			{"id":"rl-e","title":"Epic","issue_type":"epic","status":"open","priority":1},
+			{"id":"rl-b","title":"B","issue_type":"task","status":"open","priority":2},
+			{"id":"rl-a","title":"A","issue_type":"task","status":"open","priority":2,"acceptance_criteria":"- a.txt exists (verify: ` + "`test -f a.txt`" + `)"},
+			{"id":"rl-c","title":"C","issue_type":"task","status":"closed","priority":0},
+			{"id":"rl-d","title":"D","issue_type":"task","status":"blocked","priority":0},
+			{"id":"rl-f","title":"F","issue_type":"task","status":"deferred","priority":0}]`},
+		beadstest.Call{Args: "ready --limit 0 --include-ephemeral --json", Stdout: `[{"id":"rl-e","issue_type":"epic"},{"id":"rl-a","title":"A","issue_type":"task","status":"open","priority":2}]`},
+		beadstest.Call{Args: "blocked --json", Stdout: `[{"id":"rl-b","blocked_by":["rl-a"],"blocked_by_count":1}]`},
+	)
+	b, err := src.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range b.Stories {
+		got = append(got, s.ID+"="+string(s.Status)+"<"+strings.Join(s.DependsOn, ","))
+	}
+	want := "rl-a=not_started< rl-b=not_started<rl-a rl-c=complete< rl-d=blocked< rl-f=blocked<"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("board\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+	if c := b.Stories[0].Criteria; len(c) != 1 || c[0].Verify != "test -f a.txt" || c[0].Text != "a.txt exists" {
+		t.Errorf("criteria %+v", c)
+	}
+	sel, _, ok, _ := b.Select()
+	if !ok || sel.TaskID() != "rl-a" {
+		t.Errorf("selected %v %v", sel.TaskID(), ok)
+	}
+	if b.Remaining() != 4 {
+		t.Errorf("remaining %d", b.Remaining())
+	}
+}
+
+func TestBeadsMissingDatabase(t *testing.T) {
+	src := OpenBeads(t.TempDir(), "", &beads.Client{Runner: beadstest.New(t)})
+	if _, err := src.Load(); err == nil || !strings.Contains(err.Error(), "bd init") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestBeadsMarkDoneAndBlock(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	src, _ := beadsFixture(t,
+		beadstest.Call{Args: "show rl-a --json", Stdout: `[{"id":"rl-a","status":"in_progress"}]`},
+		beadstest.Call{Args: "close rl-a --reason ralph: done and verified (checks passed, acceptance criteria met) --json", Stdout: `[{"id":"rl-a","status":"closed"}]`},
+		beadstest.Call{Args: "comments add rl-a ralph: rl-a done and verified at 2026-11-22T10:00:00Z --json", Stdout: `{"id":"x"}`},
+		beadstest.Call{Args: "show rl-a --json", Stdout: `[{"id":"rl-a","status":"closed"}]`},
+		beadstest.Call{Args: "show rl-b --json", Stdout: `[{"id":"rl-b","status":"in_progress"}]`},
+		beadstest.Call{Args: "comments add rl-b Stuck: tests failed: exit 1 --json", Stdout: `{"id":"y"}`},
+		beadstest.Call{Args: "update rl-b --status=blocked --json", Stdout: `[{"id":"rl-b","status":"blocked"}]`},
+		beadstest.Call{Args: "show rl-z --json", Stdout: `{"error":"no issues found matching the provided IDs"}`, Exit: 1},
+	)
+	if err := src.MarkDone("rl-a", "", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.MarkDone("rl-a", "", now); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	if err := src.SetState("rl-b", StatusBlocked, 2, &Blocker{Reason: "tests failed:\n exit 1"}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.SetState("rl-z", StatusBlocked, 2, nil, now); err == nil || !strings.Contains(err.Error(), ErrStoryNotFound.Error()) {
+		t.Fatalf("unknown id: %v", err)
+	}
+}
+
+func TestParseBeadsSource(t *testing.T) {
+	for in, want := range map[string]string{"beads": "", "beads:rl-mol-1": "rl-mol-1"} {
+		if mol, ok := ParseBeadsSource(in); !ok || mol != want {
+			t.Errorf("%q: %q %v", in, mol, ok)
+		}
+	}
+	for _, in := range []string{"", "beads:", "prd.json"} {
+		if _, ok := ParseBeadsSource(in); ok {
+			t.Errorf("%q accepted", in)
+		}
+	}
+}
+
+func TestDetectBeadsFolder(t *testing.T) {
+	root := t.TempDir()
+	os.Mkdir(filepath.Join(root, ".beads"), 0o755)
+	os.WriteFile(filepath.Join(root, "prd.json"), []byte("{}"), 0o644)
+	src, err := Detect(root, "", "PRD.md")
+	if err != nil || src.Kind() != KindBeads || src.Path() != filepath.Join(root, ".beads") {
+		t.Fatalf("%v %v", src, err)
+	}
+}
