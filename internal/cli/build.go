@@ -51,7 +51,7 @@ in .ralph/config.toml.`,
 	}
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run: codex, claude, droid, opencode, gemini, amp, cursor-agent, copilot or one from config")
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
-	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "task file: a PRD (.md), prd.json or progress.txt (default: config, then detected)")
+	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "task file: a PRD (.md), prd.json or progress.txt, or beads / beads:MOLECULE-ID for the beads database (default: config, then detected)")
 	cmd.Flags().BoolVar(&opts.NoCommit, "no-commit", false, "verify but never commit (ralph and the agent)")
 	return cmd
 }
@@ -132,6 +132,10 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 	if max < 1 {
 		max = 1
 	}
+	mem, err := openMemory(ws, cfg, env)
+	if err != nil {
+		return nil, err
+	}
 	return &loopSetup{ws: ws, opts: loop.Options{
 		MaxIterations: max,
 		PRDPath:       ws.Abs(prd),
@@ -153,8 +157,9 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 		Budget:        loop.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
 		Breaker: loop.BreakerConfig{NoProgress: cfg.Breaker.NoProgress, SameError: cfg.Breaker.SameError,
 			PermissionDenials: cfg.Breaker.PermissionDenials, Cooldown: cfg.Breaker.Cooldown.Duration},
-		Out: env.IO.Out,
-		Now: env.Now,
+		Memory: mem,
+		Out:    env.IO.Out,
+		Now:    env.Now,
 	}}, nil
 }
 
@@ -163,6 +168,7 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 	if err != nil {
 		return err
 	}
+	defer s.opts.Memory.Close()
 	rep, err := loop.Build(cmd.Context(), s.ws, s.opts)
 	return reportOutcome(opts.Env, s, rep, err)
 }
@@ -172,6 +178,7 @@ func runPlan(cmd *cobra.Command, opts *BuildOptions) error {
 	if err != nil {
 		return err
 	}
+	defer s.opts.Memory.Close()
 	rep, err := loop.Plan(cmd.Context(), s.ws, s.opts)
 	return reportOutcome(opts.Env, s, rep, err)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/thread"
 	"github.com/spf13/cobra"
 )
 
@@ -56,16 +57,20 @@ func countHints(path string) int {
 
 func newDiagramCmd(env *Env) *cobra.Command {
 	return &cobra.Command{
-		Use:       "diagram loop",
+		Use:       "diagram loop|thread",
 		Short:     "Print a state machine as a mermaid diagram generated from its table",
-		ValidArgs: []string{"loop"},
+		ValidArgs: []string{"loop", "thread"},
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 || args[0] != "loop" {
-				return usageErrorf("diagram takes the machine's name: ralph diagram loop")
+			if len(args) != 1 || (args[0] != "loop" && args[0] != "thread") {
+				return usageErrorf("diagram takes the machine's name: ralph diagram loop, or ralph diagram thread")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] == "thread" {
+				fmt.Fprint(env.IO.Out, thread.Mermaid())
+				return nil
+			}
 			fmt.Fprint(env.IO.Out, loop.Mermaid())
 			return nil
 		},

@@ -145,6 +145,8 @@ Start with 'ralph demo' to watch a whole run with no AI CLI installed.`,
 		newUnblockCmd(env),
 		newDiagramCmd(env),
 		newDoctorCmd(env),
+		newThreadCmd(env),
+		newMemoryCmd(env),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(root.FlagErrorFunc())

@@ -10,8 +10,13 @@ import (
 )
 
 // resolveSource picks the task file: --tasks, then --prd, then config,
-// then what exists in the workspace.
+// then what exists in the workspace. "beads" (or "beads:MOLECULE-ID") as
+// --tasks or [tasks] source selects the beads database, which detection
+// also picks when the repository has a .beads folder.
 func resolveSource(ws *workspace.Workspace, cfg config.Config, tasksFlag, prdFlag string) (tasks.Source, error) {
+	if mol, ok := tasks.ParseBeadsSource(tasksFlag); ok {
+		return tasks.OpenBeads(ws.Root, mol, nil), nil
+	}
 	if tasksFlag != "" {
 		p := ws.Abs(tasksFlag)
 		return tasks.Open(kindOf(p, ""), p), nil
@@ -19,6 +24,9 @@ func resolveSource(ws *workspace.Workspace, cfg config.Config, tasksFlag, prdFla
 	if prdFlag != "" {
 		p := ws.Abs(prdFlag)
 		return tasks.Open(kindOf(p, tasks.KindMarkdown), p), nil
+	}
+	if mol, ok := tasks.ParseBeadsSource(cfg.Tasks.Source); ok {
+		return tasks.OpenBeads(ws.Root, mol, nil), nil
 	}
 	if cfg.Tasks.Source != "" || cfg.Tasks.Path != "" {
 		kind := tasks.Kind(cfg.Tasks.Source)

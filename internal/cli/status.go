@@ -48,6 +48,7 @@ type StatusReport struct {
 	Cooldowns     map[string]string     `json:"cooldowns"`
 	Budget        *loop.Budget          `json:"budget,omitempty"`
 	LastIteration *loop.IterationRecord `json:"last_iteration,omitempty"`
+	Beads         *BeadsStatus          `json:"beads,omitempty"`
 	Extra         map[string]string     `json:"-"`
 }
 
@@ -132,6 +133,9 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 			}
 		}
 	}
+	if srcErr == nil {
+		rep.Beads = beadsStatus(src, &rep)
+	}
 	rep.PendingHints = countHints(ws.Path("context.md"))
 	out := env.IO.Out
 	if opts.JSON {
@@ -154,6 +158,7 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	} else {
 		fmt.Fprintf(out, "task file: %s (%s): %d of %d stories done\n", rep.TaskFile, rep.TaskSource, rep.StoriesDone, rep.Stories)
 	}
+	printBeadsStatus(out, rep.Beads)
 	if st == nil {
 		return nil
 	}

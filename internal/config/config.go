@@ -52,12 +52,32 @@ type Config struct {
 	Budget        BudgetSection          `toml:"budget"`
 	Breaker       BreakerSection         `toml:"breaker"`
 	Checks        []CheckConfig          `toml:"checks"`
+	Memory        MemorySection          `toml:"memory"`
+}
+
+// MemorySection chooses the memory store.
+type MemorySection struct {
+	// Store is "sqlite" (embedded, .ralph/memory.db), "neo4j" or "file"
+	// (.ralph/memory.jsonl). NEO4J_URI in the environment selects neo4j.
+	Store string `toml:"store"`
+	// URI is the Neo4j server, e.g. "bolt://localhost:7687"; NEO4J_URI
+	// overrides it.
+	URI string `toml:"uri"`
+	// User is the Neo4j user; NEO4J_USER or NEO4J_USERNAME override it.
+	User string `toml:"user"`
+	// PasswordEnv names the environment variable holding the password
+	// (never the password itself).
+	PasswordEnv string `toml:"password_env"`
+	// Database is the Neo4j database; empty means the server's default.
+	Database string `toml:"database"`
 }
 
 // TasksSection chooses the task source.
 type TasksSection struct {
-	// Source is "prd-md", "prd-json" or "progress"; empty means detect:
-	// progress.txt, then prd.json, then the markdown PRD.
+	// Source is "prd-md", "prd-json", "progress" or "beads" (the .beads
+	// database through bd; "beads:ID" works inside molecule ID); empty
+	// means detect: .beads, then progress.txt, then prd.json, then the
+	// markdown PRD.
 	Source string `toml:"source"`
 	// Path is the task file; empty means the source's usual place.
 	Path string `toml:"path"`
@@ -162,6 +182,7 @@ func Default() Config {
 		Plan:    PlanSection{MaxIterations: 1},
 		Loop:    LoopSection{MaxRetries: 2, ContextSoft: 70, ContextHard: 80},
 		Breaker: BreakerSection{NoProgress: 3, SameError: 3, PermissionDenials: 3, Cooldown: Duration{5 * time.Minute}},
+		Memory:  MemorySection{Store: "sqlite", PasswordEnv: "NEO4J_PASSWORD"},
 	}
 }
 
@@ -213,10 +234,11 @@ func (c Config) validate() error {
 	if c.Build.MaxIterations < 0 || c.Plan.MaxIterations < 0 {
 		return errors.New("max_iterations must not be negative")
 	}
-	switch c.Tasks.Source {
-	case "", "prd-md", "prd-json", "progress":
+	switch src := c.Tasks.Source; {
+	case src == "", src == "prd-md", src == "prd-json", src == "progress", src == "beads":
+	case strings.HasPrefix(src, "beads:") && strings.TrimSpace(src[len("beads:"):]) != "":
 	default:
-		return fmt.Errorf("[tasks] source = %q: use prd-md, prd-json or progress (or leave it empty to detect)", c.Tasks.Source)
+		return fmt.Errorf("[tasks] source = %q: use prd-md, prd-json, progress, beads or beads:MOLECULE-ID (or leave it empty to detect)", c.Tasks.Source)
 	}
 	if c.Budget.MaxTokens < 0 || c.Budget.MaxCostUSD < 0 {
 		return errors.New("[budget] values must not be negative")
@@ -229,6 +251,17 @@ func (c Config) validate() error {
 	}
 	if c.Loop.ContextSoft < 1 || c.Loop.ContextHard > 100 || c.Loop.ContextSoft > c.Loop.ContextHard {
 		return errors.New("[loop] context_soft and context_hard are percentages with context_soft <= context_hard <= 100")
+	}
+	switch c.Memory.Store {
+	case "sqlite", "neo4j", "file":
+	default:
+		return fmt.Errorf("[memory] store = %q: use sqlite, neo4j or file", c.Memory.Store)
+	}
+	if u := c.Memory.URI; u != "" && !hasNeo4jScheme(u) {
+		return fmt.Errorf("[memory] uri = %q: use a neo4j://, neo4j+s://, bolt:// or bolt+s:// address", u)
+	}
+	if strings.ContainsAny(c.Memory.PasswordEnv, " =$") {
+		return fmt.Errorf("[memory] password_env = %q: give the name of an environment variable, not the password", c.Memory.PasswordEnv)
 	}
 	for name, a := range c.Agents {
 		if len(a.Command) == 0 && len(a.Interactive) == 0 {
@@ -246,4 +279,13 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
+}
+
+func hasNeo4jScheme(uri string) bool {
+	for _, p := range []string{"neo4j://", "neo4j+s://", "neo4j+ssc://", "bolt://", "bolt+s://", "bolt+ssc://"} {
+		if strings.HasPrefix(uri, p) {
+			return true
+		}
+	}
+	return false
 }

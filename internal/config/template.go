@@ -42,7 +42,8 @@ require_plan = true
 max_iterations = 1
 
 [tasks]
-# prd-md, prd-json or progress; empty: progress.txt, then prd.json, then the PRD.
+# prd-md, prd-json, progress or beads (beads:MOL-ID: inside a molecule);
+# empty: .beads, then progress.txt, then prd.json, then the PRD.
 source = ""
 path = ""
 
@@ -73,6 +74,21 @@ cooldown = "5m"
 # An agent that judges each story's acceptance criteria (e.g. "claude");
 # empty: only verify commands, and for the markdown PRD the agent's own marks.
 reviewer = ""
+
+[memory]
+# Where lessons, blockers and task events are kept and queried at MEMORY_LOAD:
+# "sqlite" (embedded, .ralph/memory.db, no server), "neo4j", or "file"
+# (.ralph/memory.jsonl). NEO4J_URI in the environment selects neo4j.
+# While the store is unreachable ralph goes on with file-only context and
+# queues writes in .ralph/memory-queue.jsonl; they are replayed in order
+# on the next successful connection.
+store = "sqlite"
+# Neo4j only: the server (NEO4J_URI overrides), the user (NEO4J_USER
+# overrides), the name of the environment variable holding the password.
+uri = ""
+user = ""
+password_env = "NEO4J_PASSWORD"
+database = ""
 
 # A custom agent. "{prompt}" is replaced by the path of the rendered prompt
 # file; without it the prompt is sent on stdin.

@@ -365,6 +365,8 @@ func (b *builder) perform(ctx context.Context, s State) (Event, error) {
 // memoryLoad reads the file memory (progress, task file, agent notes) and
 // queries the memory store: one retry after a pause, then the fallback.
 func (b *builder) memoryLoad(ctx context.Context) (Event, error) {
+	primed := b.prime(ctx) // sources with workflow context (bd prime) go first
+	defer func() { b.memText = withPrime(b.memText, primed) }()
 	if err := b.reloadBoard(); err != nil {
 		return Event{}, err
 	}
@@ -519,6 +521,7 @@ func (b *builder) selectTask() (Event, error) {
 	}
 	b.sel = sel
 	id := sel.TaskID()
+	b.claim(context.Background(), id) // sources that track assignees (bd update --claim)
 	return Event{Trigger: TrigTaskSelected, TaskID: id, RetryCount: b.st.task(id).RetryCount}, nil
 }
 
@@ -1518,7 +1521,7 @@ func checkCleanTree(ctx context.Context, ws *workspace.Workspace, taskFile, plan
 	own := map[string]bool{ws.Rel(taskFile): true, ws.Rel(planFile): true}
 	var foreign []string
 	for _, f := range snap.Dirty {
-		if own[f] || strings.HasPrefix(f, workspace.DirName+"/") {
+		if own[f] || strings.HasPrefix(f, workspace.DirName+"/") || strings.HasPrefix(f, ws.Rel(taskFile)+"/") { // a task folder (.beads) owns its files
 			continue
 		}
 		foreign = append(foreign, f)

@@ -1,0 +1,472 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/thread"
+	"github.com/spf13/cobra"
+)
+
+// ThreadOptions holds the flags shared by the `ralph thread` commands.
+type ThreadOptions struct {
+	Env  *Env
+	JSON bool
+	// Yes confirms a workspace reset without asking. It confirms nothing
+	// else: no flag passes a human checkpoint.
+	Yes bool
+	// Configuration (start, reconfigure, assist, resume).
+	Agents        []string
+	MaxIterations int
+	Verifiers     []string
+	// new
+	Quick bool
+	ID    string
+	// Agent runs the spec conversation, the assessment and polish.
+	Agent string
+}
+
+// cliVerb is one `ralph thread VERB`: the machine verb it is in each phase.
+type cliVerb struct {
+	name   string
+	short  string
+	phases map[thread.Phase]thread.Verb
+}
+
+// threadVerbs are the commands that move a thread. Each is a human
+// command: the events they raise carry thread.SourceHuman. The verbs ralph
+// takes by itself (check outcomes, the agent's claims) are not commands.
+var threadVerbs = []cliVerb{
+	{"assess", "Ask the agent to review the draft spec for clarity, testability and completeness",
+		map[thread.Phase]thread.Verb{thread.PhaseDrafting: thread.VerbAssess}},
+	{"finalize", "Freeze the draft as the next immutable spec version (human checkpoint)",
+		map[thread.Phase]thread.Verb{thread.PhaseDrafting: thread.VerbFinalize, thread.PhaseAssessing: thread.VerbFinalize}},
+	{"reopen", "Go back to drafting a finalized spec",
+		map[thread.Phase]thread.Verb{thread.PhaseFinalized: thread.VerbReopen}},
+	{"revise", "Back to drafting: after an assessment, a failed preflight, a stuck run or a review (the last two reset the workspace)",
+		map[thread.Phase]thread.Verb{thread.PhaseAssessing: thread.VerbRevise, thread.PhasePreflightFailed: thread.VerbFixSpec,
+			thread.PhaseStuck: thread.VerbReviseSpec, thread.PhasePendingReview: thread.VerbReviseSpec}},
+	{"start", "Begin implementation: preflight, configuration and the loop",
+		map[thread.Phase]thread.Verb{thread.PhaseFinalized: thread.VerbImplement, thread.PhaseConfiguring: thread.VerbStart}},
+	{"retry", "Run the preflight checks again",
+		map[thread.Phase]thread.Verb{thread.PhasePreflightFailed: thread.VerbRetry}},
+	{"pause", "Pause a running loop (as Ctrl+C does)",
+		map[thread.Phase]thread.Verb{thread.PhaseRunning: thread.VerbInterrupt}},
+	{"resume", "Resume a paused loop, or go on with work a crash cut short",
+		map[thread.Phase]thread.Verb{thread.PhasePaused: thread.VerbResume}},
+	{"reconfigure", "Change agents, iterations or verifiers of a paused or stuck thread",
+		map[thread.Phase]thread.Verb{thread.PhasePaused: thread.VerbReconfigure, thread.PhaseStuck: thread.VerbReconfigure}},
+	{"assist", "Run the loop again after editing files by hand (stuck)",
+		map[thread.Phase]thread.Verb{thread.PhaseStuck: thread.VerbAssist}},
+	{"polish", "Let the agent add docs and tests before review",
+		map[thread.Phase]thread.Verb{thread.PhaseImplemented: thread.VerbPolish}},
+	{"review", "Submit an implemented thread for review, or show the review of one pending",
+		map[thread.Phase]thread.Verb{thread.PhaseImplemented: thread.VerbSubmit}},
+	{"request-changes", "Send a thread under review back to the loop with what to fix",
+		map[thread.Phase]thread.Verb{thread.PhasePendingReview: thread.VerbRequestChanges}},
+	{"approve", "Approve the reviewed changes (human checkpoint)",
+		map[thread.Phase]thread.Verb{thread.PhasePendingReview: thread.VerbApprove}},
+	{"commit", "Commit the approved work on the thread's branch (human checkpoint)",
+		map[thread.Phase]thread.Verb{thread.PhaseReadyToCommit: thread.VerbCommit}},
+	{"abandon", "Abandon the thread (its branch is kept)", abandonPhases()},
+}
+
+func abandonPhases() map[thread.Phase]thread.Verb {
+	m := map[thread.Phase]thread.Verb{}
+	for _, p := range thread.Phases {
+		if _, ok := thread.Lookup(p, thread.VerbAbandon); ok {
+			m[p] = thread.VerbAbandon
+		}
+	}
+	return m
+}
+
+// extraVerbs are commands that read or work inside a phase without moving
+// the thread.
+var extraVerbs = map[string][]thread.Phase{
+	"draft":    {thread.PhaseDrafting},
+	"spec":     {thread.PhaseDrafting},
+	"diagnose": {thread.PhaseStuck},
+	"review":   {thread.PhasePendingReview},
+	"resume":   {thread.PhaseRunning, thread.PhaseVerifying, thread.PhasePreflight, thread.PhasePolishing},
+}
+
+// allowedCommands lists the `ralph thread` verbs that phase p accepts.
+func allowedCommands(p thread.Phase) []string {
+	var out []string
+	for _, v := range threadVerbs {
+		if _, ok := v.phases[p]; ok {
+			out = append(out, v.name)
+		}
+	}
+	for name, ps := range extraVerbs {
+		if slices.Contains(ps, p) && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// WrongVerbError is a verb the thread's phase does not accept.
+type WrongVerbError struct {
+	ID      string
+	Phase   thread.Phase
+	Verb    string
+	Allowed []string
+}
+
+func (e *WrongVerbError) Error() string {
+	if e.Phase.Terminal() {
+		return fmt.Sprintf("thread %s is %s, which is final: `%s` does not apply; start a new thread with `ralph thread new`", e.ID, e.Phase, e.Verb)
+	}
+	return fmt.Sprintf("thread %s is %s, which does not accept `%s`; allowed in %s: %s",
+		e.ID, e.Phase, e.Verb, e.Phase, strings.Join(e.Allowed, ", "))
+}
+
+func newThreadCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "thread",
+		Short: "Take one feature or fix from spec to commit: its spec, branch, baseline and phase",
+		Long: `A thread is one feature or fix with its own spec, branch, baseline and phase.
+Its phases and transitions are those of 'ralph diagram thread'. Four steps
+always need you: finalize (the spec), handling a stuck thread, approve and
+commit. Nothing else can take them, not agent output, a flag or quick mode.
+
+Commands without an ID work on the active thread ('ralph thread switch ID').`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newThreadNewCmd(env), newThreadListCmd(env), newThreadShowCmd(env), newThreadSwitchCmd(env),
+		newThreadDraftCmd(env), newThreadSpecCmd(env), newThreadDiagnoseCmd(env))
+	for _, v := range threadVerbs {
+		cmd.AddCommand(newThreadVerbCmd(env, v))
+	}
+	return cmd
+}
+
+func newThreadNewCmd(env *Env) *cobra.Command {
+	opts := &ThreadOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "new TITLE",
+		Short: "Create a thread in Drafting and make it the active one",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(strings.Join(args, " ")) == "" {
+				return usageErrorf("thread new needs a title: ralph thread new \"add due dates to todos\"")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc, err := openThreads(cmd, opts)
+			if err != nil {
+				return err
+			}
+			mode := thread.ModeMethodical
+			if opts.Quick {
+				mode = thread.ModeQuick
+			}
+			title := strings.TrimSpace(strings.Join(args, " "))
+			var t thread.Thread
+			if opts.ID != "" {
+				t, err = createWithID(tc.dir, opts.ID, title, mode)
+			} else {
+				t, err = thread.Create(tc.dir, title, mode)
+			}
+			if err != nil {
+				return err
+			}
+			if err := thread.SetActive(tc.dir, t.ID); err != nil {
+				return err
+			}
+			tc.t = t
+			tc.logTransition("", thread.PhaseDrafting, "new", thread.SourceHuman)
+			if opts.JSON {
+				return tc.printJSON()
+			}
+			fmt.Fprintf(env.IO.Out, "thread %s created (%s mode), now active: %s\n", t.ID, mode, title)
+			fmt.Fprintln(env.IO.Out, "next: ralph thread draft \"what you want\" (or ralph thread spec FILE), then ralph thread finalize")
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Quick, "quick", false, "quick mode: skip assessment, use the default configuration and skip polish (never the human checkpoints)")
+	cmd.Flags().StringVar(&opts.ID, "id", "", "the thread's id (default: generated)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the thread as JSON")
+	return cmd
+}
+
+func createWithID(ralphDir, id, title string, mode thread.Mode) (thread.Thread, error) {
+	if err := thread.ValidateID(id); err != nil {
+		return thread.Thread{}, &UsageError{Err: err}
+	}
+	if err := os.MkdirAll(ralphDir+"/threads", 0o755); err != nil {
+		return thread.Thread{}, err
+	}
+	if err := os.Mkdir(thread.Dir(ralphDir, id), 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return thread.Thread{}, usageErrorf("thread %s exists already: pick another --id", id)
+		}
+		return thread.Thread{}, err
+	}
+	t, err := thread.New(id, title, mode, time.Now())
+	if err != nil {
+		return t, err
+	}
+	return t, thread.Save(ralphDir, &t)
+}
+
+// ThreadSummary is one line of `ralph thread list --json`.
+type ThreadSummary struct {
+	ID      string       `json:"id"`
+	Title   string       `json:"title"`
+	Mode    thread.Mode  `json:"mode"`
+	Phase   thread.Phase `json:"phase"`
+	Active  bool         `json:"active"`
+	Branch  string       `json:"branch,omitempty"`
+	Updated time.Time    `json:"updated_at"`
+}
+
+func newThreadListCmd(env *Env) *cobra.Command {
+	opts := &ThreadOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the threads with their phases",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc, err := openThreads(cmd, opts)
+			if err != nil {
+				return err
+			}
+			ts, lerr := thread.List(tc.dir)
+			active, _ := thread.ActiveThread(tc.dir)
+			out := []ThreadSummary{}
+			for _, t := range ts {
+				out = append(out, ThreadSummary{ID: t.ID, Title: t.Title, Mode: t.Mode, Phase: t.Phase.Type, Active: t.ID == active, Branch: t.Branch, Updated: t.UpdatedAt})
+			}
+			if opts.JSON {
+				b, _ := json.MarshalIndent(out, "", "  ")
+				fmt.Fprintln(env.IO.Out, string(b))
+			} else {
+				if len(out) == 0 {
+					fmt.Fprintln(env.IO.Out, "no threads yet: ralph thread new \"title\"")
+				}
+				for _, s := range out {
+					mark := " "
+					if s.Active {
+						mark = "*"
+					}
+					fmt.Fprintf(env.IO.Out, "%s %s  %-15s %-10s %s\n", mark, s.ID, s.Phase, s.Mode, s.Title)
+				}
+			}
+			return lerr
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newThreadShowCmd(env *Env) *cobra.Command {
+	opts := &ThreadOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "show [ID]",
+		Short: "Show a thread: phase, spec, baseline, configuration, evidence and the verbs allowed now",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc, err := openThread(cmd, opts, args)
+			if err != nil {
+				return err
+			}
+			if opts.JSON {
+				return tc.printJSON()
+			}
+			tc.printShow()
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newThreadSwitchCmd(env *Env) *cobra.Command {
+	opts := &ThreadOptions{Env: env}
+	return &cobra.Command{
+		Use:   "switch ID",
+		Short: "Make a thread the active one",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("thread switch needs the thread's id: ralph thread switch ID (see ralph thread list)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc, err := openThread(cmd, opts, args)
+			if err != nil {
+				return err
+			}
+			if err := thread.SetActive(tc.dir, tc.t.ID); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.IO.Out, "active thread: %s (%s) %s\n", tc.t.ID, tc.t.Phase.Type, tc.t.Title)
+			return nil
+		},
+	}
+}
+
+func newThreadDiagnoseCmd(env *Env) *cobra.Command {
+	opts := &ThreadOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "diagnose [ID]",
+		Short: "Show what a stuck thread kept: spec version, iterations, criteria, closest output, diff",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc, err := openThread(cmd, opts, args)
+			if err != nil {
+				return err
+			}
+			if err := tc.requireExtra("diagnose"); err != nil {
+				return err
+			}
+			if opts.JSON {
+				b, _ := json.MarshalIndent(tc.t.Stuck, "", "  ")
+				fmt.Fprintln(env.IO.Out, string(b))
+				return nil
+			}
+			tc.printDiagnosis()
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newThreadVerbCmd(env *Env, v cliVerb) *cobra.Command {
+	opts := &ThreadOptions{Env: env}
+	use := v.name + " [ID]"
+	if v.name == "request-changes" {
+		use = v.name + " [ID] [WHAT TO FIX]"
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: v.short,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var idArgs, rest []string
+			if len(args) > 0 {
+				if v.name == "request-changes" {
+					if threadExists(cmd, env, args[0]) {
+						idArgs, rest = args[:1], args[1:]
+					} else {
+						rest = args
+					}
+				} else if len(args) == 1 {
+					idArgs = args
+				} else {
+					return usageErrorf("%s takes at most one thread id", v.name)
+				}
+			}
+			tc, err := openThread(cmd, opts, idArgs)
+			if err != nil {
+				return err
+			}
+			return tc.runVerb(v, strings.TrimSpace(strings.Join(rest, " ")))
+		},
+	}
+	f := cmd.Flags()
+	switch v.name {
+	case "start", "reconfigure", "assist", "resume", "retry":
+		f.StringSliceVar(&opts.Agents, "agent", nil, "agents in rotation order (repeat or comma-separate); all exhausted makes the thread stuck")
+		f.IntVar(&opts.MaxIterations, "max-iterations", 0, "iterations the loop may use (default: [build] max_iterations)")
+		f.StringArrayVar(&opts.Verifiers, "verify", nil, "a verifier command that must pass before the thread counts as implemented (repeatable)")
+	case "assess", "polish":
+		f.StringVar(&opts.Agent, "agent", "", "agent to run (default: the configured one)")
+	}
+	// --yes confirms the workspace reset of revise; it is accepted on the
+	// other verbs too so that a script passing it learns it changes nothing.
+	f.BoolVarP(&opts.Yes, "yes", "y", false, "confirm resetting the workspace to the baseline without asking (revise only; it never approves or commits)")
+	f.BoolVar(&opts.JSON, "json", false, "print the thread as JSON afterwards")
+	return cmd
+}
+
+func threadExists(cmd *cobra.Command, env *Env, id string) bool {
+	ws, _, err := openWorkspace(cmd.Context(), env)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(thread.Path(ws.Dir(), id))
+	return err == nil
+}
+
+func newThreadDraftCmd(env *Env) *cobra.Command {
+	opts := &ThreadOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "draft [ID] [MESSAGE]",
+		Short: "Talk with the agent about the spec: it writes or refines the draft",
+		Long: `Send one message of the spec conversation. The agent writes or refines the
+draft spec (.ralph/threads/<id>/draft.md); every message and reply is
+appended to .ralph/spec/threads/<id>.jsonl. On a terminal without a message
+the agent runs interactively. Finalize the draft with 'ralph thread finalize'.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var idArgs []string
+			if len(args) > 0 && threadExists(cmd, env, args[0]) {
+				idArgs, args = args[:1], args[1:]
+			}
+			tc, err := openThread(cmd, opts, idArgs)
+			if err != nil {
+				return err
+			}
+			if err := tc.requireExtra("draft"); err != nil {
+				return err
+			}
+			return tc.draft(strings.TrimSpace(strings.Join(args, " ")))
+		},
+	}
+	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to talk with (default: the configured one)")
+	return cmd
+}
+
+func newThreadSpecCmd(env *Env) *cobra.Command {
+	opts := &ThreadOptions{Env: env}
+	return &cobra.Command{
+		Use:   "spec [ID] FILE",
+		Short: "Use a spec written by hand as the thread's draft",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) > 2 {
+				return usageErrorf("thread spec needs the file: ralph thread spec [ID] FILE")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tc, err := openThread(cmd, opts, args[:len(args)-1])
+			if err != nil {
+				return err
+			}
+			if err := tc.requireExtra("spec"); err != nil {
+				return err
+			}
+			return tc.importSpec(args[len(args)-1])
+		},
+	}
+}
+
+// logTransition appends one thread transition to .ralph/events.jsonl.
+func (tc *threadCtx) logTransition(from, to thread.Phase, verb string, src thread.Source) {
+	type tr struct {
+		From    string `json:"from"`
+		To      string `json:"to"`
+		Trigger string `json:"trigger"`
+	}
+	line := struct {
+		Timestamp  time.Time `json:"timestamp"`
+		Thread     string    `json:"threadId"`
+		Source     string    `json:"source"`
+		Transition tr        `json:"transition"`
+	}{tc.env.Now().UTC(), tc.t.ID, string(src), tr{string(from), string(to), verb}}
+	_ = store.AppendJSONLine(tc.ws.Path("events.jsonl"), line)
+}
