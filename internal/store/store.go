@@ -49,12 +49,13 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	ok = true
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-// syncDir makes a rename durable: without it a power loss can forget the
-// new directory entry even though the file data reached the disk.
-func syncDir(dir string) error {
+// SyncDir makes a rename or a new directory entry durable: without it a
+// power loss can forget the entry even though the file data reached the
+// disk.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

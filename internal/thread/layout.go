@@ -127,7 +127,7 @@ func WriteSpec(ralphDir, id string, version int, content []byte) error {
 			return err
 		}
 	}
-	return syncDir(dir)
+	return store.SyncDir(dir)
 }
 
 func writeExclusive(path string, content []byte) error {
@@ -146,18 +146,6 @@ func writeExclusive(path string, content []byte) error {
 		os.Remove(path)
 	}
 	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return err
-	}
-	return nil
 }
 
 // ReadSpec reads revision version of the thread's spec.
