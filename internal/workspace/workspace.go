@@ -94,6 +94,8 @@ memory.db*
 memory.jsonl
 memory-queue.jsonl*
 context.md
+active_thread
+spec/threads/
 errors.log
 activity.log
 `
