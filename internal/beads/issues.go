@@ -155,18 +155,21 @@ func (c *Client) Ready(ctx context.Context, o ReadyOptions) ([]Issue, error) {
 }
 
 // decodeReady reads plain ready output (an array of issues) or the
-// molecule form {"steps":[{"issue":{...},"parallel_info":{"is_ready":...}}]},
-// of which it keeps the steps that are ready.
+// molecule form {"molecule_id":...,"steps":[{"issue":{...},"parallel_info":
+// {"is_ready":...}}]}, of which it keeps the steps that are ready ("steps"
+// is null once no step is ready).
 func decodeReady(p json.RawMessage) ([]Issue, error) {
 	var obj struct {
-		Steps []struct {
+		MoleculeID string `json:"molecule_id"`
+		Steps      []struct {
 			Issue        *Issue `json:"issue"`
 			ParallelInfo *struct {
 				IsReady *bool `json:"is_ready"`
 			} `json:"parallel_info"`
 		} `json:"steps"`
 	}
-	if t := strings.TrimSpace(string(p)); strings.HasPrefix(t, "{") && json.Unmarshal(p, &obj) == nil && obj.Steps != nil {
+	if t := strings.TrimSpace(string(p)); strings.HasPrefix(t, "{") && json.Unmarshal(p, &obj) == nil && (obj.Steps != nil || obj.MoleculeID != "") {
+		// A finished molecule has "steps": null and nothing is ready.
 		var out []Issue
 		for _, s := range obj.Steps {
 			if s.Issue == nil {

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 )
 
@@ -68,9 +69,10 @@ func executable() (string, error) {
 	return filepath.Abs(name)
 }
 
+// isTerminal reports whether f is a terminal (a tty that answers the
+// terminal ioctl), not merely a character device such as /dev/null.
 func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return f != nil && isatty.IsTerminal(f.Fd())
 }
 
 // Main runs ralph with the process's arguments and returns its exit code.

@@ -16,8 +16,9 @@ import (
 
 // StatusOptions holds the flags of `ralph status`.
 type StatusOptions struct {
-	Env  *Env
-	JSON bool
+	Env   *Env
+	JSON  bool
+	Tasks string
 }
 
 // StatusReport is what `ralph status --json` prints.
@@ -72,6 +73,7 @@ func newStatusCmd(env *Env) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "task source as for build (e.g. beads:MOLECULE-ID to show the molecule's progress)")
 	return cmd
 }
 
@@ -89,7 +91,7 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	src, srcErr := resolveSource(ws, cfg, "", "")
+	src, srcErr := resolveSource(ws, cfg, opts.Tasks, "")
 	if srcErr == nil {
 		rep.TaskFile, rep.TaskSource = ws.Rel(src.Path()), string(src.Kind())
 		if board, err := src.Load(); err == nil {

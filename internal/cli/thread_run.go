@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,9 @@ type threadCtx struct {
 	dir  string // .ralph
 	t    thread.Thread
 	lock *store.Lock
+	// in reads answers from inSrc (the command's standard input).
+	in    *bufio.Reader
+	inSrc io.Reader
 }
 
 // threadConf is threads/<id>/config.json: the Configuring phase's choices
@@ -912,6 +916,9 @@ func (tc *threadCtx) runLoop() error {
 	if err := tc.saveConf(conf); err != nil {
 		return err
 	}
+	if why := tc.agentsExhausted(conf.Agents); why != "" {
+		return tc.stuck(base, why, nil)
+	}
 	if spec, err := thread.ReadSpec(tc.dir, tc.t.ID, tc.t.SpecVersion); err == nil {
 		if p := specPromise(spec); p != "" && p != "COMPLETE" && !resuming {
 			store.AppendFile(tc.ws.Path("context.md"), []byte(fmt.Sprintf("- (thread %s) when every story is done, end your final message with <promise>%s</promise> on a line of its own\n", tc.t.ID, p)))
@@ -932,6 +939,7 @@ func (tc *threadCtx) runLoop() error {
 		}
 		s.opts.Fallbacks = append(s.opts.Fallbacks, f)
 	}
+	s.opts.MaxLimitWait = threadMaxLimitWait
 	tc.out("running the loop for thread %s: spec v%d, iterations %d/%d used", tc.t.ID, tc.t.SpecVersion, base, conf.MaxIterations)
 	rep, runErr := loop.Build(tc.ctx, tc.ws, s.opts)
 	// Another command may have moved the thread meanwhile (abandon).
@@ -955,6 +963,8 @@ func (tc *threadCtx) runLoop() error {
 			return err
 		}
 		return &ExitError{Code: ExitInterrupted, Msg: fmt.Sprintf("thread %s paused; nothing is lost: ralph thread resume | reconfigure | abandon", tc.t.ID)}
+	case errors.Is(runErr, loop.ErrAllLimited):
+		return tc.stuck(used, runErr.Error(), nil)
 	case errors.Is(runErr, loop.ErrNeedsHuman) || rep.Outcome == loop.OutcomeNeedsHuman:
 		return tc.stuck(used, "only blocked stories are left", nil)
 	case runErr != nil:
@@ -965,6 +975,30 @@ func (tc *threadCtx) runLoop() error {
 		return tc.apply(thread.Event{Verb: thread.VerbClaimDone, Source: thread.SourceAgent, Iteration: used, RunID: rep.RunID}, "claim_done")
 	}
 	return fmt.Errorf("the loop ended with outcome %q; thread %s stays Running: `ralph thread resume`", rep.Outcome, tc.t.ID)
+}
+
+// threadMaxLimitWait is the longest a thread's loop waits for a usage
+// limit to reset when every configured agent is cooling down; beyond it
+// the thread goes to Stuck (all agents exhausted) for a person to decide.
+var threadMaxLimitWait = 10 * time.Minute
+
+// agentsExhausted says why no configured agent can run within
+// threadMaxLimitWait (the cooldowns in .ralph/state.json), "" when one can.
+func (tc *threadCtx) agentsExhausted(agents []string) string {
+	st, err := loop.LoadState(tc.ws)
+	if err != nil || st == nil || len(agents) == 0 {
+		return ""
+	}
+	limit := tc.env.Now().Add(threadMaxLimitWait)
+	var parts []string
+	for _, name := range agents {
+		until, ok := st.Cooldowns[name]
+		if !ok || !until.After(limit) {
+			return ""
+		}
+		parts = append(parts, fmt.Sprintf("%s until %s", name, until.Local().Format("15:04:05")))
+	}
+	return fmt.Sprintf("%v: every agent is cooling down after a usage limit (%s)", loop.ErrAllLimited, strings.Join(parts, ", "))
 }
 
 // stuck records what the failed attempt leaves and moves to Stuck.
@@ -1229,6 +1263,15 @@ func (tc *threadCtx) commitHumanEdits(what string) error {
 
 // ---- Reset, review, commit ----
 
+// input reads the person's answers: one buffered reader for the Stuck
+// menu and the questions it leads to, so that no typed-ahead line is lost.
+func (tc *threadCtx) input() *bufio.Reader {
+	if tc.in == nil || tc.inSrc != tc.env.IO.In {
+		tc.in, tc.inSrc = bufio.NewReader(tc.env.IO.In), tc.env.IO.In
+	}
+	return tc.in
+}
+
 func (tc *threadCtx) confirm(question string) bool {
 	if tc.opts.Yes {
 		return true
@@ -1237,7 +1280,7 @@ func (tc *threadCtx) confirm(question string) bool {
 		return false
 	}
 	fmt.Fprintf(tc.env.IO.Out, "%s [y/N] ", question)
-	line, _ := bufio.NewReader(tc.env.IO.In).ReadString('\n')
+	line, _ := tc.input().ReadString('\n')
 	a := strings.ToLower(strings.TrimSpace(line))
 	return a == "y" || a == "yes"
 }
@@ -1403,6 +1446,7 @@ type ThreadView struct {
 	Conversation     string      `json:"conversation"`
 	Messages         int         `json:"messages"`
 	Running          bool        `json:"running"`
+	StuckReason      string      `json:"stuck_reason,omitempty"`
 }
 
 func (tc *threadCtx) view() ThreadView {
@@ -1428,6 +1472,10 @@ func (tc *threadCtx) view() ThreadView {
 	msgs, _ := thread.ReadConversation(tc.dir, t.ID)
 	v.Messages = len(msgs)
 	_, v.Running = store.Held(tc.lockPath())
+	if t.Phase.Type == thread.PhaseStuck {
+		b, _ := os.ReadFile(tc.path("stuck_reason.txt"))
+		v.StuckReason = strings.TrimSpace(string(b))
+	}
 	return v
 }
 
@@ -1580,7 +1628,7 @@ func (tc *threadCtx) printDiagnosis() {
 
 // stuckPrompt is the Stuck box as a question on a terminal.
 func (tc *threadCtx) stuckPrompt() error {
-	r := bufio.NewReader(tc.env.IO.In)
+	r := tc.input()
 	for {
 		fmt.Fprint(tc.env.IO.Out, "choose [R/C/M/A/D] (empty to decide later): ")
 		line, err := r.ReadString('\n')

@@ -242,6 +242,11 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 				fmt.Fprintf(opts.Out, "■ interrupted: iteration %d recorded as interrupted; run `ralph build` again to resume\n", m.Iteration)
 				return rep, ErrInterrupted
 			}
+			if errors.Is(err, ErrAllLimited) {
+				rep.Outcome, reason = OutcomeInterrupted, err.Error()
+				rep.Iterations = b.st.Machine.Iteration
+				return rep, err
+			}
 			rep.Outcome, reason = OutcomeError, err.Error()
 			rep.Iterations = b.st.Machine.Iteration
 			r.logError("%s: %v", m.State, err)
@@ -632,6 +637,12 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		var ok bool
 		var until time.Time
 		spec, ok, until = b.availableAgent(b.opts.now())
+		if !ok && b.opts.MaxLimitWait > 0 && until.Sub(b.opts.now()) > b.opts.MaxLimitWait {
+			err := fmt.Errorf("%w: every agent is cooling down after a usage limit (%s)", ErrAllLimited, b.cooldownSummary())
+			fmt.Fprintf(b.opts.Out, "  ⏸ %v; not waiting longer than %s\n", err, b.opts.MaxLimitWait)
+			b.event("%v", err)
+			return Event{}, err
+		}
 		if !ok {
 			msg := "all agents are limited (" + b.cooldownSummary() + "); waiting for the earliest reset"
 			fmt.Fprintf(b.opts.Out, "  ⏸ %s\n", msg)
@@ -1032,6 +1043,9 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		if eventID != "" && hash != "" {
 			b.mem.Link(bg, eventID, "commit", hash)
 		}
+	}
+	if a, ok := b.src.(Auditor); ok && !m.Partial {
+		b.audit(bg, a, story.ID, hash)
 	}
 	after, err := b.gitDelta(bg, b.rec, gitx.Snapshot{Head: b.attemptHead()})
 	if err == nil {

@@ -72,6 +72,10 @@ type Options struct {
 	// LimitCooldown is how long an agent cools down after a limit whose
 	// reset time it did not say.
 	LimitCooldown time.Duration
+	// MaxLimitWait, when set, bounds the wait for a usage limit to reset:
+	// when every agent is cooling down for longer, the run stops with
+	// ErrAllLimited instead of waiting (threads go to Stuck).
+	MaxLimitWait time.Duration
 	// LimitPatterns are matched, case-insensitively, against the final
 	// message and reported errors only, when the CLI gave no structured
 	// limit event.
@@ -113,6 +117,10 @@ type Report struct {
 
 // ErrInterrupted is returned when the run was stopped by the user.
 var ErrInterrupted = errors.New("interrupted")
+
+// ErrAllLimited is returned when every agent is cooling down after a usage
+// limit for longer than Options.MaxLimitWait. The run stays resumable.
+var ErrAllLimited = errors.New("all agents exhausted")
 
 // RunRecord is runs/<run-id>/run.json.
 type RunRecord struct {

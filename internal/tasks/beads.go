@@ -289,9 +289,9 @@ func beadsBlock(is beads.Issue) string {
 	return sb.String()
 }
 
-// MarkDone closes the issue with a reason (bd close --reason) and leaves an
-// audit comment (bd comments add). An issue already closed is left as it
-// is, so COMMIT may run again after a crash.
+// MarkDone closes the issue with a reason (bd close --reason), and the
+// molecule root once its last step is closed. An issue already closed is
+// left as it is, so COMMIT may run again after a crash.
 func (s *BeadsSource) MarkDone(storyID, subtaskID string, now time.Time) error {
 	if subtaskID != "" {
 		return fmt.Errorf("%s: issue %s: %w %q: beads issues have no subtasks", s.Path(), storyID, ErrSubtaskNotFound, subtaskID)
@@ -307,10 +307,8 @@ func (s *BeadsSource) MarkDone(storyID, subtaskID string, now time.Time) error {
 	if err := s.client.Close(ctx, storyID, "ralph: done and verified (checks passed, acceptance criteria met)"); err != nil {
 		return err
 	}
-	summary := fmt.Sprintf("ralph: %s done and verified at %s", storyID, now.UTC().Format(time.RFC3339))
-	if err := s.client.Comment(ctx, storyID, summary); err != nil {
-		return err
-	}
+	// The audit comment (bd comments add) is written by Audit, which the
+	// loop calls after the git commit with the iteration's summary.
 	return s.closeFinishedMolecule(ctx)
 }
 

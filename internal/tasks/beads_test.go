@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,7 +71,7 @@ func TestBeadsMarkDoneAndBlock(t *testing.T) {
 	src, _ := beadsFixture(t,
 		beadstest.Call{Args: "show rl-a --json", Stdout: `[{"id":"rl-a","status":"in_progress"}]`},
 		beadstest.Call{Args: "close rl-a --reason ralph: done and verified (checks passed, acceptance criteria met) --json", Stdout: `[{"id":"rl-a","status":"closed"}]`},
-		beadstest.Call{Args: "comments add rl-a ralph: rl-a done and verified at 2026-11-22T10:00:00Z --json", Stdout: `{"id":"x"}`},
+		beadstest.Call{Args: "comments add rl-a ralph: rl-a done and verified at 2026-11-22T10:00:00Z · agent fake · commit abc --json", Stdout: `{"id":"x"}`},
 		beadstest.Call{Args: "show rl-a --json", Stdout: `[{"id":"rl-a","status":"closed"}]`},
 		beadstest.Call{Args: "show rl-b --json", Stdout: `[{"id":"rl-b","status":"in_progress"}]`},
 		beadstest.Call{Args: "comments add rl-b Stuck: tests failed: exit 1 --json", Stdout: `{"id":"y"}`},
@@ -78,6 +79,9 @@ func TestBeadsMarkDoneAndBlock(t *testing.T) {
 		beadstest.Call{Args: "show rl-z --json", Stdout: `{"error":"no issues found matching the provided IDs"}`, Exit: 1},
 	)
 	if err := src.MarkDone("rl-a", "", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Audit(context.Background(), "rl-a", "ralph: rl-a done and verified at 2026-11-22T10:00:00Z · agent fake · commit abc\n"); err != nil {
 		t.Fatal(err)
 	}
 	if err := src.MarkDone("rl-a", "", now); err != nil { // idempotent

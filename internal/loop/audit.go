@@ -1,0 +1,60 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Auditor is implemented by task sources that keep an audit trail of their
+// own (beads: `bd comments add`). COMMIT calls it once per completed task,
+// after the git commit, with a one-line summary of the iteration: task id,
+// agent, duration, the checks that passed and the commit hash. A failure is
+// a warning, never fatal: the task is already done and committed.
+type Auditor interface {
+	Audit(ctx context.Context, taskID, summary string) error
+}
+
+// audit hands the iteration's summary to an Auditor source.
+func (b *builder) audit(ctx context.Context, a Auditor, storyID, hash string) {
+	if err := a.Audit(ctx, storyID, b.auditSummary(hash)); err != nil {
+		b.log.Warn("task source audit failed", "task", storyID, "err", err)
+		fmt.Fprintf(b.opts.Out, "  ⚠ could not record the audit note for %s in %s: %s\n", storyID, b.src.Kind(), clip(err.Error(), 300))
+	}
+}
+
+// auditSummary is the one-line account of the current iteration, e.g.
+// "ralph: rl-a done and verified at 2026-11-22T10:00:00Z · run r1
+// iteration 2 · agent claude · 41.2s · checks passed: test, lint · commit
+// 3f2a9c1d0b7e".
+func (b *builder) auditSummary(hash string) string {
+	now := b.opts.now()
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "ralph: %s done and verified at %s · run %s iteration %d", b.sel.TaskID(), now.UTC().Format(time.RFC3339), b.id, b.st.Machine.Iteration)
+	if b.rec != nil {
+		if b.rec.Agent != "" {
+			fmt.Fprintf(&sb, " · agent %s", b.rec.Agent)
+		}
+		if !b.rec.StartedAt.IsZero() {
+			fmt.Fprintf(&sb, " · %s", now.Sub(b.rec.StartedAt).Round(100*time.Millisecond))
+		}
+		var passed []string
+		for _, c := range b.rec.Checks {
+			if c.Passed {
+				passed = append(passed, c.Name)
+			}
+		}
+		if len(passed) > 0 {
+			fmt.Fprintf(&sb, " · checks passed: %s", strings.Join(passed, ", "))
+		} else {
+			sb.WriteString(" · no checks configured")
+		}
+	}
+	if hash != "" {
+		fmt.Fprintf(&sb, " · commit %s", hash)
+	} else {
+		sb.WriteString(" · not committed")
+	}
+	return sb.String()
+}
