@@ -26,7 +26,7 @@ const exitStatusHelp = `Exit status:
   1    error; the message says what went wrong and what to do
   2    usage error: unknown command, bad flag or argument
   3    blocked or stuck: a person must decide
-  4    iteration limit reached with work left
+  4    iteration limit or a budget reached with work left
   130  interrupted (Ctrl+C or SIGTERM)`
 
 // UsageError is an error in how ralph was called. It exits with code 2.

@@ -114,8 +114,8 @@ func NewRootCmd(env *Env) *cobra.Command {
 droid, Amp, Cursor, Copilot or any command) again and again over a PRD, one
 story per fresh agent process, until every story is done and verified.
 Memory lives in files and git, never in the model's context. ralph, not the
-agent, decides what is done: a story counts only when the PRD shows it
-checked and ralph's own checks pass.
+agent, decides what is done: a task counts only when ralph's own checks pass
+and its acceptance criteria are met; ralph then marks it and commits it.
 
 Start with 'ralph demo' to watch a whole run with no AI CLI installed.`,
 		SilenceErrors: true,
