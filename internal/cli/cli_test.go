@@ -316,7 +316,7 @@ func TestHelpShowsExitStatus(t *testing.T) {
 				`1\s+error`,
 				`2\s+usage error`,
 				`3\s+blocked or stuck`,
-				`4\s+iteration limit reached`,
+				`4\s+iteration limit or a budget reached`,
 				`130\s+interrupted`,
 			} {
 				if !regexp.MustCompile(`(?m)^\s+` + row).MatchString(table) {
