@@ -96,6 +96,8 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		rep.TaskFile, rep.TaskSource = ws.Rel(src.Path()), string(src.Kind())
 		if board, err := src.Load(); err == nil {
 			rep.Stories, rep.StoriesDone = len(board.Stories), len(board.Stories)-board.Remaining()
+		} else {
+			srcErr = fmt.Errorf("%s cannot be read: %s", ws.Rel(src.Path()), strings.ReplaceAll(err.Error(), ws.Root+"/", ""))
 		}
 	}
 	if st != nil {
