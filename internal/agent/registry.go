@@ -27,6 +27,27 @@ type Spec struct {
 	InstallHint string
 	// Builtin is false for agents defined in config or AGENT_CMD.
 	Builtin bool
+	// ModelFlag is the CLI's option that picks the model ("" when it has
+	// none), inserted at ModelAt in Headless, after the program and its
+	// subcommand, so that it can never split another option from its value.
+	ModelFlag string
+	ModelAt   int
+}
+
+// WithModel returns s set to run model. An empty model returns s as is; an
+// agent without a model option is an error that says how to choose one.
+func WithModel(s Spec, model string) (Spec, error) {
+	if model == "" {
+		return s, nil
+	}
+	if s.ModelFlag == "" || s.ModelAt < 1 || s.ModelAt > len(s.Headless) {
+		return s, fmt.Errorf("agent %s has no model option ralph knows: define [agents.NAME] with the model in its command and use that agent", s.Name)
+	}
+	argv := make([]string, 0, len(s.Headless)+2)
+	argv = append(argv, s.Headless[:s.ModelAt]...)
+	argv = append(argv, s.ModelFlag, model)
+	s.Headless = append(argv, s.Headless[s.ModelAt:]...)
+	return s, nil
 }
 
 // stripEnv lists inherited variables that make a nested agent CLI refuse to
@@ -39,6 +60,8 @@ var stripEnv = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"}
 var builtins = []Spec{
 	{
 		Name:        "codex",
+		ModelFlag:   "--model",
+		ModelAt:     2,
 		Headless:    []string{"codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "-"},
 		Interactive: []string{"codex", "--dangerously-bypass-approvals-and-sandbox", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatCodex,
@@ -46,6 +69,8 @@ var builtins = []Spec{
 	},
 	{
 		Name:        "claude",
+		ModelFlag:   "--model",
+		ModelAt:     1,
 		Headless:    []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"},
 		Interactive: []string{"claude", "--dangerously-skip-permissions", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatClaude,
@@ -53,6 +78,8 @@ var builtins = []Spec{
 	},
 	{
 		Name:        "droid",
+		ModelFlag:   "--model",
+		ModelAt:     2,
 		Headless:    []string{"droid", "exec", "--skip-permissions-unsafe", "-o", "stream-json", "-f", PromptPlaceholder},
 		Interactive: []string{"droid", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatDroid,
@@ -60,6 +87,8 @@ var builtins = []Spec{
 	},
 	{
 		Name:        "opencode",
+		ModelFlag:   "--model",
+		ModelAt:     2,
 		Headless:    []string{"opencode", "run", "--format", "json", "--auto"},
 		Interactive: []string{"opencode", "--prompt", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatOpencode,
@@ -67,6 +96,8 @@ var builtins = []Spec{
 	},
 	{
 		Name:        "gemini",
+		ModelFlag:   "--model",
+		ModelAt:     1,
 		Headless:    []string{"gemini", "-o", "stream-json", "--yolo", "--skip-trust"},
 		Interactive: []string{"gemini", "--yolo", "-i", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatGemini,
@@ -81,6 +112,8 @@ var builtins = []Spec{
 	},
 	{
 		Name:        "cursor-agent",
+		ModelFlag:   "--model",
+		ModelAt:     1,
 		Headless:    []string{"cursor-agent", "-p", "--force", "--output-format", "stream-json", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Interactive: []string{"cursor-agent", "--force", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatCursor,
@@ -88,6 +121,8 @@ var builtins = []Spec{
 	},
 	{
 		Name:        "copilot",
+		ModelFlag:   "--model",
+		ModelAt:     1,
 		Headless:    []string{"copilot", "--allow-all-tools", "--no-ask-user", "-p", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Interactive: []string{"copilot", "--allow-all-tools", "-i", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatPlain,

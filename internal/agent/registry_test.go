@@ -89,3 +89,33 @@ func TestBuiltinsNeverPutThePromptOnTheCommandLine(t *testing.T) {
 		}
 	}
 }
+
+func TestWithModelInsertsTheFlagAfterTheSubcommand(t *testing.T) {
+	specs := map[string]Spec{}
+	for _, s := range Builtins() {
+		specs[s.Name] = s
+	}
+	for name, want := range map[string][]string{
+		"codex":  {"codex", "exec", "--model", "gpt-x", "--json"},
+		"claude": {"claude", "--model", "gpt-x", "-p"},
+		"droid":  {"droid", "exec", "--model", "gpt-x", "--skip-permissions-unsafe"},
+	} {
+		got, err := WithModel(specs[name], "gpt-x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got.Headless[:len(want)], " ") != strings.Join(want, " ") {
+			t.Errorf("%s: argv %q, want it to start %q", name, got.Headless, want)
+		}
+		if len(got.Headless) != len(specs[name].Headless)+2 || len(specs[name].Headless) == len(got.Headless) {
+			t.Errorf("%s: the original argv changed or the model was not added once", name)
+		}
+	}
+	if _, err := WithModel(specs["amp"], "x"); err == nil || !strings.Contains(err.Error(), "[agents.NAME]") {
+		t.Errorf("amp has no model flag, want an error that says what to do, got %v", err)
+	}
+	same, err := WithModel(specs["amp"], "")
+	if err != nil || strings.Join(same.Headless, " ") != strings.Join(specs["amp"].Headless, " ") {
+		t.Errorf("an empty model changed the spec: %v %v", same.Headless, err)
+	}
+}

@@ -149,6 +149,10 @@ Start with 'ralph demo' to watch a whole run with no AI CLI installed.`,
 		newDoctorCmd(env),
 		newThreadCmd(env),
 		newMemoryCmd(env),
+		newRunCmd(env, nil),
+		newQuestionsCmd(env),
+		newAnswerCmd(env),
+		newMetricsCmd(env),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(root.FlagErrorFunc())

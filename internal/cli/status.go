@@ -50,6 +50,7 @@ type StatusReport struct {
 	Budget        *loop.Budget          `json:"budget,omitempty"`
 	LastIteration *loop.IterationRecord `json:"last_iteration,omitempty"`
 	Beads         *BeadsStatus          `json:"beads,omitempty"`
+	Session       *SessionStatus        `json:"session,omitempty"`
 	Extra         map[string]string     `json:"-"`
 }
 
@@ -141,6 +142,7 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		rep.Beads = beadsStatus(src, &rep)
 	}
 	rep.PendingHints = countHints(ws.Path("context.md"))
+	rep.Session = activeSessionStatus(ws, env.Now())
 	out := env.IO.Out
 	if opts.JSON {
 		enc := json.NewEncoder(out)
@@ -156,6 +158,9 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		fmt.Fprintf(out, "last run %s finished: %s (%s)\n", rep.RunID, rep.Outcome, rep.Reason)
 	default:
 		fmt.Fprintf(out, "run %s stopped in %s: `ralph build` resumes it\n", rep.RunID, rep.State)
+	}
+	if rep.Session != nil {
+		printSessionStatus(env, rep.Session)
 	}
 	if srcErr != nil {
 		fmt.Fprintf(out, "task file: %v\n", srcErr)

@@ -53,7 +53,33 @@ type Config struct {
 	Breaker       BreakerSection         `toml:"breaker"`
 	Checks        []CheckConfig          `toml:"checks"`
 	Memory        MemorySection          `toml:"memory"`
+	Session       SessionSection         `toml:"session"`
+	// Roles picks the agent, and optionally the model, of each role of a
+	// `ralph run` session: planner, questioner, executor, reviewer,
+	// goal-check. A role without an entry uses the run's agent.
+	Roles map[string]RoleConfig `toml:"roles"`
 }
+
+// SessionSection is the retry policy of `ralph run` sessions (seed 002).
+type SessionSection struct {
+	MaxTaskAttempts    int `toml:"max_task_attempts"`
+	MaxQACycles        int `toml:"max_qa_cycles"`
+	MaxPlanningRetries int `toml:"max_planning_retries"`
+	MaxGoalChecks      int `toml:"max_goal_checks"`
+	// AgentRetries is how often a failed role run (network error, crash)
+	// is retried, waiting RetryBackoff, then twice as long each time.
+	AgentRetries int      `toml:"agent_retries"`
+	RetryBackoff Duration `toml:"retry_backoff"`
+}
+
+// RoleConfig chooses the agent and model of one session role.
+type RoleConfig struct {
+	Agent string `toml:"agent"`
+	Model string `toml:"model"`
+}
+
+// RoleNames are the roles [roles.NAME] may configure.
+var RoleNames = []string{"planner", "questioner", "executor", "reviewer", "goal-check"}
 
 // MemorySection chooses the memory store.
 type MemorySection struct {
@@ -183,6 +209,8 @@ func Default() Config {
 		Loop:    LoopSection{MaxRetries: 2, ContextSoft: 70, ContextHard: 80},
 		Breaker: BreakerSection{NoProgress: 3, SameError: 3, PermissionDenials: 3, Cooldown: Duration{5 * time.Minute}},
 		Memory:  MemorySection{Store: "sqlite", PasswordEnv: "NEO4J_PASSWORD"},
+		Session: SessionSection{MaxTaskAttempts: 3, MaxQACycles: 3, MaxPlanningRetries: 2, MaxGoalChecks: 3,
+			AgentRetries: 3, RetryBackoff: Duration{5 * time.Second}},
 	}
 }
 
@@ -266,6 +294,18 @@ func (c Config) validate() error {
 	for name, a := range c.Agents {
 		if len(a.Command) == 0 && len(a.Interactive) == 0 {
 			return fmt.Errorf("[agents.%s] needs command = [\"program\", \"args\"...]", name)
+		}
+	}
+	if s := c.Session; s.MaxTaskAttempts < 1 || s.MaxQACycles < 1 || s.MaxPlanningRetries < 1 || s.MaxGoalChecks < 1 || s.AgentRetries < 0 {
+		return errors.New("[session] max_task_attempts, max_qa_cycles, max_planning_retries and max_goal_checks must be at least 1; agent_retries must not be negative")
+	}
+	for name := range c.Roles {
+		known := false
+		for _, r := range RoleNames {
+			known = known || r == name
+		}
+		if !known {
+			return fmt.Errorf("[roles.%s] is not a role: use %s", name, strings.Join(RoleNames, ", "))
 		}
 	}
 	for i, ch := range c.Checks {

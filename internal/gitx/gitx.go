@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -360,4 +361,41 @@ func (r *Repo) commitViaFile(ctx context.Context, message string) error {
 	}
 	_, err = r.git(ctx, "commit", "-F", f.Name())
 	return err
+}
+
+// Diff returns the changes of the work tree against from, untracked files
+// included (they are marked intent-to-add in the index so that git diff
+// shows them), cut to limit bytes. With stat only the diffstat is returned.
+func (r *Repo) Diff(ctx context.Context, from string, stat bool, limit int) (string, error) {
+	if strings.HasPrefix(from, "-") {
+		return "", fmt.Errorf("gitx: invalid revision %q", from)
+	}
+	if _, err := r.git(ctx, "add", "--all", "--intent-to-add"); err != nil {
+		return "", err
+	}
+	args := []string{"diff", "--no-color", "--no-ext-diff"}
+	if stat {
+		args = append(args, "--stat")
+	}
+	if from != "" {
+		args = append(args, from)
+	}
+	out, err := r.git(ctx, append(args, "--")...)
+	if err != nil {
+		return "", err
+	}
+	if limit > 0 && len(out) > limit {
+		return string(out[:limit]) + "\n… (diff cut at " + strconv.Itoa(limit) + " bytes)\n", nil
+	}
+	return string(out), nil
+}
+
+// LastCommit returns the hash and full message of HEAD.
+func (r *Repo) LastCommit(ctx context.Context) (hash, message string, err error) {
+	out, err := r.git(ctx, "log", "-1", "--format=%H%n%B")
+	if err != nil {
+		return "", "", err
+	}
+	hash, message, _ = strings.Cut(string(out), "\n")
+	return strings.TrimSpace(hash), message, nil
 }

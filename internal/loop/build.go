@@ -315,7 +315,7 @@ func (b *builder) transition(ev Event) error {
 		return err
 	}
 	b.log.Info("transition", "from", m.State, "to", next.State, "trigger", ev.Trigger, "task", taskID, "retry", next.RetryCount)
-	crashHook()
+	CrashHook()
 	return nil
 }
 
@@ -671,7 +671,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		}
 		limit, source := out.Result.Limit, "event"
 		if limit == nil && out.ExitCode != 0 {
-			limit, source = matchLimit(out.Result, b.opts.LimitPatterns), "pattern"
+			limit, source = MatchLimit(out.Result, b.opts.LimitPatterns), "pattern"
 		}
 		if limit == nil {
 			break

@@ -110,10 +110,10 @@ func (b *Breaker) open(reason string, now time.Time) {
 	b.Opened++
 }
 
-// matchLimit looks for a configured limit pattern in the agent's final
+// MatchLimit looks for a configured limit pattern in the agent's final
 // message and reported errors only: a limit mentioned in code or tool
 // output elsewhere in the stream is not a limit.
-func matchLimit(res agent.Result, patterns []string) *agent.Limit {
+func MatchLimit(res agent.Result, patterns []string) *agent.Limit {
 	hay := strings.ToLower(res.FinalMessage + "\n" + strings.Join(res.Errors, "\n"))
 	for _, p := range patterns {
 		if p != "" && strings.Contains(hay, strings.ToLower(p)) {

@@ -153,7 +153,9 @@ var crashAfter, transitions = func() int {
 	return n
 }(), 0
 
-func crashHook() {
+// CrashHook counts one persisted transition; callers invoke it right after
+// writing the state a crash must resume from.
+func CrashHook() {
 	if crashAfter <= 0 {
 		return
 	}

@@ -31,6 +31,26 @@ const (
 	Review Kind = "review"
 )
 
+// The prompts of the roles of a seed-002 session. Each run ends its reply
+// with a JSON result (see role.ParseResult); ralph, not the agent, keeps the
+// session's files and commits.
+const (
+	// Planner writes or revises the session plan and returns the task
+	// list; {{MODE}} is INITIALIZE, UPDATE or QA_COORDINATE.
+	Planner Kind = "planner"
+	// Questioner answers the planner's questions from the code and the
+	// request, and sets aside those only a person can answer.
+	Questioner Kind = "questioner"
+	// Executor implements one task of the session.
+	Executor Kind = "executor"
+	// SessionReview judges one executed task against its success
+	// criteria. (Review is the single-loop story review.)
+	SessionReview Kind = "session-review"
+	// GoalCheck checks the whole request against everything done once
+	// every task is done.
+	GoalCheck Kind = "goal-check"
+)
+
 // FileName is the template's file name, also the name of its override.
 func (k Kind) FileName() string { return "PROMPT_" + string(k) + ".md" }
 

@@ -1,9 +1,11 @@
 package prompt
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,5 +82,151 @@ func TestValuesAreNotExpandedAgain(t *testing.T) {
 	out, err := tpl.Render(map[string]string{"STORY_BLOCK": "use {{RUN_ID}} literally", "RUN_ID": "x"})
 	if err != nil || out != "[use {{RUN_ID}} literally]" {
 		t.Fatalf("out=%q err=%v", out, err)
+	}
+}
+
+// sessionCommon is the variables every session-role template uses.
+var sessionCommon = []string{
+	"REPO_ROOT", "SESSION_ID", "SESSION_DIR", "REQUEST", "PLAN_PATH", "TASKS_PATH", "PROGRESS_PATH", "RESULT_FORMAT",
+}
+
+// sessionKinds is each session-role template with exactly the variables it
+// uses, beyond sessionCommon, and its required first line.
+var sessionKinds = []struct {
+	kind      Kind
+	file      string
+	vars      []string
+	firstLine string
+	lines     []string // lines that must appear exactly, before rendering
+}{
+	{Planner, "PROMPT_planner.md", []string{"MODE", "QA", "FEEDBACK"},
+		"# Ralph session role: planner", []string{"Mode: {{MODE}}"}},
+	{Questioner, "PROMPT_questioner.md", []string{"QUESTIONS"},
+		"# Ralph session role: questioner", nil},
+	{Executor, "PROMPT_executor.md", []string{"TASK_ID", "TASK_TITLE", "TASK_CRITERIA", "ATTEMPT", "MAX_ATTEMPTS", "FEEDBACK", "QUALITY_GATES"},
+		"# Ralph session role: executor", []string{"Execute {{TASK_ID}}, attempt {{ATTEMPT}} of {{MAX_ATTEMPTS}}"}},
+	{SessionReview, "PROMPT_session-review.md", []string{"TASK_ID", "TASK_TITLE", "TASK_CRITERIA", "ATTEMPT", "DIFF", "CHECKS", "EXECUTOR_SUMMARY"},
+		"# Ralph session role: reviewer", []string{"Review {{TASK_ID}}, attempt {{ATTEMPT}}"}},
+	{GoalCheck, "PROMPT_goal-check.md", []string{"TASKS", "DIFF_STAT", "BASELINE"},
+		"# Ralph session role: goal-check", nil},
+}
+
+var placeholder = regexp.MustCompile(`\{\{([A-Z0-9_]+)\}\}`)
+
+func TestSessionKindsNameTheirFiles(t *testing.T) {
+	for _, sk := range sessionKinds {
+		if sk.kind.FileName() != sk.file {
+			t.Errorf("%s: FileName() = %q, want %q", sk.kind, sk.kind.FileName(), sk.file)
+		}
+		if Default(sk.kind) == "" {
+			t.Errorf("%s: no embedded template", sk.kind)
+		}
+	}
+}
+
+func TestSessionTemplatesUseExactlyTheirVariables(t *testing.T) {
+	for _, sk := range sessionKinds {
+		t.Run(string(sk.kind), func(t *testing.T) {
+			want := map[string]string{}
+			for _, v := range append(append([]string{}, sessionCommon...), sk.vars...) {
+				want[v] = "<" + strings.ToLower(v) + ">"
+			}
+			tpl, err := Load(sk.kind, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tpl.Source != "embedded" {
+				t.Fatalf("source = %q", tpl.Source)
+			}
+
+			used := map[string]bool{}
+			for _, m := range placeholder.FindAllStringSubmatch(tpl.Text, -1) {
+				used[m[1]] = true
+			}
+			for v := range want {
+				if !used[v] {
+					t.Errorf("the template does not use {{%s}}", v)
+				}
+			}
+			for v := range used {
+				if _, ok := want[v]; !ok {
+					t.Errorf("the template uses {{%s}}, which is not one of its variables", v)
+				}
+			}
+			lines := strings.Split(tpl.Text, "\n")
+			for _, l := range sk.lines {
+				if !slices.Contains(lines, l) {
+					t.Errorf("the template has no line %q", l)
+				}
+			}
+
+			out, err := tpl.Render(want)
+			if err != nil {
+				t.Fatalf("render with its variables: %v", err)
+			}
+			if strings.Contains(out, "{{") {
+				t.Error("placeholder left in output")
+			}
+			if first, _, _ := strings.Cut(out, "\n"); first != sk.firstLine {
+				t.Errorf("first line = %q, want %q", first, sk.firstLine)
+			}
+			if standaloneSignal.MatchString(out) || strings.Contains(out, "<promise>") {
+				t.Error("a session role has no promise signal to give")
+			}
+			for _, v := range []string{"<result_format>", "<request>", "<session_id>"} {
+				if !strings.Contains(out, v) {
+					t.Errorf("rendered prompt lacks %s", v)
+				}
+			}
+
+			// Without one of its variables, rendering fails and names it.
+			for _, v := range []string{"RESULT_FORMAT", sk.vars[0]} {
+				less := maps.Clone(want)
+				delete(less, v)
+				if _, err := tpl.Render(less); err == nil || !strings.Contains(err.Error(), "{{"+v+"}}") {
+					t.Errorf("render without %s: err = %v", v, err)
+				}
+			}
+		})
+	}
+}
+
+// The orchestrator owns commits and task marks; every role is told so.
+func TestSessionTemplatesLeaveCommitsAndMarksToRalph(t *testing.T) {
+	for _, sk := range sessionKinds {
+		text := Default(sk.kind)
+		for _, want := range []string{"do not commit", "push", "mark"} {
+			if !strings.Contains(strings.ToLower(text), want) {
+				t.Errorf("%s lacks %q", sk.file, want)
+			}
+		}
+	}
+}
+
+func TestLoadTakesASessionOverrideFromTheDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "PROMPT_session-review.md"), []byte("Judge {{TASK_ID}} in {{SESSION_ID}}."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := Load(SessionReview, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "PROMPT_session-review.md"); tpl.Source != want {
+		t.Errorf("source = %q, want %q", tpl.Source, want)
+	}
+	out, err := tpl.Render(map[string]string{"TASK_ID": "task-2", "SESSION_ID": "260131-144400"})
+	if err != nil || out != "Judge task-2 in 260131-144400." {
+		t.Fatalf("out=%q err=%v", out, err)
+	}
+
+	// A kind without an override in the directory falls back to the
+	// embedded template.
+	tpl, err = Load(GoalCheck, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tpl.Source != "embedded" || tpl.Text != Default(GoalCheck) {
+		t.Errorf("goal-check: source %q, want the embedded template", tpl.Source)
 	}
 }

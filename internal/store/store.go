@@ -107,13 +107,57 @@ func AppendFile(path string, data []byte) error {
 	return f.Close()
 }
 
-// AppendJSONLine appends v as one line of JSON to path.
+// AppendJSONLine appends v as one line of JSON to path. A torn last line,
+// left by a crash in the middle of an earlier append, is cut off first, so
+// that every complete line of the log stays valid JSON.
 func AppendJSONLine(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
+	if err := cutTornLine(path); err != nil {
+		return err
+	}
 	return AppendFile(path, append(b, '\n'))
+}
+
+// cutTornLine truncates path after its last newline when it does not end
+// with one. A missing or empty file is left alone.
+func cutTornLine(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return err
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, fi.Size()-1); err != nil {
+		return err
+	}
+	if last[0] == '\n' {
+		return nil
+	}
+	// Scan back in chunks for the last newline.
+	buf := make([]byte, 64*1024)
+	end := fi.Size()
+	for end > 0 {
+		start := max(end-int64(len(buf)), 0)
+		chunk := buf[:end-start]
+		if _, err := f.ReadAt(chunk, start); err != nil {
+			return err
+		}
+		if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
+			return f.Truncate(start + int64(i) + 1)
+		}
+		end = start
+	}
+	return f.Truncate(0)
 }
 
 // SchemaError reports a document written by a newer ralph than this one.

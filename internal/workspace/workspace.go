@@ -86,6 +86,7 @@ func (w *Workspace) LoadConfig() (config.Config, error) {
 const gitignore = `# ralph machine state and operational logs (not committed).
 runs/
 threads/
+sessions/
 .tmp/
 events.jsonl
 state.json

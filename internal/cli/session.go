@@ -1,0 +1,576 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/session"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/spf13/cobra"
+)
+
+// sessionMaxLimitWait is the longest a session sits out a usage limit in
+// place; a longer one stops it, to be resumed.
+var sessionMaxLimitWait = 10 * time.Minute
+
+// RunOptions holds the flags of `ralph run`.
+type RunOptions struct {
+	Env     *Env
+	Request string
+	Resume  bool
+	Session string
+	Agent   string
+}
+
+func newRunCmd(env *Env, runF func(*RunOptions) error) *cobra.Command {
+	opts := &RunOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "run \"REQUEST\" | run --resume [--session ID]",
+		Short: "Turn a request into a plan, tasks and reviewed commits (planner, questioner, executor, reviewer)",
+		Long: `run starts a session (seed 002's orchestrator) for one request: a planner
+writes plan.md and the task list, asking a questioner when something is
+unclear (questions only a person can answer are queued: ralph questions,
+ralph answer); an executor does one task at a time; ralph runs its checks
+and a reviewer judges the task's success criteria; ralph marks the task
+and commits it. When every task is [x], a holistic goal check compares the
+whole request with the work, re-planning what is missing.
+
+Everything lives in .ralph/sessions/<id>/: request.md, plan.md, tasks.md
+([ ] / [P] / [x]), progress.md (state and counters), qa.md, questions.json,
+reports/, logs/ and transitions.jsonl. A killed session resumes where it
+stopped with ralph run --resume; finished tasks are never repeated.
+
+Each role may use its own agent and model: [roles.planner] agent = "claude",
+model = "..." in .ralph/config.toml; the retry policy is under [session].`,
+		Example: `  ralph run "add a --verbose flag that logs each request"
+  ralph questions
+  ralph answer q-1 "log to stderr"
+  ralph run --resume
+  ralph metrics`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			req := strings.TrimSpace(strings.Join(args, " "))
+			switch {
+			case opts.Resume && req != "":
+				return usageErrorf("give a request or --resume, not both")
+			case !opts.Resume && req == "":
+				return usageErrorf("run needs a request: ralph run \"what to build\" (or ralph run --resume to continue a session)")
+			case opts.Session != "" && !opts.Resume:
+				return usageErrorf("--session picks the session to resume: use it with --resume")
+			}
+			opts.Request = req
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runSession(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Resume, "resume", false, "continue the active (or --session) session where it stopped")
+	cmd.Flags().StringVar(&opts.Session, "session", "", "the session to resume (default: the active one)")
+	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent for every role without [roles.NAME] agent in config")
+	return cmd
+}
+
+func sessionsDir(ws *workspace.Workspace) string { return ws.Path("sessions") }
+func activeSessionPath(ws *workspace.Workspace) string {
+	return filepath.Join(sessionsDir(ws), "active")
+}
+
+// sessionDir finds a session: id, or the active one when id is "".
+func sessionDir(ws *workspace.Workspace, id string) (string, error) {
+	if id == "" {
+		b, err := os.ReadFile(activeSessionPath(ws))
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("no session yet: start one with ralph run \"what to build\"")
+		}
+		if err != nil {
+			return "", err
+		}
+		id = strings.TrimSpace(string(b))
+	}
+	if strings.ContainsAny(id, `/\`) || id == "." || id == ".." || id == "active" {
+		return "", usageErrorf("invalid session id %q", id)
+	}
+	dir := filepath.Join(sessionsDir(ws), id)
+	if _, err := os.Stat(session.ProgressPath(dir)); err != nil {
+		known := listSessions(ws)
+		if len(known) == 0 {
+			return "", fmt.Errorf("no session %q: there are none yet; start one with ralph run \"what to build\"", id)
+		}
+		return "", fmt.Errorf("no session %q: known sessions are %s", id, strings.Join(known, ", "))
+	}
+	return dir, nil
+}
+
+func listSessions(ws *workspace.Workspace) []string {
+	entries, _ := os.ReadDir(sessionsDir(ws))
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() {
+			ids = append(ids, e.Name())
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func runSession(ctx context.Context, opts *RunOptions) error {
+	env := opts.Env
+	ws, cfg, err := openWorkspace(ctx, env)
+	if err != nil {
+		return err
+	}
+	if _, err := ws.EnsureStateFiles(env.Now()); err != nil {
+		return err
+	}
+	if err := ensureIgnored(ws, "sessions/"); err != nil {
+		return err
+	}
+	specs, err := roleAgents(env, cfg, opts.Agent)
+	if err != nil {
+		return err
+	}
+	lock, err := store.TryLock(ws.LockPath(), "ralph run")
+	if err != nil {
+		var le *store.LockedError
+		if errors.As(err, &le) {
+			return fmt.Errorf("another ralph is working in this repository (%v): wait for it to finish", le.Holder)
+		}
+		return err
+	}
+	defer lock.Unlock()
+
+	var dir string
+	if opts.Resume {
+		if dir, err = sessionDir(ws, opts.Session); err != nil {
+			return err
+		}
+		p, err := session.Load(dir)
+		if err != nil {
+			return err
+		}
+		if p.State.Final() {
+			verb := "complete"
+			if !p.State.Done {
+				verb = "failed (" + p.State.Reason + ")"
+			}
+			return fmt.Errorf("session %s is %s; start a new one with ralph run \"request\"", p.State.SessionID, verb)
+		}
+	} else {
+		bg := context.WithoutCancel(ctx)
+		snap, err := ws.Repo.Snapshot(bg)
+		if err != nil {
+			return err
+		}
+		if dirty := foreignChanges(ws, snap.Dirty); len(dirty) > 0 {
+			return fmt.Errorf("the work tree has uncommitted changes (%s): commit or stash them first, so that ralph's commits hold only the session's work", strings.Join(clipNames(dirty, 5), ", "))
+		}
+		id := session.NewID(env.Now())
+		dir = filepath.Join(sessionsDir(ws), id)
+		for n := 2; pathExists(dir); n++ {
+			dir = filepath.Join(sessionsDir(ws), fmt.Sprintf("%s-%d", id, n))
+		}
+		if err := session.Create(ws, dir, filepath.Base(dir), opts.Request, snap.Head, env.Now()); err != nil {
+			return err
+		}
+	}
+	if err := store.WriteFileAtomic(activeSessionPath(ws), []byte(filepath.Base(dir)+"\n"), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.IO.Out, "session %s · %s · %s\n", filepath.Base(dir), describeRoles(specs), ws.Rel(dir))
+	r := &session.Runner{
+		WS: ws, Dir: dir, Checks: checksFromConfig(cfg),
+		Invoker: &agentInvoker{env: env, ws: ws, cfg: cfg, specs: specs, dir: dir},
+		Policy: session.Policy{MaxTaskAttempts: cfg.Session.MaxTaskAttempts, MaxQACycles: cfg.Session.MaxQACycles,
+			MaxPlanningRetries: cfg.Session.MaxPlanningRetries, MaxGoalChecks: cfg.Session.MaxGoalChecks},
+		Backoff: cfg.Session.RetryBackoff.Duration, MaxAgentRetries: cfg.Session.AgentRetries,
+		MaxLimitWait: sessionMaxLimitWait, Out: env.IO.Out, Now: env.Now,
+	}
+	p, err := r.Run(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, loop.ErrInterrupted) || ctx.Err() != nil:
+		fmt.Fprintf(env.IO.Out, "interrupted: session %s is saved at %s; ralph run --resume continues it\n", p.State.SessionID, p.State.Current)
+		return &ExitError{Code: ExitInterrupted, Msg: "interrupted"}
+	case errors.Is(err, session.ErrWaitingForAnswers):
+		return &ExitError{Code: ExitNeedsHuman, Msg: "session " + p.State.SessionID + " waits for answers: ralph questions, ralph answer ID \"...\", then ralph run --resume"}
+	case errors.Is(err, session.ErrFailed):
+		return &ExitError{Code: ExitNeedsHuman, Msg: fmt.Sprintf("session %s failed: %s\nsee %s and %s; fix what blocks it and start again with ralph run \"request\"",
+			p.State.SessionID, p.State.Reason, ws.Rel(session.ProgressPath(dir)), ws.Rel(filepath.Join(dir, "reports")))}
+	}
+	return err
+}
+
+// foreignChanges are dirty paths outside .ralph/.
+func foreignChanges(ws *workspace.Workspace, dirty []string) []string {
+	var out []string
+	for _, f := range dirty {
+		if !strings.HasPrefix(f, workspace.DirName+"/") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func clipNames(l []string, n int) []string {
+	if len(l) <= n {
+		return l
+	}
+	return append(append([]string{}, l[:n]...), fmt.Sprintf("and %d more", len(l)-n))
+}
+
+func pathExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// ensureIgnored adds line to .ralph/.gitignore when a workspace made by an
+// older ralph lacks it.
+func ensureIgnored(ws *workspace.Workspace, line string) error {
+	p := ws.Path(".gitignore")
+	b, err := os.ReadFile(p)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(l) == line {
+			return nil
+		}
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		line = "\n" + line
+	}
+	return store.AppendFile(p, []byte(line+"\n"))
+}
+
+// roleAgents resolves each role's agent: [roles.NAME] agent and model,
+// else the run's agent (--agent, AGENT_CMD, config, default).
+func roleAgents(env *Env, cfg config.Config, flag string) (map[string]agent.Spec, error) {
+	base, err := resolveAgent(env, cfg, flag)
+	if err != nil {
+		return nil, err
+	}
+	specs := map[string]agent.Spec{}
+	for _, name := range config.RoleNames {
+		spec := base
+		rc := cfg.Roles[name]
+		if rc.Agent != "" {
+			if spec, err = namedAgent(cfg, rc.Agent, "[roles."+name+"] agent"); err != nil {
+				return nil, err
+			}
+		}
+		if spec, err = agent.WithModel(spec, rc.Model); err != nil {
+			return nil, fmt.Errorf("[roles.%s] model: %w", name, err)
+		}
+		argv, _ := agent.Argv(spec.Headless, "prompt.md")
+		if err := agent.CheckInstalled(spec, argv); err != nil {
+			return nil, fmt.Errorf("the %s's agent: %w", name, err)
+		}
+		specs[name] = spec
+	}
+	return specs, nil
+}
+
+func describeRoles(specs map[string]agent.Spec) string {
+	names := map[string][]string{}
+	var order []string
+	for _, role := range config.RoleNames {
+		n := specs[role].Name
+		if _, ok := names[n]; !ok {
+			order = append(order, n)
+		}
+		names[n] = append(names[n], role)
+	}
+	if len(order) == 1 {
+		return "agent " + order[0]
+	}
+	var parts []string
+	for _, n := range order {
+		parts = append(parts, strings.Join(names[n], ", ")+": "+n)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// agentInvoker runs a role with its agent; prompts and raw output go to
+// the session's logs/ folder.
+type agentInvoker struct {
+	env   *Env
+	ws    *workspace.Workspace
+	cfg   config.Config
+	specs map[string]agent.Spec
+	dir   string
+}
+
+func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, error) {
+	spec := a.specs[c.Role]
+	logs := filepath.Join(a.dir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return "", err
+	}
+	promptFile := filepath.Join(logs, c.Name+".prompt.md")
+	if err := store.WriteFileAtomic(promptFile, []byte(c.Prompt), 0o644); err != nil {
+		return "", err
+	}
+	logPath := filepath.Join(logs, c.Name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return "", err
+	}
+	defer logf.Close()
+	fmt.Fprintf(a.env.IO.Out, "── %s · agent %s ──\n", c.Role, spec.Name)
+	out, err := agent.Run(ctx, agent.Invocation{Spec: spec, Prompt: c.Prompt, PromptFile: promptFile, Dir: a.ws.Root,
+		Log: logf, Display: a.env.IO.Out, Timeout: a.cfg.Agent.Timeout.Duration, IdleTimeout: a.cfg.Agent.IdleTimeout.Duration})
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	if err != nil {
+		return "", err
+	}
+	l := out.Result.Limit
+	if l == nil && (out.ExitCode != 0 || out.Result.IsError) {
+		l = loop.MatchLimit(out.Result, a.cfg.Agent.LimitPatterns)
+	}
+	if l != nil {
+		reset := l.ResetsAt
+		if reset.IsZero() {
+			reset = a.env.Now().Add(a.cfg.Agent.LimitCooldown.Duration)
+		}
+		return "", &session.LimitError{Agent: spec.Name, ResetsAt: reset, Message: l.Message}
+	}
+	rel := a.ws.Rel(logPath)
+	switch {
+	case out.TimedOut:
+		return "", fmt.Errorf("%s timed out (output in %s)", spec.Name, rel)
+	case out.ExitCode != 0:
+		return "", fmt.Errorf("%s exited with code %d (output in %s)", spec.Name, out.ExitCode, rel)
+	}
+	return out.Result.FinalMessage, nil
+}
+
+// ---- questions, answer, metrics ----
+
+// QuestionsOptions holds the flags of `ralph questions`.
+type QuestionsOptions struct {
+	Env     *Env
+	Session string
+	All     bool
+	JSON    bool
+}
+
+func newQuestionsCmd(env *Env) *cobra.Command {
+	opts := &QuestionsOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "questions",
+		Short: "List the questions a session waits for a person to answer",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ws, _, err := openWorkspace(cmd.Context(), env)
+			if err != nil {
+				return err
+			}
+			dir, err := sessionDir(ws, opts.Session)
+			if err != nil {
+				return err
+			}
+			qs, err := session.LoadQuestions(dir)
+			if err != nil {
+				return err
+			}
+			if !opts.All {
+				qs = session.OpenQuestions(qs)
+			}
+			if qs == nil {
+				qs = []session.Question{}
+			}
+			if opts.JSON {
+				return writeJSON(env, qs)
+			}
+			if len(qs) == 0 {
+				fmt.Fprintf(env.IO.Out, "no open questions in session %s\n", filepath.Base(dir))
+				return nil
+			}
+			for _, q := range qs {
+				fmt.Fprintf(env.IO.Out, "%s  %s\n", q.ID, q.Text)
+				if !q.Open() {
+					fmt.Fprintf(env.IO.Out, "      answered: %s\n", q.Answer)
+				}
+			}
+			if open := session.OpenQuestions(qs); len(open) > 0 {
+				fmt.Fprintf(env.IO.Out, "answer with: ralph answer %s \"...\"\n", open[0].ID)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.Session, "session", "", "session id (default: the active one)")
+	cmd.Flags().BoolVar(&opts.All, "all", false, "include answered questions")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newAnswerCmd(env *Env) *cobra.Command {
+	var sessionID string
+	cmd := &cobra.Command{
+		Use:   "answer ID \"TEXT\"",
+		Short: "Answer a question a session is waiting on",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 || strings.TrimSpace(strings.Join(args[1:], " ")) == "" {
+				return usageErrorf("answer needs a question id and the answer: ralph answer q-1 \"use PostgreSQL\" (ralph questions lists them)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ws, _, err := openWorkspace(cmd.Context(), env)
+			if err != nil {
+				return err
+			}
+			dir, err := sessionDir(ws, sessionID)
+			if err != nil {
+				return err
+			}
+			q, err := session.AnswerQuestion(dir, args[0], strings.Join(args[1:], " "), env.Now())
+			if err != nil {
+				return err
+			}
+			qs, _ := session.LoadQuestions(dir)
+			open := session.OpenQuestions(qs)
+			fmt.Fprintf(env.IO.Out, "recorded the answer to %s\n", q.ID)
+			if len(open) > 0 {
+				fmt.Fprintf(env.IO.Out, "%d question(s) still open: ralph questions\n", len(open))
+			} else {
+				fmt.Fprintln(env.IO.Out, "no questions left: continue with ralph run --resume")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&sessionID, "session", "", "session id (default: the active one)")
+	return cmd
+}
+
+// MetricsOptions holds the flags of `ralph metrics`.
+type MetricsOptions struct {
+	Env     *Env
+	Session string
+	JSON    bool
+}
+
+func newMetricsCmd(env *Env) *cobra.Command {
+	opts := &MetricsOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "metrics",
+		Short: "Show a session's metrics: time in each state, success and rework rates, Q&A cycles, duration",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ws, _, err := openWorkspace(cmd.Context(), env)
+			if err != nil {
+				return err
+			}
+			dir, err := sessionDir(ws, opts.Session)
+			if err != nil {
+				return err
+			}
+			m, err := sessionMetrics(dir, env.Now())
+			if err != nil {
+				return err
+			}
+			if opts.JSON {
+				return writeJSON(env, m)
+			}
+			fmt.Fprint(env.IO.Out, m.Text())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.Session, "session", "", "session id (default: the active one)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	return cmd
+}
+
+func sessionMetrics(dir string, now time.Time) (session.Metrics, error) {
+	evs, err := session.ReadTransitions(session.TransitionsPath(dir))
+	if err != nil {
+		return session.Metrics{}, err
+	}
+	m := session.ComputeMetrics(evs, now)
+	if m.SessionID == "" {
+		m.SessionID = filepath.Base(dir)
+	}
+	return m, nil
+}
+
+func writeJSON(env *Env, v any) error {
+	enc := json.NewEncoder(env.IO.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// SessionStatus is the active session in `ralph status`.
+type SessionStatus struct {
+	ID            string          `json:"id"`
+	Request       string          `json:"request"`
+	State         string          `json:"state"`
+	Done          bool            `json:"done"`
+	Reason        string          `json:"reason,omitempty"`
+	CurrentTask   string          `json:"current_task,omitempty"`
+	Attempt       int             `json:"attempt,omitempty"`
+	Tasks         int             `json:"tasks"`
+	TasksDone     int             `json:"tasks_done"`
+	QACycles      int             `json:"qa_cycles"`
+	OpenQuestions int             `json:"open_questions"`
+	Metrics       session.Metrics `json:"metrics"`
+}
+
+// activeSessionStatus reads the active session, nil when there is none.
+func activeSessionStatus(ws *workspace.Workspace, now time.Time) *SessionStatus {
+	if !pathExists(activeSessionPath(ws)) {
+		return nil
+	}
+	dir, err := sessionDir(ws, "")
+	if err != nil {
+		return nil
+	}
+	p, err := session.Load(dir)
+	if err != nil {
+		return nil
+	}
+	st := &SessionStatus{ID: p.State.SessionID, Request: session.Request(dir), State: string(p.State.Current), Done: p.State.Done,
+		Reason: p.State.Reason, CurrentTask: p.State.CurrentTaskID, Attempt: p.State.CurrentAttemptNumber, QACycles: p.State.QACycleCount}
+	st.Tasks, st.TasksDone = p.Counts()
+	qs, _ := session.LoadQuestions(dir)
+	st.OpenQuestions = len(session.OpenQuestions(qs))
+	st.Metrics, _ = sessionMetrics(dir, now)
+	return st
+}
+
+func printSessionStatus(env *Env, st *SessionStatus) {
+	out := env.IO.Out
+	state := st.State
+	if st.Done {
+		state = "Complete, goal check passed"
+	}
+	fmt.Fprintf(out, "session %s: %s · %d of %d tasks done · %d Q&A cycle(s)\n", st.ID, state, st.TasksDone, st.Tasks, st.QACycles)
+	if st.CurrentTask != "" {
+		fmt.Fprintf(out, "  current task: %s (attempt %d)\n", st.CurrentTask, st.Attempt)
+	}
+	if st.Reason != "" && !st.Done {
+		fmt.Fprintf(out, "  reason: %s\n", st.Reason)
+	}
+	if st.OpenQuestions > 0 {
+		fmt.Fprintf(out, "  %d question(s) wait for an answer: ralph questions\n", st.OpenQuestions)
+	}
+	m := st.Metrics
+	fmt.Fprintf(out, "  metrics: %d succeeded, %d failed, %d rework(s), %s end to end (ralph metrics for more)\n",
+		m.TaskSuccesses, m.TaskFailures, m.Reworks, (time.Duration(m.DurationMillis) * time.Millisecond).Round(time.Second))
+}

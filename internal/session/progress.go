@@ -1,0 +1,256 @@
+package session
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/tasks"
+)
+
+// TaskRecord is what ralph owns about one task of tasks.md: its mark and
+// its counters. The title and criteria live in tasks.md.
+type TaskRecord struct {
+	ID   string
+	Mark tasks.Mark
+	// Failures counts failed attempts (Failed verdicts, blocked or invalid
+	// executor runs); the next attempt is Failures+1.
+	Failures int
+	// Reworks counts Failed verdicts only (the seed's rework counter).
+	Reworks int
+	// Commit is ralph's commit of the task once Qualified.
+	Commit string
+}
+
+// Progress is progress.md: the session's state and counters, written by
+// ralph at every transition and read back on resume. It is markdown so a
+// person can read it; ralph parses only the lines it writes.
+type Progress struct {
+	Title string
+	State OrchestratorState
+	// Baseline is HEAD when the session began; the goal check looks at
+	// everything since.
+	Baseline string
+	// TaskBase is HEAD when the current task's attempt began; the reviewer
+	// sees the diff from it.
+	TaskBase  string
+	Tasks     []TaskRecord
+	UpdatedAt time.Time
+}
+
+// Task returns the record of id, or nil.
+func (p *Progress) Task(id string) *TaskRecord {
+	for i := range p.Tasks {
+		if p.Tasks[i].ID == id {
+			return &p.Tasks[i]
+		}
+	}
+	return nil
+}
+
+// Counts returns how many tasks there are and how many are done.
+func (p *Progress) Counts() (total, done int) {
+	for _, t := range p.Tasks {
+		total++
+		if t.Mark == tasks.MarkDone {
+			done++
+		}
+	}
+	return total, done
+}
+
+// HasUncompleted reports whether a task is not yet [x].
+func (p *Progress) HasUncompleted() bool {
+	total, done := p.Counts()
+	return done < total
+}
+
+const progressNote = "<!-- Written by ralph at every transition and read back to resume. Do not edit. -->"
+
+// Render writes progress.md.
+func (p Progress) Render() []byte {
+	var b bytes.Buffer
+	s := p.State
+	fmt.Fprintf(&b, "# Progress: %s\n\n%s\n\n", oneLine(p.Title), progressNote)
+	field := func(k, v string) { fmt.Fprintf(&b, "- %s: %s\n", k, v) }
+	field("Session", s.SessionID)
+	field("State", string(s.Current))
+	field("Current task", orDash(s.CurrentTaskID))
+	field("Attempt", strconv.Itoa(s.CurrentAttemptNumber))
+	field("Planner mode", orDash(s.PlannerMode))
+	field("Pending Q&A", yesNo(s.PendingQA))
+	field("Q&A cycles", strconv.Itoa(s.QACycleCount))
+	field("Planning retries", strconv.Itoa(s.PlanningRetries))
+	field("Goal checks", strconv.Itoa(s.GoalChecks))
+	field("Done", yesNo(s.Done))
+	field("Baseline", orDash(p.Baseline))
+	field("Task base", orDash(p.TaskBase))
+	field("Reason", orDash(oneLine(s.Reason)))
+	field("Updated", p.UpdatedAt.UTC().Format(time.RFC3339))
+	b.WriteString("\n## Tasks\n\n| Task | Mark | Failures | Reworks | Commit |\n|---|---|---|---|---|\n")
+	for _, t := range p.Tasks {
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s |\n", t.ID, t.Mark, t.Failures, t.Reworks, orDash(t.Commit))
+	}
+	b.WriteString("\n## Blockers\n\n")
+	if len(s.Blockers) == 0 {
+		b.WriteString("- (none)\n")
+	}
+	for _, bl := range s.Blockers {
+		fmt.Fprintf(&b, "- %s\n", oneLine(bl))
+	}
+	return b.Bytes()
+}
+
+// ParseProgress reads what Render wrote. Missing fields keep their zero
+// values; a malformed counter or task row is an error naming the line.
+func ParseProgress(path string, data []byte) (Progress, error) {
+	var p Progress
+	section := ""
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	line := 0
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s:%d: %s; the file is written by ralph: restore it from the session's transitions or start a new session", path, line, fmt.Sprintf(format, args...))
+	}
+	for sc.Scan() {
+		line++
+		text := strings.TrimRight(sc.Text(), "\r")
+		switch {
+		case strings.HasPrefix(text, "# Progress: "):
+			p.Title = strings.TrimPrefix(text, "# Progress: ")
+			continue
+		case strings.HasPrefix(text, "## "):
+			section = strings.TrimPrefix(text, "## ")
+			continue
+		}
+		switch section {
+		case "":
+			k, v, ok := strings.Cut(strings.TrimPrefix(text, "- "), ": ")
+			if !ok || !strings.HasPrefix(text, "- ") {
+				continue
+			}
+			if v == "-" {
+				v = ""
+			}
+			num := func() (int, error) {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 0 {
+					return 0, bad("%s is %q, not a count", k, v)
+				}
+				return n, nil
+			}
+			var err error
+			s := &p.State
+			switch k {
+			case "Session":
+				s.SessionID = v
+			case "State":
+				s.Current = State(v)
+				if !validState(s.Current) {
+					return p, bad("unknown state %q", v)
+				}
+			case "Current task":
+				s.CurrentTaskID = v
+			case "Attempt":
+				s.CurrentAttemptNumber, err = num()
+			case "Planner mode":
+				s.PlannerMode = v
+			case "Pending Q&A":
+				s.PendingQA = v == "yes"
+			case "Q&A cycles":
+				s.QACycleCount, err = num()
+			case "Planning retries":
+				s.PlanningRetries, err = num()
+			case "Goal checks":
+				s.GoalChecks, err = num()
+			case "Done":
+				s.Done = v == "yes"
+			case "Baseline":
+				p.Baseline = v
+			case "Task base":
+				p.TaskBase = v
+			case "Reason":
+				s.Reason = v
+			case "Updated":
+				p.UpdatedAt, _ = time.Parse(time.RFC3339, v)
+			}
+			if err != nil {
+				return p, err
+			}
+		case "Tasks":
+			if !strings.HasPrefix(text, "| ") || strings.HasPrefix(text, "| Task ") {
+				continue
+			}
+			cells := strings.Split(strings.Trim(text, "|"), "|")
+			if len(cells) != 5 {
+				return p, bad("a task row has %d cells, want 5", len(cells))
+			}
+			for i := range cells {
+				cells[i] = strings.TrimSpace(cells[i])
+			}
+			var t TaskRecord
+			t.ID = cells[0]
+			switch cells[1] {
+			case "[ ]", "[]":
+				t.Mark = tasks.MarkTodo
+			case "[P]":
+				t.Mark = tasks.MarkInReview
+			case "[x]", "[X]":
+				t.Mark = tasks.MarkDone
+			default:
+				return p, bad("task %s has mark %q; marks are [ ], [P] and [x]", t.ID, cells[1])
+			}
+			var e1, e2 error
+			t.Failures, e1 = strconv.Atoi(cells[2])
+			t.Reworks, e2 = strconv.Atoi(cells[3])
+			if e1 != nil || e2 != nil {
+				return p, bad("task %s has a malformed counter", t.ID)
+			}
+			if cells[4] != "-" {
+				t.Commit = cells[4]
+			}
+			p.Tasks = append(p.Tasks, t)
+		case "Blockers":
+			if b, ok := strings.CutPrefix(text, "- "); ok && b != "(none)" {
+				p.State.Blockers = append(p.State.Blockers, b)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return p, fmt.Errorf("%s: %w", path, err)
+	}
+	if p.State.SessionID == "" || p.State.Current == "" {
+		return p, fmt.Errorf("%s: no session or state line; the file is written by ralph: start a new session with ralph run \"request\"", path)
+	}
+	return p, nil
+}
+
+func validState(s State) bool {
+	for _, x := range States {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func orDash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

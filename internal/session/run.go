@@ -1,0 +1,984 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/prompt"
+	"github.com/ralphloop/ralph/internal/role"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+// Call is one role run.
+type Call struct {
+	Role   string
+	Prompt string
+	// Name is unique within the session and names the run's log files.
+	Name string
+}
+
+// Invoker runs roles. The CLI's invoker runs the agent configured for the
+// role; tests pass a fake.
+type Invoker interface {
+	// Invoke returns the role's final message. An error is a failed run
+	// (crash, network, non-zero exit), retried with backoff; a
+	// *LimitError is a usage limit; ctx's error means interrupted.
+	Invoke(ctx context.Context, c Call) (string, error)
+}
+
+// LimitError is a role run stopped by a usage limit.
+type LimitError struct {
+	Agent    string
+	ResetsAt time.Time // zero when unknown
+	Message  string
+}
+
+func (e *LimitError) Error() string {
+	if e.ResetsAt.IsZero() {
+		return fmt.Sprintf("%s hit a usage limit: %s", e.Agent, e.Message)
+	}
+	return fmt.Sprintf("%s hit a usage limit until %s: %s", e.Agent, e.ResetsAt.Format(time.RFC3339), e.Message)
+}
+
+// Outcomes of Run.
+var (
+	// ErrWaitingForAnswers stops a session until a person answers the
+	// queued questions; resuming continues.
+	ErrWaitingForAnswers = errors.New("waiting for answers")
+	// ErrFailed is a session that reached Failed.
+	ErrFailed = errors.New("session failed")
+)
+
+// Runner drives one session from its folder. Every field except Out,
+// Now and Sleep is required.
+type Runner struct {
+	WS      *workspace.Workspace
+	Dir     string // the session folder
+	Invoker Invoker
+	Checks  []check.Check
+	Policy  Policy
+	// Backoff is the first wait after a failed role run; it doubles up to
+	// MaxAgentRetries retries.
+	Backoff         time.Duration
+	MaxAgentRetries int
+	// MaxLimitWait is the longest usage-limit wait sat out in place; a
+	// longer one stops the session, to be resumed later.
+	MaxLimitWait time.Duration
+	Out          io.Writer
+	Now          func() time.Time
+	Sleep        func(ctx context.Context, d time.Duration) error
+
+	prog    Progress
+	runs    int
+	pending pendingResult
+}
+
+// pendingResult carries what the role that caused a transition reported,
+// for the actions that need it (added tasks, rework reasons).
+type pendingResult struct {
+	newTasks []role.NewTask
+	trigger  Trigger
+	verdict  string
+}
+
+// Paths inside a session folder.
+func (r *Runner) path(name string) string { return filepath.Join(r.Dir, name) }
+
+// ProgressPath is where a session's progress.md lives.
+func ProgressPath(dir string) string    { return filepath.Join(dir, "progress.md") }
+func tasksPath(dir string) string        { return filepath.Join(dir, "tasks.md") }
+func planPath(dir string) string         { return filepath.Join(dir, "plan.md") }
+func requestPath(dir string) string      { return filepath.Join(dir, "request.md") }
+func qaPath(dir string) string           { return filepath.Join(dir, "qa.md") }
+func reportPath(dir, task string) string { return filepath.Join(dir, "reports", task+".md") }
+
+// TransitionsPath is the session's transition log.
+func TransitionsPath(dir string) string { return filepath.Join(dir, "transitions.jsonl") }
+
+// NewID returns a session id in the seed's form, from t.
+func NewID(t time.Time) string { return t.UTC().Format("060102-150405") }
+
+// Create makes a new session folder for request and returns its runner's
+// starting point. The folder must not exist.
+func Create(ws *workspace.Workspace, dir, id, request, baseline string, now time.Time) error {
+	if err := os.MkdirAll(filepath.Join(dir, "reports"), 0o755); err != nil {
+		return err
+	}
+	if err := store.WriteFileAtomic(requestPath(dir), []byte(strings.TrimSpace(request)+"\n"), 0o644); err != nil {
+		return err
+	}
+	p := Progress{Title: request, Baseline: baseline, UpdatedAt: now,
+		State: OrchestratorState{Current: Initializing, SessionID: id, SessionPath: ws.Rel(dir)}}
+	return store.WriteFileAtomic(ProgressPath(dir), p.Render(), 0o644)
+}
+
+// Load reads a session's progress.
+func Load(dir string) (Progress, error) {
+	data, err := os.ReadFile(ProgressPath(dir))
+	if err != nil {
+		return Progress{}, err
+	}
+	p, err := ParseProgress(ProgressPath(dir), data)
+	p.State.SessionPath = dir
+	return p, err
+}
+
+// Request returns the session's request.
+func Request(dir string) string {
+	b, _ := os.ReadFile(requestPath(dir))
+	return strings.TrimSpace(string(b))
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runner) say(format string, args ...any) {
+	if r.Out != nil {
+		fmt.Fprintf(r.Out, format+"\n", args...)
+	}
+}
+
+// Run drives the session until it is done, failed, waiting for a person or
+// interrupted. It returns the final progress; the error is nil only when
+// the holistic check passed.
+func (r *Runner) Run(ctx context.Context) (Progress, error) {
+	r.Policy = r.Policy.WithDefaults()
+	p, err := Load(r.Dir)
+	if err != nil {
+		return p, err
+	}
+	r.prog = p
+	if p.State.Final() {
+		return p, r.finalError()
+	}
+	if p.State.Current == Initializing {
+		if err := r.resolve(ctx, true); err != nil {
+			return r.prog, err
+		}
+	} else {
+		r.say("ralph: resuming session %s at %s", p.State.SessionID, p.State.Current)
+		if err := r.resolve(ctx, false); err != nil {
+			return r.prog, err
+		}
+	}
+	for !r.prog.State.Final() {
+		if err := ctx.Err(); err != nil {
+			return r.prog, loop.ErrInterrupted
+		}
+		var err error
+		switch r.prog.State.Current {
+		case Planning:
+			err = r.plan(ctx)
+		case Executing:
+			err = r.execute(ctx)
+		case Reviewing:
+			err = r.review(ctx)
+		case Complete:
+			err = r.goalCheck(ctx)
+		default:
+			err = fmt.Errorf("session in unexpected state %s", r.prog.State.Current)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return r.prog, loop.ErrInterrupted
+			}
+			return r.prog, err
+		}
+	}
+	return r.prog, r.finalError()
+}
+
+func (r *Runner) finalError() error {
+	s := r.prog.State
+	if s.Done {
+		total, _ := r.prog.Counts()
+		r.say("✓ session %s complete: %d task(s) done, goal check passed", s.SessionID, total)
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrFailed, s.Reason)
+}
+
+// resolve is Initializing: a new session plans, a resumed one continues
+// where progress.md says.
+func (r *Runner) resolve(ctx context.Context, fresh bool) error {
+	ev := Event{Type: SessionResolved, NewSession: fresh && len(r.prog.Tasks) == 0}
+	if !fresh {
+		ev.ResumeAt = r.prog.State.Current
+	}
+	ev.HasTasks = len(r.prog.Tasks) > 0
+	ev.HasUncompletedTasks = r.prog.HasUncompleted()
+	if !fresh {
+		// Resuming logs Initializing -> the saved state, counters kept.
+		r.prog.State.Current = Initializing
+	}
+	return r.fire(ev, "")
+}
+
+// fire applies an event: Next, the actions that change files, then the
+// progress write and the log line, in that order, so that a crash after
+// the write resumes past this transition and a crash before it repeats it.
+func (r *Runner) fire(e Event, detail string) error {
+	from := r.prog.State
+	next, acts, err := Next(from, e, r.Policy)
+	if err != nil {
+		return err
+	}
+	task := from.CurrentTaskID
+	if task == "" {
+		task = next.CurrentTaskID
+	}
+	r.prog.State = next
+	for _, a := range acts {
+		if err := r.act(a, task, e); err != nil {
+			return err
+		}
+	}
+	r.prog.UpdatedAt = r.now()
+	if err := store.WriteFileAtomic(ProgressPath(r.Dir), r.prog.Render(), 0o644); err != nil {
+		return err
+	}
+	ev := loop.TransitionEvent{Timestamp: r.now().UTC(), SessionID: next.SessionID, Transition: loop.TransitionEntry{
+		From: string(from.Current), To: string(next.Current), Trigger: string(e.Type), TaskID: task,
+		AttemptNumber: from.CurrentAttemptNumber, Detail: detail}}
+	if ev.Transition.AttemptNumber == 0 {
+		ev.Transition.AttemptNumber = next.CurrentAttemptNumber
+	}
+	if err := store.AppendJSONLine(TransitionsPath(r.Dir), ev); err != nil {
+		return err
+	}
+	_ = store.AppendJSONLine(loop.EventsPath(r.WS), ev)
+	line := fmt.Sprintf("session %s: %s → %s (%s", next.SessionID, from.Current, next.Current, e.Type)
+	if task != "" {
+		line += ", " + task
+	}
+	if detail != "" {
+		line += ": " + clip(detail, 120)
+	}
+	r.say("%s)", line)
+	loop.CrashHook()
+	if next.Current == Failed {
+		_ = r.WS.LogError(r.now(), fmt.Sprintf("session %s failed: %s", next.SessionID, next.Reason))
+	}
+	return nil
+}
+
+// act performs one action that changes the session's files. Role runs
+// are not actions here: the state handlers run them.
+func (r *Runner) act(a Action, task string, e Event) error {
+	switch a {
+	case MarkInReview:
+		return r.setMark(task, tasks.MarkInReview)
+	case MarkDone:
+		return r.setMark(task, tasks.MarkDone)
+	case MarkRework:
+		if t := r.prog.Task(task); t != nil {
+			t.Failures++
+			if e.Type == ReviewerCompleted && e.Verdict == role.VerdictFailed {
+				t.Reworks++
+			}
+		}
+		return r.setMark(task, tasks.MarkTodo)
+	case AddTasks:
+		_, err := r.addTasks(r.pending.newTasks)
+		r.pending.newTasks = nil
+		return err
+	}
+	return nil
+}
+
+func (r *Runner) setMark(id string, m tasks.Mark) error {
+	t := r.prog.Task(id)
+	if t == nil {
+		return nil
+	}
+	t.Mark = m
+	data, err := os.ReadFile(tasksPath(r.Dir))
+	if err != nil {
+		return err
+	}
+	out, err := tasks.SetTaskMark(tasksPath(r.Dir), data, id, m)
+	if err != nil {
+		return err
+	}
+	return store.WriteFileAtomic(tasksPath(r.Dir), out, 0o644)
+}
+
+// addTasks appends discovered tasks to tasks.md and progress.md, skipping
+// titles that are already there.
+func (r *Runner) addTasks(add []role.NewTask) ([]string, error) {
+	if len(add) == 0 {
+		return nil, nil
+	}
+	data, _ := os.ReadFile(tasksPath(r.Dir))
+	existing, err := tasks.ParseTasksMD(tasksPath(r.Dir), data)
+	if err != nil {
+		return nil, err
+	}
+	var fresh []tasks.SessionTask
+	var ids []string
+	for _, nt := range add {
+		if hasTitle(existing, nt.Title) {
+			continue
+		}
+		t := tasks.SessionTask{ID: tasks.NextTaskID(existing), Title: nt.Title, Mark: tasks.MarkTodo, Criteria: nt.Criteria}
+		existing = append(existing, t)
+		fresh = append(fresh, t)
+		ids = append(ids, t.ID)
+		r.prog.Tasks = append(r.prog.Tasks, TaskRecord{ID: t.ID, Mark: tasks.MarkTodo})
+	}
+	if len(fresh) == 0 {
+		return nil, nil
+	}
+	if len(data) == 0 {
+		data = tasks.RenderTasksMD(oneLine(r.prog.Title), nil)
+	}
+	r.say("ralph: added %s to %s", strings.Join(ids, ", "), r.WS.Rel(tasksPath(r.Dir)))
+	return ids, store.WriteFileAtomic(tasksPath(r.Dir), tasks.AppendTasks(data, fresh), 0o644)
+}
+
+func hasTitle(ts []tasks.SessionTask, title string) bool {
+	for _, t := range ts {
+		if strings.EqualFold(strings.TrimSpace(t.Title), strings.TrimSpace(title)) {
+			return true
+		}
+	}
+	return false
+}
+
+// sessionTasks reads tasks.md.
+func (r *Runner) sessionTasks() ([]tasks.SessionTask, error) {
+	data, err := os.ReadFile(tasksPath(r.Dir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return tasks.ParseTasksMD(tasksPath(r.Dir), data)
+}
+
+// vars are the prompt variables every role gets.
+func (r *Runner) vars(resultRole string) map[string]string {
+	return map[string]string{
+		"REPO_ROOT":     r.WS.Root,
+		"SESSION_ID":    r.prog.State.SessionID,
+		"SESSION_DIR":   r.WS.Rel(r.Dir),
+		"REQUEST":       Request(r.Dir),
+		"PLAN_PATH":     r.WS.Rel(planPath(r.Dir)),
+		"TASKS_PATH":    r.WS.Rel(tasksPath(r.Dir)),
+		"PROGRESS_PATH": r.WS.Rel(ProgressPath(r.Dir)),
+		"RESULT_FORMAT": role.ResultFormat(resultRole),
+	}
+}
+
+// ask renders kind's template, runs the role and parses its result. A
+// malformed result is asked for once more; a second malformed one returns
+// ok=false with the parse error.
+func (r *Runner) ask(ctx context.Context, kind prompt.Kind, roleName string, extra map[string]string) (res role.Result, ok bool, why string, err error) {
+	tpl, err := prompt.Load(kind, r.WS.PromptsDir())
+	if err != nil {
+		return res, false, "", err
+	}
+	vars := r.vars(roleName)
+	for k, v := range extra {
+		vars[k] = v
+	}
+	text, err := tpl.Render(vars)
+	if err != nil {
+		return res, false, "", err
+	}
+	final, err := r.invoke(ctx, roleName, text)
+	if err != nil {
+		return res, false, "", err
+	}
+	res, perr := role.ParseResult(roleName, final)
+	if perr == nil {
+		return res, true, "", nil
+	}
+	r.say("ralph: the %s gave no valid result (%v); asking again", roleName, perr)
+	final, err = r.invoke(ctx, roleName, text+"\n\n"+role.ResultReaskPrompt(roleName, perr))
+	if err != nil {
+		return res, false, "", err
+	}
+	res, perr = role.ParseResult(roleName, final)
+	if perr != nil {
+		return res, false, perr.Error(), nil
+	}
+	return res, true, "", nil
+}
+
+// invoke runs a role, retrying failed runs with exponential backoff and
+// sitting out short usage limits.
+func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, error) {
+	wait := r.Backoff
+	if wait <= 0 {
+		wait = 5 * time.Second
+	}
+	for try := 0; ; try++ {
+		r.runs++
+		name := fmt.Sprintf("%03d-%s", r.nextRunNumber(), roleName)
+		final, err := r.Invoker.Invoke(ctx, Call{Role: roleName, Prompt: text, Name: name})
+		if err == nil {
+			return final, nil
+		}
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		var le *LimitError
+		if errors.As(err, &le) {
+			if le.ResetsAt.IsZero() || le.ResetsAt.Sub(r.now()) > r.MaxLimitWait {
+				return "", fmt.Errorf("%w; the session is saved: resume it with ralph run --resume once the limit resets", err)
+			}
+			d := le.ResetsAt.Sub(r.now())
+			r.say("ralph: %v; waiting %s", err, d.Round(time.Second))
+			if err := r.sleep(ctx, d); err != nil {
+				return "", err
+			}
+			continue
+		}
+		if try >= r.MaxAgentRetries {
+			return "", fmt.Errorf("the %s failed %d time(s), last: %w; the session is saved: resume it with ralph run --resume", roleName, try+1, err)
+		}
+		r.say("ralph: the %s run failed (%v); retrying in %s (%d/%d)", roleName, err, wait, try+1, r.MaxAgentRetries)
+		if err := r.sleep(ctx, wait); err != nil {
+			return "", err
+		}
+		wait *= 2
+	}
+}
+
+// nextRunNumber numbers role runs across resumes by counting the logs
+// already in the folder.
+func (r *Runner) nextRunNumber() int {
+	entries, _ := os.ReadDir(filepath.Join(r.Dir, "logs"))
+	n := 0
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".prompt.md") {
+			n++
+		}
+	}
+	return n + 1
+}
+
+func (r *Runner) sleep(ctx context.Context, d time.Duration) error {
+	if r.Sleep != nil {
+		return r.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// plan is Planning: a pending Q&A cycle first, then the planner.
+func (r *Runner) plan(ctx context.Context) error {
+	s := r.prog.State
+	if s.PendingQA {
+		if err := r.questions(ctx); err != nil {
+			return err
+		}
+	}
+	if open, err := r.openQuestions(); err != nil {
+		return err
+	} else if len(open) > 0 {
+		return r.waitForAnswers(open)
+	}
+	feedback := strings.Join(s.Blockers, "\n")
+	if feedback == "" {
+		feedback = "(none)"
+	}
+	res, ok, why, err := r.ask(ctx, prompt.Planner, role.Planner, map[string]string{
+		"MODE": s.PlannerMode, "QA": r.qaText(), "FEEDBACK": feedback,
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return r.fire(Event{Type: InvalidResponse, Role: role.Planner, Reason: why}, "invalid: "+why)
+	}
+	detail := res.Status
+	switch res.Status {
+	case role.StatusNeedsQACycle:
+		if err := appendQA(r.Dir, fmt.Sprintf("## Q&A cycle %d: the planner asks\n\n%s\n", s.QACycleCount+1, bullets(res.Questions))); err != nil {
+			return err
+		}
+		detail += ": " + strings.Join(res.Questions, " | ")
+	case role.StatusCompleted:
+		if err := r.adoptPlan(res.Tasks); err != nil {
+			return err
+		}
+		if err := r.ensurePlan(res.Summary); err != nil {
+			return err
+		}
+	case role.StatusBlocked:
+		detail += ": " + strings.Join(res.Blockers, "; ")
+		r.prog.State.Blockers = append(r.prog.State.Blockers, res.Blockers...)
+	}
+	return r.fire(Event{Type: PlannerCompleted, Status: res.Status, HasTasks: len(r.prog.Tasks) > 0,
+		HasUncompletedTasks: r.prog.HasUncompleted(), Reason: strings.Join(res.Blockers, "; ")}, detail)
+}
+
+// adoptPlan makes the planner's task list the session's: done tasks stay,
+// listed tasks are kept or added, to-do tasks the planner dropped go. A
+// planner that returned no tasks may have written tasks.md itself.
+func (r *Runner) adoptPlan(planned []role.NewTask) error {
+	current, err := r.sessionTasks()
+	if err != nil {
+		return err
+	}
+	if len(planned) == 0 {
+		// The planner wrote tasks.md itself: ralph keeps its own marks.
+		for _, t := range current {
+			if r.prog.Task(t.ID) == nil {
+				r.prog.Tasks = append(r.prog.Tasks, TaskRecord{ID: t.ID, Mark: tasks.MarkTodo})
+			}
+		}
+		return r.rewriteTasks(current)
+	}
+	var next []tasks.SessionTask
+	for _, t := range current {
+		rec := r.prog.Task(t.ID)
+		if rec != nil && rec.Mark == tasks.MarkDone {
+			next = append(next, t)
+		}
+	}
+	for _, nt := range planned {
+		if hasTitle(next, nt.Title) {
+			continue
+		}
+		id := ""
+		for _, t := range current {
+			if strings.EqualFold(strings.TrimSpace(t.Title), strings.TrimSpace(nt.Title)) {
+				id = t.ID
+			}
+		}
+		if id == "" {
+			id = tasks.NextTaskID(append(append([]tasks.SessionTask{}, current...), next...))
+		}
+		next = append(next, tasks.SessionTask{ID: id, Title: nt.Title, Criteria: nt.Criteria, Mark: tasks.MarkTodo})
+	}
+	var recs []TaskRecord
+	for _, t := range next {
+		rec := r.prog.Task(t.ID)
+		if rec == nil {
+			rec = &TaskRecord{ID: t.ID, Mark: tasks.MarkTodo}
+		}
+		recs = append(recs, *rec)
+	}
+	r.prog.Tasks = recs
+	return r.rewriteTasks(next)
+}
+
+// ensurePlan writes plan.md from the planner's summary and the task list
+// when the planner did not write it itself.
+func (r *Runner) ensurePlan(summary string) error {
+	if _, err := os.Stat(planPath(r.Dir)); err == nil {
+		return nil
+	}
+	ts, err := r.sessionTasks()
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Plan: %s\n\n%s\n\n## Tasks\n\n", oneLine(r.prog.Title), orNone(strings.TrimSpace(summary)))
+	for _, t := range ts {
+		fmt.Fprintf(&b, "- %s: %s\n", t.ID, t.Title)
+	}
+	return store.WriteFileAtomic(planPath(r.Dir), []byte(b.String()), 0o644)
+}
+
+// rewriteTasks writes tasks.md with ralph's marks.
+func (r *Runner) rewriteTasks(ts []tasks.SessionTask) error {
+	for i := range ts {
+		if rec := r.prog.Task(ts[i].ID); rec != nil {
+			ts[i].Mark = rec.Mark
+		}
+	}
+	return store.WriteFileAtomic(tasksPath(r.Dir), tasks.RenderTasksMD(oneLine(r.prog.Title), ts), 0o644)
+}
+
+// questions runs the questioner on the planner's open questions. Its
+// answers go to qa.md; questions only a person can answer are queued.
+func (r *Runner) questions(ctx context.Context) error {
+	res, ok, why, err := r.ask(ctx, prompt.Questioner, role.Questioner, map[string]string{"QUESTIONS": r.lastQuestions()})
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("\n### The questioner answers\n\n")
+	if !ok {
+		fmt.Fprintf(&b, "(no valid answer: %s)\n", why)
+	}
+	for _, a := range res.Answers {
+		fmt.Fprintf(&b, "- Q: %s\n  A: %s\n", oneLine(a.Question), oneLine(a.Answer))
+	}
+	if len(res.HumanQuestions) > 0 {
+		added, err := AddQuestions(r.Dir, role.Questioner, res.HumanQuestions, r.now())
+		if err != nil {
+			return err
+		}
+		for _, q := range added {
+			fmt.Fprintf(&b, "- Q (for a person, %s): %s\n", q.ID, oneLine(q.Text))
+		}
+	}
+	if err := appendQA(r.Dir, b.String()+"\n"); err != nil {
+		return err
+	}
+	r.prog.State.PendingQA = false
+	r.prog.UpdatedAt = r.now()
+	return store.WriteFileAtomic(ProgressPath(r.Dir), r.prog.Render(), 0o644)
+}
+
+func (r *Runner) openQuestions() ([]Question, error) {
+	qs, err := LoadQuestions(r.Dir)
+	return OpenQuestions(qs), err
+}
+
+func (r *Runner) waitForAnswers(open []Question) error {
+	r.say("ralph: session %s waits for a person to answer:", r.prog.State.SessionID)
+	for _, q := range open {
+		r.say("  %s  %s", q.ID, q.Text)
+	}
+	r.say("answer with: ralph answer %s \"...\"   then: ralph run --resume", open[0].ID)
+	return ErrWaitingForAnswers
+}
+
+// qaText is everything asked and answered so far, human answers included.
+func (r *Runner) qaText() string {
+	b, _ := os.ReadFile(qaPath(r.Dir))
+	text := strings.TrimSpace(string(b))
+	qs, _ := LoadQuestions(r.Dir)
+	var answered []string
+	for _, q := range qs {
+		if !q.Open() {
+			answered = append(answered, fmt.Sprintf("- Q (%s): %s\n  A (from a person): %s", q.ID, oneLine(q.Text), oneLine(q.Answer)))
+		}
+	}
+	if len(answered) > 0 {
+		text += "\n\n### Answers from a person\n\n" + strings.Join(answered, "\n")
+	}
+	if strings.TrimSpace(text) == "" {
+		return "(none)"
+	}
+	return text
+}
+
+// lastQuestions is the planner's most recent list of questions in qa.md.
+func (r *Runner) lastQuestions() string {
+	b, _ := os.ReadFile(qaPath(r.Dir))
+	text := string(b)
+	if i := strings.LastIndex(text, "## Q&A cycle"); i >= 0 {
+		text = text[i:]
+		if j := strings.Index(text, "\n### "); j >= 0 {
+			text = text[:j]
+		}
+	}
+	return strings.TrimSpace(text)
+}
+
+func appendQA(dir, text string) error { return store.AppendFile(qaPath(dir), []byte(text)) }
+
+func bullets(items []string) string {
+	var b strings.Builder
+	for _, it := range items {
+		fmt.Fprintf(&b, "- %s\n", oneLine(it))
+	}
+	return b.String()
+}
+
+// execute is Executing: select a task, or run the executor on it.
+func (r *Runner) execute(ctx context.Context) error {
+	s := r.prog.State
+	ts, err := r.sessionTasks()
+	if err != nil {
+		return err
+	}
+	if s.CurrentTaskID == "" {
+		for _, t := range ts {
+			rec := r.prog.Task(t.ID)
+			if rec != nil && rec.Mark != tasks.MarkDone {
+				return r.fire(Event{Type: TaskSelected, TaskID: t.ID, Attempt: rec.Failures + 1}, oneLine(t.Title))
+			}
+		}
+		return r.fire(Event{Type: NoTasksRemaining}, "")
+	}
+	task, ok := findTask(ts, s.CurrentTaskID)
+	if !ok {
+		return r.fire(Event{Type: CriticalError, Reason: "task " + s.CurrentTaskID + " is no longer in tasks.md"}, "")
+	}
+	head, err := r.WS.Repo.Head(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	if r.prog.TaskBase == "" {
+		r.prog.TaskBase = head
+		if err := store.WriteFileAtomic(ProgressPath(r.Dir), r.prog.Render(), 0o644); err != nil {
+			return err
+		}
+	}
+	res, ok, why, err := r.ask(ctx, prompt.Executor, role.Executor, map[string]string{
+		"TASK_ID": task.ID, "TASK_TITLE": task.Title, "TASK_CRITERIA": criteriaText(task),
+		"ATTEMPT": strconv.Itoa(s.CurrentAttemptNumber), "MAX_ATTEMPTS": strconv.Itoa(r.Policy.MaxTaskAttempts),
+		"FEEDBACK": r.feedback(task.ID), "QUALITY_GATES": gates(r.Checks),
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		r.report(task.ID, s.CurrentAttemptNumber, "Executor", "no valid result: "+why)
+		return r.fire(Event{Type: InvalidResponse, Role: role.Executor, Reason: why}, "invalid: "+why)
+	}
+	r.report(task.ID, s.CurrentAttemptNumber, "Executor ("+res.Status+")", res.Summary+blockersText(res.Blockers))
+	r.pending.newTasks = res.NewTasks
+	if res.NewRequirements && res.Status != role.StatusBlocked {
+		r.prog.State.Blockers = append(r.prog.State.Blockers, "new requirements found while doing "+task.ID+": "+res.Summary)
+		if _, err := r.addTasks(res.NewTasks); err != nil {
+			return err
+		}
+		r.prog.TaskBase = ""
+		return r.fire(Event{Type: NewRequirements}, "new requirements: "+res.Summary)
+	}
+	if res.Status == role.StatusBlocked {
+		r.prog.TaskBase = ""
+	}
+	return r.fire(Event{Type: ExecutorCompleted, Status: res.Status, NewTasks: len(res.NewTasks),
+		Reason: task.ID + ": " + strings.Join(res.Blockers, "; ")}, res.Status+detailSuffix(res.Blockers))
+}
+
+func findTask(ts []tasks.SessionTask, id string) (tasks.SessionTask, bool) {
+	for _, t := range ts {
+		if t.ID == id {
+			return t, true
+		}
+	}
+	return tasks.SessionTask{}, false
+}
+
+func criteriaText(t tasks.SessionTask) string {
+	if len(t.Criteria) == 0 {
+		return "(none stated: the title is the criterion)"
+	}
+	return bullets(t.Criteria)
+}
+
+func gates(cs []check.Check) string {
+	if len(cs) == 0 {
+		return "(none configured)"
+	}
+	var parts []string
+	for _, c := range cs {
+		parts = append(parts, "`"+c.Run+"`")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func blockersText(bs []string) string {
+	if len(bs) == 0 {
+		return ""
+	}
+	return "\n\nBlockers:\n" + bullets(bs)
+}
+
+func detailSuffix(bs []string) string {
+	if len(bs) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(bs, "; ")
+}
+
+// report appends one section to the task's report: the history of its
+// attempts, which the next executor reads as feedback.
+func (r *Runner) report(task string, attempt int, who, text string) {
+	p := reportPath(r.Dir, task)
+	_ = os.MkdirAll(filepath.Dir(p), 0o755)
+	section := fmt.Sprintf("## Attempt %d: %s\n\n%s\n\n", attempt, who, strings.TrimSpace(text))
+	_ = store.AppendFile(p, []byte(section))
+}
+
+// feedback is what the previous attempts at a task were told.
+func (r *Runner) feedback(task string) string {
+	b, err := os.ReadFile(reportPath(r.Dir, task))
+	if err != nil || len(b) == 0 {
+		return "(first attempt)"
+	}
+	return "Earlier attempts at this task (" + r.WS.Rel(reportPath(r.Dir, task)) + "):\n\n" + string(b)
+}
+
+// review is Reviewing: ralph's checks, then the reviewer, then ralph's
+// commit of a qualified task.
+func (r *Runner) review(ctx context.Context) error {
+	s := r.prog.State
+	bg := context.WithoutCancel(ctx)
+	// A crash after ralph's commit but before progress.md recorded it:
+	// the commit's trailers say the task was qualified.
+	if hash, msg, err := r.WS.Repo.LastCommit(bg); err == nil && strings.Contains(msg, r.trailers(s.CurrentTaskID, s.CurrentAttemptNumber)) {
+		return r.qualified(s.CurrentTaskID, hash, nil)
+	}
+	ts, err := r.sessionTasks()
+	if err != nil {
+		return err
+	}
+	task, ok := findTask(ts, s.CurrentTaskID)
+	if !ok {
+		return r.fire(Event{Type: CriticalError, Reason: "task " + s.CurrentTaskID + " is no longer in tasks.md"}, "")
+	}
+	results, passed := check.RunAll(ctx, r.WS.Root, r.Checks)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	checks := checksText(results)
+	if !passed {
+		last := results[len(results)-1]
+		reason := fmt.Sprintf("ralph's check %q failed (exit %d): %s", last.Check.Name, last.ExitCode, clip(strings.TrimSpace(last.Output), 400))
+		r.report(task.ID, s.CurrentAttemptNumber, "Review (Failed by ralph's checks)", reason)
+		return r.fire(Event{Type: ReviewerCompleted, Verdict: role.VerdictFailed, Reason: reason}, "Failed: "+reason)
+	}
+	diff, err := r.WS.Repo.Diff(bg, r.prog.TaskBase, false, 60_000)
+	if err != nil {
+		return err
+	}
+	res, ok, why, err := r.ask(ctx, prompt.SessionReview, role.Reviewer, map[string]string{
+		"TASK_ID": task.ID, "TASK_TITLE": task.Title, "TASK_CRITERIA": criteriaText(task),
+		"ATTEMPT": strconv.Itoa(s.CurrentAttemptNumber), "DIFF": orNone(diff), "CHECKS": checks,
+		"EXECUTOR_SUMMARY": r.lastSection(task.ID),
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		r.report(task.ID, s.CurrentAttemptNumber, "Review", "no valid verdict: "+why)
+		return r.fire(Event{Type: InvalidResponse, Role: role.Reviewer, Reason: "reviewer gave no verdict: " + why}, "invalid: "+why)
+	}
+	r.report(task.ID, s.CurrentAttemptNumber, "Review ("+res.Verdict+")", strings.TrimSpace(res.Summary+"\n\n"+bullets(res.Reasons)))
+	if res.Verdict == role.VerdictFailed {
+		r.pending.newTasks = res.NewTasks
+		return r.fire(Event{Type: ReviewerCompleted, Verdict: role.VerdictFailed, NewTasks: len(res.NewTasks),
+			Reason: strings.Join(res.Reasons, "; ")}, "Failed: "+strings.Join(res.Reasons, "; "))
+	}
+	hash, err := r.commit(bg, task)
+	if err != nil {
+		return err
+	}
+	return r.qualified(task.ID, hash, res.NewTasks)
+}
+
+func (r *Runner) qualified(task, hash string, newTasks []role.NewTask) error {
+	if t := r.prog.Task(task); t != nil {
+		t.Commit = shortHash(hash)
+	}
+	r.prog.TaskBase = ""
+	r.pending.newTasks = newTasks
+	return r.fire(Event{Type: ReviewerCompleted, Verdict: role.VerdictQualified, NewTasks: len(newTasks)}, "Qualified")
+}
+
+func (r *Runner) trailers(task string, attempt int) string {
+	return fmt.Sprintf("Ralph-Session: %s\nRalph-Task: %s\nRalph-Attempt: %d\n", r.prog.State.SessionID, task, attempt)
+}
+
+// commit records the task's work; a task that changed nothing has no
+// commit.
+func (r *Runner) commit(ctx context.Context, task tasks.SessionTask) (string, error) {
+	snap, err := r.WS.Repo.Snapshot(ctx)
+	if err != nil {
+		return "", err
+	}
+	if snap.Clean() {
+		return "", nil
+	}
+	if err := r.WS.Repo.AddAll(ctx); err != nil {
+		return "", err
+	}
+	msg := fmt.Sprintf("%s: %s\n\n%s", task.ID, clip(oneLine(task.Title), 60), r.trailers(task.ID, r.prog.State.CurrentAttemptNumber))
+	return r.WS.Repo.Commit(ctx, msg)
+}
+
+func (r *Runner) lastSection(task string) string {
+	b, _ := os.ReadFile(reportPath(r.Dir, task))
+	text := string(b)
+	if i := strings.LastIndex(text, "## Attempt"); i >= 0 {
+		text = text[i:]
+	}
+	return orNone(strings.TrimSpace(text))
+}
+
+func checksText(results []check.Result) string {
+	if len(results) == 0 {
+		return "(no checks configured)"
+	}
+	var b strings.Builder
+	for _, res := range results {
+		mark := "passed"
+		if !res.Passed() {
+			mark = fmt.Sprintf("FAILED (exit %d)", res.ExitCode)
+		}
+		fmt.Fprintf(&b, "- %s: %s in %s\n", res.Check.Name, mark, res.Duration.Round(time.Millisecond))
+	}
+	return b.String()
+}
+
+// goalCheck is Complete: a holistic pass over the request and the diff
+// since the session's baseline.
+func (r *Runner) goalCheck(ctx context.Context) error {
+	bg := context.WithoutCancel(ctx)
+	stat, err := r.WS.Repo.Diff(bg, r.prog.Baseline, true, 20_000)
+	if err != nil {
+		return err
+	}
+	tb, _ := os.ReadFile(tasksPath(r.Dir))
+	res, ok, why, err := r.ask(ctx, prompt.GoalCheck, role.GoalCheck, map[string]string{
+		"TASKS": orNone(string(tb)), "DIFF_STAT": orNone(stat), "BASELINE": orDash(r.prog.Baseline),
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return r.fire(Event{Type: InvalidResponse, Role: role.GoalCheck, Reason: why}, "invalid: "+why)
+	}
+	if res.Status == role.StatusPassed {
+		return r.fire(Event{Type: HolisticCheckPassed}, "passed")
+	}
+	reason := strings.Join(res.Reasons, "; ")
+	r.pending.newTasks = res.NewTasks
+	r.prog.State.Blockers = append(r.prog.State.Blockers, "goal check: "+reason)
+	return r.fire(Event{Type: HolisticCheckFailed, NewTasks: len(res.NewTasks), Reason: reason}, "failed: "+reason)
+}
+
+func orNone(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
