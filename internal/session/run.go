@@ -96,7 +96,7 @@ type pendingResult struct {
 func (r *Runner) path(name string) string { return filepath.Join(r.Dir, name) }
 
 // ProgressPath is where a session's progress.md lives.
-func ProgressPath(dir string) string    { return filepath.Join(dir, "progress.md") }
+func ProgressPath(dir string) string     { return filepath.Join(dir, "progress.md") }
 func tasksPath(dir string) string        { return filepath.Join(dir, "tasks.md") }
 func planPath(dir string) string         { return filepath.Join(dir, "plan.md") }
 func requestPath(dir string) string      { return filepath.Join(dir, "request.md") }
