@@ -178,6 +178,11 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		if dirty := foreignChanges(ws, snap.Dirty); len(dirty) > 0 {
 			return fmt.Errorf("the work tree has uncommitted changes (%s): commit or stash them first, so that ralph's commits hold only the session's work", strings.Join(clipNames(dirty, 5), ", "))
 		}
+		if prev, err := sessionDir(ws, ""); err == nil {
+			if p, err := session.Load(prev); err == nil && !p.State.Final() {
+				fmt.Fprintf(env.IO.Out, "note: session %s was left at %s; ralph run --resume --session %s continues it\n", p.State.SessionID, p.State.Current, p.State.SessionID)
+			}
+		}
 		id := session.NewID(env.Now())
 		dir = filepath.Join(sessionsDir(ws), id)
 		for n := 2; pathExists(dir); n++ {

@@ -361,9 +361,12 @@ func rework(n OrchestratorState, p Policy, reason string) (OrchestratorState, []
 	return n, []Action{MarkRework}, nil
 }
 
-// replan goes back to Planning (UPDATE) from Executing.
+// replan goes back to Planning (UPDATE) from Executing. The task is
+// released: after planning it is selected again, with its next attempt
+// number, if the new plan still has it.
 func replan(n OrchestratorState, e Event) (OrchestratorState, []Action, error) {
 	n.Current, n.PlannerMode = Planning, role.ModeUpdate
+	n.CurrentTaskID, n.CurrentAttemptNumber = "", 0
 	acts := []Action{MarkRework}
 	if e.NewTasks > 0 {
 		acts = append(acts, AddTasks)

@@ -206,7 +206,7 @@ func TestWhenExecutorCompletes_ThenTransitionsToReviewing(t *testing.T) {
 
 func TestExecutorBlockedReplans(t *testing.T) {
 	n, acts := mustNext(t, executing("task-1", 1), Event{Type: ExecutorCompleted, Status: role.StatusBlocked, Reason: "schema unknown"})
-	if n.Current != Planning || n.PlannerMode != role.ModeUpdate || len(n.Blockers) != 1 || n.Blockers[0] != "schema unknown" {
+	if n.Current != Planning || n.PlannerMode != role.ModeUpdate || len(n.Blockers) != 1 || n.Blockers[0] != "schema unknown" || n.CurrentTaskID != "" {
 		t.Fatalf("got %+v", n)
 	}
 	wantActions(t, acts, MarkRework, InvokePlanner)

@@ -233,6 +233,9 @@ func (r *Runner) resolve(ctx context.Context, fresh bool) error {
 // progress write and the log line, in that order, so that a crash after
 // the write resumes past this transition and a crash before it repeats it.
 func (r *Runner) fire(e Event, detail string) error {
+	if err := r.syncMarks(); err != nil {
+		return err
+	}
 	from := r.prog.State
 	next, acts, err := Next(from, e, r.Policy)
 	if err != nil {
@@ -299,6 +302,41 @@ func (r *Runner) act(a Action, task string, e Event) error {
 		return err
 	}
 	return nil
+}
+
+// syncMarks makes tasks.md agree with ralph's records: a mark an agent
+// changed is put back (ralph owns the marks), and a task an agent added to
+// the file directly is adopted as to do.
+func (r *Runner) syncMarks() error {
+	data, err := os.ReadFile(tasksPath(r.Dir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ts, err := tasks.ParseTasksMD(tasksPath(r.Dir), data)
+	if err != nil {
+		return fmt.Errorf("%w (an agent may have broken the file: fix it by hand, then ralph run --resume)", err)
+	}
+	out := data
+	for _, t := range ts {
+		rec := r.prog.Task(t.ID)
+		if rec == nil {
+			r.prog.Tasks = append(r.prog.Tasks, TaskRecord{ID: t.ID, Mark: tasks.MarkTodo})
+			rec = r.prog.Task(t.ID)
+		}
+		if t.Mark != rec.Mark {
+			r.say("ralph: %s is %s in ralph's records; putting back the %s an agent wrote", t.ID, rec.Mark, t.Mark)
+			if out, err = tasks.SetTaskMark(tasksPath(r.Dir), out, t.ID, rec.Mark); err != nil {
+				return err
+			}
+		}
+	}
+	if string(out) == string(data) {
+		return nil
+	}
+	return store.WriteFileAtomic(tasksPath(r.Dir), out, 0o644)
 }
 
 func (r *Runner) setMark(id string, m tasks.Mark) error {
