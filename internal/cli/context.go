@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/thread"
 	"github.com/spf13/cobra"
@@ -57,18 +58,22 @@ func countHints(path string) int {
 
 func newDiagramCmd(env *Env) *cobra.Command {
 	return &cobra.Command{
-		Use:       "diagram loop|thread",
+		Use:       "diagram loop|thread|session",
 		Short:     "Print a state machine as a mermaid diagram generated from its table",
-		ValidArgs: []string{"loop", "thread"},
+		ValidArgs: []string{"loop", "thread", "session"},
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 || (args[0] != "loop" && args[0] != "thread") {
-				return usageErrorf("diagram takes the machine's name: ralph diagram loop, or ralph diagram thread")
+			if len(args) != 1 || (args[0] != "loop" && args[0] != "thread" && args[0] != "session") {
+				return usageErrorf("diagram takes the machine's name: ralph diagram loop, ralph diagram thread or ralph diagram session")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if args[0] == "thread" {
+			switch args[0] {
+			case "thread":
 				fmt.Fprint(env.IO.Out, thread.Mermaid())
+				return nil
+			case "session":
+				fmt.Fprint(env.IO.Out, session.Mermaid())
 				return nil
 			}
 			fmt.Fprint(env.IO.Out, loop.Mermaid())
