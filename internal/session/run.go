@@ -460,6 +460,13 @@ func (r *Runner) ask(ctx context.Context, kind prompt.Kind, roleName string, ext
 	return res, true, "", nil
 }
 
+// minLimitWait is the shortest wait for a usage limit, and maxLimitWaits
+// the most limits one role run sits out in a row.
+const (
+	minLimitWait  = time.Minute
+	maxLimitWaits = 5
+)
+
 // invoke runs a role, retrying failed runs with exponential backoff and
 // sitting out short usage limits.
 func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, error) {
@@ -467,6 +474,7 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 	if wait <= 0 {
 		wait = 5 * time.Second
 	}
+	limits := 0
 	for try := 0; ; try++ {
 		r.runs++
 		name := fmt.Sprintf("%03d-%s", r.nextRunNumber(), roleName)
@@ -482,7 +490,14 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 			if le.ResetsAt.IsZero() || le.ResetsAt.Sub(r.now()) > r.MaxLimitWait {
 				return "", fmt.Errorf("%w; the session is saved: resume it with ralph run --resume once the limit resets", err)
 			}
-			d := le.ResetsAt.Sub(r.now())
+			// A reset time already past (a stale message, a skewed clock)
+			// still waits a little, and an agent that keeps reporting
+			// limits stops the session rather than being asked forever.
+			limits++
+			if limits > maxLimitWaits {
+				return "", fmt.Errorf("%w (%d usage limits in a row); the session is saved: resume it with ralph run --resume later", err, limits-1)
+			}
+			d := max(le.ResetsAt.Sub(r.now()), minLimitWait)
 			r.say("ralph: %v; waiting %s", err, d.Round(time.Second))
 			if err := r.sleep(ctx, d); err != nil {
 				return "", err
