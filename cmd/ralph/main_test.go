@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"strconv"
 	"testing"
 	"time"
@@ -55,6 +56,9 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
 			env.Setenv("FAKEAGENT_SCENARIO", filepath.Join(env.WorkDir, "scenario.json"))
 			env.Setenv("AGENT_CMD", "")
+			// Under -race every ralph and fake-agent process sleeps a
+			// second on exit; the scripts start hundreds of them.
+			env.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

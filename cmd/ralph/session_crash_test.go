@@ -142,7 +142,7 @@ func (c *crashCase) runSession(t *testing.T, crashAfter int, args ...string) bui
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.h.ralph, args...)
 	cmd.Dir = c.repo
-	cmd.Env = c.h.env(c.scenario, crashAfter)
+	cmd.Env = c.sessionEnv(crashAfter)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 10 * time.Second
@@ -157,6 +157,15 @@ func (c *crashCase) runSession(t *testing.T, crashAfter int, args ...string) bui
 	}
 	res.code, res.killed = exitOf(t, err, res.out)
 	return res
+}
+
+// sessionEnv is the harness's environment for ralph and, through it, the
+// fake agent. Under -race every process the test binary becomes sleeps 1s
+// at exit (the race runtime's atexit_sleep_ms), which a session of a dozen
+// agent runs feels; GORACE turns that off and keeps any other option set.
+func (c *crashCase) sessionEnv(crashAfter int) []string {
+	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	return append(c.h.env(c.scenario, crashAfter), "GORACE="+gorace)
 }
 
 // exitOf is the exit code of a ralph process (-1 when a signal ended it)
@@ -432,7 +441,7 @@ func TestSessionKilledMidAgentResumes(t *testing.T) {
 
 	cmd := exec.Command(c.h.ralph, "run", sessionRequest)
 	cmd.Dir = c.repo
-	cmd.Env = c.h.env(c.scenario, 0)
+	cmd.Env = c.sessionEnv(0)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 10 * time.Second
@@ -441,10 +450,10 @@ func TestSessionKilledMidAgentResumes(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	agentPID := 0
+	agentPID, agentKilled := 0, false
 	t.Cleanup(func() {
 		// Whatever happened, leave no hanging agent behind.
-		if agentPID > 0 {
+		if agentPID > 0 && !agentKilled {
 			syscall.Kill(-agentPID, syscall.SIGKILL)
 			syscall.Kill(agentPID, syscall.SIGKILL)
 		}
@@ -483,25 +492,23 @@ wait:
 	}
 
 	// ralph's death does not end the agent: it runs in its own process
-	// group and its hang writes nothing, so no SIGPIPE reaches it. Kill
-	// that group, as a person would, and wait for the agent to be gone.
-	alive := processesIn(c.repo)
-	if !slices.Contains(alive, agentPID) {
-		t.Errorf("the hanging agent (pid %d) was not running after ralph's death; processes in the repository: %v", agentPID, alive)
+	// group and its hang writes nothing, so no SIGPIPE reaches it. The
+	// resumed session must stop it (the group is recorded in the session's
+	// agent.pgid) before it runs the executor again.
+	if alive := processesIn(c.repo); !slices.Contains(alive, agentPID) {
+		t.Fatalf("the hanging agent (pid %d) ended with ralph; this test needs it alive (processes: %v)", agentPID, alive)
 	}
-	pgid, err := syscall.Getpgid(agentPID)
-	if err == nil && pgid == agentPID {
-		syscall.Kill(-pgid, syscall.SIGKILL)
-	} else {
-		t.Logf("the agent %d does not lead its process group (pgid %d, %v); killing the process", agentPID, pgid, err)
-		syscall.Kill(agentPID, syscall.SIGKILL)
+	res := c.runSession(t, 0, "run", "--resume")
+	if res.code != 0 || res.killed {
+		t.Fatalf("ralph run --resume: %s, want exit 0\n%s", res, clipOut(res.out))
+	}
+	if !strings.Contains(res.out, "ralph: stopped the agent the killed session left running (process group ") {
+		t.Errorf("the resume did not say it stopped the left-behind agent:\n%s", clipOut(res.out))
 	}
 	waitGone(t, agentPID)
-	c.reapLeftovers(t)
-
-	resumes := c.resumeSession(t)
-	if resumes != 1 {
-		t.Errorf("the session took %d resumes, want 1", resumes)
+	agentKilled = true
+	if report := readText(t, filepath.Join(c.sessionDirOf(t), "reports", "task-2.md")); !strings.Contains(report, "## Attempt 1: Executor (interrupted)") {
+		t.Errorf("task-2's report does not record the cut-short run:\n%s", report)
 	}
 	dirPath := c.sessionDirOf(t)
 	if p := readText(t, session.ProgressPath(dirPath)); !strings.Contains(p, "\n- Done: yes\n") {

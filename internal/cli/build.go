@@ -6,6 +6,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
@@ -19,6 +20,8 @@ type BuildOptions struct {
 	PRD           string
 	Tasks         string
 	NoCommit      bool
+	// Proto names the formula `ralph plan` writes for beads.
+	Proto string
 }
 
 func newBuildCmd(env *Env, runF func(*BuildOptions) error) *cobra.Command {
@@ -81,6 +84,8 @@ N defaults to max_iterations under [plan] in .ralph/config.toml (1).`,
 	}
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run (see ralph build --help)")
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
+	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "beads: write the PRD's stories as a proto (a bd formula) that ralph build pours; other task files use the planning agent")
+	cmd.Flags().StringVar(&opts.Proto, "proto", "", "name of the proto written for beads (default: ralph-<PRD file name>)")
 	return cmd
 }
 
@@ -169,6 +174,15 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 		return err
 	}
 	defer s.opts.Memory.Close()
+	if bs, ok := s.opts.Source.(*tasks.BeadsSource); ok {
+		mol, err := beadsMolecule(cmd.Context(), s.ws, bs, opts.Env.IO.Out, opts.Env.Now())
+		if err != nil {
+			return err
+		}
+		if mol != bs.Molecule() {
+			s.opts.Source = tasks.OpenBeads(s.ws.Root, mol, bs.Client())
+		}
+	}
 	rep, err := loop.Build(cmd.Context(), s.ws, s.opts)
 	return reportOutcome(opts.Env, s, rep, err)
 }
@@ -177,6 +191,13 @@ func runPlan(cmd *cobra.Command, opts *BuildOptions) error {
 	s, err := loopOptions(cmd, opts, true)
 	if err != nil {
 		return err
+	}
+	if _, ok := s.opts.Source.(*tasks.BeadsSource); ok {
+		s.opts.Memory.Close()
+		return planBeadsProto(cmd.Context(), s.ws, s.opts.PRDPath, opts.Proto, opts.Env.IO.Out, opts.Env.Now())
+	}
+	if opts.Proto != "" {
+		return usageErrorf("--proto names the proto written for beads: use it with --tasks beads")
 	}
 	defer s.opts.Memory.Close()
 	rep, err := loop.Plan(cmd.Context(), s.ws, s.opts)

@@ -338,7 +338,8 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 	defer logf.Close()
 	fmt.Fprintf(a.env.IO.Out, "── %s · agent %s ──\n", c.Role, spec.Name)
 	out, err := agent.Run(ctx, agent.Invocation{Spec: spec, Prompt: c.Prompt, PromptFile: promptFile, Dir: a.ws.Root,
-		Log: logf, Display: a.env.IO.Out, Timeout: a.cfg.Agent.Timeout.Duration, IdleTimeout: a.cfg.Agent.IdleTimeout.Duration})
+		Log: logf, Display: a.env.IO.Out, Timeout: a.cfg.Agent.Timeout.Duration, IdleTimeout: a.cfg.Agent.IdleTimeout.Duration,
+		OnStart: c.OnStart})
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}

@@ -139,6 +139,12 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		}
 	}
 	if srcErr == nil {
+		if bs, ok := src.(*tasks.BeadsSource); ok && bs.Molecule() == "" {
+			// The molecule a build poured or was given is remembered.
+			if rec, err := loadBeadsRecord(ws); err == nil && rec.Molecule != "" {
+				src = tasks.OpenBeads(ws.Root, rec.Molecule, bs.Client())
+			}
+		}
 		rep.Beads = beadsStatus(src, &rep)
 	}
 	rep.PendingHints = countHints(ws.Path("context.md"))

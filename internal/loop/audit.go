@@ -12,13 +12,22 @@ import (
 // after the git commit, with a one-line summary of the iteration: task id,
 // agent, duration, the checks that passed and the commit hash. A failure is
 // a warning, never fatal: the task is already done and committed.
+//
+// key identifies the iteration ("run R iteration N") and is part of the
+// summary; an Auditor that already holds a note with key adds none, so
+// that COMMIT, which runs again after a crash, never writes two.
 type Auditor interface {
-	Audit(ctx context.Context, taskID, summary string) error
+	Audit(ctx context.Context, taskID, key, summary string) error
+}
+
+// auditKey names the current iteration in an audit note.
+func (b *builder) auditKey() string {
+	return fmt.Sprintf("run %s iteration %d", b.id, b.st.Machine.Iteration)
 }
 
 // audit hands the iteration's summary to an Auditor source.
 func (b *builder) audit(ctx context.Context, a Auditor, storyID, hash string) {
-	if err := a.Audit(ctx, storyID, b.auditSummary(hash)); err != nil {
+	if err := a.Audit(ctx, storyID, b.auditKey(), b.auditSummary(hash)); err != nil {
 		b.log.Warn("task source audit failed", "task", storyID, "err", err)
 		fmt.Fprintf(b.opts.Out, "  ⚠ could not record the audit note for %s in %s: %s\n", storyID, b.src.Kind(), clip(err.Error(), 300))
 	}
@@ -31,7 +40,7 @@ func (b *builder) audit(ctx context.Context, a Auditor, storyID, hash string) {
 func (b *builder) auditSummary(hash string) string {
 	now := b.opts.now()
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "ralph: %s done and verified at %s · run %s iteration %d", b.sel.TaskID(), now.UTC().Format(time.RFC3339), b.id, b.st.Machine.Iteration)
+	fmt.Fprintf(&sb, "ralph: %s done and verified at %s · %s", b.sel.TaskID(), now.UTC().Format(time.RFC3339), b.auditKey())
 	if b.rec != nil {
 		if b.rec.Agent != "" {
 			fmt.Fprintf(&sb, " · agent %s", b.rec.Agent)

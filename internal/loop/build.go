@@ -524,6 +524,7 @@ func (b *builder) selectTask() (Event, error) {
 		fmt.Fprintf(b.opts.Out, "■ %s\n", b.st.Reason)
 		return Event{Trigger: TrigBudgetExhausted}, b.exit(false)
 	}
+	sel = b.pick(sel)
 	b.sel = sel
 	id := sel.TaskID()
 	b.claim(context.Background(), id) // sources that track assignees (bd update --claim)
@@ -997,6 +998,10 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	// and a commit that already landed for this iteration is recognised by
 	// its trailers rather than made twice.
 	if hash, ok := b.alreadyCommitted(bg, taskID, m.Iteration); ok {
+		// A crash may have come between the commit and the audit note.
+		if a, ok := b.src.(Auditor); ok && !m.Partial {
+			b.audit(bg, a, story.ID, hash)
+		}
 		b.rec.Status = StatusDone
 		if m.Partial {
 			b.rec.Status = StatusPartial
@@ -1044,6 +1049,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			b.mem.Link(bg, eventID, "commit", hash)
 		}
 	}
+	CrashPoint("after-commit")
 	if a, ok := b.src.(Auditor); ok && !m.Partial {
 		b.audit(bg, a, story.ID, hash)
 	}
@@ -1309,14 +1315,7 @@ func closeRunRecord(ws *workspace.Workspace, st *LoopState) {
 // sameDir reports whether process pid works inside root, so that a
 // recorded process group id that was reused by an unrelated program after a
 // reboot is never killed.
-func sameDir(pid int, root string) bool {
-	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-	if err != nil {
-		return false
-	}
-	rel, err := filepath.Rel(root, cwd)
-	return err == nil && !strings.HasPrefix(rel, "..")
-}
+func sameDir(pid int, root string) bool { return proc.WorksIn(pid, root) }
 
 // ensureRecord rebuilds the iteration record after a resume into TEST,
 // VALIDATE or COMMIT.

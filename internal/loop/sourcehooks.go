@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/tasks"
 )
 
 // Primer is implemented by task sources that have workflow context to put
@@ -19,6 +21,54 @@ type Primer interface {
 // task; a failure is a warning, never fatal.
 type Claimer interface {
 	Claim(ctx context.Context, taskID string) error
+}
+
+// Picker is implemented by task sources that choose the next task
+// themselves (beads: `bd ready --json --limit 1`). STORY_SELECT takes the
+// source's choice when the board agrees that it can be worked now (not
+// blocked in ralph's state, its dependencies done); a task already in
+// progress is resumed first, and a failure or an unknown answer falls back
+// to the board's own choice with a warning.
+type Picker interface {
+	Pick(ctx context.Context) (string, error)
+}
+
+// pick applies a Picker source's choice to the board's selection.
+func (b *builder) pick(sel tasks.Selection) tasks.Selection {
+	p, ok := b.src.(Picker)
+	if !ok || sel.Story.Status == tasks.StatusInProgress {
+		return sel
+	}
+	id, err := p.Pick(context.Background())
+	if err != nil {
+		b.log.Warn("task source pick failed, using the board's choice", "err", err)
+		fmt.Fprintf(b.opts.Out, "  ⚠ %s could not pick the next task, using ralph's choice: %s\n", b.src.Kind(), clip(err.Error(), 300))
+		return sel
+	}
+	if id == "" || id == sel.Story.ID {
+		return sel
+	}
+	done := map[string]bool{}
+	for _, s := range b.board.Stories {
+		if s.Status == tasks.StatusComplete {
+			done[s.ID] = true
+		}
+	}
+	for _, s := range b.board.Stories {
+		if s.ID != id {
+			continue
+		}
+		if s.Status != tasks.StatusNotStarted || len(s.Subtasks) > 0 || b.st.task(s.ID).Blocker != nil {
+			break
+		}
+		for _, d := range s.DependsOn {
+			if !done[d] {
+				return sel
+			}
+		}
+		return tasks.Selection{Story: s}
+	}
+	return sel
 }
 
 // primeLimit bounds the primed context carried into the prompt.

@@ -166,6 +166,19 @@ func CrashHook() {
 	}
 }
 
+// crashAt is a test hook like crashAfter for the instants between two
+// transitions: with RALPH_TEST_CRASH_AT=NAME set, CrashPoint(NAME) kills
+// ralph with SIGKILL.
+var crashAt = os.Getenv("RALPH_TEST_CRASH_AT")
+
+// CrashPoint kills the process when RALPH_TEST_CRASH_AT names point.
+func CrashPoint(point string) {
+	if crashAt != "" && crashAt == point {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+}
+
 // SaveState writes state.json atomically.
 func SaveState(ws *workspace.Workspace, st *LoopState) error { return st.save(ws) }
 

@@ -506,6 +506,18 @@ func notExecutable(err error) bool {
 		errors.Is(err, exec.ErrNotFound)
 }
 
+// WorksIn reports whether process pid runs with its working directory
+// inside root. A pid recorded by a crashed ralph may have been reused by an
+// unrelated process; one that works in the repository is the agent.
+func WorksIn(pid int, root string) bool {
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(root, cwd)
+	return err == nil && !strings.HasPrefix(rel, "..")
+}
+
 // KillGroup stops the process group pgid, left over from a parent that
 // died: SIGTERM, then SIGKILL after grace if the group is still there. It
 // reports whether a group existed.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/store"
@@ -26,6 +27,10 @@ type Call struct {
 	Prompt string
 	// Name is unique within the session and names the run's log files.
 	Name string
+	// OnStart receives the agent's process group id once it runs; the
+	// runner records it so that a resume after a crash can stop an agent
+	// the crash left running.
+	OnStart func(pgid int)
 }
 
 // Invoker runs roles. The CLI's invoker runs the agent configured for the
@@ -163,6 +168,7 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 		return p, err
 	}
 	r.prog = p
+	r.stopLeftoverAgent()
 	if p.State.Final() {
 		return p, r.finalError()
 	}
@@ -478,7 +484,8 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 	for try := 0; ; try++ {
 		r.runs++
 		name := fmt.Sprintf("%03d-%s", r.nextRunNumber(), roleName)
-		final, err := r.Invoker.Invoke(ctx, Call{Role: roleName, Prompt: text, Name: name})
+		final, err := r.Invoker.Invoke(ctx, Call{Role: roleName, Prompt: text, Name: name, OnStart: r.recordAgent})
+		_ = os.Remove(r.path(agentPGIDFile))
 		if err == nil {
 			return final, nil
 		}
@@ -513,6 +520,37 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 		}
 		wait *= 2
 	}
+}
+
+// agentPGIDFile holds the process group of the role run in progress.
+const agentPGIDFile = "agent.pgid"
+
+func (r *Runner) recordAgent(pgid int) {
+	_ = store.WriteFileAtomic(r.path(agentPGIDFile), []byte(strconv.Itoa(pgid)+"\n"), 0o644)
+}
+
+// stopLeftoverAgent runs on every start: a role run whose process group is
+// still recorded was cut short by a crash of ralph, which does not stop
+// the agent; one still working in the repository would race the resumed
+// session, so it is stopped, and the cut-short run is noted in the task's
+// report.
+func (r *Runner) stopLeftoverAgent() {
+	b, err := os.ReadFile(r.path(agentPGIDFile))
+	if err != nil {
+		return
+	}
+	pgid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pgid > 1 && proc.WorksIn(pgid, r.WS.Root) && proc.KillGroup(pgid, 3*time.Second) {
+		r.say("ralph: stopped the agent the killed session left running (process group %d)", pgid)
+	}
+	if s := r.prog.State; s.CurrentTaskID != "" && (s.Current == Executing || s.Current == Reviewing) {
+		who := "Executor"
+		if s.Current == Reviewing {
+			who = "Review"
+		}
+		r.report(s.CurrentTaskID, s.CurrentAttemptNumber, who+" (interrupted)", "ralph stopped during this run; it is run again.")
+	}
+	_ = os.Remove(r.path(agentPGIDFile))
 }
 
 // nextRunNumber numbers role runs across resumes by counting the logs

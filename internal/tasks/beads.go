@@ -122,6 +122,30 @@ func (s *BeadsSource) Load() (*Board, error) {
 	return beadsBoard(s.Path(), all, ready, blocked), nil
 }
 
+// Pick is bd's own choice of the next task (REQ-030): `bd ready --json
+// --limit 1`, or inside a molecule the first ready step of `bd ready
+// --mol`, which lists every step whatever the limit. Containers (epics,
+// molecule roots) are not tasks; when bd's first answer is one, the whole
+// ready list is read and its first task taken. "" means bd has nothing
+// ready.
+func (s *BeadsSource) Pick(ctx context.Context) (string, error) {
+	ready, err := s.client.Ready(ctx, beads.ReadyOptions{Mol: s.mol, Limit: 1, IncludeEphemeral: true})
+	if err != nil {
+		return "", err
+	}
+	if len(ready) > 0 && beadsSkipTypes[ready[0].IssueType] && s.mol == "" {
+		if ready, err = s.client.Ready(ctx, beads.ReadyOptions{IncludeEphemeral: true}); err != nil {
+			return "", err
+		}
+	}
+	for _, is := range ready {
+		if !beadsSkipTypes[is.IssueType] && is.ID != s.mol {
+			return is.ID, nil
+		}
+	}
+	return "", nil
+}
+
 // moleculeIssues lists the molecule's steps: the issues whose parent is the
 // molecule root, and their children.
 func (s *BeadsSource) moleculeIssues(ctx context.Context) ([]beads.Issue, error) {
@@ -302,7 +326,8 @@ func (s *BeadsSource) MarkDone(storyID, subtaskID string, now time.Time) error {
 		return s.notFound(storyID, err)
 	}
 	if is.Status == beads.StatusClosed {
-		return nil
+		// COMMIT again after a crash: the root may still need closing.
+		return s.closeFinishedMolecule(ctx)
 	}
 	if err := s.client.Close(ctx, storyID, "ralph: done and verified (checks passed, acceptance criteria met)"); err != nil {
 		return err

@@ -71,7 +71,10 @@ func TestBeadsMarkDoneAndBlock(t *testing.T) {
 	src, _ := beadsFixture(t,
 		beadstest.Call{Args: "show rl-a --json", Stdout: `[{"id":"rl-a","status":"in_progress"}]`},
 		beadstest.Call{Args: "close rl-a --reason ralph: done and verified (checks passed, acceptance criteria met) --json", Stdout: `[{"id":"rl-a","status":"closed"}]`},
-		beadstest.Call{Args: "comments add rl-a ralph: rl-a done and verified at 2026-11-22T10:00:00Z · agent fake · commit abc --json", Stdout: `{"id":"x"}`},
+		beadstest.Call{Args: "comments rl-a --json", Stdout: `[]`},
+		beadstest.Call{Args: "comments add rl-a ralph: rl-a done and verified at 2026-11-22T10:00:00Z · run r1 iteration 2 · agent fake · commit abc --json", Stdout: `{"id":"x"}`},
+		// The same iteration audited again (COMMIT after a crash): no second note.
+		beadstest.Call{Args: "comments rl-a --json", Stdout: `[{"id":1,"issue_id":"rl-a","text":"ralph: rl-a done and verified at 2026-11-22T10:00:00Z · run r1 iteration 2 · agent fake · commit abc"}]`},
 		beadstest.Call{Args: "show rl-a --json", Stdout: `[{"id":"rl-a","status":"closed"}]`},
 		beadstest.Call{Args: "show rl-b --json", Stdout: `[{"id":"rl-b","status":"in_progress"}]`},
 		beadstest.Call{Args: "comments add rl-b Stuck: tests failed: exit 1 --json", Stdout: `{"id":"y"}`},
@@ -81,8 +84,10 @@ func TestBeadsMarkDoneAndBlock(t *testing.T) {
 	if err := src.MarkDone("rl-a", "", now); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Audit(context.Background(), "rl-a", "ralph: rl-a done and verified at 2026-11-22T10:00:00Z · agent fake · commit abc\n"); err != nil {
-		t.Fatal(err)
+	for range 2 {
+		if err := src.Audit(context.Background(), "rl-a", "run r1 iteration 2", "ralph: rl-a done and verified at 2026-11-22T10:00:00Z · run r1 iteration 2 · agent fake · commit abc\n"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := src.MarkDone("rl-a", "", now); err != nil { // idempotent
 		t.Fatal(err)
@@ -115,5 +120,36 @@ func TestDetectBeadsFolder(t *testing.T) {
 	src, err := Detect(root, "", "PRD.md")
 	if err != nil || src.Kind() != KindBeads || src.Path() != filepath.Join(root, ".beads") {
 		t.Fatalf("%v %v", src, err)
+	}
+}
+
+func TestBeadsPickAsksBdForOneReadyTask(t *testing.T) {
+	ctx := context.Background()
+	src, _ := beadsFixture(t,
+		beadstest.Call{Args: "ready --limit 1 --include-ephemeral --json", Stdout: `[{"id":"rl-b","issue_type":"task","status":"open"}]`},
+		// An epic first: the whole list is read and its first task taken.
+		beadstest.Call{Args: "ready --limit 1 --include-ephemeral --json", Stdout: `[{"id":"rl-e","issue_type":"epic","status":"open"}]`},
+		beadstest.Call{Args: "ready --limit 0 --include-ephemeral --json", Stdout: `[{"id":"rl-e","issue_type":"epic"},{"id":"rl-c","issue_type":"task"}]`},
+		// Nothing ready.
+		beadstest.Call{Args: "ready --limit 1 --include-ephemeral --json", Stdout: `[]`},
+	)
+	for _, want := range []string{"rl-b", "rl-c", ""} {
+		got, err := src.Pick(ctx)
+		if err != nil || got != want {
+			t.Fatalf("Pick = %q, %v; want %q", got, err, want)
+		}
+	}
+}
+
+func TestBeadsPickInsideAMoleculeSkipsItsRoot(t *testing.T) {
+	root := t.TempDir()
+	os.Mkdir(filepath.Join(root, ".beads"), 0o755)
+	r := beadstest.New(t, beadstest.Call{Args: "ready --limit 1 --mol rl-mol-1 --json", Stdout: `{"molecule_id":"rl-mol-1","steps":[
+		{"issue":{"id":"rl-mol-1","issue_type":"molecule"},"parallel_info":{"is_ready":true}},
+		{"issue":{"id":"rl-mol-2","issue_type":"task"},"parallel_info":{"is_ready":true}}]}`})
+	src := OpenBeads(root, "rl-mol-1", &beads.Client{Dir: root, Runner: r})
+	got, err := src.Pick(context.Background())
+	if err != nil || got != "rl-mol-2" {
+		t.Fatalf("Pick = %q, %v; want the first ready step, not the root", got, err)
 	}
 }

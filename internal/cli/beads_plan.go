@@ -1,0 +1,199 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/beads"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+// beadsRecord is .ralph/beads.json: the proto `ralph plan` wrote and the
+// molecule `ralph build` poured from it, so that later builds stay inside
+// that molecule and `ralph status` shows it without being told its id.
+type beadsRecord struct {
+	SchemaVersion int        `json:"schema_version"`
+	Proto         string     `json:"proto,omitempty"`
+	ProtoSteps    int        `json:"proto_steps,omitempty"`
+	PlannedAt     *time.Time `json:"planned_at,omitempty"`
+	Molecule      string     `json:"molecule,omitempty"`
+	PouredFrom    string     `json:"poured_from,omitempty"`
+	PouredAt      *time.Time `json:"poured_at,omitempty"`
+}
+
+const beadsRecordVersion = 1
+
+func beadsRecordPath(ws *workspace.Workspace) string { return ws.Path("beads.json") }
+
+func loadBeadsRecord(ws *workspace.Workspace) (beadsRecord, error) {
+	var r beadsRecord
+	_, err := store.ReadJSON(beadsRecordPath(ws), beadsRecordVersion, &r)
+	if errors.Is(err, os.ErrNotExist) {
+		return beadsRecord{}, nil
+	}
+	return r, err
+}
+
+func saveBeadsRecord(ws *workspace.Workspace, r beadsRecord) error {
+	r.SchemaVersion = beadsRecordVersion
+	if err := ensureIgnored(ws, "beads.json"); err != nil {
+		return err
+	}
+	return store.WriteJSON(beadsRecordPath(ws), r)
+}
+
+// planBeadsProto is `ralph plan` for the beads task store (REQ-033): the
+// PRD's open stories become the steps of a formula, the proto of current
+// bd, in .beads/formulas/NAME.formula.toml. A story's dependencies
+// (prd.json dependsOn) become the step's needs; a markdown PRD, which has
+// none, keeps its order by making each step need the one before. ralph
+// checks that bd lists the formula, commits it, and records it for the
+// next `ralph build`, which pours it.
+func planBeadsProto(ctx context.Context, ws *workspace.Workspace, prdPath, name string, out io.Writer, now time.Time) error {
+	prd := tasks.Open(kindOf(prdPath, tasks.KindMarkdown), prdPath)
+	board, err := prd.Load()
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("no PRD at %s: the proto is made from the PRD's stories; write one with ralph prd \"what you want built\", or pass --prd PATH", ws.Rel(prdPath))
+	}
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		name = "ralph-" + beads.StepID(strings.TrimSuffix(baseName(prdPath), ".json"))
+	}
+	f := beads.Formula{Formula: name, Version: 1, Type: "workflow",
+		Description: "Stories of " + ws.Rel(prdPath) + ", planned by ralph"}
+	included := map[string]string{}
+	prev := ""
+	for _, s := range board.Stories {
+		if s.Done {
+			continue
+		}
+		step := beads.FormulaStep{ID: beads.StepID(s.ID), Title: s.ID + ": " + s.Title, Description: strings.TrimSpace(s.Block)}
+		switch {
+		case len(s.DependsOn) > 0:
+			for _, d := range s.DependsOn {
+				if id, ok := included[d]; ok {
+					step.Needs = append(step.Needs, id)
+				}
+			}
+		case board.Kind == tasks.KindMarkdown && prev != "":
+			step.Needs = []string{prev}
+		}
+		included[s.ID] = step.ID
+		prev = step.ID
+		f.Steps = append(f.Steps, step)
+	}
+	if len(f.Steps) == 0 {
+		return fmt.Errorf("%s has no open story to plan: every story is done", ws.Rel(prdPath))
+	}
+	data, err := f.Render()
+	if err != nil {
+		return err
+	}
+	path := beads.FormulaPath(ws.Root, name)
+	if err := os.MkdirAll(beads.FormulasDir(ws.Root), 0o755); err != nil {
+		return err
+	}
+	if err := store.WriteFileAtomic(path, data, 0o644); err != nil {
+		return err
+	}
+	client := beads.New(ws.Root)
+	list, err := client.Formulas(ctx)
+	if err != nil {
+		return fmt.Errorf("wrote %s, but bd could not list formulas: %w", ws.Rel(path), err)
+	}
+	found := false
+	for _, fi := range list {
+		found = found || fi.Name == name
+	}
+	if !found {
+		return fmt.Errorf("wrote %s, but bd formula list does not show %s: check the file with bd formula show %s", ws.Rel(path), name, name)
+	}
+	bg := context.WithoutCancel(ctx)
+	if err := ws.Repo.AddAll(bg); err != nil {
+		return err
+	}
+	if _, err := ws.Repo.Commit(bg, fmt.Sprintf("ralph: proto %s (%d steps) from %s\n", name, len(f.Steps), ws.Rel(prdPath))); err != nil && !strings.Contains(err.Error(), "nothing to commit") {
+		return err
+	}
+	rec, err := loadBeadsRecord(ws)
+	if err != nil {
+		return err
+	}
+	t := now.UTC()
+	rec.Proto, rec.ProtoSteps, rec.PlannedAt = name, len(f.Steps), &t
+	if err := saveBeadsRecord(ws, rec); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "✓ proto %s: %d step(s) from %s written to %s\n", name, len(f.Steps), ws.Rel(prdPath), ws.Rel(path))
+	for _, s := range f.Steps {
+		needs := ""
+		if len(s.Needs) > 0 {
+			needs = " (needs " + strings.Join(s.Needs, ", ") + ")"
+		}
+		fmt.Fprintf(out, "  %s: %s%s\n", s.ID, s.Title, needs)
+	}
+	fmt.Fprintln(out, "next: ralph build pours it (bd mol pour) and works inside the molecule")
+	return nil
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		p = p[i+1:]
+	}
+	if i := strings.LastIndexByte(p, '.'); i > 0 {
+		p = p[:i]
+	}
+	return p
+}
+
+// beadsMolecule decides the molecule a beads build works in when none was
+// named: the one a previous build poured while it is still open, else a
+// fresh pour of the proto `ralph plan` wrote. It returns "" to work on the
+// whole database. A molecule named with --tasks beads:MOL is remembered.
+func beadsMolecule(ctx context.Context, ws *workspace.Workspace, src *tasks.BeadsSource, out io.Writer, now time.Time) (string, error) {
+	rec, err := loadBeadsRecord(ws)
+	if err != nil {
+		return "", err
+	}
+	client := src.Client()
+	if mol := src.Molecule(); mol != "" {
+		if rec.Molecule != mol {
+			t := now.UTC()
+			rec.Molecule, rec.PouredFrom, rec.PouredAt = mol, "", &t
+			if err := saveBeadsRecord(ws, rec); err != nil {
+				return "", err
+			}
+		}
+		return mol, nil
+	}
+	if rec.Molecule != "" {
+		root, err := client.Show(ctx, rec.Molecule)
+		if err == nil && root.Status != beads.StatusClosed {
+			fmt.Fprintf(out, "beads: continuing molecule %s (poured from %s)\n", rec.Molecule, orDash(rec.PouredFrom))
+			return rec.Molecule, nil
+		}
+	}
+	if rec.Proto == "" || (rec.PouredFrom == rec.Proto && rec.PouredAt != nil && rec.PlannedAt != nil && !rec.PouredAt.Before(*rec.PlannedAt)) {
+		return "", nil
+	}
+	res, err := client.MolPour(ctx, rec.Proto, nil)
+	if err != nil {
+		return "", fmt.Errorf("could not pour proto %s: %w", rec.Proto, err)
+	}
+	t := now.UTC()
+	rec.Molecule, rec.PouredFrom, rec.PouredAt = res.NewEpicID, rec.Proto, &t
+	if err := saveBeadsRecord(ws, rec); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(out, "beads: poured proto %s into molecule %s (%d issues); work stays inside it (bd ready --mol)\n", rec.Proto, res.NewEpicID, res.Created)
+	return res.NewEpicID, nil
+}
