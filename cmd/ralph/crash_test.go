@@ -161,12 +161,24 @@ func (h *crashHarness) newCase(t *testing.T, slow bool) *crashCase {
 	// the exactly-once assertions below read.
 	config := fmt.Sprintf("[agent]\ndefault = \"fake\"\n[build]\nrequire_plan = false\n[memory]\nstore = \"file\"\n[agents.fake]\ncommand = [%q]\n"+
 		"[[checks]]\nname = \"tests\"\nrun = \"sh check.sh\"\n", h.fakeagent)
-	for name, content := range map[string]string{
+	files := map[string]string{
 		".agents/tasks/prd.md": crashPRD,
 		".ralph/config.toml":   config,
 		"check.sh":             crashCheck,
 		"README.md":            "# crash test\n",
-	} {
+	}
+	c.initRepo(t, files, "Crash Test", "crash@example.invalid")
+	if err := fakeagent.WriteScenario(c.scenario, crashScenario(slow)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// initRepo writes files into a new repository and commits them as
+// "initial".
+func (c *crashCase) initRepo(t *testing.T, files map[string]string, name, email string) {
+	t.Helper()
+	for name, content := range files {
 		p := filepath.Join(c.repo, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -176,15 +188,11 @@ func (h *crashHarness) newCase(t *testing.T, slow bool) *crashCase {
 		}
 	}
 	c.git(t, "init", "-q", "-b", "main")
-	c.git(t, "config", "user.name", "Crash Test")
-	c.git(t, "config", "user.email", "crash@example.invalid")
+	c.git(t, "config", "user.name", name)
+	c.git(t, "config", "user.email", email)
 	c.git(t, "config", "commit.gpgsign", "false")
 	c.git(t, "add", "-A")
 	c.git(t, "commit", "-q", "-m", "initial")
-	if err := fakeagent.WriteScenario(c.scenario, crashScenario(slow)); err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func (c *crashCase) git(t *testing.T, args ...string) string {

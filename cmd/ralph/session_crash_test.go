@@ -113,21 +113,7 @@ func (h *crashHarness) newSessionCase(t *testing.T, f *sessionFixture, sc fakeag
 		dir = d
 	}
 	c := &crashCase{h: h, repo: filepath.Join(dir, "repo"), scenario: filepath.Join(dir, "scenario.json")}
-	for name, content := range f.files {
-		p := filepath.Join(c.repo, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.git(t, "init", "-q", "-b", "main")
-	c.git(t, "config", "user.name", "Session Crash Test")
-	c.git(t, "config", "user.email", "session-crash@example.invalid")
-	c.git(t, "config", "commit.gpgsign", "false")
-	c.git(t, "add", "-A")
-	c.git(t, "commit", "-q", "-m", "initial")
+	c.initRepo(t, f.files, "Session Crash Test", "session-crash@example.invalid")
 	if err := fakeagent.WriteScenario(c.scenario, sc); err != nil {
 		t.Fatal(err)
 	}

@@ -115,6 +115,16 @@ func sessionDir(ws *workspace.Workspace, id string) (string, error) {
 	return dir, nil
 }
 
+// openSession finds a session of the current workspace for a read
+// command: id, or the active one.
+func openSession(ctx context.Context, env *Env, id string) (string, error) {
+	ws, _, err := openWorkspace(ctx, env)
+	if err != nil {
+		return "", err
+	}
+	return sessionDir(ws, id)
+}
+
 func listSessions(ws *workspace.Workspace) []string {
 	entries, _ := os.ReadDir(sessionsDir(ws))
 	var ids []string
@@ -384,11 +394,7 @@ func newQuestionsCmd(env *Env) *cobra.Command {
 		Short: "List the questions a session waits for a person to answer",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ws, _, err := openWorkspace(cmd.Context(), env)
-			if err != nil {
-				return err
-			}
-			dir, err := sessionDir(ws, opts.Session)
+			dir, err := openSession(cmd.Context(), env, opts.Session)
 			if err != nil {
 				return err
 			}
@@ -439,11 +445,7 @@ func newAnswerCmd(env *Env) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ws, _, err := openWorkspace(cmd.Context(), env)
-			if err != nil {
-				return err
-			}
-			dir, err := sessionDir(ws, sessionID)
+			dir, err := openSession(cmd.Context(), env, sessionID)
 			if err != nil {
 				return err
 			}
@@ -480,11 +482,7 @@ func newMetricsCmd(env *Env) *cobra.Command {
 		Short: "Show a session's metrics: time in each state, success and rework rates, Q&A cycles, duration",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ws, _, err := openWorkspace(cmd.Context(), env)
-			if err != nil {
-				return err
-			}
-			dir, err := sessionDir(ws, opts.Session)
+			dir, err := openSession(cmd.Context(), env, opts.Session)
 			if err != nil {
 				return err
 			}
