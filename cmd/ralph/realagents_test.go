@@ -37,7 +37,11 @@ import (
 //   - usage-limit: a usage limit in the API's own shape makes ralph cool
 //     down, wait for the reset and then complete the same task;
 //   - prompt-echo: a model that echoes ralph's prompt (which mentions the
-//     completion tag inline) does not complete the run.
+//     completion tag inline) does not complete the run;
+//   - session: `ralph run "REQUEST"` goes through a whole seed-002 session
+//     (planner, executor, reviewer, goal check, each a fresh run of the
+//     CLI) whose roles end their final message with a ```json result,
+//     and ralph commits the task and completes the session.
 //
 // A CLI that is not installed fails the test: run bash
 // scripts/install-agents.sh first.
@@ -218,6 +222,45 @@ func implementTurns() []modelserver.Turn {
 	return []modelserver.Turn{modelserver.Tool(implementCmd), modelserver.Text("done\n<promise>COMPLETE</promise>")}
 }
 
+// The session case: one request, one task, each role one fresh run of the
+// CLI.
+const (
+	sessionRequest = "Write greet.txt saying hello"
+	sessionTask    = "Write greet.txt"
+	// sessionCmd is what the executor has the CLI's shell tool run. The
+	// check of realConfig (test -f a.txt) stays, so the task's work also
+	// makes a.txt for ralph's check to pass.
+	sessionCmd = `printf 'hello\n' > greet.txt && echo a > a.txt`
+)
+
+// sessionTurns are the model's turns of a session, in the order ralph runs
+// the roles; sessionRoles names the role that consumes each turn. Every
+// final text ends with its result in a ```json block, as the role prompts
+// ask.
+func sessionTurns() []modelserver.Turn {
+	return []modelserver.Turn{
+		// planner (Mode: INITIALIZE)
+		modelserver.Text("One task: write the file.\n\n```json\n" +
+			`{"status": "completed", "summary": "greet.txt with hello", "tasks": [{"title": "` + sessionTask + `", "criteria": ["greet.txt says hello"]}], "questions": [], "blockers": []}` +
+			"\n```"),
+		// executor: the shell tool writes the files, then the result
+		modelserver.Tool(sessionCmd),
+		modelserver.Text("I wrote greet.txt.\n\n```json\n" +
+			`{"status": "completed", "summary": "wrote hello to greet.txt", "blockers": [], "new_tasks": [], "new_requirements": false}` +
+			"\n```"),
+		// reviewer
+		modelserver.Text("greet.txt says hello.\n\n```json\n" +
+			`{"verdict": "Qualified", "summary": "greet.txt says hello", "reasons": [], "new_tasks": []}` +
+			"\n```"),
+		// goal check
+		modelserver.Text("The request is done.\n\n```json\n" +
+			`{"status": "passed", "summary": "greet.txt says hello", "reasons": [], "new_tasks": []}` +
+			"\n```"),
+	}
+}
+
+var sessionRoles = []string{"planner", "executor", "executor", "reviewer", "goal-check"}
+
 type realAgentCase struct {
 	name string
 	// limit marks the usage-limit case, whose environment may differ.
@@ -325,6 +368,60 @@ var realAgentCases = []realAgentCase{
 			r.wantDone(t, r.iteration(t, 2))
 		},
 	},
+	{
+		name:   "session",
+		script: func(realAgent) ([]modelserver.Turn, time.Time) { return sessionTurns(), time.Time{} },
+		run: func(t *testing.T, r *realRun) {
+			r.session(t, sessionRequest)
+			r.wantStdout(t, `^session \d{6}-\d{6} · agent `+r.agent.name+` · \.ralph/sessions/`)
+			r.wantStdout(t, `Planning → Executing \(planner_completed: completed\)`)
+			r.wantStdout(t, `Executing → Reviewing \(executor_completed, task-1: completed\)`)
+			r.wantStdout(t, `Reviewing → Executing \(reviewer_completed, task-1: Qualified\)`)
+			r.wantStdout(t, `Complete → Complete \(holistic_check_passed: passed\)`)
+			r.wantStdout(t, `^✓ session \d{6}-\d{6} complete: 1 task\(s\) done, goal check passed$`)
+			if strings.Contains(r.stdout, "gave no valid result") {
+				t.Errorf("ralph asked a role again for its result: the ```json result did not reach it intact")
+			}
+			r.wantFile(t, "greet.txt", `\Ahello\n\z`)
+			dir := r.sessionDir(t)
+			r.wantFile(t, filepath.Join(dir, "tasks.md"), `^- \[x\] task-1: `+regexp.QuoteMeta(sessionTask)+`$`)
+			r.wantFile(t, filepath.Join(dir, "tasks.md"), `^  - greet\.txt says hello$`)
+			r.wantFile(t, filepath.Join(dir, "progress.md"), `^- State: Complete$`)
+			r.wantFile(t, filepath.Join(dir, "progress.md"), `^- Done: yes$`)
+			r.wantFile(t, filepath.Join(dir, "transitions.jsonl"), `"to":"Complete","trigger":"holistic_check_passed"`)
+			subject := "task-1: " + sessionTask
+			subjects := r.git(t, "log", "--format=%s")
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(subject) + `$`).MatchString(subjects) {
+				t.Errorf("git log has no commit %q:\n%s", subject, subjects)
+			}
+			body := r.git(t, "log", "-1", "--format=%B", "--grep", "^"+regexp.QuoteMeta(subject)+"$")
+			for _, re := range []string{`^Ralph-Session: ` + regexp.QuoteMeta(filepath.Base(dir)) + `$`, `^Ralph-Task: task-1$`, `^Ralph-Attempt: 1$`} {
+				if !regexp.MustCompile(`(?m)` + re).MatchString(body) {
+					t.Errorf("ralph's commit does not match %q:\n%s", re, body)
+				}
+			}
+			files := strings.Fields(r.git(t, "log", "-1", "--format=", "--name-only", "--grep", "^"+regexp.QuoteMeta(subject)+"$"))
+			if !slices.Contains(files, "greet.txt") {
+				t.Errorf("ralph's commit does not hold greet.txt: %v", files)
+			}
+			if st := r.git(t, "status", "--porcelain"); st != "" {
+				t.Logf("note: the work tree is not clean after the session:\n%s", st)
+			}
+			// Each turn went to the role it was written for: no role run
+			// was repeated or asked again.
+			if n := r.srv.Consumed(); n != len(sessionRoles) {
+				t.Errorf("the CLI consumed %d turns, want %d (planner, executor tool call and result, reviewer, goal check)", n, len(sessionRoles))
+			}
+			for _, q := range r.srv.Requests() {
+				if q.Turn < 0 || q.Turn >= len(sessionRoles) {
+					continue
+				}
+				if want := "# Ralph session role: " + sessionRoles[q.Turn]; !strings.Contains(q.UserText, want) {
+					t.Errorf("turn %d went to a request whose prompt lacks %q: %.120q", q.Turn, want, q.UserText)
+				}
+			}
+		},
+	},
 }
 
 // realRun is one case: a server, a repository, a HOME and ralph's
@@ -423,9 +520,26 @@ func (r *realRun) git(t *testing.T, args ...string) string {
 // checks that the CLI reached no other host than the known ones.
 func (r *realRun) build(t *testing.T) {
 	t.Helper()
+	r.ralphCmd(t, "build", "3")
+}
+
+// session runs `ralph run REQUEST` (a seed-002 session) and fails the test
+// unless it exits 0; it also checks that the CLI reached no other host than
+// the known ones.
+func (r *realRun) session(t *testing.T, request string) {
+	t.Helper()
+	r.ralphCmd(t, "run", request)
+}
+
+// ralphCmd runs ralph with args in the repository, in its own process
+// group (killed whole after 4 minutes), and fails the test unless it exits
+// 0; it also checks that the CLI reached no other host than the known ones.
+func (r *realRun) ralphCmd(t *testing.T, args ...string) {
+	t.Helper()
+	what := "ralph " + strings.Join(args, " ")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, r.ralph, "build", "3")
+	cmd := exec.CommandContext(ctx, r.ralph, args...)
 	cmd.Dir, cmd.Env = r.work, r.env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -436,7 +550,7 @@ func (r *realRun) build(t *testing.T) {
 	err := cmd.Run()
 	r.took = time.Since(start)
 	r.stdout, r.stderr = stdout.String(), stderr.String()
-	t.Logf("ralph build 3 with %s: exit %d after %s, %d requests, %d turns consumed", r.agent.name, realExitCode(err), r.took.Round(100*time.Millisecond), len(r.srv.Requests()), r.srv.Consumed())
+	t.Logf("%s with %s: exit %d after %s, %d requests, %d turns consumed", what, r.agent.name, realExitCode(err), r.took.Round(100*time.Millisecond), len(r.srv.Requests()), r.srv.Consumed())
 	t.Cleanup(func() {
 		if t.Failed() || testing.Verbose() && os.Getenv("RALPH_REAL_AGENTS_DUMP") != "" {
 			r.dump(t)
@@ -448,11 +562,26 @@ func (r *realRun) build(t *testing.T) {
 		}
 	}
 	if ctx.Err() != nil {
-		t.Fatalf("ralph build did not finish within 4 minutes")
+		t.Fatalf("%s did not finish within 4 minutes", what)
 	}
 	if err != nil {
-		t.Fatalf("ralph build 3 failed: %v (exit %d)", err, realExitCode(err))
+		t.Fatalf("%s failed: %v (exit %d)", what, err, realExitCode(err))
 	}
+}
+
+// sessionDir is the folder of the one session `ralph run` made, relative
+// to the repository.
+func (r *realRun) sessionDir(t *testing.T) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(r.work, ".ralph", "sessions", "*", "progress.md"))
+	if len(m) != 1 {
+		t.Fatalf("want one .ralph/sessions/*/progress.md, found %v", m)
+	}
+	rel, err := filepath.Rel(r.work, filepath.Dir(m[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
 }
 
 // dump logs what the server saw, ralph's output and its logs.
@@ -467,13 +596,20 @@ func (r *realRun) dump(t *testing.T) {
 		t.Logf("errors.log:\n%s", realTail(string(b), 4000))
 	}
 	logs, _ := filepath.Glob(filepath.Join(r.work, ".ralph", "runs", "*", "iter-*.log"))
-	for _, l := range logs {
+	// A session's role runs: their raw output, and the final message ralph
+	// parsed is in it.
+	roleLogs, _ := filepath.Glob(filepath.Join(r.work, ".ralph", "sessions", "*", "logs", "*.log"))
+	for _, l := range append(logs, roleLogs...) {
 		b, _ := os.ReadFile(l)
 		if os.Getenv("RALPH_REAL_AGENTS_DUMP") == "full" {
 			t.Logf("%s:\n%s", filepath.Base(l), b)
 			continue
 		}
 		t.Logf("%s:\n%s", filepath.Base(l), realClip(string(b), 3000, 4000))
+	}
+	if p, _ := filepath.Glob(filepath.Join(r.work, ".ralph", "sessions", "*", "progress.md")); len(p) > 0 {
+		b, _ := os.ReadFile(p[0])
+		t.Logf("progress.md:\n%s", realTail(string(b), 3000))
 	}
 }
 

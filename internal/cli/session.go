@@ -212,7 +212,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		Policy: session.Policy{MaxTaskAttempts: cfg.Session.MaxTaskAttempts, MaxQACycles: cfg.Session.MaxQACycles,
 			MaxPlanningRetries: cfg.Session.MaxPlanningRetries, MaxGoalChecks: cfg.Session.MaxGoalChecks},
 		Backoff: cfg.Session.RetryBackoff.Duration, MaxAgentRetries: cfg.Session.AgentRetries,
-		MaxLimitWait: sessionMaxLimitWait, Out: env.IO.Out, Now: env.Now,
+		MaxLimitWait: sessionMaxLimitWait, MaxTasks: cfg.Session.MaxTasks, Out: env.IO.Out, Now: env.Now,
 	}
 	p, err := r.Run(ctx)
 	switch {

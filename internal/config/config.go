@@ -70,6 +70,8 @@ type SessionSection struct {
 	// is retried, waiting RetryBackoff, then twice as long each time.
 	AgentRetries int      `toml:"agent_retries"`
 	RetryBackoff Duration `toml:"retry_backoff"`
+	// MaxTasks bounds a session's task list.
+	MaxTasks int `toml:"max_tasks"`
 }
 
 // RoleConfig chooses the agent and model of one session role.
@@ -210,7 +212,7 @@ func Default() Config {
 		Breaker: BreakerSection{NoProgress: 3, SameError: 3, PermissionDenials: 3, Cooldown: Duration{5 * time.Minute}},
 		Memory:  MemorySection{Store: "sqlite", PasswordEnv: "NEO4J_PASSWORD"},
 		Session: SessionSection{MaxTaskAttempts: 3, MaxQACycles: 3, MaxPlanningRetries: 2, MaxGoalChecks: 3,
-			AgentRetries: 3, RetryBackoff: Duration{5 * time.Second}},
+			AgentRetries: 3, RetryBackoff: Duration{5 * time.Second}, MaxTasks: 30},
 	}
 }
 
@@ -296,8 +298,8 @@ func (c Config) validate() error {
 			return fmt.Errorf("[agents.%s] needs command = [\"program\", \"args\"...]", name)
 		}
 	}
-	if s := c.Session; s.MaxTaskAttempts < 1 || s.MaxQACycles < 1 || s.MaxPlanningRetries < 1 || s.MaxGoalChecks < 1 || s.AgentRetries < 0 {
-		return errors.New("[session] max_task_attempts, max_qa_cycles, max_planning_retries and max_goal_checks must be at least 1; agent_retries must not be negative")
+	if s := c.Session; s.MaxTaskAttempts < 1 || s.MaxQACycles < 1 || s.MaxPlanningRetries < 1 || s.MaxGoalChecks < 1 || s.AgentRetries < 0 || s.MaxTasks < 1 {
+		return errors.New("[session] max_task_attempts, max_qa_cycles, max_planning_retries, max_goal_checks and max_tasks must be at least 1; agent_retries must not be negative")
 	}
 	for name := range c.Roles {
 		known := false

@@ -80,8 +80,12 @@ type Runner struct {
 	// MaxLimitWait is the longest usage-limit wait sat out in place; a
 	// longer one stops the session, to be resumed later.
 	MaxLimitWait time.Duration
-	Out          io.Writer
-	Now          func() time.Time
+	// MaxTasks bounds the tasks of a session (0: DefaultMaxTasks): roles
+	// that keep discovering work cannot grow the list without end. Tasks
+	// past it are not added, and the session says so.
+	MaxTasks int
+	Out      io.Writer
+	Now      func() time.Time
 	Sleep        func(ctx context.Context, d time.Duration) error
 
 	prog    Progress
@@ -95,6 +99,34 @@ type pendingResult struct {
 	newTasks []role.NewTask
 	trigger  Trigger
 	verdict  string
+}
+
+// DefaultMaxTasks is the default bound on a session's tasks.
+const DefaultMaxTasks = 30
+
+func (r *Runner) maxTasks() int {
+	if r.MaxTasks > 0 {
+		return r.MaxTasks
+	}
+	return DefaultMaxTasks
+}
+
+// capTasks keeps the first room tasks of add and reports the rest as a
+// blocker, so that the planner and the goal check see what was left out.
+func (r *Runner) capTasks(add []role.NewTask, room int) []role.NewTask {
+	if len(add) <= room {
+		return add
+	}
+	room = max(room, 0)
+	var dropped []string
+	for _, t := range add[room:] {
+		dropped = append(dropped, oneLine(t.Title))
+	}
+	msg := fmt.Sprintf("the session holds at most %d tasks ([session] max_tasks); not added: %s", r.maxTasks(), strings.Join(dropped, "; "))
+	r.say("ralph: ⚠ %s", msg)
+	_ = r.WS.LogError(r.now(), "session "+r.prog.State.SessionID+": "+msg)
+	r.prog.State.Blockers = append(r.prog.State.Blockers, msg)
+	return add[:room]
 }
 
 // Paths inside a session folder.
@@ -373,6 +405,13 @@ func (r *Runner) addTasks(add []role.NewTask) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	var novel []role.NewTask
+	for _, nt := range add {
+		if !hasTitle(existing, nt.Title) {
+			novel = append(novel, nt)
+		}
+	}
+	add = r.capTasks(novel, r.maxTasks()-len(existing))
 	var fresh []tasks.SessionTask
 	var ids []string
 	for _, nt := range add {
@@ -652,6 +691,13 @@ func (r *Runner) adoptPlan(planned []role.NewTask) error {
 			next = append(next, t)
 		}
 	}
+	var novel []role.NewTask
+	for _, nt := range planned {
+		if !hasTitle(next, nt.Title) {
+			novel = append(novel, nt)
+		}
+	}
+	planned = r.capTasks(novel, r.maxTasks()-len(next))
 	for _, nt := range planned {
 		if hasTitle(next, nt.Title) {
 			continue

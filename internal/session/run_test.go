@@ -459,3 +459,31 @@ func TestRunStaleAndEndlessUsageLimitsAreBounded(t *testing.T) {
 		t.Errorf("planner asked %d times, want 6 (one plus five after waits)", n)
 	}
 }
+
+// Roles that keep discovering work cannot grow a session without end:
+// tasks past MaxTasks are not added, and the planner is told which.
+func TestRunCapsTheTaskList(t *testing.T) {
+	e := newSessionEnv(t, greetRequest)
+	inv := newInvoker(t)
+	inv.on(role.Planner, "Mode: INITIALIZE", 1, says("```json\n"+`{"status": "completed", "tasks": [{"title": "Write greet.txt"}, {"title": "Two"}, {"title": "Three"}]}`+"\n```"))
+	r := e.runner(t, inv)
+	r.MaxTasks = 2
+	// The executor of task-1 is interrupted so that the test can look at
+	// the session right after planning.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inv.on(role.Executor, exec1, 1, func(context.Context, session.Call) (string, error) {
+		cancel()
+		return "", context.Canceled
+	})
+	if _, err := r.Run(ctx); !errors.Is(err, loop.ErrInterrupted) {
+		t.Fatalf("Run = %v, want interrupted", err)
+	}
+	p := e.progress(t)
+	if len(p.Tasks) != 2 {
+		t.Fatalf("%d tasks after planning, want 2 (the cap)", len(p.Tasks))
+	}
+	if log := readTestFile(t, e.ws.ErrorsLogPath()); !strings.Contains(log, "at most 2 tasks ([session] max_tasks); not added: Three") {
+		t.Errorf("errors.log does not say which task was left out:\n%s", log)
+	}
+}
