@@ -86,7 +86,7 @@ type Runner struct {
 	MaxTasks int
 	Out      io.Writer
 	Now      func() time.Time
-	Sleep        func(ctx context.Context, d time.Duration) error
+	Sleep    func(ctx context.Context, d time.Duration) error
 
 	prog    Progress
 	runs    int
