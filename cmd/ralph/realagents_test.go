@@ -225,26 +225,26 @@ func implementTurns() []modelserver.Turn {
 // The session case: one request, one task, each role one fresh run of the
 // CLI.
 const (
-	sessionRequest = "Write greet.txt saying hello"
-	sessionTask    = "Write greet.txt"
-	// sessionCmd is what the executor has the CLI's shell tool run. The
+	realSessionRequest = "Write greet.txt saying hello"
+	realSessionTask    = "Write greet.txt"
+	// realSessionCmd is what the executor has the CLI's shell tool run. The
 	// check of realConfig (test -f a.txt) stays, so the task's work also
 	// makes a.txt for ralph's check to pass.
-	sessionCmd = `printf 'hello\n' > greet.txt && echo a > a.txt`
+	realSessionCmd = `printf 'hello\n' > greet.txt && echo a > a.txt`
 )
 
-// sessionTurns are the model's turns of a session, in the order ralph runs
-// the roles; sessionRoles names the role that consumes each turn. Every
+// realSessionTurns are the model's turns of a session, in the order ralph runs
+// the roles; realSessionRoles names the role that consumes each turn. Every
 // final text ends with its result in a ```json block, as the role prompts
 // ask.
-func sessionTurns() []modelserver.Turn {
+func realSessionTurns() []modelserver.Turn {
 	return []modelserver.Turn{
 		// planner (Mode: INITIALIZE)
 		modelserver.Text("One task: write the file.\n\n```json\n" +
-			`{"status": "completed", "summary": "greet.txt with hello", "tasks": [{"title": "` + sessionTask + `", "criteria": ["greet.txt says hello"]}], "questions": [], "blockers": []}` +
+			`{"status": "completed", "summary": "greet.txt with hello", "tasks": [{"title": "` + realSessionTask + `", "criteria": ["greet.txt says hello"]}], "questions": [], "blockers": []}` +
 			"\n```"),
 		// executor: the shell tool writes the files, then the result
-		modelserver.Tool(sessionCmd),
+		modelserver.Tool(realSessionCmd),
 		modelserver.Text("I wrote greet.txt.\n\n```json\n" +
 			`{"status": "completed", "summary": "wrote hello to greet.txt", "blockers": [], "new_tasks": [], "new_requirements": false}` +
 			"\n```"),
@@ -259,7 +259,7 @@ func sessionTurns() []modelserver.Turn {
 	}
 }
 
-var sessionRoles = []string{"planner", "executor", "executor", "reviewer", "goal-check"}
+var realSessionRoles = []string{"planner", "executor", "executor", "reviewer", "goal-check"}
 
 type realAgentCase struct {
 	name string
@@ -370,9 +370,9 @@ var realAgentCases = []realAgentCase{
 	},
 	{
 		name:   "session",
-		script: func(realAgent) ([]modelserver.Turn, time.Time) { return sessionTurns(), time.Time{} },
+		script: func(realAgent) ([]modelserver.Turn, time.Time) { return realSessionTurns(), time.Time{} },
 		run: func(t *testing.T, r *realRun) {
-			r.session(t, sessionRequest)
+			r.session(t, realSessionRequest)
 			r.wantStdout(t, `^session \d{6}-\d{6} · agent `+r.agent.name+` · \.ralph/sessions/`)
 			r.wantStdout(t, `Planning → Executing \(planner_completed: completed\)`)
 			r.wantStdout(t, `Executing → Reviewing \(executor_completed, task-1: completed\)`)
@@ -384,12 +384,12 @@ var realAgentCases = []realAgentCase{
 			}
 			r.wantFile(t, "greet.txt", `\Ahello\n\z`)
 			dir := r.sessionDir(t)
-			r.wantFile(t, filepath.Join(dir, "tasks.md"), `^- \[x\] task-1: `+regexp.QuoteMeta(sessionTask)+`$`)
+			r.wantFile(t, filepath.Join(dir, "tasks.md"), `^- \[x\] task-1: `+regexp.QuoteMeta(realSessionTask)+`$`)
 			r.wantFile(t, filepath.Join(dir, "tasks.md"), `^  - greet\.txt says hello$`)
 			r.wantFile(t, filepath.Join(dir, "progress.md"), `^- State: Complete$`)
 			r.wantFile(t, filepath.Join(dir, "progress.md"), `^- Done: yes$`)
 			r.wantFile(t, filepath.Join(dir, "transitions.jsonl"), `"to":"Complete","trigger":"holistic_check_passed"`)
-			subject := "task-1: " + sessionTask
+			subject := "task-1: " + realSessionTask
 			subjects := r.git(t, "log", "--format=%s")
 			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(subject) + `$`).MatchString(subjects) {
 				t.Errorf("git log has no commit %q:\n%s", subject, subjects)
@@ -409,14 +409,14 @@ var realAgentCases = []realAgentCase{
 			}
 			// Each turn went to the role it was written for: no role run
 			// was repeated or asked again.
-			if n := r.srv.Consumed(); n != len(sessionRoles) {
-				t.Errorf("the CLI consumed %d turns, want %d (planner, executor tool call and result, reviewer, goal check)", n, len(sessionRoles))
+			if n := r.srv.Consumed(); n != len(realSessionRoles) {
+				t.Errorf("the CLI consumed %d turns, want %d (planner, executor tool call and result, reviewer, goal check)", n, len(realSessionRoles))
 			}
 			for _, q := range r.srv.Requests() {
-				if q.Turn < 0 || q.Turn >= len(sessionRoles) {
+				if q.Turn < 0 || q.Turn >= len(realSessionRoles) {
 					continue
 				}
-				if want := "# Ralph session role: " + sessionRoles[q.Turn]; !strings.Contains(q.UserText, want) {
+				if want := "# Ralph session role: " + realSessionRoles[q.Turn]; !strings.Contains(q.UserText, want) {
 					t.Errorf("turn %d went to a request whose prompt lacks %q: %.120q", q.Turn, want, q.UserText)
 				}
 			}

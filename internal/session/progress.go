@@ -84,7 +84,7 @@ func (p Progress) Render() []byte {
 	field("Pending Q&A", yesNo(s.PendingQA))
 	field("Q&A cycles", strconv.Itoa(s.QACycleCount))
 	field("Planning retries", strconv.Itoa(s.PlanningRetries))
-	field("Goal checks", strconv.Itoa(s.GoalChecks))
+	field("Failed goal checks", strconv.Itoa(s.GoalChecks))
 	field("Done", yesNo(s.Done))
 	field("Baseline", orDash(p.Baseline))
 	field("Task base", orDash(p.TaskBase))
@@ -164,7 +164,7 @@ func ParseProgress(path string, data []byte) (Progress, error) {
 				s.QACycleCount, err = num()
 			case "Planning retries":
 				s.PlanningRetries, err = num()
-			case "Goal checks":
+			case "Failed goal checks":
 				s.GoalChecks, err = num()
 			case "Done":
 				s.Done = v == "yes"
