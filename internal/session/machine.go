@@ -96,7 +96,8 @@ type OrchestratorState struct {
 	Blockers             []string
 	QACycleCount         int
 	PlanningRetries      int
-	GoalChecks           int
+	// GoalChecks counts the holistic checks that failed.
+	GoalChecks int
 	// PlannerMode is the mode of the next planner run in Planning.
 	PlannerMode string
 	// PendingQA is set when the planner asked for a Q&A cycle that has not
