@@ -238,6 +238,13 @@ func (c *Client) Claim(ctx context.Context, id string) error {
 	return err
 }
 
+// SetAcceptance replaces an issue's acceptance criteria (bd update ID
+// --acceptance TEXT).
+func (c *Client) SetAcceptance(ctx context.Context, id, text string) error {
+	_, err := c.runJSON(ctx, "update", id, "--acceptance", text)
+	return err
+}
+
 // SetStatus sets an issue's status (bd update ID --status=S).
 func (c *Client) SetStatus(ctx context.Context, id, status string) error {
 	_, err := c.runJSON(ctx, "update", id, "--status="+status)

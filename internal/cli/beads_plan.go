@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/beads"
+	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -26,6 +28,11 @@ type beadsRecord struct {
 	Molecule      string     `json:"molecule,omitempty"`
 	PouredFrom    string     `json:"poured_from,omitempty"`
 	PouredAt      *time.Time `json:"poured_at,omitempty"`
+	// Acceptance holds each step's acceptance criteria, by step id: bd's
+	// formulas have no place for them, so ralph sets them on the poured
+	// issues (bd update --acceptance), where the build's VALIDATE reads
+	// them, verify commands included.
+	Acceptance map[string]string `json:"acceptance,omitempty"`
 }
 
 const beadsRecordVersion = 1
@@ -41,8 +48,13 @@ func loadBeadsRecord(ws *workspace.Workspace) (beadsRecord, error) {
 	return r, err
 }
 
-func saveBeadsRecord(ws *workspace.Workspace, r beadsRecord) error {
+func saveBeadsRecord(ws *workspace.Workspace, r beadsRecord, now time.Time) error {
 	r.SchemaVersion = beadsRecordVersion
+	// The .gitignore template first: appending to a missing one would
+	// leave the rest of ralph's machine state unignored.
+	if _, err := ws.EnsureStateFiles(now); err != nil {
+		return err
+	}
 	if err := ensureIgnored(ws, "beads.json"); err != nil {
 		return err
 	}
@@ -57,6 +69,9 @@ func saveBeadsRecord(ws *workspace.Workspace, r beadsRecord) error {
 // checks that bd lists the formula, commits it, and records it for the
 // next `ralph build`, which pours it.
 func planBeadsProto(ctx context.Context, ws *workspace.Workspace, prdPath, name string, out io.Writer, now time.Time) error {
+	if info, err := os.Stat(filepath.Join(ws.Root, beads.DirName)); err != nil || !info.IsDir() {
+		return fmt.Errorf("no beads database in %s: run bd init first (see the README's beads section)", ws.Root)
+	}
 	prd := tasks.Open(kindOf(prdPath, tasks.KindMarkdown), prdPath)
 	board, err := prd.Load()
 	if errors.Is(err, os.ErrNotExist) {
@@ -71,6 +86,7 @@ func planBeadsProto(ctx context.Context, ws *workspace.Workspace, prdPath, name 
 	f := beads.Formula{Formula: name, Version: 1, Type: "workflow",
 		Description: "Stories of " + ws.Rel(prdPath) + ", planned by ralph"}
 	included := map[string]string{}
+	acceptance := map[string]string{}
 	prev := ""
 	for _, s := range board.Stories {
 		if s.Done {
@@ -89,6 +105,9 @@ func planBeadsProto(ctx context.Context, ws *workspace.Workspace, prdPath, name 
 		}
 		included[s.ID] = step.ID
 		prev = step.ID
+		if text := acceptanceText(s.Criteria); text != "" {
+			acceptance[step.ID] = text
+		}
 		f.Steps = append(f.Steps, step)
 	}
 	if len(f.Steps) == 0 {
@@ -121,7 +140,7 @@ func planBeadsProto(ctx context.Context, ws *workspace.Workspace, prdPath, name 
 	if err := ws.Repo.AddAll(bg); err != nil {
 		return err
 	}
-	if _, err := ws.Repo.Commit(bg, fmt.Sprintf("ralph: proto %s (%d steps) from %s\n", name, len(f.Steps), ws.Rel(prdPath))); err != nil && !strings.Contains(err.Error(), "nothing to commit") {
+	if _, err := ws.Repo.Commit(bg, fmt.Sprintf("ralph: proto %s (%s) from %s\n", name, plural(len(f.Steps), "step"), ws.Rel(prdPath))); err != nil && !errors.Is(err, gitx.ErrNothingToCommit) {
 		return err
 	}
 	rec, err := loadBeadsRecord(ws)
@@ -129,8 +148,8 @@ func planBeadsProto(ctx context.Context, ws *workspace.Workspace, prdPath, name 
 		return err
 	}
 	t := now.UTC()
-	rec.Proto, rec.ProtoSteps, rec.PlannedAt = name, len(f.Steps), &t
-	if err := saveBeadsRecord(ws, rec); err != nil {
+	rec.Proto, rec.ProtoSteps, rec.PlannedAt, rec.Acceptance = name, len(f.Steps), &t, acceptance
+	if err := saveBeadsRecord(ws, rec, now); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "✓ proto %s: %d step(s) from %s written to %s\n", name, len(f.Steps), ws.Rel(prdPath), ws.Rel(path))
@@ -143,6 +162,20 @@ func planBeadsProto(ctx context.Context, ws *workspace.Workspace, prdPath, name 
 	}
 	fmt.Fprintln(out, "next: ralph build pours it (bd mol pour) and works inside the molecule")
 	return nil
+}
+
+// acceptanceText writes criteria as bd's acceptance field, one checkbox
+// line each, verify commands kept in the PRD's own form.
+func acceptanceText(cs []tasks.Criterion) string {
+	var b strings.Builder
+	for _, c := range cs {
+		b.WriteString("- [ ] " + c.Text)
+		if c.Verify != "" {
+			b.WriteString(" (verify: `" + c.Verify + "`)")
+		}
+		b.WriteString("\n")
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 func baseName(p string) string {
@@ -169,7 +202,7 @@ func beadsMolecule(ctx context.Context, ws *workspace.Workspace, src *tasks.Bead
 		if rec.Molecule != mol {
 			t := now.UTC()
 			rec.Molecule, rec.PouredFrom, rec.PouredAt = mol, "", &t
-			if err := saveBeadsRecord(ws, rec); err != nil {
+			if err := saveBeadsRecord(ws, rec, now); err != nil {
 				return "", err
 			}
 		}
@@ -189,9 +222,18 @@ func beadsMolecule(ctx context.Context, ws *workspace.Workspace, src *tasks.Bead
 	if err != nil {
 		return "", fmt.Errorf("could not pour proto %s: %w", rec.Proto, err)
 	}
+	// The steps' acceptance criteria, which the formula could not carry.
+	for key, id := range res.IDMapping {
+		step, ok := strings.CutPrefix(key, rec.Proto+".")
+		if text := rec.Acceptance[step]; ok && text != "" {
+			if err := client.SetAcceptance(ctx, id, text); err != nil {
+				fmt.Fprintf(out, "  ⚠ could not set the acceptance criteria of %s: %v\n", id, err)
+			}
+		}
+	}
 	t := now.UTC()
 	rec.Molecule, rec.PouredFrom, rec.PouredAt = res.NewEpicID, rec.Proto, &t
-	if err := saveBeadsRecord(ws, rec); err != nil {
+	if err := saveBeadsRecord(ws, rec, now); err != nil {
 		return "", err
 	}
 	fmt.Fprintf(out, "beads: poured proto %s into molecule %s (%d issues); work stays inside it (bd ready --mol)\n", rec.Proto, res.NewEpicID, res.Created)

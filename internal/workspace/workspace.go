@@ -87,6 +87,7 @@ const gitignore = `# ralph machine state and operational logs (not committed).
 runs/
 threads/
 sessions/
+beads.json
 .tmp/
 events.jsonl
 state.json
