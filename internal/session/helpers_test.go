@@ -193,7 +193,7 @@ func (c *fakeClock) slept() []time.Duration {
 }
 
 // testWriter sends the runner's output to the test log.
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -201,7 +201,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // isolateGit keeps the machine's git configuration out of the test.
-func isolateGit(t *testing.T) {
+func isolateGit(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("the git binary is required by the runner tests but is not in PATH: %v", err)
@@ -217,7 +217,7 @@ func isolateGit(t *testing.T) {
 }
 
 // git runs the real git in dir and returns its output.
-func git(t *testing.T, dir string, args ...string) string {
+func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
 	if err != nil {
@@ -226,7 +226,7 @@ func git(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
-func writeTestFile(t *testing.T, p, content string) {
+func writeTestFile(t testing.TB, p, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
@@ -236,7 +236,7 @@ func writeTestFile(t *testing.T, p, content string) {
 	}
 }
 
-func readTestFile(t *testing.T, p string) string {
+func readTestFile(t testing.TB, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -254,7 +254,7 @@ type sessionEnv struct {
 
 // newSessionEnv makes a repository with one commit (ralph's folder
 // ignored, as the CLI arranges) and creates a session for request.
-func newSessionEnv(t *testing.T, request string) *sessionEnv {
+func newSessionEnv(t testing.TB, request string) *sessionEnv {
 	t.Helper()
 	isolateGit(t)
 	root, err := filepath.EvalSymlinks(t.TempDir())
@@ -284,7 +284,7 @@ func newSessionEnv(t *testing.T, request string) *sessionEnv {
 
 // runner returns a runner of the session with the given invoker: 1s
 // backoff, 3 retries, usage limits up to 10 minutes waited out.
-func (e *sessionEnv) runner(t *testing.T, inv session.Invoker) *session.Runner {
+func (e *sessionEnv) runner(t testing.TB, inv session.Invoker) *session.Runner {
 	return &session.Runner{
 		WS: e.ws, Dir: e.dir, Invoker: inv,
 		Backoff: time.Second, MaxAgentRetries: 3, MaxLimitWait: 10 * time.Minute,
