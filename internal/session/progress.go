@@ -39,6 +39,12 @@ type Progress struct {
 	TaskBase  string
 	Tasks     []TaskRecord
 	UpdatedAt time.Time
+	// Tokens, CostUSD and RunMillis are what the session has spent so
+	// far, across resumes: the tokens and the cost estimate the agent CLIs
+	// reported, and the wall time of the ralph runs. [budget] bounds them.
+	Tokens    int64
+	CostUSD   float64
+	RunMillis int64
 }
 
 // Task returns the record of id, or nil.
@@ -89,6 +95,9 @@ func (p Progress) Render() []byte {
 	field("Baseline", orDash(p.Baseline))
 	field("Task base", orDash(p.TaskBase))
 	field("Reason", orDash(oneLine(s.Reason)))
+	field("Tokens", strconv.FormatInt(p.Tokens, 10))
+	field("Cost USD", strconv.FormatFloat(p.CostUSD, 'f', 4, 64))
+	field("Run ms", strconv.FormatInt(p.RunMillis, 10))
 	field("Updated", p.UpdatedAt.UTC().Format(time.RFC3339))
 	b.WriteString("\n## Tasks\n\n| Task | Mark | Failures | Reworks | Commit |\n|---|---|---|---|---|\n")
 	for _, t := range p.Tasks {
@@ -174,6 +183,22 @@ func ParseProgress(path string, data []byte) (Progress, error) {
 				p.TaskBase = v
 			case "Reason":
 				s.Reason = v
+			case "Tokens", "Run ms":
+				n, perr := strconv.ParseInt(v, 10, 64)
+				if perr != nil || n < 0 {
+					return p, bad("%s is %q, not a count", k, v)
+				}
+				if k == "Tokens" {
+					p.Tokens = n
+				} else {
+					p.RunMillis = n
+				}
+			case "Cost USD":
+				f, perr := strconv.ParseFloat(v, 64)
+				if perr != nil || f < 0 {
+					return p, bad("Cost USD is %q, not an amount", v)
+				}
+				p.CostUSD = f
 			case "Updated":
 				p.UpdatedAt, _ = time.Parse(time.RFC3339, v)
 			}

@@ -31,6 +31,9 @@ type Call struct {
 	// runner records it so that a resume after a crash can stop an agent
 	// the crash left running.
 	OnStart func(pgid int)
+	// OnUsage receives the tokens and the cost estimate the agent CLI
+	// reported for the run, for the session's budget.
+	OnUsage func(tokens int64, costUSD float64)
 }
 
 // Invoker runs roles. The CLI's invoker runs the agent configured for the
@@ -54,6 +57,14 @@ func (e *LimitError) Error() string {
 		return fmt.Sprintf("%s hit a usage limit: %s", e.Agent, e.Message)
 	}
 	return fmt.Sprintf("%s hit a usage limit until %s: %s", e.Agent, e.ResetsAt.Format(time.RFC3339), e.Message)
+}
+
+// BudgetError stops a session that reached a [budget] limit; the session
+// is saved and resumes once the budget is raised.
+type BudgetError struct{ Why string }
+
+func (e *BudgetError) Error() string {
+	return "budget reached: " + e.Why + "; the session is saved: raise [budget] in .ralph/config.toml and resume with ralph run --resume"
 }
 
 // Outcomes of Run.
@@ -80,6 +91,9 @@ type Runner struct {
 	// MaxLimitWait is the longest usage-limit wait sat out in place; a
 	// longer one stops the session, to be resumed later.
 	MaxLimitWait time.Duration
+	// Budget bounds what the session spends across resumes: tokens, the
+	// cost estimate and wall time; zero fields are no limit.
+	Budget loop.Budget
 	// MaxTasks bounds the tasks of a session (0: DefaultMaxTasks): roles
 	// that keep discovering work cannot grow the list without end. Tasks
 	// past it are not added, and the session says so.
@@ -89,6 +103,8 @@ type Runner struct {
 	Sleep    func(ctx context.Context, d time.Duration) error
 
 	prog    Progress
+	started time.Time
+	spent   int64 // RunMillis when this Run started
 	runs    int
 	pending pendingResult
 }
@@ -200,6 +216,7 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 		return p, err
 	}
 	r.prog = p
+	r.started, r.spent = r.now(), p.RunMillis
 	r.stopLeftoverAgent()
 	if p.State.Final() {
 		return p, r.finalError()
@@ -289,8 +306,7 @@ func (r *Runner) fire(e Event, detail string) error {
 			return err
 		}
 	}
-	r.prog.UpdatedAt = r.now()
-	if err := store.WriteFileAtomic(ProgressPath(r.Dir), r.prog.Render(), 0o644); err != nil {
+	if err := r.save(); err != nil {
 		return err
 	}
 	ev := loop.TransitionEvent{Timestamp: r.now().UTC(), SessionID: next.SessionID, Transition: loop.TransitionEntry{
@@ -316,6 +332,32 @@ func (r *Runner) fire(e Event, detail string) error {
 		_ = r.WS.LogError(r.now(), fmt.Sprintf("session %s failed: %s", next.SessionID, next.Reason))
 	}
 	return nil
+}
+
+// save writes progress.md with the time spent so far.
+func (r *Runner) save() error {
+	now := r.now()
+	r.prog.UpdatedAt = now
+	if !r.started.IsZero() {
+		r.prog.RunMillis = r.spent + now.Sub(r.started).Milliseconds()
+	}
+	return store.WriteFileAtomic(ProgressPath(r.Dir), r.prog.Render(), 0o644)
+}
+
+// budgetExceeded names the [budget] limit the session reached, "" when
+// none.
+func (r *Runner) budgetExceeded() string {
+	b, p := r.Budget, r.prog
+	run := time.Duration(r.spent)*time.Millisecond + r.now().Sub(r.started)
+	switch {
+	case b.MaxTokens > 0 && p.Tokens >= b.MaxTokens:
+		return fmt.Sprintf("max_tokens (%d of %d tokens used)", p.Tokens, b.MaxTokens)
+	case b.MaxCost > 0 && p.CostUSD >= b.MaxCost:
+		return fmt.Sprintf("max_cost_usd (estimated $%.2f of $%.2f)", p.CostUSD, b.MaxCost)
+	case b.MaxWall > 0 && run >= b.MaxWall:
+		return fmt.Sprintf("max_wall_time (%s of %s)", run.Round(time.Second), b.MaxWall)
+	}
+	return ""
 }
 
 // act performs one action that changes the session's files. Role runs
@@ -521,9 +563,13 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 	}
 	limits := 0
 	for try := 0; ; try++ {
+		if why := r.budgetExceeded(); why != "" {
+			_ = r.save()
+			return "", &BudgetError{Why: why}
+		}
 		r.runs++
 		name := fmt.Sprintf("%03d-%s", r.nextRunNumber(), roleName)
-		final, err := r.Invoker.Invoke(ctx, Call{Role: roleName, Prompt: text, Name: name, OnStart: r.recordAgent})
+		final, err := r.Invoker.Invoke(ctx, Call{Role: roleName, Prompt: text, Name: name, OnStart: r.recordAgent, OnUsage: r.addUsage})
 		_ = os.Remove(r.path(agentPGIDFile))
 		if err == nil {
 			return final, nil
@@ -563,6 +609,11 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 
 // agentPGIDFile holds the process group of the role run in progress.
 const agentPGIDFile = "agent.pgid"
+
+func (r *Runner) addUsage(tokens int64, cost float64) {
+	r.prog.Tokens += tokens
+	r.prog.CostUSD += cost
+}
 
 func (r *Runner) recordAgent(pgid int) {
 	_ = store.WriteFileAtomic(r.path(agentPGIDFile), []byte(strconv.Itoa(pgid)+"\n"), 0o644)
@@ -781,8 +832,7 @@ func (r *Runner) questions(ctx context.Context) error {
 		return err
 	}
 	r.prog.State.PendingQA = false
-	r.prog.UpdatedAt = r.now()
-	return store.WriteFileAtomic(ProgressPath(r.Dir), r.prog.Render(), 0o644)
+	return r.save()
 }
 
 func (r *Runner) openQuestions() ([]Question, error) {
@@ -868,7 +918,7 @@ func (r *Runner) execute(ctx context.Context) error {
 	}
 	if r.prog.TaskBase == "" {
 		r.prog.TaskBase = head
-		if err := store.WriteFileAtomic(ProgressPath(r.Dir), r.prog.Render(), 0o644); err != nil {
+		if err := r.save(); err != nil {
 			return err
 		}
 	}

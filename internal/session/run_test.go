@@ -487,3 +487,35 @@ func TestRunCapsTheTaskList(t *testing.T) {
 		t.Errorf("errors.log does not say which task was left out:\n%s", log)
 	}
 }
+
+// [budget] bounds what a session spends across resumes: a token budget
+// used up stops Run before the next role run, with the session saved.
+func TestRunStopsAtTheTokenBudget(t *testing.T) {
+	e := newSessionEnv(t, greetRequest)
+	inv := newInvoker(t)
+	inv.on(role.Planner, "Mode: INITIALIZE", 1, func(_ context.Context, c session.Call) (string, error) {
+		c.OnUsage(1500, 0.02)
+		return plannerOneTask, nil
+	})
+	r := e.runner(t, inv)
+	r.Budget.MaxTokens = 1000
+	_, err := r.Run(context.Background())
+	var be *session.BudgetError
+	if !errors.As(err, &be) || !strings.Contains(err.Error(), "max_tokens (1500 of 1000 tokens used)") || !strings.Contains(err.Error(), "ralph run --resume") {
+		t.Fatalf("Run = %v, want a BudgetError naming max_tokens and how to resume", err)
+	}
+	p := e.progress(t)
+	if p.Tokens != 1500 || p.CostUSD != 0.02 {
+		t.Errorf("progress.md spent %d tokens, $%.2f; want 1500 and $0.02 (kept for the resume)", p.Tokens, p.CostUSD)
+	}
+	if p.State.Current != session.Executing {
+		t.Errorf("stopped at %s, want Executing (the executor was not run)", p.State.Current)
+	}
+	inv.allUsed()
+	// Raised, the budget lets the resumed session go on from there.
+	finishTask1(t, e, inv)
+	r = e.runner(t, inv)
+	r.Budget.MaxTokens = 10_000
+	p, err = r.Run(context.Background())
+	wantDone(t, e, p, err)
+}
