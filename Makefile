@@ -31,4 +31,4 @@ bd:
 	bash scripts/install-bd.sh
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 5x ./internal/loop/ ./internal/tasks/ ./internal/gitx/
+	$(GO) test -run '^$$' -bench . -benchtime 5x ./internal/loop/ ./internal/tasks/ ./internal/gitx/ ./internal/session/

@@ -213,14 +213,18 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 			MaxPlanningRetries: cfg.Session.MaxPlanningRetries, MaxGoalChecks: cfg.Session.MaxGoalChecks},
 		Backoff: cfg.Session.RetryBackoff.Duration, MaxAgentRetries: cfg.Session.AgentRetries,
 		MaxLimitWait: sessionMaxLimitWait, MaxTasks: cfg.Session.MaxTasks, Out: env.IO.Out, Now: env.Now,
+		Budget: loop.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
 	}
 	p, err := r.Run(ctx)
+	var budget *session.BudgetError
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, loop.ErrInterrupted) || ctx.Err() != nil:
 		fmt.Fprintf(env.IO.Out, "interrupted: session %s is saved at %s; ralph run --resume continues it\n", p.State.SessionID, p.State.Current)
 		return &ExitError{Code: ExitInterrupted, Msg: "interrupted"}
+	case errors.As(err, &budget):
+		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("session %s stopped at %s: %v", p.State.SessionID, p.State.Current, err)}
 	case errors.Is(err, session.ErrWaitingForAnswers):
 		return &ExitError{Code: ExitNeedsHuman, Msg: "session " + p.State.SessionID + " waits for answers: ralph questions, ralph answer ID \"...\", then ralph run --resume"}
 	case errors.Is(err, session.ErrFailed):
@@ -355,6 +359,10 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 	}
 	if err != nil {
 		return "", err
+	}
+	if c.OnUsage != nil {
+		u := out.Result.Usage
+		c.OnUsage(u.InputTokens+u.OutputTokens+u.CacheReadTokens+u.CacheWriteTokens, out.Result.CostUSD)
 	}
 	l := out.Result.Limit
 	if l == nil && (out.ExitCode != 0 || out.Result.IsError) {
