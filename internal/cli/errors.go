@@ -7,6 +7,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/thread"
 )
 
 // Exit codes. They are part of ralph's interface: scripts and CI jobs branch
@@ -54,6 +55,7 @@ func (e *ExitError) Error() string { return e.Msg }
 // that does so.
 func exitCode(err error) int {
 	var ue *UsageError
+	var tue *thread.UsageError
 	var ee *ExitError
 	var unknown *agent.UnknownError
 	switch {
@@ -61,9 +63,9 @@ func exitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case errors.Is(err, loop.ErrInterrupted):
+	case errors.Is(err, loop.ErrInterrupted), errors.Is(err, thread.ErrInterrupted):
 		return ExitInterrupted
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.As(err, &tue):
 		return ExitUsage
 	case errors.As(err, &unknown) && unknown.Source == "--agent":
 		return ExitUsage

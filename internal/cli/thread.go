@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/thread"
 	"github.com/spf13/cobra"
 )
@@ -33,102 +30,24 @@ type ThreadOptions struct {
 	Agent string
 }
 
-// cliVerb is one `ralph thread VERB`: the machine verb it is in each phase.
-type cliVerb struct {
-	name   string
-	short  string
-	phases map[thread.Phase]thread.Verb
-}
-
-// threadVerbs are the commands that move a thread. Each is a human
-// command: the events they raise carry thread.SourceHuman. The verbs ralph
-// takes by itself (check outcomes, the agent's claims) are not commands.
-var threadVerbs = []cliVerb{
-	{"assess", "Ask the agent to review the draft spec for clarity, testability and completeness",
-		map[thread.Phase]thread.Verb{thread.PhaseDrafting: thread.VerbAssess}},
-	{"finalize", "Freeze the draft as the next immutable spec version (human checkpoint)",
-		map[thread.Phase]thread.Verb{thread.PhaseDrafting: thread.VerbFinalize, thread.PhaseAssessing: thread.VerbFinalize}},
-	{"reopen", "Go back to drafting a finalized spec",
-		map[thread.Phase]thread.Verb{thread.PhaseFinalized: thread.VerbReopen}},
-	{"revise", "Back to drafting: after an assessment, a failed preflight, a stuck run or a review (the last two reset the workspace)",
-		map[thread.Phase]thread.Verb{thread.PhaseAssessing: thread.VerbRevise, thread.PhasePreflightFailed: thread.VerbFixSpec,
-			thread.PhaseStuck: thread.VerbReviseSpec, thread.PhasePendingReview: thread.VerbReviseSpec}},
-	{"start", "Begin implementation: preflight, configuration and the loop",
-		map[thread.Phase]thread.Verb{thread.PhaseFinalized: thread.VerbImplement, thread.PhaseConfiguring: thread.VerbStart}},
-	{"retry", "Run the preflight checks again",
-		map[thread.Phase]thread.Verb{thread.PhasePreflightFailed: thread.VerbRetry}},
-	{"pause", "Pause a running loop (as Ctrl+C does)",
-		map[thread.Phase]thread.Verb{thread.PhaseRunning: thread.VerbInterrupt}},
-	{"resume", "Resume a paused loop, or go on with work a crash cut short",
-		map[thread.Phase]thread.Verb{thread.PhasePaused: thread.VerbResume}},
-	{"reconfigure", "Change agents, iterations or verifiers of a paused or stuck thread",
-		map[thread.Phase]thread.Verb{thread.PhasePaused: thread.VerbReconfigure, thread.PhaseStuck: thread.VerbReconfigure}},
-	{"assist", "Run the loop again after editing files by hand (stuck)",
-		map[thread.Phase]thread.Verb{thread.PhaseStuck: thread.VerbAssist}},
-	{"polish", "Let the agent add docs and tests before review",
-		map[thread.Phase]thread.Verb{thread.PhaseImplemented: thread.VerbPolish}},
-	{"review", "Submit an implemented thread for review, or show the review of one pending",
-		map[thread.Phase]thread.Verb{thread.PhaseImplemented: thread.VerbSubmit}},
-	{"request-changes", "Send a thread under review back to the loop with what to fix",
-		map[thread.Phase]thread.Verb{thread.PhasePendingReview: thread.VerbRequestChanges}},
-	{"approve", "Approve the reviewed changes (human checkpoint)",
-		map[thread.Phase]thread.Verb{thread.PhasePendingReview: thread.VerbApprove}},
-	{"commit", "Commit the approved work on the thread's branch (human checkpoint)",
-		map[thread.Phase]thread.Verb{thread.PhaseReadyToCommit: thread.VerbCommit}},
-	{"abandon", "Abandon the thread (its branch is kept)", abandonPhases()},
-}
-
-func abandonPhases() map[thread.Phase]thread.Verb {
-	m := map[thread.Phase]thread.Verb{}
-	for _, p := range thread.Phases {
-		if _, ok := thread.Lookup(p, thread.VerbAbandon); ok {
-			m[p] = thread.VerbAbandon
-		}
-	}
-	return m
-}
-
-// extraVerbs are commands that read or work inside a phase without moving
-// the thread.
-var extraVerbs = map[string][]thread.Phase{
-	"draft":    {thread.PhaseDrafting},
-	"spec":     {thread.PhaseDrafting},
-	"diagnose": {thread.PhaseStuck},
-	"review":   {thread.PhasePendingReview},
-	"resume":   {thread.PhaseRunning, thread.PhaseVerifying, thread.PhasePreflight, thread.PhasePolishing},
-}
-
-// allowedCommands lists the `ralph thread` verbs that phase p accepts.
-func allowedCommands(p thread.Phase) []string {
-	var out []string
-	for _, v := range threadVerbs {
-		if _, ok := v.phases[p]; ok {
-			out = append(out, v.name)
-		}
-	}
-	for name, ps := range extraVerbs {
-		if slices.Contains(ps, p) && !slices.Contains(out, name) {
-			out = append(out, name)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// WrongVerbError is a verb the thread's phase does not accept.
-type WrongVerbError struct {
-	ID      string
-	Phase   thread.Phase
-	Verb    string
-	Allowed []string
-}
-
-func (e *WrongVerbError) Error() string {
-	if e.Phase.Terminal() {
-		return fmt.Sprintf("thread %s is %s, which is final: `%s` does not apply; start a new thread with `ralph thread new`", e.ID, e.Phase, e.Verb)
-	}
-	return fmt.Sprintf("thread %s is %s, which does not accept `%s`; allowed in %s: %s",
-		e.ID, e.Phase, e.Verb, e.Phase, strings.Join(e.Allowed, ", "))
+// threadCommandHelp is the one-line help of each thread.Commands entry.
+var threadCommandHelp = map[string]string{
+	"assess":          "Ask the agent to review the draft spec for clarity, testability and completeness",
+	"finalize":        "Freeze the draft as the next immutable spec version (human checkpoint)",
+	"reopen":          "Go back to drafting a finalized spec",
+	"revise":          "Back to drafting: after an assessment, a failed preflight, a stuck run or a review (the last two reset the workspace)",
+	"start":           "Begin implementation: preflight, configuration and the loop",
+	"retry":           "Run the preflight checks again",
+	"pause":           "Pause a running loop (as Ctrl+C does)",
+	"resume":          "Resume a paused loop, or go on with work a crash cut short",
+	"reconfigure":     "Change agents, iterations or verifiers of a paused or stuck thread",
+	"assist":          "Run the loop again after editing files by hand (stuck)",
+	"polish":          "Let the agent add docs and tests before review",
+	"review":          "Submit an implemented thread for review, or show the review of one pending",
+	"request-changes": "Send a thread under review back to the loop with what to fix",
+	"approve":         "Approve the reviewed changes (human checkpoint)",
+	"commit":          "Commit the approved work on the thread's branch (human checkpoint)",
+	"abandon":         "Abandon the thread (its branch is kept)",
 }
 
 func newThreadCmd(env *Env) *cobra.Command {
@@ -146,8 +65,8 @@ Commands without an ID work on the active thread ('ralph thread switch ID').`,
 	}
 	cmd.AddCommand(newThreadNewCmd(env), newThreadListCmd(env), newThreadShowCmd(env), newThreadSwitchCmd(env),
 		newThreadDraftCmd(env), newThreadSpecCmd(env), newThreadDiagnoseCmd(env))
-	for _, v := range threadVerbs {
-		cmd.AddCommand(newThreadVerbCmd(env, v))
+	for _, c := range thread.Commands {
+		cmd.AddCommand(newThreadVerbCmd(env, c.Name))
 	}
 	return cmd
 }
@@ -185,8 +104,8 @@ func newThreadNewCmd(env *Env) *cobra.Command {
 			if err := thread.SetActive(tc.dir, t.ID); err != nil {
 				return err
 			}
-			tc.t = t
-			tc.logTransition("", thread.PhaseDrafting, "new", thread.SourceHuman)
+			tc.use(t)
+			tc.r.LogTransition("", thread.PhaseDrafting, "new", thread.SourceHuman)
 			if opts.JSON {
 				return tc.printJSON()
 			}
@@ -309,10 +228,11 @@ func newThreadSwitchCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := thread.SetActive(tc.dir, tc.t.ID); err != nil {
+			t := tc.r.Thread()
+			if err := thread.SetActive(tc.dir, t.ID); err != nil {
 				return err
 			}
-			fmt.Fprintf(env.IO.Out, "active thread: %s (%s) %s\n", tc.t.ID, tc.t.Phase.Type, tc.t.Title)
+			fmt.Fprintf(env.IO.Out, "active thread: %s (%s) %s\n", t.ID, t.Phase.Type, t.Title)
 			return nil
 		},
 	}
@@ -329,11 +249,11 @@ func newThreadDiagnoseCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := tc.requireExtra("diagnose"); err != nil {
+			if err := tc.r.Require("diagnose"); err != nil {
 				return err
 			}
 			if opts.JSON {
-				b, _ := json.MarshalIndent(tc.t.Stuck, "", "  ")
+				b, _ := json.MarshalIndent(tc.r.Thread().Stuck, "", "  ")
 				fmt.Fprintln(env.IO.Out, string(b))
 				return nil
 			}
@@ -345,20 +265,20 @@ func newThreadDiagnoseCmd(env *Env) *cobra.Command {
 	return cmd
 }
 
-func newThreadVerbCmd(env *Env, v cliVerb) *cobra.Command {
+func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 	opts := &ThreadOptions{Env: env}
-	use := v.name + " [ID]"
-	if v.name == "request-changes" {
-		use = v.name + " [ID] [WHAT TO FIX]"
+	use := name + " [ID]"
+	if name == "request-changes" {
+		use = name + " [ID] [WHAT TO FIX]"
 	}
 	cmd := &cobra.Command{
 		Use:   use,
-		Short: v.short,
+		Short: threadCommandHelp[name],
 		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var idArgs, rest []string
 			if len(args) > 0 {
-				if v.name == "request-changes" {
+				if name == "request-changes" {
 					if threadExists(cmd, env, args[0]) {
 						idArgs, rest = args[:1], args[1:]
 					} else {
@@ -367,18 +287,18 @@ func newThreadVerbCmd(env *Env, v cliVerb) *cobra.Command {
 				} else if len(args) == 1 {
 					idArgs = args
 				} else {
-					return usageErrorf("%s takes at most one thread id", v.name)
+					return usageErrorf("%s takes at most one thread id", name)
 				}
 			}
 			tc, err := openThread(cmd, opts, idArgs)
 			if err != nil {
 				return err
 			}
-			return tc.runVerb(v, strings.TrimSpace(strings.Join(rest, " ")))
+			return tc.runVerb(name, strings.TrimSpace(strings.Join(rest, " ")))
 		},
 	}
 	f := cmd.Flags()
-	switch v.name {
+	switch name {
 	case "start", "reconfigure", "assist", "resume", "retry":
 		f.StringSliceVar(&opts.Agents, "agent", nil, "agents in rotation order (repeat or comma-separate); all exhausted makes the thread stuck")
 		f.IntVar(&opts.MaxIterations, "max-iterations", 0, "iterations the loop may use (default: [build] max_iterations)")
@@ -421,10 +341,10 @@ the agent runs interactively. Finalize the draft with 'ralph thread finalize'.`,
 			if err != nil {
 				return err
 			}
-			if err := tc.requireExtra("draft"); err != nil {
+			if err := tc.r.Require("draft"); err != nil {
 				return err
 			}
-			return tc.draft(strings.TrimSpace(strings.Join(args, " ")))
+			return tc.r.Draft(strings.TrimSpace(strings.Join(args, " ")))
 		},
 	}
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to talk with (default: the configured one)")
@@ -447,26 +367,10 @@ func newThreadSpecCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := tc.requireExtra("spec"); err != nil {
+			if err := tc.r.Require("spec"); err != nil {
 				return err
 			}
-			return tc.importSpec(args[len(args)-1])
+			return tc.r.ImportSpec(args[len(args)-1])
 		},
 	}
-}
-
-// logTransition appends one thread transition to .ralph/events.jsonl.
-func (tc *threadCtx) logTransition(from, to thread.Phase, verb string, src thread.Source) {
-	type tr struct {
-		From    string `json:"from"`
-		To      string `json:"to"`
-		Trigger string `json:"trigger"`
-	}
-	line := struct {
-		Timestamp  time.Time `json:"timestamp"`
-		Thread     string    `json:"threadId"`
-		Source     string    `json:"source"`
-		Transition tr        `json:"transition"`
-	}{tc.env.Now().UTC(), tc.t.ID, string(src), tr{string(from), string(to), verb}}
-	_ = store.AppendJSONLine(tc.ws.Path("events.jsonl"), line)
 }

@@ -4,37 +4,41 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/thread"
 )
 
 // stuckOnTerminal is a Stuck thread whose standard input is a terminal
 // that answers with the given lines.
-func stuckOnTerminal(t *testing.T, mode thread.Mode, answers string) (*threadCtx, *bytes.Buffer) {
+func stuckOnTerminal(t *testing.T, mode thread.Mode, answers string) (*threadCmd, *bytes.Buffer) {
 	t.Helper()
-	tc := newThreadCtx(t, thread.PhaseStuck, false)
-	if mode != tc.t.Mode {
-		tc.t.Mode = mode
-		if err := thread.Save(tc.dir, &tc.t); err != nil {
+	tc := testThreadCmd(t, thread.PhaseStuck, false)
+	th := tc.r.Thread()
+	if mode != th.Mode {
+		th.Mode = mode
+		if err := thread.Save(tc.dir, &th); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var out bytes.Buffer
 	tc.env.IO = IO{In: strings.NewReader(answers), Out: &out, Err: &out, InTerminal: true}
 	tc.opts.Env = tc.env
-	if err := os.WriteFile(tc.path("stuck_reason.txt"), []byte("3 iterations without progress\n"), 0o644); err != nil {
+	tc.use(th)
+	if err := os.WriteFile(filepath.Join(thread.Dir(tc.dir, th.ID), "stuck_reason.txt"), []byte("3 iterations without progress\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return tc, &out
 }
 
-func phaseOnDisk(t *testing.T, tc *threadCtx) thread.Phase {
+func phaseOnDisk(t *testing.T, tc *threadCmd) thread.Phase {
 	t.Helper()
-	l, err := thread.Load(tc.dir, tc.t.ID)
+	l, err := thread.Load(tc.dir, tc.r.Thread().ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +135,14 @@ func TestStuckPromptOnTerminal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tc.t.SpecVersion = v
-		if err := thread.Save(tc.dir, &tc.t); err != nil {
+		th := tc.r.Thread()
+		th.SpecVersion = v
+		if err := thread.Save(tc.dir, &th); err != nil {
 			t.Fatal(err)
 		}
-		if err := tc.saveConf(threadConf{Agents: []string{"fake"}, MaxIterations: 5}); err != nil {
+		tc.use(th)
+		conf := thread.RunConfig{SchemaVersion: thread.RunConfigVersion, Agents: []string{"fake"}, MaxIterations: 5}
+		if err := store.WriteJSON(filepath.Join(thread.Dir(tc.dir, "t1"), "config.json"), conf); err != nil {
 			t.Fatal(err)
 		}
 		st := &loop.LoopState{SchemaVersion: loop.StateSchemaVersion, Finished: true,
@@ -157,32 +164,6 @@ func TestStuckPromptOnTerminal(t *testing.T) {
 			t.Fatalf("phase %s", p)
 		}
 	})
-}
-
-// TestAgentsExhausted: a thread's agents are exhausted only when every one
-// of them cools down for longer than threadMaxLimitWait.
-func TestAgentsExhausted(t *testing.T) {
-	tc := newThreadCtx(t, thread.PhaseRunning, false)
-	if why := tc.agentsExhausted([]string{"a"}); why != "" {
-		t.Fatalf("no state yet: %q", why)
-	}
-	save := func(c map[string]time.Time) {
-		if err := loop.SaveState(tc.ws, &loop.LoopState{SchemaVersion: loop.StateSchemaVersion, Cooldowns: c}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	save(map[string]time.Time{"a": testNow.Add(time.Hour), "b": testNow.Add(time.Minute)})
-	if why := tc.agentsExhausted([]string{"a", "b"}); why != "" {
-		t.Fatalf("b is free soon: %q", why)
-	}
-	if why := tc.agentsExhausted([]string{"a", "c"}); why != "" {
-		t.Fatalf("c is not limited: %q", why)
-	}
-	save(map[string]time.Time{"a": testNow.Add(time.Hour), "b": testNow.Add(2 * time.Hour)})
-	why := tc.agentsExhausted([]string{"a", "b"})
-	if !strings.HasPrefix(why, "all agents exhausted: every agent is cooling down after a usage limit (a until ") {
-		t.Fatalf("%q", why)
-	}
 }
 
 // TestIsTerminal: a character device that is no terminal (/dev/null), a

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -13,9 +12,11 @@ import (
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
-// newThreadCtx opens a workspace in a fresh repository with one thread in
-// phase p, saved.
-func newThreadCtx(t *testing.T, p thread.Phase, yes bool) *threadCtx {
+// testThreadCmd opens a workspace in a fresh repository with one quick-mode
+// thread in phase p, saved, as a thread command with --yes set to yes
+// would. Tests that change tc.env.IO call tc.use again, so that the runner
+// reports to the new writers.
+func testThreadCmd(t *testing.T, p thread.Phase, yes bool) *threadCmd {
 	t.Helper()
 	dir := newTestRepo(t)
 	if err := os.WriteFile(dir+"/README.md", []byte("x\n"), 0o644); err != nil {
@@ -44,71 +45,35 @@ func newThreadCtx(t *testing.T, p thread.Phase, yes bool) *threadCtx {
 	if err := thread.Save(ws.Dir(), &th); err != nil {
 		t.Fatal(err)
 	}
-	return &threadCtx{env: env, opts: &ThreadOptions{Env: env, Yes: yes}, ctx: context.Background(), ws: ws, dir: ws.Dir(), t: th}
+	tc := &threadCmd{env: env, opts: &ThreadOptions{Env: env, Yes: yes}, ctx: context.Background(), ws: ws, dir: ws.Dir()}
+	tc.use(th)
+	return tc
 }
 
-// TestThreadCheckpointsRefuseEveryOtherRoute tries to pass each of the four
-// human checkpoints through every route that is not a human command: agent
-// output, ralph itself, a timer, a flag and quick mode, with --yes set
-// and with the runner's automatic advancing. Each is refused and the
-// thread on disk does not change.
-func TestThreadCheckpointsRefuseEveryOtherRoute(t *testing.T) {
-	gates := []struct {
-		phase thread.Phase
-		verbs []thread.Verb
-	}{
-		{thread.PhaseDrafting, []thread.Verb{thread.VerbFinalize}},
-		{thread.PhaseAssessing, []thread.Verb{thread.VerbFinalize}},
-		{thread.PhaseStuck, []thread.Verb{thread.VerbReviseSpec, thread.VerbReconfigure, thread.VerbAssist, thread.VerbAbandon}},
-		{thread.PhasePendingReview, []thread.Verb{thread.VerbApprove}},
-		{thread.PhaseReadyToCommit, []thread.Verb{thread.VerbCommit}},
-	}
-	others := []thread.Source{thread.SourceAgent, thread.SourceSystem, thread.SourceTimer, thread.SourceFlag, thread.SourceQuick}
-	for _, g := range gates {
-		tc := newThreadCtx(t, g.phase, true)
-		before, err := os.ReadFile(thread.Path(tc.dir, "t1"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range g.verbs {
-			for _, src := range others {
-				err := tc.apply(thread.Event{Verb: v, Source: src}, string(v))
-				if !errors.Is(err, thread.ErrHumanRequired) {
-					t.Errorf("%s %s from %s: want a human-required refusal, got %v", g.phase, v, src, err)
-				}
-			}
-		}
-		// The runner's own advancing, in quick mode, stops at the gate.
-		if err := tc.drive(); err != nil {
-			t.Errorf("%s: drive: %v", g.phase, err)
-		}
-		after, _ := os.ReadFile(thread.Path(tc.dir, "t1"))
-		if !bytes.Equal(before, after) || tc.t.Phase.Type != g.phase {
-			t.Errorf("%s: the thread changed without a human command:\n%s\n---\n%s", g.phase, before, after)
-		}
-	}
-}
-
-// TestThreadRevisePromptsOnTerminal: the reset is asked for and "no"
-// changes nothing.
+// TestThreadRevisePromptsOnTerminal: `ralph thread revise` asks for the
+// reset on a terminal and "no" changes nothing.
 func TestThreadRevisePromptsOnTerminal(t *testing.T) {
-	tc := newThreadCtx(t, thread.PhasePendingReview, false)
+	tc := testThreadCmd(t, thread.PhasePendingReview, false)
 	var out bytes.Buffer
 	tc.env.IO = IO{In: strings.NewReader("n\n"), Out: &out, Err: &out, InTerminal: true}
 	tc.opts.Env = tc.env
-	err := tc.apply(thread.Event{Verb: thread.VerbReviseSpec, Source: thread.SourceHuman}, "revise")
+	tc.use(tc.r.Thread())
+	err := tc.runVerb("revise", "")
 	if err == nil || !strings.Contains(out.String(), "This will reset changes. Continue? [y/N]") {
 		t.Fatalf("want the question and a refusal, got %v\n%s", err, out.String())
+	}
+	if code := exitCode(err); code != ExitFailure || err.Error() != "not reset, nothing changed: confirm with --yes (or answer y on a terminal)" {
+		t.Fatalf("exit %d: %v", code, err)
 	}
 	if l, _ := thread.Load(tc.dir, "t1"); l.Phase.Type != thread.PhasePendingReview {
 		t.Fatalf("phase %s after a refused reset", l.Phase.Type)
 	}
 	tc.env.IO.In = strings.NewReader("y\n")
-	if err := tc.apply(thread.Event{Verb: thread.VerbReviseSpec, Source: thread.SourceHuman}, "revise"); err != nil {
+	if err := tc.runVerb("revise", ""); err != nil {
 		t.Fatal(err)
 	}
-	if tc.t.Phase.Type != thread.PhaseDrafting {
-		t.Fatalf("phase %s after yes", tc.t.Phase.Type)
+	if p := tc.r.Thread().Phase.Type; p != thread.PhaseDrafting {
+		t.Fatalf("phase %s after yes", p)
 	}
 }
 
@@ -139,4 +104,22 @@ func TestThreadCommandsWithoutThread(t *testing.T) {
 		t.Fatalf("%v", r)
 	}
 	_ = time.Second
+}
+
+// TestThreadErrorsExitCodes: the thread package's typed errors map to
+// the documented exit codes, wrapped or not.
+func TestThreadErrorsExitCodes(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		code int
+	}{
+		{thread.ErrInterrupted, ExitInterrupted},
+		{&thread.UsageError{Err: os.ErrInvalid}, ExitUsage},
+		{&thread.WrongCommandError{ID: "a", Phase: thread.PhaseDrafting, Command: "approve"}, ExitFailure},
+		{thread.ErrResetDeclined, ExitFailure},
+	} {
+		if got := exitCode(c.err); got != c.code {
+			t.Errorf("%T %v: exit %d, want %d", c.err, c.err, got, c.code)
+		}
+	}
 }

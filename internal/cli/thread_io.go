@@ -1,0 +1,355 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/thread"
+	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/spf13/cobra"
+)
+
+// threadCmd is one `ralph thread` command: the workspace it opened, the
+// runner (thread.Runner) of the thread it works on, and the terminal side
+// of the work: the questions a person answers and what is printed when
+// the thread settles. The thread's own work happens in the runner.
+type threadCmd struct {
+	env  *Env
+	opts *ThreadOptions
+	ctx  context.Context
+	ws   *workspace.Workspace
+	cfg  config.Config
+	dir  string // .ralph
+	// r is nil until the command has chosen its thread (use).
+	r *thread.Runner
+	// in reads answers from inSrc (the command's standard input).
+	in    *bufio.Reader
+	inSrc io.Reader
+}
+
+func openThreads(cmd *cobra.Command, opts *ThreadOptions) (*threadCmd, error) {
+	ws, cfg, err := openWorkspace(cmd.Context(), opts.Env)
+	if err != nil {
+		return nil, err
+	}
+	// .ralph/.gitignore keeps threads/ out of git before anything is written.
+	if _, err := ws.EnsureStateFiles(opts.Env.Now()); err != nil {
+		return nil, err
+	}
+	if err := thread.EnsureIgnores(ws); err != nil {
+		return nil, err
+	}
+	return &threadCmd{env: opts.Env, opts: opts, ctx: cmd.Context(), ws: ws, cfg: cfg, dir: ws.Dir()}, nil
+}
+
+// openThread opens the thread args names, else the active one.
+func openThread(cmd *cobra.Command, opts *ThreadOptions, args []string) (*threadCmd, error) {
+	tc, err := openThreads(cmd, opts)
+	if err != nil {
+		return nil, err
+	}
+	id := ""
+	if len(args) > 0 {
+		id = args[0]
+		if err := thread.ValidateID(id); err != nil {
+			return nil, &UsageError{Err: err}
+		}
+	} else {
+		id, err = thread.ActiveThread(tc.dir)
+		if err != nil {
+			return nil, err
+		}
+		if id == "" {
+			return nil, usageErrorf("no active thread: create one with `ralph thread new \"title\"` or pick one with `ralph thread switch ID`")
+		}
+	}
+	t, err := thread.Load(tc.dir, id)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, usageErrorf("no thread %q: see `ralph thread list`", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	tc.use(t)
+	return tc, nil
+}
+
+// use makes t the command's thread: it turns the command's environment,
+// configuration and flags into the runner's inputs.
+func (tc *threadCmd) use(t thread.Thread) {
+	env, cfg := tc.env, tc.cfg
+	tc.r = thread.NewRunner(tc.ctx, tc.ws, cfg, t, thread.Env{
+		Out:        env.IO.Out,
+		In:         env.IO.In,
+		Err:        env.IO.Err,
+		InTerminal: env.IO.InTerminal,
+		Now:        env.Now,
+		WorkDir:    env.WorkDir,
+		ResolveAgent: func(name string) (agent.Spec, error) {
+			return resolveAgent(env, cfg, name)
+		},
+		NamedAgent: func(name, key string) (agent.Spec, error) {
+			return namedAgent(cfg, name, key)
+		},
+		LoopOptions: func(ctx context.Context, agentName, prd string, maxIterations int) (loop.Options, error) {
+			cmd := &cobra.Command{}
+			cmd.SetContext(ctx)
+			s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: agentName, PRD: prd, MaxIterations: maxIterations}, false)
+			if err != nil {
+				return loop.Options{}, err
+			}
+			return s.opts, nil
+		},
+		Confirm: tc.confirm,
+	}, thread.Options{
+		Agents:        tc.opts.Agents,
+		MaxIterations: tc.opts.MaxIterations,
+		Verifiers:     tc.opts.Verifiers,
+		Agent:         tc.opts.Agent,
+	})
+}
+
+// runVerb runs the thread command name and, once the thread has settled,
+// reports it (finish) while the runner still holds the thread's lock.
+func (tc *threadCmd) runVerb(name, msg string) error {
+	return tc.r.Do(name, msg, tc.finish)
+}
+
+// ---- the person at the terminal ----
+
+// input reads the person's answers: one buffered reader for the Stuck
+// menu and the questions it leads to, so that no typed-ahead line is lost.
+func (tc *threadCmd) input() *bufio.Reader {
+	if tc.in == nil || tc.inSrc != tc.env.IO.In {
+		tc.in, tc.inSrc = bufio.NewReader(tc.env.IO.In), tc.env.IO.In
+	}
+	return tc.in
+}
+
+// confirm is the runner's Confirm: --yes answers yes; otherwise only a
+// person at a terminal can, and no terminal means no.
+func (tc *threadCmd) confirm(question string) bool {
+	if tc.opts.Yes {
+		return true
+	}
+	if !tc.env.IO.InTerminal {
+		return false
+	}
+	fmt.Fprintf(tc.env.IO.Out, "%s [y/N] ", question)
+	line, _ := tc.input().ReadString('\n')
+	a := strings.ToLower(strings.TrimSpace(line))
+	return a == "y" || a == "yes"
+}
+
+// finish prints the thread (as JSON with --json) and maps the phase it
+// waits in to the exit code.
+func (tc *threadCmd) finish() error {
+	if tc.opts.JSON {
+		if err := tc.printJSON(); err != nil {
+			return err
+		}
+	}
+	t := tc.r.Thread()
+	switch t.Phase.Type {
+	case thread.PhaseStuck:
+		if tc.env.IO.InTerminal && !tc.opts.JSON {
+			return tc.stuckPrompt()
+		}
+		return &ExitError{Code: ExitNeedsHuman, Msg: fmt.Sprintf("thread %s is stuck: a person must decide: ralph thread revise | reconfigure | assist | abandon | diagnose", t.ID)}
+	case thread.PhasePreflightFailed:
+		return &ExitError{Code: ExitFailure, Msg: fmt.Sprintf("preflight failed for thread %s: fix the above, then `ralph thread retry` (or `ralph thread revise` to fix the spec)", t.ID)}
+	}
+	return nil
+}
+
+// stuckPrompt is the Stuck box as a question on a terminal. A choice runs
+// that command as if it had been typed, in place of this one.
+func (tc *threadCmd) stuckPrompt() error {
+	r := tc.input()
+	for {
+		fmt.Fprint(tc.env.IO.Out, "choose [R/C/M/A/D] (empty to decide later): ")
+		line, err := r.ReadString('\n')
+		choice := strings.ToUpper(strings.TrimSpace(line))
+		var name string
+		switch choice {
+		case "R":
+			name = "revise"
+		case "C":
+			name = "reconfigure"
+		case "M":
+			fmt.Fprint(tc.env.IO.Out, "edit the files, then press Enter to run the loop again: ")
+			r.ReadString('\n')
+			name = "assist"
+		case "A":
+			name = "abandon"
+		case "D":
+			tc.printDiagnosis()
+			continue
+		default:
+			if err == nil && choice != "" {
+				continue
+			}
+			return &ExitError{Code: ExitNeedsHuman, Msg: fmt.Sprintf("thread %s is stuck: decide later with ralph thread revise | reconfigure | assist | abandon", tc.r.Thread().ID)}
+		}
+		tc.r.Release()
+		tc.opts.Yes = false // the reset question is asked on the terminal
+		return tc.runVerb(name, "")
+	}
+}
+
+// ---- output ----
+
+// ThreadView is what `ralph thread show --json` prints.
+type ThreadView struct {
+	thread.Thread
+	Active           bool              `json:"active"`
+	Allowed          []string          `json:"allowed"`
+	Config           *thread.RunConfig `json:"config,omitempty"`
+	Evidence         *thread.Evidence  `json:"evidence,omitempty"`
+	RecommendApprove bool              `json:"recommend_approve"`
+	Spec             string            `json:"spec,omitempty"`
+	Draft            string            `json:"draft,omitempty"`
+	Conversation     string            `json:"conversation"`
+	Messages         int               `json:"messages"`
+	Running          bool              `json:"running"`
+	StuckReason      string            `json:"stuck_reason,omitempty"`
+}
+
+func (tc *threadCmd) view() ThreadView {
+	t := tc.r.Thread()
+	v := ThreadView{Thread: t, Allowed: thread.AllowedCommands(t.Phase.Type), RecommendApprove: tc.r.RecommendApprove(),
+		Conversation: tc.ws.Rel(thread.ConversationPath(tc.dir, t.ID))}
+	if v.Allowed == nil {
+		v.Allowed = []string{}
+	}
+	active, _ := thread.ActiveThread(tc.dir)
+	v.Active = active == t.ID
+	v.Config = tc.r.SavedConfig()
+	v.Evidence = tc.r.Evidence()
+	if t.SpecVersion > 0 {
+		v.Spec = tc.ws.Rel(thread.SpecPath(tc.dir, t.ID, t.SpecVersion))
+	}
+	if _, err := os.Stat(tc.r.DraftPath()); err == nil {
+		v.Draft = tc.ws.Rel(tc.r.DraftPath())
+	}
+	msgs, _ := thread.ReadConversation(tc.dir, t.ID)
+	v.Messages = len(msgs)
+	v.Running = tc.r.Busy()
+	if t.Phase.Type == thread.PhaseStuck {
+		v.StuckReason = tc.r.StuckReason()
+	}
+	return v
+}
+
+func (tc *threadCmd) out(format string, args ...any) {
+	fmt.Fprintf(tc.env.IO.Out, format+"\n", args...)
+}
+
+func (tc *threadCmd) printJSON() error {
+	b, err := json.MarshalIndent(tc.view(), "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(tc.env.IO.Out, string(b))
+	return nil
+}
+
+func (tc *threadCmd) printShow() {
+	v := tc.view()
+	t := v.Thread
+	tc.out("thread %s: %s", t.ID, t.Title)
+	phase := string(t.Phase.Type)
+	if t.Phase.Type == thread.PhaseRunning || t.Phase.Type == thread.PhasePaused || t.Phase.Type == thread.PhaseVerifying {
+		phase += fmt.Sprintf(" (iteration %d)", t.Phase.Iteration)
+	}
+	tc.out("  phase:     %s", phase)
+	tc.out("  mode:      %s", t.Mode)
+	if v.Spec != "" {
+		tc.out("  spec:      v%d (%s)", t.SpecVersion, v.Spec)
+	}
+	if v.Draft != "" {
+		tc.out("  draft:     %s", v.Draft)
+	}
+	tc.out("  talk:      %d message(s) in %s", v.Messages, v.Conversation)
+	if t.Baseline != nil {
+		branch := t.Baseline.Branch
+		if branch == "" {
+			branch = "(detached)"
+		}
+		tc.out("  baseline:  %s on %s, captured %s", short(t.Baseline.CommitSHA), branch, t.Baseline.CapturedAt.Format(time.RFC3339))
+	}
+	if t.Branch != "" {
+		tc.out("  branch:    %s", t.Branch)
+	}
+	if v.Config != nil {
+		tc.out("  config:    agents %s, max %d iterations, %d verifier(s)", strings.Join(v.Config.Agents, " → "), v.Config.MaxIterations, len(v.Config.Verifiers))
+	}
+	if t.CurrentRunID != "" {
+		tc.out("  run:       %s", t.CurrentRunID)
+	}
+	if v.Running {
+		tc.out("  busy:      a ralph is working on it now")
+	}
+	switch t.Phase.Type {
+	case thread.PhasePreflightFailed:
+		for _, f := range t.Phase.Failures {
+			tc.out("  ✗ %s", f)
+		}
+	case thread.PhaseStuck:
+		tc.r.ReportStuck()
+	case thread.PhasePaused:
+		tc.r.ReportPaused()
+	case thread.PhasePendingReview:
+		if v.RecommendApprove {
+			tc.out("  ★ Recommend Approve (you still approve)")
+		}
+	}
+	if len(v.Allowed) > 0 {
+		tc.out("  allowed:   %s", strings.Join(v.Allowed, ", "))
+	}
+}
+
+// printDiagnosis is `ralph thread diagnose`: what the Stuck phase kept of
+// the failed attempt, with the start of its diff.
+func (tc *threadCmd) printDiagnosis() {
+	t := tc.r.Thread()
+	s := t.Stuck
+	if s == nil {
+		tc.out("no record of the failed attempt")
+		return
+	}
+	tc.out("thread %s is stuck: %s", t.ID, tc.r.StuckReason())
+	tc.out("  spec attempted: v%d", s.SpecVersion)
+	tc.out("  iterations run: %d", s.Iterations)
+	for _, c := range s.CriteriaPassed {
+		tc.out("  ✓ %s", c)
+	}
+	for _, c := range s.CriteriaFailed {
+		tc.out("  ✗ %s", c)
+	}
+	if s.ClosestOutput != "" {
+		tc.out("  closest output: %s", s.ClosestOutput)
+	}
+	if s.DiffPath != "" {
+		tc.out("  diff from the baseline: %s", s.DiffPath)
+		if b, err := os.ReadFile(tc.ws.Abs(s.DiffPath)); err == nil {
+			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+			if len(lines) > 40 {
+				lines = append(lines[:40], fmt.Sprintf("… (%d more lines)", len(lines)-40))
+			}
+			for _, l := range lines {
+				tc.out("    %s", l)
+			}
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package thread
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+// ---- Finalized → Preflight ----
+
+// implementAs begins implementation: the baseline is recorded (kept when
+// the thread's branch is already checked out with a baseline), the branch
+// is created by the capture_baseline action, and preflight runs, at once
+// unless a person asked for it (Do drives then).
+func (r *Runner) implementAs(src Source, verb string) error {
+	ctx := r.bg()
+	ev := Event{Verb: VerbImplement, Source: src}
+	head, _ := r.ws.Repo.Head(ctx)
+	branch := r.currentBranch()
+	if head != "" {
+		if branch == BranchName(r.t.ID) && r.t.Baseline != nil {
+			b := *r.t.Baseline
+			ev.Baseline = &b
+		} else {
+			ev.Baseline = &Baseline{Branch: branch, CommitSHA: head, CapturedAt: r.env.Now().UTC()}
+		}
+		ev.Branch = BranchName(r.t.ID)
+	}
+	if err := r.apply(ev, verb); err != nil {
+		return err
+	}
+	if src != SourceHuman {
+		return r.drive()
+	}
+	return nil
+}
+
+func (r *Runner) git(args ...string) (string, error) {
+	out, err := r.ws.Repo.Runner.Git(r.bg(), r.ws.Root, args...)
+	return strings.TrimSpace(string(out)), err
+}
+
+func (r *Runner) currentBranch() string {
+	b, err := r.git("symbolic-ref", "--quiet", "--short", "HEAD")
+	if err != nil {
+		return ""
+	}
+	return b
+}
+
+func (r *Runner) createBranch(n *Thread) error {
+	if n.Branch == "" {
+		return nil // no commit yet: preflight reports it
+	}
+	if r.currentBranch() == n.Branch {
+		return nil
+	}
+	if _, err := r.git("rev-parse", "--verify", "--quiet", "refs/heads/"+n.Branch); err == nil {
+		_, err := r.git("checkout", "-q", n.Branch)
+		if err != nil {
+			return fmt.Errorf("could not check out %s: %w", n.Branch, err)
+		}
+		return nil
+	}
+	if _, err := r.git("checkout", "-q", "-b", n.Branch); err != nil {
+		return fmt.Errorf("could not create branch %s: %w", n.Branch, err)
+	}
+	return nil
+}
+
+// ---- Preflight ----
+
+var promiseLine = regexp.MustCompile(`(?mi)^\s*[*_]*promise[*_]*\s*:\s*(?:<promise>)?\s*([A-Za-z][A-Za-z0-9_]*)`)
+
+// specPromise returns the promise tag the spec names ("COMPLETE").
+func specPromise(spec []byte) string {
+	m := promiseLine.FindSubmatch(spec)
+	if m == nil {
+		return ""
+	}
+	return strings.ToUpper(string(m[1]))
+}
+
+// preflightFailures runs the five preflight checks (git state, baseline,
+// spec, tools, conflicts) and says what fails, each with what to do.
+func (r *Runner) preflightFailures() []string {
+	var fails []string
+	t := r.t
+	ctx := r.bg()
+	// 1. git state
+	snap, err := r.ws.Repo.Snapshot(ctx)
+	if err != nil {
+		fails = append(fails, "git: "+err.Error())
+	} else {
+		var dirty []string
+		for _, f := range snap.Dirty {
+			if !strings.HasPrefix(f, workspace.DirName+"/") {
+				dirty = append(dirty, f)
+			}
+		}
+		if len(dirty) > 0 {
+			if len(dirty) > 5 {
+				dirty = append(dirty[:5], "…")
+			}
+			fails = append(fails, fmt.Sprintf("git: the working tree has uncommitted changes (%s): commit or stash them", strings.Join(dirty, ", ")))
+		} else if b := r.currentBranch(); t.Branch != "" && b != t.Branch {
+			fails = append(fails, fmt.Sprintf("git: on branch %q, not the thread's branch %s: git checkout %s", b, t.Branch, t.Branch))
+		}
+	}
+	// 2. baseline
+	if t.Baseline == nil || t.Baseline.CommitSHA == "" {
+		fails = append(fails, "baseline: the repository has no commit to return to: make a first commit")
+	} else if _, err := r.git("cat-file", "-e", t.Baseline.CommitSHA+"^{commit}"); err != nil {
+		fails = append(fails, fmt.Sprintf("baseline: commit %s is gone", short(t.Baseline.CommitSHA)))
+	}
+	// 3. spec
+	spec, err := ReadSpec(r.dir, t.ID, t.SpecVersion)
+	if err != nil {
+		fails = append(fails, fmt.Sprintf("spec v%d: cannot read it: %v", t.SpecVersion, err))
+	} else {
+		prd, err := tasks.ParseMarkdown(fmt.Sprintf("spec v%d", t.SpecVersion), spec)
+		switch {
+		case err != nil:
+			fails = append(fails, "spec: "+oneLineErr(err))
+		default:
+			n := 0
+			for _, s := range prd.Stories {
+				n += len(s.Criteria)
+			}
+			if n == 0 {
+				fails = append(fails, fmt.Sprintf("spec v%d: no acceptance criteria: add \"- [ ] ...\" lines under each story", t.SpecVersion))
+			}
+		}
+		if specPromise(spec) == "" {
+			fails = append(fails, fmt.Sprintf("spec v%d: no promise tag: add a line \"Promise: COMPLETE\"", t.SpecVersion))
+		}
+	}
+	// 4. tools
+	conf := r.effectiveConf()
+	for _, name := range conf.Agents {
+		spec, err := r.agentSpec(name)
+		if err == nil {
+			argv, _ := agent.Argv(spec.Headless, "prompt.md")
+			err = agent.CheckInstalled(spec, argv)
+		}
+		if err != nil {
+			fails = append(fails, "agent: "+oneLineErr(err))
+		}
+	}
+	for _, v := range conf.Verifiers {
+		if f := strings.Fields(v); len(f) > 0 {
+			if _, err := exec.LookPath(f[0]); err != nil {
+				if _, serr := os.Stat(filepath.Join(r.ws.Root, f[0])); serr != nil {
+					fails = append(fails, fmt.Sprintf("verifier %q: %s is not installed", v, f[0]))
+				}
+			}
+		}
+	}
+	// 5. conflicts
+	if h, held := store.Held(r.ws.LockPath()); held {
+		fails = append(fails, fmt.Sprintf("conflict: another ralph is running in this workspace (%v): wait for it", h))
+	}
+	if others, err := List(r.dir); err == nil {
+		for _, o := range others {
+			if o.ID != t.ID && (o.Phase.Type == PhaseRunning || o.Phase.Type == PhaseVerifying) {
+				fails = append(fails, fmt.Sprintf("conflict: thread %s is %s: pause, finish or abandon it first", o.ID, o.Phase.Type))
+			}
+		}
+	}
+	return fails
+}
+
+func (r *Runner) preflight() error {
+	r.out("preflight: git state, baseline, spec, tools, conflicts")
+	fails := r.preflightFailures()
+	if len(fails) > 0 {
+		return r.apply(Event{Verb: VerbChecksFail, Source: SourceSystem, Failures: fails}, "checks_fail")
+	}
+	r.out("  ✓ all preflight checks pass (baseline %s on %s, branch %s)", short(r.t.Baseline.CommitSHA), orNone(r.t.Baseline.Branch), r.t.Branch)
+	return r.apply(Event{Verb: VerbChecksPass, Source: SourceSystem}, "checks_pass")
+}

@@ -1,0 +1,157 @@
+package thread
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/ralphloop/ralph/internal/tasks"
+)
+
+// What the runner tells the person as the thread moves. Each report is
+// printed after the new phase is saved, so that it describes the thread
+// as it is on disk.
+
+// after reports what the new phase means for the person.
+func (r *Runner) after(a Action) {
+	t := r.t
+	switch a {
+	case ActFreezeSpec:
+		r.out("spec v%d frozen: %s", t.SpecVersion, r.ws.Rel(SpecPath(r.dir, t.ID, t.SpecVersion)))
+		if t.Mode == ModeMethodical {
+			r.out("next: ralph thread start (or ralph thread reopen)")
+		}
+	case ActDraftSpec:
+		r.out("next: ralph thread draft \"...\" / spec FILE, then finalize (or assess first)")
+	case ActReportPreflight:
+		for _, f := range t.Phase.Failures {
+			r.out("  ✗ %s", f)
+		}
+	case ActAwaitHuman:
+		r.ReportPaused()
+	case ActRecordStuck:
+		r.ReportStuck()
+	case ActOfferPolish:
+		if t.Mode == ModeMethodical {
+			r.out("implemented and verified: next: ralph thread polish (docs/tests) or ralph thread review")
+		}
+	case ActRequestReview:
+		r.printReview()
+	case ActPrepareCommit:
+		r.out("proposed commit message (%s):", r.ws.Rel(r.path("commit_msg.txt")))
+		for _, l := range strings.Split(strings.TrimRight(r.commitMessage(), "\n"), "\n") {
+			r.out("    %s", l)
+		}
+		r.out("next: ralph thread commit (you commit; ralph never pushes or merges)")
+	case ActCommit:
+		conf := r.loadConf()
+		what := "nothing left to commit"
+		if conf.CommitSHA != "" {
+			what = "committed " + short(conf.CommitSHA)
+		}
+		base := "your branch"
+		if t.Baseline != nil && t.Baseline.Branch != "" {
+			base = t.Baseline.Branch
+		}
+		r.out("done: %s; the work is on branch %s. Merge it yourself, e.g. git checkout %s && git merge %s",
+			what, BranchName(t.ID), base, BranchName(t.ID))
+	case ActArchive:
+		if t.Phase.Type == PhaseAbandoned && t.Branch != "" {
+			r.out("abandoned; branch %s is kept: delete it with git branch -D %s when you no longer need it", t.Branch, t.Branch)
+		}
+	}
+}
+
+// printReview shows what a reviewer needs: the commits and the diff since
+// the baseline, the verification evidence and ralph's recommendation.
+func (r *Runner) printReview() {
+	t := r.t
+	r.out("── review of thread %s: %s ──", t.ID, t.Title)
+	if t.Baseline != nil {
+		stat, _ := r.git("diff", "--stat", t.Baseline.CommitSHA, "--", ".", ":(exclude).ralph")
+		log, _ := r.git("log", "--oneline", t.Baseline.CommitSHA+"..HEAD")
+		r.out("commits since the baseline %s:", short(t.Baseline.CommitSHA))
+		for _, l := range strings.Split(log, "\n") {
+			if l != "" {
+				r.out("  %s", l)
+			}
+		}
+		r.out("diff from the baseline (git diff %s):", short(t.Baseline.CommitSHA))
+		for _, l := range strings.Split(stat, "\n") {
+			if l != "" {
+				r.out("  %s", l)
+			}
+		}
+	}
+	if ev := r.Evidence(); ev != nil {
+		r.out("verification evidence:")
+		for _, it := range ev.Items {
+			mark := "✓"
+			if !it.Passed {
+				mark = "✗"
+			}
+			r.out("  %s %s", mark, it.Name)
+		}
+	}
+	if r.RecommendApprove() {
+		r.out("★ Recommend Approve: every criterion, verifier and the promise passed. Approving is still yours.")
+	}
+	r.out("next: ralph thread approve | request-changes \"what to fix\" | revise (resets to the baseline) | abandon")
+}
+
+// ReportStuck prints the Stuck box: the choices a person has, why the
+// thread is stuck and what the failed attempt reached.
+func (r *Runner) ReportStuck() {
+	t := r.t
+	r.out("┌─────────────────────────────────────────────────────┐")
+	r.out("│  STUCK: What would you like to do?                  │")
+	r.out("├─────────────────────────────────────────────────────┤")
+	r.out("│  [R] Revise spec     → Resets workspace, Drafting   │")
+	r.out("│  [C] Reconfigure     → Configuring (keep changes)   │")
+	r.out("│  [M] Manual assist   → Running (after human edits)  │")
+	r.out("│  [A] Abandon         → Abandoned                    │")
+	r.out("│  [D] Diagnose        → (view details, stay Stuck)   │")
+	r.out("└─────────────────────────────────────────────────────┘")
+	if reason := r.StuckReason(); reason != "" {
+		r.out("why: %s", reason)
+	}
+	if t.Stuck != nil {
+		r.out("spec v%d, %d iteration(s), criteria %d passed / %d failed", t.Stuck.SpecVersion, t.Stuck.Iterations, len(t.Stuck.CriteriaPassed), len(t.Stuck.CriteriaFailed))
+	}
+	r.out("commands: ralph thread revise [--yes] | reconfigure | assist | abandon | diagnose")
+}
+
+// ReportPaused prints the Paused box: where the loop stopped and the
+// choices a person has.
+func (r *Runner) ReportPaused() {
+	conf := r.loadConf()
+	passed, total := 0, 0
+	if b, err := os.ReadFile(r.prdPath()); err == nil {
+		if prd, err := tasks.ParseMarkdown("prd", b); err == nil {
+			for _, s := range prd.Stories {
+				for _, c := range s.Criteria {
+					total++
+					if s.Done || c.Done {
+						passed++
+					}
+				}
+			}
+		}
+	}
+	model := "default"
+	if len(conf.Agents) > 0 {
+		model = conf.Agents[0]
+	}
+	r.out("┌─────────────────────────────────────────────────────┐")
+	r.out("│  PAUSED: Loop interrupted                           │")
+	r.out("├─────────────────────────────────────────────────────┤")
+	r.out("│  Iteration: %-40s│", fmt.Sprintf("%d/%d", r.t.Phase.Iteration, conf.MaxIterations))
+	r.out("│  Current model: %-36s│", model)
+	r.out("│  Criteria: %-41s│", fmt.Sprintf("%d/%d passing", passed, total))
+	r.out("│                                                     │")
+	r.out("│  [R] Resume          → Continue from here           │")
+	r.out("│  [C] Reconfigure     → Change models/iterations     │")
+	r.out("│  [A] Abandon         → Abandon thread               │")
+	r.out("└─────────────────────────────────────────────────────┘")
+	r.out("commands: ralph thread resume | reconfigure | abandon")
+}

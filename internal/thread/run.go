@@ -1,0 +1,368 @@
+package thread
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
+)
+
+// RunConfig is threads/<id>/config.json: the Configuring phase's choices
+// and the bookkeeping of the loop runs of the thread.
+type RunConfig struct {
+	SchemaVersion int      `json:"schema_version"`
+	Agents        []string `json:"agents"`
+	MaxIterations int      `json:"max_iterations"`
+	Verifiers     []string `json:"verifiers"`
+	// RunID is the last loop run; RunBase the thread's iteration count
+	// before it began, so a resumed run is not counted twice.
+	RunID   string `json:"run_id,omitempty"`
+	RunBase int    `json:"run_base"`
+	// PRDSpecVersion is the spec version copied to prd.md.
+	PRDSpecVersion int `json:"prd_spec_version"`
+	// Extra numbers the stories added to prd.md by review requests and
+	// failed verifications.
+	Extra     int    `json:"extra,omitempty"`
+	CommitSHA string `json:"commit_sha,omitempty"`
+}
+
+// RunConfigVersion is the schema version of config.json.
+const RunConfigVersion = 1
+
+// loadConf reads config.json; a missing or unreadable one is the zero
+// configuration, which effectiveConf fills with the defaults.
+func (r *Runner) loadConf() RunConfig {
+	var c RunConfig
+	if _, err := store.ReadJSON(r.path("config.json"), RunConfigVersion, &c); err != nil {
+		return RunConfig{}
+	}
+	return c
+}
+
+func (r *Runner) saveConf(c RunConfig) error {
+	c.SchemaVersion = RunConfigVersion
+	return store.WriteJSON(r.path("config.json"), c)
+}
+
+// SavedConfig is the thread's config.json, nil when none was written yet.
+func (r *Runner) SavedConfig() *RunConfig {
+	if _, err := os.Stat(r.path("config.json")); err != nil {
+		return nil
+	}
+	c := r.loadConf()
+	return &c
+}
+
+// effectiveConf is the saved configuration with this command's options
+// over it and the defaults under it.
+func (r *Runner) effectiveConf() RunConfig {
+	c := r.loadConf()
+	if len(r.opts.Agents) > 0 {
+		c.Agents = nil
+		for _, a := range r.opts.Agents {
+			if a = strings.TrimSpace(a); a != "" {
+				c.Agents = append(c.Agents, a)
+			}
+		}
+	}
+	if r.opts.MaxIterations > 0 {
+		c.MaxIterations = r.opts.MaxIterations
+	}
+	if len(r.opts.Verifiers) > 0 {
+		c.Verifiers = r.opts.Verifiers
+	}
+	if len(c.Agents) == 0 {
+		if s, err := r.env.ResolveAgent(""); err == nil {
+			c.Agents = []string{s.Name}
+		}
+		c.Agents = append(c.Agents, r.cfg.Agent.Fallbacks...)
+	}
+	if c.MaxIterations <= 0 {
+		c.MaxIterations = max(r.cfg.Build.MaxIterations, 1)
+	}
+	return c
+}
+
+func (r *Runner) agentSpec(name string) (agent.Spec, error) {
+	if s, err := r.env.ResolveAgent(""); err == nil && s.Name == name {
+		return s, nil // AGENT_CMD or the configured default
+	}
+	return r.env.NamedAgent(name, "thread agents")
+}
+
+// configure saves the configuration: this command's options, else what
+// was chosen before, else the defaults (quick mode never asks).
+func (r *Runner) configure() error {
+	c := r.effectiveConf()
+	if r.opts.MaxIterations < 0 {
+		return usageErrorf("--max-iterations must be at least 1")
+	}
+	for _, name := range c.Agents {
+		if _, err := r.agentSpec(name); err != nil {
+			return err
+		}
+	}
+	if err := r.saveConf(c); err != nil {
+		return err
+	}
+	verifiers := "none"
+	if len(c.Verifiers) > 0 {
+		verifiers = strings.Join(c.Verifiers, "; ")
+	}
+	r.out("configuration: agents %s, at most %d iterations, verifiers: %s", strings.Join(c.Agents, " → "), c.MaxIterations, verifiers)
+	return nil
+}
+
+// ---- Running ----
+
+// copySpecToPRD makes the thread's spec version the PRD the loop works on
+// (threads/<id>/prd.md), without the stories added to an earlier copy.
+func (r *Runner) copySpecToPRD(conf *RunConfig) error {
+	spec, err := ReadSpec(r.dir, r.t.ID, r.t.SpecVersion)
+	if err != nil {
+		return err
+	}
+	if err := store.WriteFileAtomic(r.prdPath(), spec, 0o644); err != nil {
+		return err
+	}
+	conf.PRDSpecVersion = r.t.SpecVersion
+	conf.Extra = 0
+	return r.saveConf(*conf)
+}
+
+// retireLoopState marks an unfinished loop run over this thread's PRD copy
+// as finished, so that the next run starts afresh instead of resuming it,
+// and forgets the retry counters of the thread's stories.
+func (r *Runner) retireLoopState(keepRun bool) error {
+	st, err := loop.LoadState(r.ws)
+	if err != nil || st == nil {
+		return err
+	}
+	rel := r.ws.Rel(r.prdPath())
+	changed := false
+	// A person decided to run again: the circuit breaker of earlier
+	// attempts does not hold this one back.
+	if st.Breaker.State == loop.BreakerOpen || st.Breaker.NoProgress > 0 || st.Breaker.SameError > 0 {
+		st.Breaker = loop.Breaker{Opened: st.Breaker.Opened}
+		changed = true
+	}
+	if st.TaskFile == rel && !st.Finished && !keepRun {
+		st.Finished, st.Outcome, st.Reason = true, loop.OutcomeInterrupted, "superseded: thread "+r.t.ID+" starts a new run"
+		changed = true
+	}
+	if b, err := os.ReadFile(r.prdPath()); err == nil {
+		if prd, err := tasks.ParseMarkdown(rel, b); err == nil {
+			for _, s := range prd.Stories {
+				for id := range st.Tasks {
+					if sid, _ := tasks.ParseTaskID(id); sid == s.ID {
+						delete(st.Tasks, id)
+						delete(st.Feedback, id)
+						changed = true
+					}
+				}
+			}
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return loop.SaveState(r.ws, st)
+}
+
+// runLoop runs the loop over the thread's PRD copy, resuming the thread's
+// unfinished run if there is one, and turns its outcome into the thread's
+// next event. The iterations of all runs of the thread count against its
+// configured maximum.
+func (r *Runner) runLoop() error {
+	conf := r.effectiveConf()
+	if _, err := os.Stat(r.prdPath()); err != nil || conf.PRDSpecVersion != r.t.SpecVersion {
+		if err := r.retireLoopState(false); err != nil {
+			return err
+		}
+		if err := r.copySpecToPRD(&conf); err != nil {
+			return err
+		}
+	}
+	rel := r.ws.Rel(r.prdPath())
+	prior, err := loop.LoadState(r.ws)
+	if err != nil {
+		return err
+	}
+	resuming := prior != nil && !prior.Finished && prior.TaskFile == rel
+	base := r.t.Phase.Iteration
+	if resuming && conf.RunID == prior.RunID {
+		base = conf.RunBase
+	}
+	remaining := conf.MaxIterations - base
+	if !resuming {
+		// A new run needs a clean tree: what the last attempt left on the
+		// thread's branch is committed there.
+		if err := r.commitHumanEdits("work in progress before a new run"); err != nil {
+			return err
+		}
+		if remaining <= 0 {
+			return r.stuck(base, fmt.Sprintf("no iterations left (%d of %d used)", base, conf.MaxIterations), nil)
+		}
+		if err := r.retireLoopState(false); err != nil {
+			return err
+		}
+	}
+	if err := r.saveConf(conf); err != nil {
+		return err
+	}
+	if why := r.agentsExhausted(conf.Agents); why != "" {
+		return r.stuck(base, why, nil)
+	}
+	if spec, err := ReadSpec(r.dir, r.t.ID, r.t.SpecVersion); err == nil {
+		if p := specPromise(spec); p != "" && p != "COMPLETE" && !resuming {
+			store.AppendFile(r.ws.Path("context.md"), []byte(fmt.Sprintf("- (thread %s) when every story is done, end your final message with <promise>%s</promise> on a line of its own\n", r.t.ID, p)))
+		}
+	}
+	opts, err := r.env.LoopOptions(r.ctx, conf.Agents[0], rel, max(remaining, 1))
+	if err != nil {
+		return err
+	}
+	opts.RequirePlan = false
+	opts.Fallbacks = nil
+	for _, name := range conf.Agents[1:] {
+		f, err := r.agentSpec(name)
+		if err != nil {
+			return err
+		}
+		opts.Fallbacks = append(opts.Fallbacks, f)
+	}
+	opts.MaxLimitWait = maxLimitWait
+	r.out("running the loop for thread %s: spec v%d, iterations %d/%d used", r.t.ID, r.t.SpecVersion, base, conf.MaxIterations)
+	rep, runErr := loop.Build(r.ctx, r.ws, opts)
+	// Another command may have moved the thread meanwhile (abandon).
+	if t, err := Load(r.dir, r.t.ID); err == nil {
+		r.t = t
+	}
+	if r.t.Phase.Type != PhaseRunning {
+		r.out("thread %s is %s now; the loop's outcome (%s) is not applied", r.t.ID, r.t.Phase.Type, rep.Outcome)
+		return nil
+	}
+	used := base + rep.Iterations
+	if rep.RunID != "" {
+		conf.RunID, conf.RunBase = rep.RunID, base
+		if err := r.saveConf(conf); err != nil {
+			return err
+		}
+	}
+	switch {
+	case errors.Is(runErr, loop.ErrInterrupted):
+		if err := r.apply(Event{Verb: VerbInterrupt, Source: SourceHuman, Iteration: used, RunID: rep.RunID}, "pause"); err != nil {
+			return err
+		}
+		return interruptedf("thread %s paused; nothing is lost: ralph thread resume | reconfigure | abandon", r.t.ID)
+	case errors.Is(runErr, loop.ErrAllLimited):
+		return r.stuck(used, runErr.Error(), nil)
+	case errors.Is(runErr, loop.ErrNeedsHuman) || rep.Outcome == loop.OutcomeNeedsHuman:
+		return r.stuck(used, "only blocked stories are left", nil)
+	case runErr != nil:
+		return fmt.Errorf("the loop stopped: %w (thread %s stays Running: fix it, then `ralph thread resume`)", runErr, r.t.ID)
+	case rep.Outcome == loop.OutcomeMaxIterations || rep.Outcome == loop.OutcomeBudget:
+		return r.stuck(used, rep.Reason, nil)
+	case rep.Outcome == loop.OutcomeComplete:
+		return r.apply(Event{Verb: VerbClaimDone, Source: SourceAgent, Iteration: used, RunID: rep.RunID}, "claim_done")
+	}
+	return fmt.Errorf("the loop ended with outcome %q; thread %s stays Running: `ralph thread resume`", rep.Outcome, r.t.ID)
+}
+
+// maxLimitWait is the longest a thread's loop waits for a usage limit to
+// reset when every configured agent is cooling down; beyond it the thread
+// goes to Stuck (all agents exhausted) for a person to decide.
+var maxLimitWait = 10 * time.Minute
+
+// agentsExhausted says why no configured agent can run within
+// maxLimitWait (the cooldowns in .ralph/state.json), "" when one can.
+func (r *Runner) agentsExhausted(agents []string) string {
+	st, err := loop.LoadState(r.ws)
+	if err != nil || st == nil || len(agents) == 0 {
+		return ""
+	}
+	limit := r.env.Now().Add(maxLimitWait)
+	var parts []string
+	for _, name := range agents {
+		until, ok := st.Cooldowns[name]
+		if !ok || !until.After(limit) {
+			return ""
+		}
+		parts = append(parts, fmt.Sprintf("%s until %s", name, until.Local().Format("15:04:05")))
+	}
+	return fmt.Sprintf("%v: every agent is cooling down after a usage limit (%s)", loop.ErrAllLimited, strings.Join(parts, ", "))
+}
+
+// stuck records what the failed attempt leaves and moves to Stuck.
+func (r *Runner) stuck(used int, reason string, ev *Evidence) error {
+	r.out("stuck: %s", reason)
+	info := StuckInfo{SpecVersion: r.t.SpecVersion, Iterations: used}
+	if ev != nil {
+		for _, it := range ev.Items {
+			if it.Passed {
+				info.CriteriaPassed = append(info.CriteriaPassed, it.Name)
+			} else {
+				info.CriteriaFailed = append(info.CriteriaFailed, it.Name)
+			}
+		}
+	} else if b, err := os.ReadFile(r.prdPath()); err == nil {
+		if prd, err := tasks.ParseMarkdown("prd", b); err == nil {
+			for _, s := range prd.Stories {
+				for _, c := range s.Criteria {
+					name := s.ID + ": " + c.Text
+					if s.Done || c.Done {
+						info.CriteriaPassed = append(info.CriteriaPassed, name)
+					} else {
+						info.CriteriaFailed = append(info.CriteriaFailed, name)
+					}
+				}
+			}
+		}
+	}
+	if out := r.closestOutput(); out != "" {
+		info.ClosestOutput = r.ws.Rel(out)
+	}
+	if r.t.Baseline != nil {
+		diff, _ := r.git("diff", r.t.Baseline.CommitSHA, "--", ".", ":(exclude).ralph")
+		if untracked, _ := r.git("ls-files", "--others", "--exclude-standard", "--", ".", ":(exclude).ralph"); untracked != "" {
+			diff += "\n# untracked files (not in the diff above):\n# " + strings.ReplaceAll(untracked, "\n", "\n# ")
+		}
+		p := r.path("stuck.diff")
+		if err := store.WriteFileAtomic(p, []byte(diff+"\n"), 0o644); err == nil {
+			info.DiffPath = r.ws.Rel(p)
+		}
+	}
+	store.WriteFileAtomic(r.path("stuck_reason.txt"), []byte(reason+"\n"), 0o644)
+	return r.apply(Event{Verb: VerbStuck, Source: SourceSystem, Iteration: used, Stuck: &info}, "stuck")
+}
+
+// StuckReason is why the thread last got stuck, "" when it never did.
+func (r *Runner) StuckReason() string {
+	b, _ := os.ReadFile(r.path("stuck_reason.txt"))
+	return strings.TrimSpace(string(b))
+}
+
+// closestOutput is the raw output of the last iteration of the thread's
+// last run: the nearest the agent came.
+func (r *Runner) closestOutput() string {
+	conf := r.loadConf()
+	if conf.RunID == "" {
+		return ""
+	}
+	logs, _ := filepath.Glob(filepath.Join(r.ws.RunsDir(), conf.RunID, "iter-*.log"))
+	best, bestN := "", -1
+	for _, l := range logs {
+		var n int
+		if _, err := fmt.Sscanf(filepath.Base(l), "iter-%d.log", &n); err == nil && n > bestN {
+			best, bestN = l, n
+		}
+	}
+	return best
+}

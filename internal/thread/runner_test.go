@@ -1,0 +1,217 @@
+package thread
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+var runnerNow = time.Date(2024, time.March, 5, 14, 30, 0, 0, time.UTC)
+
+// gitT runs the real git in dir for test setup and checks.
+func gitT(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// newTestRunner returns a runner over a fresh repository with one commit
+// and one quick-mode thread in phase p, saved, whose baseline is that
+// commit. confirm is the runner's Confirm; the runner's output goes to the
+// returned buffer.
+func newTestRunner(t *testing.T, p Phase, confirm func(string) bool) (*Runner, *bytes.Buffer) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("the git binary is required by the runner tests but is not in PATH: %v", err)
+	}
+	empty := filepath.Join(t.TempDir(), "gitconfig")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GIT_CONFIG_GLOBAL", empty)
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gitT(t, dir, "init", "-q", "-b", "master")
+	gitT(t, dir, "config", "user.name", "Ralph Test")
+	gitT(t, dir, "config", "user.email", "ralph@example.com")
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitT(t, dir, "add", "-A")
+	gitT(t, dir, "commit", "-q", "-m", "initial")
+	ws, err := workspace.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ws.EnsureStateFiles(runnerNow); err != nil {
+		t.Fatal(err)
+	}
+	th, err := New("t1", "title", ModeQuick, runnerNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th.Phase = PhaseState{Type: p}
+	head := strings.TrimSpace(gitT(t, dir, "rev-parse", "HEAD"))
+	th.Baseline = &Baseline{Branch: "master", CommitSHA: head, CapturedAt: runnerNow}
+	if p == PhaseStuck {
+		th.Stuck = &StuckInfo{SpecVersion: 1, Iterations: 2}
+	}
+	if err := Save(ws.Dir(), &th); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	fake := func(name string) (agent.Spec, error) {
+		if name == "" {
+			name = "fake"
+		}
+		return agent.Spec{Name: name}, nil
+	}
+	env := Env{
+		Out:          &out,
+		Err:          &out,
+		In:           strings.NewReader(""),
+		Now:          func() time.Time { return runnerNow },
+		WorkDir:      func() (string, error) { return dir, nil },
+		ResolveAgent: fake,
+		NamedAgent:   func(name, _ string) (agent.Spec, error) { return fake(name) },
+		LoopOptions: func(context.Context, string, string, int) (loop.Options, error) {
+			return loop.Options{}, errors.New("no loop in the runner tests")
+		},
+		Confirm: confirm,
+	}
+	return NewRunner(context.Background(), ws, config.Config{}, th, env, Options{}), &out
+}
+
+// TestCheckpointsRefuseEveryOtherRoute tries to pass each of the four
+// human checkpoints through every route that is not a human command: agent
+// output, ralph itself, a timer, a flag and quick mode, with a reset
+// confirmed in advance and with the runner's automatic advancing. Each is
+// refused and the thread on disk does not change.
+func TestCheckpointsRefuseEveryOtherRoute(t *testing.T) {
+	gates := []struct {
+		phase Phase
+		verbs []Verb
+	}{
+		{PhaseDrafting, []Verb{VerbFinalize}},
+		{PhaseAssessing, []Verb{VerbFinalize}},
+		{PhaseStuck, []Verb{VerbReviseSpec, VerbReconfigure, VerbAssist, VerbAbandon}},
+		{PhasePendingReview, []Verb{VerbApprove}},
+		{PhaseReadyToCommit, []Verb{VerbCommit}},
+	}
+	others := []Source{SourceAgent, SourceSystem, SourceTimer, SourceFlag, SourceQuick}
+	yes := func(string) bool { return true }
+	for _, g := range gates {
+		r, _ := newTestRunner(t, g.phase, yes)
+		before, err := os.ReadFile(Path(r.dir, "t1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range g.verbs {
+			for _, src := range others {
+				err := r.apply(Event{Verb: v, Source: src}, string(v))
+				if !errors.Is(err, ErrHumanRequired) {
+					t.Errorf("%s %s from %s: want a human-required refusal, got %v", g.phase, v, src, err)
+				}
+			}
+		}
+		// The runner's own advancing, in quick mode, stops at the gate.
+		if err := r.drive(); err != nil {
+			t.Errorf("%s: drive: %v", g.phase, err)
+		}
+		after, _ := os.ReadFile(Path(r.dir, "t1"))
+		if !bytes.Equal(before, after) || r.Thread().Phase.Type != g.phase {
+			t.Errorf("%s: the thread changed without a human command:\n%s\n---\n%s", g.phase, before, after)
+		}
+	}
+}
+
+// TestResetNeedsConfirmation: revising a reviewed thread resets the
+// workspace only after a yes from Confirm; a no, or no Confirm at all,
+// changes nothing and says so with ErrResetDeclined.
+func TestResetNeedsConfirmation(t *testing.T) {
+	revise := Event{Verb: VerbReviseSpec, Source: SourceHuman}
+	for name, confirm := range map[string]func(string) bool{"no": func(string) bool { return false }, "nil": nil} {
+		r, out := newTestRunner(t, PhasePendingReview, confirm)
+		if err := r.apply(revise, "revise"); !errors.Is(err, ErrResetDeclined) {
+			t.Fatalf("%s: want ErrResetDeclined, got %v\n%s", name, err, out)
+		}
+		if l, _ := Load(r.dir, "t1"); l.Phase.Type != PhasePendingReview {
+			t.Fatalf("%s: phase %s after a refused reset", name, l.Phase.Type)
+		}
+	}
+	var asked []string
+	r, out := newTestRunner(t, PhasePendingReview, func(q string) bool { asked = append(asked, q); return true })
+	if err := r.apply(revise, "revise"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(asked) != 1 || asked[0] != "This will reset changes. Continue?" {
+		t.Fatalf("asked %q", asked)
+	}
+	if r.Thread().Phase.Type != PhaseDrafting {
+		t.Fatalf("phase %s after yes", r.Thread().Phase.Type)
+	}
+	if !strings.Contains(out.String(), "workspace reset to ") {
+		t.Fatalf("no reset reported:\n%s", out)
+	}
+}
+
+// TestAgentsExhausted: a thread's agents are exhausted only when every one
+// of them cools down for longer than maxLimitWait.
+func TestAgentsExhausted(t *testing.T) {
+	r, _ := newTestRunner(t, PhaseRunning, nil)
+	if why := r.agentsExhausted([]string{"a"}); why != "" {
+		t.Fatalf("no state yet: %q", why)
+	}
+	save := func(c map[string]time.Time) {
+		if err := loop.SaveState(r.ws, &loop.LoopState{SchemaVersion: loop.StateSchemaVersion, Cooldowns: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save(map[string]time.Time{"a": runnerNow.Add(time.Hour), "b": runnerNow.Add(time.Minute)})
+	if why := r.agentsExhausted([]string{"a", "b"}); why != "" {
+		t.Fatalf("b is free soon: %q", why)
+	}
+	if why := r.agentsExhausted([]string{"a", "c"}); why != "" {
+		t.Fatalf("c is not limited: %q", why)
+	}
+	save(map[string]time.Time{"a": runnerNow.Add(time.Hour), "b": runnerNow.Add(2 * time.Hour)})
+	why := r.agentsExhausted([]string{"a", "b"})
+	if !strings.HasPrefix(why, "all agents exhausted: every agent is cooling down after a usage limit (a until ") {
+		t.Fatalf("%q", why)
+	}
+}
+
+// TestDoRefusesWrongCommand: a command the phase does not accept changes
+// nothing, and the error lists what the phase allows.
+func TestDoRefusesWrongCommand(t *testing.T) {
+	r, _ := newTestRunner(t, PhaseDrafting, nil)
+	settled := false
+	err := r.Do("approve", "", func() error { settled = true; return nil })
+	var wc *WrongCommandError
+	if !errors.As(err, &wc) || settled {
+		t.Fatalf("want a WrongCommandError and no settling, got %v (settled %v)", err, settled)
+	}
+	if want := "thread t1 is Drafting, which does not accept `approve`; allowed in Drafting: abandon, assess, draft, finalize, spec"; err.Error() != want {
+		t.Fatalf("got  %q\nwant %q", err, want)
+	}
+	if r.Busy() {
+		t.Fatal("the lock is still held after Do")
+	}
+}

@@ -1,0 +1,228 @@
+package thread
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
+)
+
+// Evidence is threads/<id>/evidence.json: the last verification.
+type Evidence struct {
+	SchemaVersion int            `json:"schema_version"`
+	RunID         string         `json:"run_id,omitempty"`
+	At            time.Time      `json:"at"`
+	Passed        bool           `json:"passed"`
+	Items         []EvidenceItem `json:"items"`
+}
+
+// EvidenceItem is one verified criterion, verifier or the promise.
+type EvidenceItem struct {
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Evidence is the thread's last verification, nil when there is none.
+func (r *Runner) Evidence() *Evidence {
+	var ev Evidence
+	if _, err := store.ReadJSON(r.path("evidence.json"), 1, &ev); err != nil {
+		return nil
+	}
+	return &ev
+}
+
+// RecommendApprove reports whether ralph recommends approving: in quick
+// mode, when the last verification passed everything. It is advice only;
+// approving stays a human command.
+func (r *Runner) RecommendApprove() bool {
+	ev := r.Evidence()
+	return r.t.Mode == ModeQuick && ev != nil && ev.Passed
+}
+
+// verify checks the PRD copy's stories and criteria (with their verify
+// commands), the configured verifiers and the spec's promise, and writes
+// the evidence. On a failure with iterations left it reopens the failed
+// stories (or adds one) and sends the thread back to Running; without
+// iterations left the thread is stuck.
+func (r *Runner) verify() error {
+	conf := r.effectiveConf()
+	r.out("verifying thread %s: criteria, verifiers and the promise", r.t.ID)
+	ev := &Evidence{SchemaVersion: 1, RunID: conf.RunID, At: r.env.Now().UTC()}
+	var failedStories []string
+	b, err := os.ReadFile(r.prdPath())
+	if err != nil {
+		return err
+	}
+	prd, err := tasks.ParseMarkdown(r.ws.Rel(r.prdPath()), b)
+	if err != nil {
+		return err
+	}
+	for _, s := range prd.Stories {
+		ok := s.Done
+		if !s.Done {
+			ev.Items = append(ev.Items, EvidenceItem{Name: s.ID + ": " + s.Title, Passed: false, Detail: "story not checked"})
+		}
+		for _, c := range s.Criteria {
+			item := EvidenceItem{Name: s.ID + ": " + c.Text, Passed: s.Done}
+			if c.Verify != "" {
+				res := check.Run(r.ctx, r.ws.Root, check.Check{Name: c.Verify, Run: c.Verify, Timeout: r.cfg.Agent.Timeout.Duration})
+				item.Passed = res.Passed()
+				item.Detail = "verify: " + c.Verify + tailDetail(res)
+			}
+			ok = ok && item.Passed
+			ev.Items = append(ev.Items, item)
+		}
+		if !ok {
+			failedStories = append(failedStories, s.ID)
+		}
+	}
+	allStories := len(failedStories) == 0
+	for _, v := range conf.Verifiers {
+		res := check.Run(r.ctx, r.ws.Root, check.Check{Name: v, Run: v})
+		ev.Items = append(ev.Items, EvidenceItem{Name: "verifier: " + v, Passed: res.Passed(), Detail: tailDetail(res)})
+	}
+	spec, _ := ReadSpec(r.dir, r.t.ID, r.t.SpecVersion)
+	promise := specPromise(spec)
+	seen := r.promiseSeen(conf.RunID, promise)
+	ev.Items = append(ev.Items, EvidenceItem{Name: "promise <promise>" + promise + "</promise>", Passed: seen})
+	ev.Passed = true
+	for _, it := range ev.Items {
+		if !it.Passed {
+			ev.Passed = false
+		}
+	}
+	if r.ctx.Err() != nil {
+		return interruptedf("interrupted while verifying; thread %s stays Verifying: `ralph thread resume` verifies again", r.t.ID)
+	}
+	if err := store.WriteJSON(r.path("evidence.json"), ev); err != nil {
+		return err
+	}
+	for _, it := range ev.Items {
+		mark := "✓"
+		if !it.Passed {
+			mark = "✗"
+		}
+		r.out("  %s %s", mark, it.Name)
+	}
+	if ev.Passed {
+		return r.apply(Event{Verb: VerbCriteriaPassed, Source: SourceSystem}, "criteria_passed")
+	}
+	used := r.t.Phase.Iteration
+	if used >= conf.MaxIterations {
+		return r.stuck(used, fmt.Sprintf("verification failed with no iterations left (%d of %d used)", used, conf.MaxIterations), ev)
+	}
+	// Send the loop back to work: reopen the stories that failed, or add
+	// one for failures no story owns.
+	var failures []string
+	for _, it := range ev.Items {
+		if !it.Passed {
+			failures = append(failures, it.Name+" "+it.Detail)
+		}
+	}
+	if !allStories {
+		data := b
+		for _, id := range failedStories {
+			if d, err := tasks.SetStoryDone(data, id, false); err == nil {
+				data = d
+			}
+			if d, err := tasks.UncheckCriteria(data, id); err == nil {
+				data = d
+			}
+		}
+		if err := store.WriteFileAtomic(r.prdPath(), data, 0o644); err != nil {
+			return err
+		}
+	} else {
+		crit := []string{"every verifier passes and the final message ends with <promise>" + promise + "</promise>"}
+		if err := r.addStory("VF", "Fix what verification found", crit); err != nil {
+			return err
+		}
+	}
+	store.AppendFile(r.ws.Path("context.md"), []byte(fmt.Sprintf("- (thread %s) verification failed: %s\n", r.t.ID, strings.Join(failures, "; "))))
+	return r.apply(Event{Verb: VerbCriteriaFailed, Source: SourceSystem}, "criteria_failed")
+}
+
+func tailDetail(res check.Result) string {
+	if res.Passed() {
+		return ""
+	}
+	out := strings.TrimSpace(res.Output)
+	if len(out) > 300 {
+		out = "…" + out[len(out)-300:]
+	}
+	return fmt.Sprintf(" (exit %d) %s", res.ExitCode, out)
+}
+
+// promiseSeen reports whether an iteration of the run ended with the
+// spec's promise tag in its final message.
+func (r *Runner) promiseSeen(runID, promise string) bool {
+	if runID == "" || promise == "" {
+		return false
+	}
+	files, _ := filepath.Glob(filepath.Join(r.ws.RunsDir(), runID, "iter-*.json"))
+	for _, f := range files {
+		var rec loop.IterationRecord
+		if _, err := store.ReadJSON(f, 1, &rec); err != nil {
+			continue
+		}
+		for _, s := range rec.Signals {
+			if strings.EqualFold(s, promise) {
+				return true
+			}
+		}
+		if strings.Contains(rec.FinalMessage, "<promise>"+promise+"</promise>") {
+			return true
+		}
+	}
+	// An iteration cut short by a kill after the agent's final message is
+	// finished by the resumed run without that message in its record: the
+	// end of its raw output, where the final message is, still has it.
+	logs, _ := filepath.Glob(filepath.Join(r.ws.RunsDir(), runID, "iter-*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		if len(b) > 4096 {
+			b = b[len(b)-4096:]
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "<promise>"+promise+"</promise>") && !strings.Contains(line, "Output <promise>") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// addStory appends a story to the PRD copy, so that the loop has work.
+func (r *Runner) addStory(prefix, title string, criteria []string) error {
+	conf := r.effectiveConf()
+	if _, err := os.Stat(r.prdPath()); err != nil || conf.PRDSpecVersion != r.t.SpecVersion {
+		if err := r.copySpecToPRD(&conf); err != nil {
+			return err
+		}
+	}
+	b, err := os.ReadFile(r.prdPath())
+	if err != nil {
+		return err
+	}
+	conf.Extra++
+	var sb strings.Builder
+	sb.WriteString(strings.TrimRight(string(b), "\n"))
+	fmt.Fprintf(&sb, "\n\n### [ ] %s-%d: %s\n", prefix, conf.Extra, title)
+	for _, c := range criteria {
+		fmt.Fprintf(&sb, "- [ ] %s\n", strings.ReplaceAll(c, "\n", " "))
+	}
+	if err := store.WriteFileAtomic(r.prdPath(), []byte(sb.String()), 0o644); err != nil {
+		return err
+	}
+	return r.saveConf(conf)
+}
