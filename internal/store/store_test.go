@@ -142,3 +142,42 @@ func TestTryLockRefusesSecondHolderAndNamesFirst(t *testing.T) {
 		t.Fatal("lock file was removed; it must stay so flock keeps one inode")
 	}
 }
+
+// A crash in the middle of an append leaves a torn last line; the next
+// append cuts it off, so every line of the log stays valid JSON.
+func TestAppendJSONLineCutsATornLastLine(t *testing.T) {
+	for _, tc := range []struct{ name, before, want string }{
+		{"torn after complete lines", "{\"n\":1}\n{\"n\":", "{\"n\":1}\n{\"n\":2}\n"},
+		{"only a torn line", "{\"n\":", "{\"n\":2}\n"},
+		{"intact", "{\"n\":1}\n", "{\"n\":1}\n{\"n\":2}\n"},
+		{"missing file", "", "{\"n\":2}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "events.jsonl")
+			if tc.before != "" {
+				if err := os.WriteFile(p, []byte(tc.before), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := AppendJSONLine(p, map[string]int{"n": 2}); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(p)
+			if string(got) != tc.want {
+				t.Fatalf("file = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// A torn line longer than the scan buffer is cut too.
+	p := filepath.Join(t.TempDir(), "events.jsonl")
+	long := "{\"n\":1}\n{\"s\":\"" + strings.Repeat("x", 200_000)
+	if err := os.WriteFile(p, []byte(long), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := AppendJSONLine(p, map[string]int{"n": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(p); string(got) != "{\"n\":1}\n{\"n\":2}\n" {
+		t.Fatalf("file = %.80q…, want the torn 200 KB line cut", got)
+	}
+}
