@@ -483,3 +483,44 @@ func TestSnapshotListsMergeConflicts(t *testing.T) {
 		t.Fatalf("unmerged = %v", snap.Unmerged)
 	}
 }
+
+// The reviewer sees everything a task changed since its base: edits and
+// new, untracked files, as a diff or a diffstat, cut at the limit.
+func TestDiffShowsUntrackedFilesAndIsCut(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	write(t, r, "a.txt", "a\n")
+	base := commitAll(t, r, "base")
+	write(t, r, "a.txt", "a changed\n")
+	write(t, r, "new/b.txt", "brand new\n")
+	diff, err := r.Diff(ctx, base, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"+a changed", "new/b.txt", "+brand new"} {
+		if !strings.Contains(diff, want) {
+			t.Errorf("diff lacks %q:\n%s", want, diff)
+		}
+	}
+	stat, err := r.Diff(ctx, base, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stat, "2 files changed") {
+		t.Errorf("diffstat = %q, want 2 files changed", stat)
+	}
+	cut, err := r.Diff(ctx, base, false, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cut, diff[:20]) || !strings.Contains(cut, "diff cut at 20 bytes") {
+		t.Errorf("cut diff = %q", cut)
+	}
+	if _, err := r.Diff(ctx, "--output=/tmp/x", false, 0); err == nil {
+		t.Error("an option-like revision was passed to git")
+	}
+	hash, msg, err := r.LastCommit(ctx)
+	if err != nil || hash != base || !strings.HasPrefix(msg, "base") {
+		t.Errorf("LastCommit = %q, %q, %v; want %s and its message", hash, msg, err, base)
+	}
+}
