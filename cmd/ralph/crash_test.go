@@ -930,3 +930,52 @@ poll:
 	}
 	return res
 }
+
+// Two crashes in a row around an interrupted iteration: the first after
+// the agent did US-001's work but before ralph recorded that it ended, the
+// second right after the resumed run recorded the cut-short iteration and
+// before its rerun began. The rerun must still count the first agent's
+// work as this attempt's; judged against the tree it found, the story
+// would be reopened twice for "no changes" and blocked.
+func TestCrashTwiceAroundAnInterruptedIteration(t *testing.T) {
+	h := newCrashHarness(t)
+	c := h.newCase(t, false)
+	for _, point := range []string{"agent-exited", "interrupted-recorded"} {
+		res := c.buildAt(t, point)
+		if !res.killed {
+			t.Fatalf("RALPH_TEST_CRASH_AT=%s: %s, want a SIGKILL\n%s", point, res, clipOut(res.out))
+		}
+		c.reapLeftovers(t)
+	}
+	res := c.build(t, 0, 0)
+	if res.code != 0 || res.killed {
+		t.Fatalf("the resumed build: %s, want exit 0\n%s", res, clipOut(res.out))
+	}
+	if strings.Contains(res.out, "made no changes") {
+		t.Errorf("the rerun judged the first agent's work as no change:\n%s", clipOut(res.out))
+	}
+	if n := countOf(c.subjects(t), "US-001: Write one"); n != 1 {
+		t.Errorf("%d commits of US-001, want 1; history %q", n, c.subjects(t))
+	}
+}
+
+// buildAt runs `ralph build 20` with the crash point RALPH_TEST_CRASH_AT.
+func (c *crashCase) buildAt(t *testing.T, point string) buildResult {
+	t.Helper()
+	cmd := exec.Command(c.h.ralph, "build", "20")
+	cmd.Dir = c.repo
+	cmd.Env = append(c.h.env(c.scenario, 0), "RALPH_TEST_CRASH_AT="+point)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	err := cmd.Run()
+	res := buildResult{out: out.String(), dur: time.Since(start)}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		res.code = ee.ExitCode()
+		ws, ok := ee.Sys().(syscall.WaitStatus)
+		res.killed = ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+	}
+	return res
+}

@@ -680,6 +680,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		waits = append(waits, b.coolDown(spec, limit, source, b.opts.now()))
 		b.event("iteration %d: %s hit a usage limit; the same task runs again", n, spec.Name)
 	}
+	CrashPoint("agent-exited")
 	b.st.Attempt.AgentDone, b.st.Attempt.ExitCode, b.st.Attempt.Millis = true, out.ExitCode, out.Duration.Milliseconds()
 	b.st.Attempt.PGID = 0
 	b.st.Attempt.Prompt, b.st.Attempt.Log = b.ws.Rel(promptFile), b.ws.Rel(logFile)
@@ -1258,7 +1259,19 @@ func (b *builder) resumeInterrupted() {
 			b.event("stopped the agent left running by a crash (process group %d)", a.PGID)
 		}
 	}
-	if a == nil || b.st.Machine.State != StateImplement || a.Iteration != b.st.Machine.Iteration {
+	if a == nil || b.st.Machine.State != StateImplement {
+		return
+	}
+	if a.Iteration == b.st.Machine.Iteration-1 && a.TaskID == b.st.Machine.TaskID {
+		// A second crash came after the cut-short iteration was recorded
+		// but before the rerun's own attempt was: the rerun still
+		// continues it, so that work the first agent left (it may have
+		// outlived ralph) counts as this attempt's, not as the tree the
+		// rerun started from.
+		b.resumedFrom = a
+		return
+	}
+	if a.Iteration != b.st.Machine.Iteration {
 		return
 	}
 	b.resumedFrom = a
@@ -1272,6 +1285,7 @@ func (b *builder) resumeInterrupted() {
 	b.st.Machine.Iteration++
 	b.st.Metrics.Iterations = b.st.Machine.Iteration
 	b.st.save(b.ws)
+	CrashPoint("interrupted-recorded")
 }
 
 func (b *builder) breakerCooldown() time.Duration {
