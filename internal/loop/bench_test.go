@@ -53,11 +53,16 @@ func BenchmarkBuildOverhead(b *testing.B) {
 		PlanPath:      ws.Path("IMPLEMENTATION_PLAN.md"),
 		Agent:         agent.Spec{Name: "true", Headless: []string{truePath}, Format: agent.FormatPlain},
 		AgentTimeout:  time.Minute,
-		Out:           io.Discard,
+		// The agent never changes anything: without room for 200 retries
+		// the story would be blocked after its second attempt.
+		MaxRetries: iterations + 1,
+		Out:        io.Discard,
 	}
 	var overhead time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		// Each run starts afresh: retry counts outlive runs in state.json.
+		os.Remove(StatePath(ws))
 		start := time.Now()
 		rep, err := Build(context.Background(), ws, opts)
 		if err != nil || rep.Outcome != OutcomeMaxIterations || rep.Iterations != iterations {
