@@ -148,6 +148,8 @@ type crashCase struct {
 	h        *crashHarness
 	repo     string
 	scenario string
+	// crashAt, when set, is RALPH_TEST_CRASH_AT for the session runs.
+	crashAt string
 }
 
 func (h *crashHarness) newCase(t *testing.T, slow bool) *crashCase {
@@ -978,4 +980,29 @@ func (c *crashCase) buildAt(t *testing.T, point string) buildResult {
 		res.killed = ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 	}
 	return res
+}
+
+// A kill between state.json and its events.jsonl line: the resume
+// appends the line from state.json's last_event, so the log ends up the
+// uninterrupted run's, line for line.
+func TestCrashBetweenStateAndEventLog(t *testing.T) {
+	h := newCrashHarness(t)
+	base := h.baseline(t, false)
+	for _, n := range []int{1, 5, 9, 16} {
+		t.Run(fmt.Sprintf("N=%02d", n), func(t *testing.T) {
+			t.Parallel()
+			c := h.newCase(t, false)
+			res := c.buildAt(t, fmt.Sprintf("state-saved@%d", n))
+			if !res.killed {
+				t.Fatalf("RALPH_TEST_CRASH_AT=state-saved@%d: %s, want a SIGKILL\n%s", n, res, clipOut(res.out))
+			}
+			if got := transitions(c.ralphFiles(t)); len(got) != n-1 {
+				t.Fatalf("the log has %d transitions after the kill, want %d (the Nth one not yet logged)", len(got), n-1)
+			}
+			at := c.crashPoint(t)
+			c.reapLeftovers(t)
+			c.resume(t)
+			c.assertEnd(t, base, at)
+		})
+	}
 }

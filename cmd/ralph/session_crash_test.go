@@ -151,7 +151,11 @@ func (c *crashCase) runSession(t *testing.T, crashAfter int, args ...string) bui
 // agent runs feels; GORACE turns that off and keeps any other option set.
 func (c *crashCase) sessionEnv(crashAfter int) []string {
 	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-	return append(c.h.env(c.scenario, crashAfter), "GORACE="+gorace)
+	env := append(c.h.env(c.scenario, crashAfter), "GORACE="+gorace)
+	if c.crashAt != "" {
+		env = append(env, "RALPH_TEST_CRASH_AT="+c.crashAt)
+	}
+	return env
 }
 
 // exitOf is the exit code of a ralph process (-1 when a signal ended it)
@@ -405,6 +409,33 @@ func TestSessionCrashAtEveryTransitionResumes(t *testing.T) {
 // TestSessionKilledMidAgentResumes kills ralph while the task-2 executor
 // runs (the agent hangs), then resumes the session: it completes, task-1
 // is not executed again, and each task has one commit.
+// A kill after progress.md recorded a transition but before its line
+// reached transitions.jsonl: the resume appends the line from
+// progress.md, so the log ends up the uninterrupted session's.
+func TestSessionCrashBetweenProgressAndLog(t *testing.T) {
+	h := newCrashHarness(t)
+	f := loadSessionFixture(t)
+	ref := h.sessionReference(t, f)
+	for _, n := range []int{1, 4, 7, 12} {
+		t.Run(fmt.Sprintf("N=%02d", n), func(t *testing.T) {
+			t.Parallel()
+			c := h.newSessionCase(t, f, f.scenario)
+			c.crashAt = fmt.Sprintf("session-saved@%d", n)
+			res := c.runSession(t, 0, "run", sessionRequest)
+			if !res.killed {
+				t.Fatalf("RALPH_TEST_CRASH_AT=%s: %s, want a SIGKILL\n%s", c.crashAt, res, clipOut(res.out))
+			}
+			if got := sessionSteps(c.sessionTransitions(t), true); len(got) != n-1 {
+				t.Fatalf("the log has %d lines after the kill, want %d (the Nth not yet logged)", len(got), n-1)
+			}
+			c.crashAt = ""
+			c.reapLeftovers(t)
+			resumes := c.resumeSession(t)
+			c.assertSessionEnd(t, ref, f.scenario, resumes)
+		})
+	}
+}
+
 func TestSessionKilledMidAgentResumes(t *testing.T) {
 	h := newCrashHarness(t)
 	f := loadSessionFixture(t)

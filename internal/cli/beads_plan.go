@@ -55,7 +55,7 @@ func saveBeadsRecord(ws *workspace.Workspace, r beadsRecord, now time.Time) erro
 	if _, err := ws.EnsureStateFiles(now); err != nil {
 		return err
 	}
-	if err := ensureIgnored(ws, "beads.json"); err != nil {
+	if err := ws.Ignore("beads.json"); err != nil {
 		return err
 	}
 	return store.WriteJSON(beadsRecordPath(ws), r)

@@ -146,9 +146,6 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	if _, err := ws.EnsureStateFiles(env.Now()); err != nil {
 		return err
 	}
-	if err := ensureIgnored(ws, "sessions/"); err != nil {
-		return err
-	}
 	specs, err := roleAgents(env, cfg, opts.Agent)
 	if err != nil {
 		return err
@@ -255,25 +252,6 @@ func clipNames(l []string, n int) []string {
 func pathExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-// ensureIgnored adds line to .ralph/.gitignore when a workspace made by an
-// older ralph lacks it.
-func ensureIgnored(ws *workspace.Workspace, line string) error {
-	p := ws.Path(".gitignore")
-	b, err := os.ReadFile(p)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.TrimSpace(l) == line {
-			return nil
-		}
-	}
-	if len(b) > 0 && b[len(b)-1] != '\n' {
-		line = "\n" + line
-	}
-	return store.AppendFile(p, []byte(line+"\n"))
 }
 
 // roleAgents resolves each role's agent: [roles.NAME] agent and model,

@@ -174,6 +174,9 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	now := opts.now()
 	if resume {
 		b.st = prior
+		if err := RepairEvents(EventsPath(ws), b.st.LastEvent); err != nil {
+			return rep, err
+		}
 		fmt.Fprintf(opts.Out, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.State, b.st.Machine.Iteration, orNone(b.st.Machine.TaskID))
 		r.event("run %s resumed in %s", r.id, b.st.Machine.State)
 		b.resumeInterrupted()
@@ -294,9 +297,6 @@ func (b *builder) transition(ev Event) error {
 	for _, ms := range b.st.Metrics.StateMillis {
 		b.st.Metrics.TotalMillis += ms
 	}
-	if err := b.st.save(b.ws); err != nil {
-		return err
-	}
 	detail := ""
 	if ev.Trigger == TrigImplementFailed || ev.Trigger == TrigTestsFailed || ev.Trigger == TrigACsFailed || next.State == StateBlocker {
 		detail = b.failure
@@ -311,6 +311,11 @@ func (b *builder) transition(ev Event) error {
 	if taskID != "" {
 		e.Transition.AttemptNumber = m.RetryCount + 1
 	}
+	b.st.LastEvent = &e
+	if err := b.st.save(b.ws); err != nil {
+		return err
+	}
+	CrashPoint("state-saved")
 	if err := store.AppendJSONLine(EventsPath(b.ws), e); err != nil {
 		return err
 	}

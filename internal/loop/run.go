@@ -252,6 +252,20 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 	if err != nil {
 		return nil, err
 	}
+	// A kill during an atomic write leaves its temporary file; remove
+	// them before anything is committed.
+	for _, dir := range []string{ws.Dir(), filepath.Dir(opts.PRDPath)} {
+		if err := store.RemoveStaleTemps(dir); err != nil {
+			lock.Unlock()
+			return nil, err
+		}
+	}
+	if opts.Source != nil {
+		if err := store.RemoveStaleTemps(filepath.Dir(opts.Source.Path())); err != nil {
+			lock.Unlock()
+			return nil, err
+		}
+	}
 	now := opts.now()
 	r := &run{ws: ws, opts: opts, kind: kind, lock: lock, start: now}
 	r.id = resumeID

@@ -1,9 +1,13 @@
 package loop
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -50,9 +54,14 @@ type LoopState struct {
 	Cooldowns map[string]time.Time `json:"cooldowns,omitempty"`
 	Budget    Budget               `json:"budget"`
 	Breaker   Breaker              `json:"breaker"`
-	Finished  bool                 `json:"finished"`
-	Outcome   Outcome              `json:"outcome,omitempty"`
-	Reason    string               `json:"reason,omitempty"`
+	// LastEvent is the transition this state was saved for. events.jsonl
+	// is appended after state.json is written; a kill between the two
+	// would lose the line, so a resume appends LastEvent when the log
+	// lacks it (see RepairEvents).
+	LastEvent *TransitionEvent `json:"last_event,omitempty"`
+	Finished  bool             `json:"finished"`
+	Outcome   Outcome          `json:"outcome,omitempty"`
+	Reason    string           `json:"reason,omitempty"`
 }
 
 // Attempt is one agent run at a task.
@@ -167,13 +176,25 @@ func CrashHook() {
 }
 
 // crashAt is a test hook like crashAfter for the instants between two
-// transitions: with RALPH_TEST_CRASH_AT=NAME set, CrashPoint(NAME) kills
-// ralph with SIGKILL.
-var crashAt = os.Getenv("RALPH_TEST_CRASH_AT")
+// transitions: with RALPH_TEST_CRASH_AT=NAME (or NAME@N, the Nth time the
+// point is reached) set, CrashPoint(NAME) kills ralph with SIGKILL.
+var crashAt, crashAtCount = func() (string, int) {
+	name, n, ok := strings.Cut(os.Getenv("RALPH_TEST_CRASH_AT"), "@")
+	count, err := strconv.Atoi(n)
+	if !ok || err != nil || count < 1 {
+		count = 1
+	}
+	return name, count
+}()
+
+var crashAtSeen int
 
 // CrashPoint kills the process when RALPH_TEST_CRASH_AT names point.
 func CrashPoint(point string) {
-	if crashAt != "" && crashAt == point {
+	if crashAt == "" || crashAt != point {
+		return
+	}
+	if crashAtSeen++; crashAtSeen == crashAtCount {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
@@ -193,6 +214,42 @@ func (st *LoopState) task(id string) *TaskRecord {
 		st.Tasks[id] = t
 	}
 	return t
+}
+
+// RepairEvents appends want to the log at path unless one of its last
+// lines already holds it: the write-ahead half of a transition whose log
+// line a kill prevented. Other writers share the log (sessions, hints), so
+// the search looks at the tail, not only the last line.
+func RepairEvents(path string, want *TransitionEvent) error {
+	if want == nil {
+		return nil
+	}
+	line, err := json.Marshal(want)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if f != nil {
+		defer f.Close()
+		const tail = 256 << 10
+		var start int64
+		if fi, err := f.Stat(); err == nil && fi.Size() > tail {
+			start = fi.Size() - tail
+		}
+		b, err := io.ReadAll(io.NewSectionReader(f, start, tail))
+		if err != nil {
+			return err
+		}
+		for l := range bytes.SplitSeq(b, []byte("\n")) {
+			if bytes.Equal(l, line) {
+				return nil
+			}
+		}
+	}
+	return store.AppendJSONLine(path, want)
 }
 
 // TransitionEvent is one line of events.jsonl, in seed 002's shape.

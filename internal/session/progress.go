@@ -3,11 +3,13 @@ package session
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/tasks"
 )
 
@@ -45,6 +47,9 @@ type Progress struct {
 	Tokens    int64
 	CostUSD   float64
 	RunMillis int64
+	// LastEvent is the transition this progress was written for (the
+	// write-ahead copy of the log's line).
+	LastEvent *loop.TransitionEvent
 }
 
 // Task returns the record of id, or nil.
@@ -99,6 +104,11 @@ func (p Progress) Render() []byte {
 	field("Cost USD", strconv.FormatFloat(p.CostUSD, 'f', 4, 64))
 	field("Run ms", strconv.FormatInt(p.RunMillis, 10))
 	field("Updated", p.UpdatedAt.UTC().Format(time.RFC3339))
+	if p.LastEvent != nil {
+		if b, err := json.Marshal(p.LastEvent); err == nil {
+			field("Last transition", string(b))
+		}
+	}
 	b.WriteString("\n## Tasks\n\n| Task | Mark | Failures | Reworks | Commit |\n|---|---|---|---|---|\n")
 	for _, t := range p.Tasks {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s |\n", t.ID, t.Mark, t.Failures, t.Reworks, orDash(t.Commit))
@@ -199,6 +209,12 @@ func ParseProgress(path string, data []byte) (Progress, error) {
 					return p, bad("Cost USD is %q, not an amount", v)
 				}
 				p.CostUSD = f
+			case "Last transition":
+				var ev loop.TransitionEvent
+				if err := json.Unmarshal([]byte(v), &ev); err != nil {
+					return p, bad("Last transition is not a transition: %v", err)
+				}
+				p.LastEvent = &ev
 			case "Updated":
 				p.UpdatedAt, _ = time.Parse(time.RFC3339, v)
 			}

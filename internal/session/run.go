@@ -216,6 +216,9 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 		return p, err
 	}
 	r.prog = p
+	if err := loop.RepairEvents(TransitionsPath(r.Dir), p.LastEvent); err != nil {
+		return p, err
+	}
 	r.started, r.spent = r.now(), p.RunMillis
 	r.stopLeftoverAgent()
 	if p.State.Final() {
@@ -306,15 +309,19 @@ func (r *Runner) fire(e Event, detail string) error {
 			return err
 		}
 	}
-	if err := r.save(); err != nil {
-		return err
-	}
 	ev := loop.TransitionEvent{Timestamp: r.now().UTC(), SessionID: next.SessionID, Transition: loop.TransitionEntry{
 		From: string(from.Current), To: string(next.Current), Trigger: string(e.Type), TaskID: task,
 		AttemptNumber: from.CurrentAttemptNumber, Detail: detail}}
 	if ev.Transition.AttemptNumber == 0 {
 		ev.Transition.AttemptNumber = next.CurrentAttemptNumber
 	}
+	// progress.md carries the transition too: a kill before the log line
+	// below is repaired from it on resume.
+	r.prog.LastEvent = &ev
+	if err := r.save(); err != nil {
+		return err
+	}
+	loop.CrashPoint("session-saved")
 	if err := store.AppendJSONLine(TransitionsPath(r.Dir), ev); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // WriteFileAtomic replaces path with data. It writes a unique temporary file
@@ -50,6 +51,38 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	ok = true
 	return SyncDir(dir)
+}
+
+// RemoveStaleTemps deletes the temporary files a kill in the middle of
+// WriteFileAtomic left in dir: files named NAME.DIGITS.tmp next to an
+// existing NAME. The caller must hold the lock of the writers of dir, so
+// that no write is in flight. A leftover would otherwise be committed with
+// the next task by `git add --all`.
+func RemoveStaleTemps(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".tmp")
+		if !ok || e.IsDir() {
+			continue
+		}
+		i := strings.LastIndexByte(name, '.')
+		if i <= 0 || strings.Trim(name[i+1:], "0123456789") != "" || name[i+1:] == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, name[:i])); err != nil {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // SyncDir makes a rename or a new directory entry durable: without it a

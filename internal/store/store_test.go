@@ -181,3 +181,29 @@ func TestAppendJSONLineCutsATornLastLine(t *testing.T) {
 		t.Fatalf("file = %.80q…, want the torn 200 KB line cut", got)
 	}
 }
+
+// Only the leftovers of an atomic replace are removed: NAME.DIGITS.tmp
+// next to an existing NAME.
+func TestRemoveStaleTemps(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"state.json", "state.json.123456.tmp", "prd.md.99.tmp", "notes.tmp", "state.json.x1.tmp", "keep.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RemoveStaleTemps(dir); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	want := "keep.txt notes.tmp prd.md.99.tmp state.json state.json.x1.tmp"
+	if got := strings.Join(left, " "); got != want {
+		t.Fatalf("left %q, want %q (only state.json's leftover removed)", got, want)
+	}
+	if err := RemoveStaleTemps(filepath.Join(dir, "missing")); err != nil {
+		t.Errorf("a missing folder: %v", err)
+	}
+}

@@ -88,6 +88,7 @@ runs/
 threads/
 sessions/
 beads.json
+*.tmp
 .tmp/
 events.jsonl
 state.json
@@ -161,7 +162,35 @@ func (w *Workspace) EnsureStateFiles(now time.Time) ([]string, error) {
 	if err := os.MkdirAll(w.RunsDir(), 0o755); err != nil {
 		return created, err
 	}
+	// A workspace made by an older ralph gets the lines added since.
+	for _, line := range strings.Split(strings.TrimSpace(gitignore), "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			if err := w.Ignore(line); err != nil {
+				return created, err
+			}
+		}
+	}
 	return created, nil
+}
+
+// Ignore adds line to .ralph/.gitignore unless it is there. The file must
+// exist (EnsureStateFiles writes it): a .gitignore holding only this line
+// would leave the rest of ralph's machine state unignored.
+func (w *Workspace) Ignore(line string) error {
+	p := w.Path(".gitignore")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(l) == line {
+			return nil
+		}
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		line = "\n" + line
+	}
+	return store.AppendFile(p, []byte(line+"\n"))
 }
 
 // Init creates config.toml (with the given checks) and the state files.
