@@ -3,6 +3,7 @@ package tasks
 import (
 	"bytes"
 	"fmt"
+	"iter"
 	"os"
 	"strconv"
 	"strings"
@@ -206,20 +207,8 @@ func parseMarkdown(path string, data []byte) (*PRD, []int, error) {
 		}
 	}
 
-	pos := 0
-	if strings.HasPrefix(text, byteOrderMark) {
-		pos = len(byteOrderMark)
-	}
-	for lineNo := 1; pos < len(text); lineNo++ {
-		lineStart := pos
-		line := text[pos:]
-		if newline := strings.IndexByte(line, '\n'); newline >= 0 {
-			line = line[:newline]
-			pos += newline + 1
-		} else {
-			pos = len(text)
-		}
-		line = strings.TrimSuffix(line, "\r")
+	for l := range markdownLines(text) {
+		lineNo, lineStart, line := l.No, l.Start, l.Text
 		lineEnd := lineStart + len(line)
 
 		if fence.isOpen() {
@@ -465,6 +454,37 @@ func matchCriterion(line string) (Criterion, bool) {
 
 // verifyMarker opens the acceptance command suffix of a markdown criterion.
 const verifyMarker = "(verify:"
+
+// markdownLine is one line of a task file.
+type markdownLine struct {
+	No    int    // 1-based line number
+	Start int    // byte offset of the line in the text
+	Text  string // the line without its "\n" or "\r\n" ending
+}
+
+// markdownLines yields the lines of text in order, after a leading
+// byte-order mark. A last line without an ending is yielded too.
+func markdownLines(text string) iter.Seq[markdownLine] {
+	return func(yield func(markdownLine) bool) {
+		pos := 0
+		if strings.HasPrefix(text, byteOrderMark) {
+			pos = len(byteOrderMark)
+		}
+		for no := 1; pos < len(text); no++ {
+			start := pos
+			line := text[pos:]
+			if newline := strings.IndexByte(line, '\n'); newline >= 0 {
+				line = line[:newline]
+				pos += newline + 1
+			} else {
+				pos = len(text)
+			}
+			if !yield(markdownLine{No: no, Start: start, Text: strings.TrimSuffix(line, "\r")}) {
+				return
+			}
+		}
+	}
+}
 
 // splitVerify separates a trailing "(verify: `command`)" from a criterion's
 // text. The command is a code span, so it may contain parentheses, and a

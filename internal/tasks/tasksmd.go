@@ -243,20 +243,8 @@ func parseTasksMD(path string, data []byte) ([]SessionTask, []int, error) {
 		// all been its criteria, so the next item still belongs to it.
 		inCriteria bool
 	)
-	pos := 0
-	if strings.HasPrefix(text, byteOrderMark) {
-		pos = len(byteOrderMark)
-	}
-	for lineNo := 1; pos < len(text); lineNo++ {
-		lineStart := pos
-		line := text[pos:]
-		if newline := strings.IndexByte(line, '\n'); newline >= 0 {
-			line = line[:newline]
-			pos += newline + 1
-		} else {
-			pos = len(text)
-		}
-		line = strings.TrimSuffix(line, "\r")
+	for l := range markdownLines(text) {
+		lineNo, lineStart, line := l.No, l.Start, l.Text
 
 		if strings.HasPrefix(line, "- [") {
 			task, problemAt, problem := matchTaskLine(line)
