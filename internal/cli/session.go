@@ -182,7 +182,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		if err != nil {
 			return err
 		}
-		if dirty := foreignChanges(ws, snap.Dirty); len(dirty) > 0 {
+		if dirty := workspace.UserChanges(snap.Dirty); len(dirty) > 0 {
 			return fmt.Errorf("the work tree has uncommitted changes (%s): commit or stash them first, so that ralph's commits hold only the session's work", strings.Join(clipNames(dirty, 5), ", "))
 		}
 		if prev, err := sessionDir(ws, ""); err == nil {
@@ -229,17 +229,6 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 			p.State.SessionID, p.State.Reason, ws.Rel(session.ProgressPath(dir)), ws.Rel(filepath.Join(dir, "reports")))}
 	}
 	return err
-}
-
-// foreignChanges are dirty paths outside .ralph/.
-func foreignChanges(ws *workspace.Workspace, dirty []string) []string {
-	var out []string
-	for _, f := range dirty {
-		if !strings.HasPrefix(f, workspace.DirName+"/") {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 func clipNames(l []string, n int) []string {

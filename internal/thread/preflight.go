@@ -100,13 +100,7 @@ func (r *Runner) preflightFailures() []string {
 	if err != nil {
 		fails = append(fails, "git: "+err.Error())
 	} else {
-		var dirty []string
-		for _, f := range snap.Dirty {
-			if !strings.HasPrefix(f, workspace.DirName+"/") {
-				dirty = append(dirty, f)
-			}
-		}
-		if len(dirty) > 0 {
+		if dirty := workspace.UserChanges(snap.Dirty); len(dirty) > 0 {
 			if len(dirty) > 5 {
 				dirty = append(dirty[:5], "…")
 			}

@@ -173,6 +173,19 @@ func (w *Workspace) EnsureStateFiles(now time.Time) ([]string, error) {
 	return created, nil
 }
 
+// UserChanges returns the paths of dirty that are not ralph's own (outside
+// .ralph/): the uncommitted work a fresh run or thread refuses to start
+// on, since ralph's commits must hold only its own work.
+func UserChanges(dirty []string) []string {
+	var out []string
+	for _, f := range dirty {
+		if !strings.HasPrefix(f, DirName+"/") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // Ignore adds line to .ralph/.gitignore unless it is there. The file must
 // exist (EnsureStateFiles writes it): a .gitignore holding only this line
 // would leave the rest of ralph's machine state unignored.

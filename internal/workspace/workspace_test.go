@@ -438,3 +438,10 @@ func TestRelKeepsNamesThatStartWithTwoDots(t *testing.T) {
 		t.Fatalf("Rel = %q", got)
 	}
 }
+
+func TestUserChangesLeaveOutRalphsOwnFiles(t *testing.T) {
+	got := workspace.UserChanges([]string{".ralph/state.json", "main.go", ".ralphrc", "docs/a.md", ".ralph/sessions/x/progress.md"})
+	if strings.Join(got, " ") != "main.go .ralphrc docs/a.md" {
+		t.Fatalf("UserChanges = %q", got)
+	}
+}
