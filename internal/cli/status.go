@@ -2,7 +2,9 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -98,7 +100,11 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		if board, err := src.Load(); err == nil {
 			rep.Stories, rep.StoriesDone = len(board.Stories), len(board.Stories)-board.Remaining()
 		} else {
-			srcErr = fmt.Errorf("%s cannot be read: %s", ws.Rel(src.Path()), strings.ReplaceAll(err.Error(), ws.Root+"/", ""))
+			if errors.Is(err, fs.ErrNotExist) {
+				srcErr = fmt.Errorf("none yet at %s: ralph prd writes one (ralph run works without one)", ws.Rel(src.Path()))
+			} else {
+				srcErr = fmt.Errorf("%s cannot be read: %s", ws.Rel(src.Path()), strings.ReplaceAll(err.Error(), ws.Root+"/", ""))
+			}
 		}
 	}
 	if st != nil {
