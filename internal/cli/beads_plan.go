@@ -37,6 +37,16 @@ type beadsRecord struct {
 
 const beadsRecordVersion = 1
 
+// protoPending reports whether the recorded proto was planned after the
+// last pour of it (or never poured): the next build pours it.
+func (r beadsRecord) protoPending() bool {
+	if r.Proto == "" {
+		return false
+	}
+	poured := r.PouredFrom == r.Proto && r.PouredAt != nil && r.PlannedAt != nil && !r.PouredAt.Before(*r.PlannedAt)
+	return !poured
+}
+
 func beadsRecordPath(ws *workspace.Workspace) string { return ws.Path("beads.json") }
 
 func loadBeadsRecord(ws *workspace.Workspace) (beadsRecord, error) {
@@ -215,7 +225,7 @@ func beadsMolecule(ctx context.Context, ws *workspace.Workspace, src *tasks.Bead
 			return rec.Molecule, nil
 		}
 	}
-	if rec.Proto == "" || (rec.PouredFrom == rec.Proto && rec.PouredAt != nil && rec.PlannedAt != nil && !rec.PouredAt.Before(*rec.PlannedAt)) {
+	if !rec.protoPending() {
 		return "", nil
 	}
 	res, err := client.MolPour(ctx, rec.Proto, nil)

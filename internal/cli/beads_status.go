@@ -20,6 +20,9 @@ type BeadsStatus struct {
 	Current  string          `json:"current_step,omitempty"`
 	Blocked  []string        `json:"blocked"`
 	Error    string          `json:"error,omitempty"`
+	// PendingProto is a proto `ralph plan` wrote that no build has
+	// poured yet.
+	PendingProto string `json:"pending_proto,omitempty"`
 }
 
 // beadsStatus asks bd about the beads source; nil for other sources.
@@ -74,6 +77,9 @@ func printBeadsStatus(w io.Writer, b *BeadsStatus) {
 		return
 	}
 	fmt.Fprintf(w, "beads: bd %s · %s · %d blocked in bd\n", b.Version, b.Daemon, len(b.Blocked))
+	if b.PendingProto != "" {
+		fmt.Fprintf(w, "proto %s is planned: the next ralph build pours it\n", b.PendingProto)
+	}
 	if b.Molecule != "" {
 		if p := b.Progress; p != nil {
 			fmt.Fprintf(w, "molecule %s: %d of %d steps done (%.0f%%)\n", b.Molecule, p.Completed, p.Total, p.Percent)

@@ -145,13 +145,18 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		}
 	}
 	if srcErr == nil {
-		if bs, ok := src.(*tasks.BeadsSource); ok && bs.Molecule() == "" {
+		var rec beadsRecord
+		if bs, ok := src.(*tasks.BeadsSource); ok {
+			rec, _ = loadBeadsRecord(ws)
 			// The molecule a build poured or was given is remembered.
-			if rec, err := loadBeadsRecord(ws); err == nil && rec.Molecule != "" {
+			if bs.Molecule() == "" && rec.Molecule != "" {
 				src = tasks.OpenBeads(ws.Root, rec.Molecule, bs.Client())
 			}
 		}
 		rep.Beads = beadsStatus(src, &rep)
+		if rep.Beads != nil && rec.protoPending() {
+			rep.Beads.PendingProto = rec.Proto
+		}
 	}
 	rep.PendingHints = countHints(ws.Path("context.md"))
 	rep.Session = activeSessionStatus(ws, env.Now())
