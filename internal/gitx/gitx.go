@@ -399,3 +399,49 @@ func (r *Repo) LastCommit(ctx context.Context) (hash, message string, err error)
 	hash, message, _ = strings.Cut(string(out), "\n")
 	return strings.TrimSpace(hash), message, nil
 }
+
+// StashPush sets the work tree's changes under pathspecs aside in a new
+// stash, untracked files included, and returns the new stash's hash. When
+// there was nothing to set aside it returns "" and no error: git then
+// creates no stash, and stash@{0} still names an older one (perhaps the
+// user's own), which must never be taken for ralph's.
+func (r *Repo) StashPush(ctx context.Context, message string, pathspecs ...string) (string, error) {
+	before, err := r.stashTop(ctx)
+	if err != nil {
+		return "", err
+	}
+	args := append([]string{"stash", "push", "--include-untracked", "-m", message, "--"}, pathspecs...)
+	if _, err := r.git(ctx, args...); err != nil {
+		return "", err
+	}
+	after, err := r.stashTop(ctx)
+	if err != nil || after == before {
+		return "", err
+	}
+	return after, nil
+}
+
+// stashTop returns the hash of the newest stash, "" when there is none.
+func (r *Repo) stashTop(ctx context.Context) (string, error) {
+	out, err := r.git(ctx, "rev-parse", "-q", "--verify", "refs/stash")
+	var ee *ExitError
+	if errors.As(err, &ee) && ee.ExitCode == 1 {
+		return "", nil
+	}
+	return strings.TrimSpace(string(out)), err
+}
+
+// IsAncestor reports whether commit a is an ancestor of (or equal to)
+// commit b.
+func (r *Repo) IsAncestor(ctx context.Context, a, b string) (bool, error) {
+	if err := checkRevs(a, b); err != nil {
+		return false, err
+	}
+	_, err := r.git(ctx, "merge-base", "--is-ancestor", a, b)
+	var ee *ExitError
+	if errors.As(err, &ee) && ee.ExitCode == 1 {
+		return false, nil
+	}
+	return err == nil, err
+}
+

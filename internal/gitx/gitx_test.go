@@ -524,3 +524,66 @@ func TestDiffShowsUntrackedFilesAndIsCut(t *testing.T) {
 		t.Errorf("LastCommit = %q, %q, %v; want %s and its message", hash, msg, err, base)
 	}
 }
+
+// A push with nothing to set aside creates no stash, and StashPush must not
+// hand back the user's own stash as if it were the new one.
+func TestStashPushNamesOnlyTheStashItMade(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	write(t, r, "a.txt", "one\n")
+	write(t, r, ".ralph/state.json", "{}\n")
+	gitT(t, r.Dir, "add", "a.txt")
+	gitT(t, r.Dir, "commit", "-q", "-m", "initial")
+	write(t, r, "a.txt", "my own work in progress\n")
+	gitT(t, r.Dir, "stash", "push", "-q", "-m", "MY OWN WIP")
+	mine := gitT(t, r.Dir, "rev-parse", "stash@{0}")
+
+	// Only excluded files are dirty: nothing is stashed.
+	got, err := r.StashPush(ctx, "ralph: blocked attempt", ".", ":(exclude).ralph")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "" {
+		t.Fatalf("StashPush with nothing to stash returned %s (the user's stash is %s), want empty", got, mine)
+	}
+	if n := gitT(t, r.Dir, "stash", "list"); strings.Count(n, "\n") != 0 || !strings.Contains(n, "MY OWN WIP") {
+		t.Fatalf("stash list changed: %q", n)
+	}
+
+	// With work to set aside, the new stash is returned and is ralph's.
+	write(t, r, "b.txt", "attempt\n")
+	got, err = r.StashPush(ctx, "ralph: blocked attempt", ".", ":(exclude).ralph")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == "" || got == mine {
+		t.Fatalf("StashPush returned %q, want a new stash (the user's is %s)", got, mine)
+	}
+	if msg := gitT(t, r.Dir, "log", "-1", "--format=%s", got); !strings.Contains(msg, "ralph: blocked attempt") {
+		t.Fatalf("returned stash is %q, not ralph's", msg)
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir, ".ralph/state.json")); err != nil {
+		t.Fatal("an excluded file was stashed:", err)
+	}
+}
+
+func TestIsAncestor(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	write(t, r, "a.txt", "1\n")
+	gitT(t, r.Dir, "add", "-A")
+	gitT(t, r.Dir, "commit", "-q", "-m", "one")
+	one := gitT(t, r.Dir, "rev-parse", "HEAD")
+	write(t, r, "a.txt", "2\n")
+	gitT(t, r.Dir, "commit", "-q", "-am", "two")
+	two := gitT(t, r.Dir, "rev-parse", "HEAD")
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{{one, two, true}, {two, two, true}, {two, one, false}} {
+		got, err := r.IsAncestor(ctx, c.a, c.b)
+		if err != nil || got != c.want {
+			t.Errorf("IsAncestor(%.7s, %.7s) = %v, %v; want %v", c.a, c.b, got, err, c.want)
+		}
+	}
+}
