@@ -1169,7 +1169,7 @@ func (b *builder) logBlocker(ctx context.Context) error {
 	if !b.st.NoCommit {
 		if snap, err := b.ws.Repo.Snapshot(bg); err == nil && len(snap.Dirty) > 0 {
 			if stash, err := b.stash(bg, fmt.Sprintf("ralph: blocked attempt at %s (run %s)", id, b.id)); err == nil {
-				bl.Stash = stash
+				bl.Stash = stash // "" when the attempt left nothing outside ralph's files
 			} else {
 				b.logError("could not stash the blocked attempt at %s: %v", id, err)
 			}
@@ -1189,13 +1189,11 @@ func (b *builder) logBlocker(ctx context.Context) error {
 func (b *builder) stash(ctx context.Context, msg string) (string, error) {
 	// ralph's own files (its folder, the task file, the plan) stay: they
 	// hold the blocker just written and the records of the run.
-	args := []string{"stash", "push", "--include-untracked", "-m", msg, "--", ".",
-		":(exclude)" + workspace.DirName, ":(exclude)" + b.ws.Rel(b.src.Path()), ":(exclude)" + b.ws.Rel(b.opts.PlanPath)}
-	if _, err := b.ws.Repo.Runner.Git(ctx, b.ws.Root, args...); err != nil {
-		return "", err
-	}
-	out, err := b.ws.Repo.Runner.Git(ctx, b.ws.Root, "rev-parse", "stash@{0}")
-	return strings.TrimSpace(string(out)), err
+	// The stash is named only when this push created it: with nothing
+	// outside those files to set aside git makes no stash, and stash@{0}
+	// would be the user's own or another task's.
+	return b.ws.Repo.StashPush(ctx, msg, ".",
+		":(exclude)"+workspace.DirName, ":(exclude)"+b.ws.Rel(b.src.Path()), ":(exclude)"+b.ws.Rel(b.opts.PlanPath))
 }
 
 // exit performs EXIT's entry action ahead of the transition so that its
