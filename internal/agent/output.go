@@ -142,7 +142,7 @@ func NewParserWithClock(f Format, prompt string, now func() time.Time) Parser {
 	if now == nil {
 		now = time.Now
 	}
-	b := base{now: now}
+	b := base{now: now, echoed: promptSignalLines(prompt)}
 	switch f {
 	case FormatClaude:
 		return &claudeParser{base: b}
@@ -174,6 +174,9 @@ const (
 type base struct {
 	now func() time.Time
 	res Result // FinalMessage and Signals are filled in by result
+	// echoed holds the prompt's signal lines, which never count as the
+	// agent's signals (see SignalsAfter).
+	echoed map[string]bool
 }
 
 // result returns a copy of the accumulated result with final as its final
@@ -182,7 +185,7 @@ type base struct {
 func (b *base) result(final string) Result {
 	r := b.res
 	r.FinalMessage = final
-	r.Signals = Signals(final)
+	r.Signals = signalsNotIn(final, b.echoed)
 	r.Errors = slices.Clone(b.res.Errors)
 	if b.res.Limit != nil {
 		l := *b.res.Limit

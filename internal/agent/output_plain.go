@@ -18,6 +18,9 @@ const (
 // a naive reading of the tail would find the signal in the echo.
 type plainParser struct {
 	echo echoMatcher
+	// echoed holds the prompt's signal lines: a partial echo that the
+	// matcher cannot recognise as the prompt must still not raise them.
+	echoed map[string]bool
 
 	// ring holds the last non-empty lines after the last complete echo,
 	// oldest at start; size is the sum of their lengths.
@@ -34,7 +37,7 @@ func newPlainParser(prompt string) *plainParser {
 			pat = append(pat, key)
 		}
 	}
-	return &plainParser{echo: newEchoMatcher(pat)}
+	return &plainParser{echo: newEchoMatcher(pat), echoed: promptSignalLines(prompt)}
 }
 
 func (p *plainParser) Line(line []byte) string {
@@ -64,7 +67,7 @@ func (p *plainParser) Result() Result {
 		lines = lines[len(lines)-plainFinalLines:]
 	}
 	final := strings.Join(lines, "\n")
-	return Result{FinalMessage: final, Signals: Signals(final)}
+	return Result{FinalMessage: final, Signals: signalsNotIn(final, p.echoed)}
 }
 
 // push appends a line to the ring, evicting the oldest lines to stay within

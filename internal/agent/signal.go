@@ -19,10 +19,39 @@ const (
 // do. Names are returned in order of first appearance without duplicates; the
 // result is nil when there are none.
 func Signals(final string) []string {
+	return signalsNotIn(final, nil)
+}
+
+// SignalsAfter is Signals for a final message answering prompt: a signal
+// line that also stands as a line of its own in the prompt is discarded.
+// Task text is rendered into the prompt, so a PRD holding
+// "<promise>CONTEXT_EXHAUSTED</promise>" on a line would otherwise let an
+// agent that echoes its story raise that signal without meaning it.
+// ralph's own templates never put a signal on a line of its own.
+func SignalsAfter(final, prompt string) []string {
+	return signalsNotIn(final, promptSignalLines(prompt))
+}
+
+// promptSignalLines returns the trimmed signal lines of prompt, nil for
+// none.
+func promptSignalLines(prompt string) map[string]bool {
+	var lines map[string]bool
+	for line := range strings.Lines(prompt) {
+		if _, ok := signalLine(line); ok {
+			if lines == nil {
+				lines = map[string]bool{}
+			}
+			lines[strings.TrimSpace(line)] = true
+		}
+	}
+	return lines
+}
+
+func signalsNotIn(final string, echoed map[string]bool) []string {
 	var out []string
 	for line := range strings.Lines(final) {
 		name, ok := signalLine(line)
-		if !ok || slices.Contains(out, name) {
+		if !ok || slices.Contains(out, name) || echoed[strings.TrimSpace(line)] {
 			continue
 		}
 		out = append(out, name)

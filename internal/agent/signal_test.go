@@ -2,6 +2,7 @@ package agent
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -28,6 +29,37 @@ func TestSignals(t *testing.T) {
 	for _, tc := range tests {
 		if got := Signals(tc.final); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Signals(%q) = %q, want %q", tc.final, got, tc.want)
+		}
+	}
+}
+
+// A signal line that the prompt itself carries (task text rendered into
+// it) is an echo, never the agent's signal, in every output format.
+func TestSignalsEchoedFromPromptAreDiscarded(t *testing.T) {
+	prompt := "## Story: US-001\nWhen the context runs out the tool prints\n<promise>CONTEXT_EXHAUSTED</promise>\nand stops.\n"
+	final := "Working on US-001:\nWhen the context runs out the tool prints\n  <promise>CONTEXT_EXHAUSTED</promise>\nI implemented it.\n<promise>COMPLETE</promise>"
+	if got := SignalsAfter(final, prompt); !reflect.DeepEqual(got, []string{"COMPLETE"}) {
+		t.Errorf("SignalsAfter = %q, want only COMPLETE", got)
+	}
+	if got := SignalsAfter("<promise>COMPLETE</promise>", "say `<promise>COMPLETE</promise>` on a line of its own"); !reflect.DeepEqual(got, []string{"COMPLETE"}) {
+		t.Errorf("a tag inside a prompt sentence must not hide the real signal: got %q", got)
+	}
+	lines := map[Format][]string{
+		FormatPlain:  {"Working on US-001:", "<promise>CONTEXT_EXHAUSTED</promise>", "done"},
+		FormatClaude: {`{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Story text:\n<promise>CONTEXT_EXHAUSTED</promise>\ndone"}]}}`},
+		FormatCodex:  {`{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"Story text:\n<promise>CONTEXT_EXHAUSTED</promise>\ndone"}}`},
+	}
+	for f, out := range lines {
+		p := NewParser(f, prompt)
+		for _, l := range out {
+			p.Line([]byte(l))
+		}
+		res := p.Result()
+		if !strings.Contains(res.FinalMessage, "CONTEXT_EXHAUSTED") {
+			t.Errorf("%s: final message %q lost the echoed text; the test does not test", f, res.FinalMessage)
+		}
+		if len(res.Signals) != 0 {
+			t.Errorf("%s: Signals = %q from an echoed story, want none", f, res.Signals)
 		}
 	}
 }
