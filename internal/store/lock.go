@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
-
-	"github.com/gofrs/flock"
 )
 
 // Holder describes the process that holds a workspace lock. It is written
@@ -24,6 +23,16 @@ func (h Holder) String() string {
 	return fmt.Sprintf("pid %d on %s, %q, since %s", h.PID, h.Host, h.Command, h.Since.Format("2006-01-02 15:04:05"))
 }
 
+// exited reports whether the holder is known to be gone: it ran on this
+// host and no process has its pid any more. A holder on another host, or
+// one we may not signal, is taken to be alive.
+func (h Holder) exited() bool {
+	if host, _ := os.Hostname(); h.PID <= 0 || h.Host != host {
+		return false
+	}
+	return errors.Is(syscall.Kill(h.PID, 0), syscall.ESRCH)
+}
+
 // LockedError is returned when another process holds the lock.
 type LockedError struct {
 	Path   string
@@ -31,41 +40,73 @@ type LockedError struct {
 }
 
 func (e *LockedError) Error() string {
-	if e.Holder == nil {
+	switch {
+	case e.Holder == nil:
 		return fmt.Sprintf("another ralph holds %s: wait for it to finish or stop it", e.Path)
+	case e.Holder.exited():
+		// The kernel drops the lock when the last descriptor of it closes,
+		// so a dead holder means something else still has that descriptor.
+		return fmt.Sprintf("%s is still held although the ralph that took it (%s) has exited: a process it left behind holds it; find it with `fuser -v %s`, stop it and retry", e.Path, e.Holder, e.Path)
 	}
 	return fmt.Sprintf("another ralph is running in this workspace (%s): wait for it to finish or stop it", e.Holder)
 }
 
 // Lock is an exclusive advisory lock on a file. The kernel drops it when the
-// process dies, so a crash never leaves a stale lock behind. The lock file
-// is never unlinked: flock is keyed by inode, and deleting the file would let
-// two processes hold "the" lock on two different inodes.
+// last descriptor of it is closed, so a crash never leaves a stale lock
+// behind. The lock file is never unlinked: the lock is keyed by inode, and
+// deleting the file would let two processes hold "the" lock on two
+// different inodes.
 type Lock struct {
-	f *flock.Flock
+	f *os.File
 }
 
-// TryLock takes the lock at path without waiting. When another process
-// holds it, it returns a *LockedError naming the holder.
+// lockRecheck is how long a refused TryLock waits before it asks once more.
+// A lock can be held for a moment by someone who is letting go: a ralph
+// that is exiting, or a child of a killed ralph between fork and exec,
+// which holds every descriptor until exec closes them.
+var lockRecheck = 750 * time.Millisecond
+
+// TryLock takes the lock at path without blocking for long. When another
+// process holds it, it asks once more after a short wait and then returns a
+// *LockedError naming the holder.
 func TryLock(path, command string) (*Lock, error) {
-	fl := flock.New(path)
-	ok, err := fl.TryLock()
+	l, err := tryLockOnce(path, command)
+	if IsLocked(err) {
+		time.Sleep(lockRecheck)
+		l, err = tryLockOnce(path, command)
+	}
+	return l, err
+}
+
+func tryLockOnce(path, command string) (*Lock, error) {
+	// O_CLOEXEC: a child ralph starts must never inherit the locked
+	// descriptor, or the lock would outlive ralph for as long as the child.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
+	ok, err := lockFile(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
 	if !ok {
+		f.Close()
 		return nil, &LockedError{Path: path, Holder: readHolder(path)}
 	}
 	host, _ := os.Hostname()
 	h := Holder{PID: os.Getpid(), Host: host, Command: command, Since: time.Now().UTC()}
 	b, _ := json.Marshal(h)
-	// The holder record is written through the locked descriptor's path;
+	// The holder record is written through the locked descriptor;
 	// truncation happens only while we hold the lock.
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		fl.Unlock()
+	if err := f.Truncate(0); err == nil {
+		_, err = f.WriteAt(append(b, '\n'), 0)
+	}
+	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	return &Lock{f: fl}, nil
+	return &Lock{f: f}, nil
 }
 
 // Unlock releases the lock and clears the holder record.
@@ -73,8 +114,10 @@ func (l *Lock) Unlock() error {
 	if l == nil || l.f == nil {
 		return nil
 	}
-	_ = os.Truncate(l.f.Path(), 0)
-	return l.f.Unlock()
+	_ = l.f.Truncate(0)
+	err := l.f.Close()
+	l.f = nil
+	return err
 }
 
 func readHolder(path string) *Holder {
@@ -95,16 +138,18 @@ func IsLocked(err error) bool {
 	return errors.As(err, &le)
 }
 
-// Held reports whether another process holds the lock at path, and names
-// the holder when it can. It takes the lock for an instant to find out.
+// Held reports whether any process, this one included, holds the lock at
+// path, and names the holder when it can. It only looks: it never takes
+// the lock, not even for an instant, so asking (as `ralph status` does)
+// can never make a starting ralph find the lock busy. A missing lock file
+// is not held and is not created.
 func Held(path string) (*Holder, bool) {
-	fl := flock.New(path)
-	ok, err := fl.TryLock()
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, false
 	}
-	if ok {
-		fl.Unlock()
+	defer f.Close()
+	if !heldFile(f, path) {
 		return nil, false
 	}
 	return readHolder(path), true
