@@ -1,7 +1,6 @@
 package tasks
 
 import (
-	"bytes"
 	"fmt"
 	"iter"
 	"os"
@@ -106,7 +105,7 @@ func ParseMarkdown(path string, data []byte) (*PRD, error) {
 // is better reported than edited; an id without a story heading yields an
 // error wrapping ErrStoryNotFound.
 func SetStoryDone(data []byte, id string, done bool) ([]byte, error) {
-	prd, checkboxOffsets, err := parseMarkdown("", data)
+	prd, boxes, err := parseMarkdown("", data)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +114,7 @@ func SetStoryDone(data []byte, id string, done bool) ([]byte, error) {
 			continue
 		}
 		updated := append([]byte(nil), data...)
-		switch at := checkboxOffsets[i]; {
+		switch at := boxes.story[i]; {
 		case !done:
 			updated[at] = ' '
 		case updated[at] == ' ':
@@ -127,53 +126,57 @@ func SetStoryDone(data []byte, id string, done bool) ([]byte, error) {
 }
 
 // UncheckCriteria clears the checkbox of every acceptance criterion of the
-// story with the given id and returns the new file content; every other
-// byte is unchanged. ralph uses it when it reopens a story it did not
-// accept, so that marks from the rejected attempt cannot count as the next
-// attempt's claim.
+// story with the given id and returns the new file content; only the box
+// character at the start of each ticked criterion changes, so a "[x]" inside
+// a criterion's text stays as written. ralph uses it when it reopens a story
+// it did not accept, so that marks from the rejected attempt cannot count as
+// the next attempt's claim.
 func UncheckCriteria(data []byte, id string) ([]byte, error) {
-	prd, _, err := parseMarkdown("", data)
+	prd, boxes, err := parseMarkdown("", data)
 	if err != nil {
 		return nil, err
 	}
-	story, ok := prd.Find(id)
-	if !ok {
-		return nil, fmt.Errorf("%w %q: no story heading in the PRD has that id", ErrStoryNotFound, id)
-	}
-	lineStart := make([]int, 0, 64)
-	lineStart = append(lineStart, 0)
-	for i, c := range data {
-		if c == '\n' {
-			lineStart = append(lineStart, i+1)
-		}
-	}
-	updated := append([]byte(nil), data...)
-	for _, c := range story.Criteria {
-		if !c.Done || c.Line < 1 || c.Line > len(lineStart) {
+	for i := range prd.Stories {
+		if prd.Stories[i].ID != id {
 			continue
 		}
-		start := lineStart[c.Line-1]
-		end := len(updated)
-		if c.Line < len(lineStart) {
-			end = lineStart[c.Line]
+		updated := append([]byte(nil), data...)
+		for _, at := range boxes.criteriaOf(i) {
+			updated[at] = ' '
 		}
-		line := updated[start:end]
-		for _, mark := range []string{"[x]", "[X]"} {
-			if i := bytes.Index(line, []byte(mark)); i >= 0 {
-				line[i+1] = ' '
-				break
-			}
-		}
+		return updated, nil
 	}
-	return updated, nil
+	return nil, fmt.Errorf("%w %q: no story heading in the PRD has that id", ErrStoryNotFound, id)
+}
+
+// markdownBoxes locates the checkbox characters of a parsed PRD, so editors
+// change exactly the box they mean and never a "[x]" that is part of a
+// title or a criterion's text.
+type markdownBoxes struct {
+	// story[i] is the offset of story i's heading checkbox character.
+	story []int
+	// done holds the offsets of the checkbox characters of every ticked
+	// criterion, in file order; doneStart[i] is where story i's begin.
+	done      []int
+	doneStart []int
+}
+
+// criteriaOf returns the offsets of story i's ticked criterion boxes.
+func (b markdownBoxes) criteriaOf(i int) []int {
+	end := len(b.done)
+	if i+1 < len(b.doneStart) {
+		end = b.doneStart[i+1]
+	}
+	return b.done[b.doneStart[i]:end]
 }
 
 // parseMarkdown does the work of ParseMarkdown in a single pass over the
-// lines and additionally returns, per story, the byte offset of the heading's
-// checkbox character so SetStoryDone can flip it without re-deriving layout.
-func parseMarkdown(path string, data []byte) (*PRD, []int, error) {
+// lines and additionally returns where the checkboxes are, so the editors
+// can flip them without re-deriving the layout.
+func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
+	var boxes markdownBoxes
 	if !utf8.Valid(data) {
-		return nil, nil, invalidUTF8Error(path, data)
+		return nil, boxes, invalidUTF8Error(path, data)
 	}
 	// One conversion up front lets every ID, title, block and criterion be a
 	// substring of it instead of an allocation of its own.
@@ -188,6 +191,8 @@ func parseMarkdown(path string, data []byte) (*PRD, []int, error) {
 	var (
 		stories         = make([]Story, 0, maxStories)
 		checkboxOffsets = make([]int, 0, maxStories)
+		doneBoxes    []int
+		doneBoxStart = make([]int, 0, maxStories)
 		// All criteria live in one backing array; criteriaStart[i] is where
 		// story i's criteria begin, and the stories get their sub-slices once
 		// the array has stopped growing.
@@ -238,7 +243,7 @@ func parseMarkdown(path string, data []byte) (*PRD, []int, error) {
 				heading := trimTrailingSpace(line)
 				id, title, done, problem := matchStoryHeading(heading)
 				if problem != "" {
-					return nil, nil, &ParseError{
+					return nil, boxes, &ParseError{
 						Path: path,
 						Line: lineNo,
 						Msg:  fmt.Sprintf("malformed story heading %q: want %q", heading, storyHeadingExample),
@@ -246,7 +251,7 @@ func parseMarkdown(path string, data []byte) (*PRD, []int, error) {
 					}
 				}
 				if firstLine, seen := storyLineByID[id]; seen {
-					return nil, nil, &ParseError{
+					return nil, boxes, &ParseError{
 						Path: path,
 						Line: lineNo,
 						Msg:  fmt.Sprintf("duplicate story id %s: line %d already defines a story with this id", id, firstLine),
@@ -264,6 +269,7 @@ func parseMarkdown(path string, data []byte) (*PRD, []int, error) {
 				// The checkbox character sits right after "### [".
 				checkboxOffsets = append(checkboxOffsets, lineStart+len("### ["))
 				criteriaStart = append(criteriaStart, len(criteria))
+				doneBoxStart = append(doneBoxStart, len(doneBoxes))
 				inStory = true
 				blockStart = lineStart
 				blockEnd = lineEnd
@@ -275,9 +281,12 @@ func parseMarkdown(path string, data []byte) (*PRD, []int, error) {
 			continue
 		}
 		blockEnd = lineEnd
-		if criterion, ok := matchCriterion(line); ok {
+		if criterion, box, ok := matchCriterion(line); ok {
 			criterion.Line = lineNo
 			criteria = append(criteria, criterion)
+			if criterion.Done {
+				doneBoxes = append(doneBoxes, lineStart+box)
+			}
 		}
 	}
 	closeStory()
@@ -287,9 +296,10 @@ func parseMarkdown(path string, data []byte) (*PRD, []int, error) {
 		if fence.isOpen() {
 			hint = fmt.Sprintf("the code fence opened on line %d is never closed, which hides everything after it; %s", fence.line, hint)
 		}
-		return nil, nil, &ParseError{Path: path, Msg: "no stories found", Hint: hint}
+		return nil, boxes, &ParseError{Path: path, Msg: "no stories found", Hint: hint}
 	}
 
+	boxes = markdownBoxes{story: checkboxOffsets, done: doneBoxes, doneStart: doneBoxStart}
 	for i := range stories {
 		first := criteriaStart[i]
 		last := len(criteria)
@@ -302,7 +312,7 @@ func parseMarkdown(path string, data []byte) (*PRD, []int, error) {
 			stories[i].Criteria = criteria[first:last:last]
 		}
 	}
-	return &PRD{Path: path, Stories: stories}, checkboxOffsets, nil
+	return &PRD{Path: path, Stories: stories}, boxes, nil
 }
 
 // invalidUTF8Error locates the first invalid byte so the user can find it in
@@ -425,31 +435,34 @@ func storyIDLength(s string) int {
 }
 
 // matchCriterion recognises a GitHub task-list item ("- [ ] text", with "-",
-// "*" or "+" as marker, any indentation, and non-empty text). A bare "- [ ]"
-// is not a criterion because there is nothing for an agent to satisfy.
-func matchCriterion(line string) (Criterion, bool) {
+// "*" or "+" as marker, any indentation, and non-empty text) and returns
+// the offset in line of its box character, the one between the brackets. A
+// bare "- [ ]" is not a criterion because there is nothing for an agent to
+// satisfy.
+func matchCriterion(line string) (c Criterion, box int, ok bool) {
 	s := trimIndent(line)
 	if len(s) < 2 || (s[0] != '-' && s[0] != '*' && s[0] != '+') || (s[1] != ' ' && s[1] != '\t') {
-		return Criterion{}, false
+		return Criterion{}, 0, false
 	}
 	s = trimIndent(s[1:])
 	if len(s) < 4 || s[0] != '[' || s[2] != ']' || (s[3] != ' ' && s[3] != '\t') {
-		return Criterion{}, false
+		return Criterion{}, 0, false
 	}
+	box = len(line) - len(s) + 1
 	var done bool
 	switch s[1] {
 	case ' ':
 	case 'x', 'X':
 		done = true
 	default:
-		return Criterion{}, false
+		return Criterion{}, 0, false
 	}
 	text := strings.TrimSpace(s[4:])
 	if text == "" {
-		return Criterion{}, false
+		return Criterion{}, 0, false
 	}
 	text, verify := splitVerify(text)
-	return Criterion{Text: text, Done: done, Verify: verify}, true
+	return Criterion{Text: text, Done: done, Verify: verify}, box, true
 }
 
 // verifyMarker opens the acceptance command suffix of a markdown criterion.

@@ -607,3 +607,34 @@ func TestUncheckCriteriaClearsOnlyThatStorysMarks(t *testing.T) {
 		t.Fatal("unknown id accepted")
 	}
 }
+
+// A criterion that mentions a box in its text keeps its words when the
+// story is reopened: only the box that starts the item is cleared.
+func TestUncheckCriteriaLeavesBoxesInTheTextAlone(t *testing.T) {
+	in := lines(
+		"### [x] US-001: Show [x] next to finished items",
+		"- [X] the list shows [x] next to finished items",
+		"  * [x] a nested item mentions [X] too",
+		"- [ ] an open item mentions [x]",
+	)
+	want := lines(
+		"### [x] US-001: Show [x] next to finished items",
+		"- [ ] the list shows [x] next to finished items",
+		"  * [ ] a nested item mentions [X] too",
+		"- [ ] an open item mentions [x]",
+	)
+	got, err := UncheckCriteria([]byte(in), "US-001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatalf("UncheckCriteria changed the text:\n%s\nwant:\n%s", got, want)
+	}
+	open, err := SetStoryDone(got, "US-001", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(want, "### [x]", "### [ ]", 1); string(open) != want {
+		t.Fatalf("SetStoryDone changed the text:\n%s\nwant:\n%s", open, want)
+	}
+}
