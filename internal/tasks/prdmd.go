@@ -191,8 +191,8 @@ func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 	var (
 		stories         = make([]Story, 0, maxStories)
 		checkboxOffsets = make([]int, 0, maxStories)
-		doneBoxes    []int
-		doneBoxStart = make([]int, 0, maxStories)
+		doneBoxes       []int
+		doneBoxStart    = make([]int, 0, maxStories)
 		// All criteria live in one backing array; criteriaStart[i] is where
 		// story i's criteria begin, and the stories get their sub-slices once
 		// the array has stopped growing.
