@@ -1017,6 +1017,9 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		return Event{Trigger: TrigCommitted}, nil
 	}
 	eventID := ""
+	// The task file as it was before ralph marks the task done: a commit
+	// that fails puts it back, so a blocked task never reads as done.
+	taskBytes, _ := os.ReadFile(b.src.Path())
 	if !m.Partial {
 		if err := b.src.MarkDone(story.ID, subtaskID, now); err != nil {
 			return Event{Trigger: TrigCommitFailed}, b.fail("could not mark the task done: "+err.Error(), "", "permanent")
@@ -1045,7 +1048,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			msg := b.commitMessage(taskID, story, m.Partial, eventID)
 			hash, err = b.ws.Repo.Commit(bg, msg)
 			if err != nil && !errors.Is(err, gitx.ErrNothingToCommit) {
-				return Event{Trigger: TrigCommitFailed}, b.fail("git commit: "+err.Error(), "", "permanent")
+				return Event{Trigger: TrigCommitFailed}, b.commitFailed(taskBytes, err)
 			}
 		}
 		if hash == "" {
@@ -1072,6 +1075,25 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	}
 	b.closeIteration()
 	return Event{Trigger: TrigCommitted}, nil
+}
+
+// commitFailed records a commit git refused (a pre-commit hook, an
+// index.lock an agent left behind) as the task's failure: the task file
+// loses the done mark ralph had just set, and the reason carries what git
+// and the hook said, so the person who unblocks the task knows what to fix.
+func (b *builder) commitFailed(taskBytes []byte, err error) error {
+	if taskBytes != nil {
+		if werr := store.WriteFileAtomic(b.src.Path(), taskBytes, 0o644); werr != nil {
+			b.logError("could not put back %s after the failed commit: %v", b.ws.Rel(b.src.Path()), werr)
+		}
+	}
+	said := err.Error()
+	var ee *gitx.ExitError
+	if errors.As(err, &ee) && ee.Stderr != "" {
+		said = ee.Stderr
+	}
+	b.ws.Repo.Runner.Git(context.Background(), b.ws.Root, "reset", "-q") // unstage; the work stays in the tree
+	return b.fail("git commit failed (a pre-commit hook or a lock in .git refused it): "+clip(strings.Join(strings.Fields(said), " "), 200), said, "permanent")
 }
 
 func (b *builder) commitMessage(taskID string, story tasks.Story, partial bool, eventID string) string {

@@ -241,13 +241,18 @@ func Next(m Machine, ev Event) (Machine, []Action, error) {
 	if chosen.To == StateBlocker {
 		actions = append(actions, ActMarkBlocked)
 	}
-	if m.State == StateCommit || m.State == StateBlocker {
-		// Leaving COMMIT or BLOCKER ends the task: the next one starts
-		// with its own count.
+	if (m.State == StateCommit && ev.Trigger == TrigCommitted) || m.State == StateBlocker {
+		// A landed commit or a logged blocker ends the task: the next one
+		// starts with its own count. A failed commit does not: BLOCKER
+		// still needs to know whose work it is, and it is no success.
 		next.TaskID, next.RetryCount, next.Partial = "", 0, false
 		if m.State == StateCommit && !m.Partial {
 			actions = append(actions, ActResetRetries)
 		}
+	}
+	if ev.Trigger == TrigCommitFailed {
+		next.RetryCount = m.RetryCount + 1
+		next.Partial = false
 	}
 	next.State = chosen.To
 	if next.State == StateImplement {

@@ -184,3 +184,24 @@ func TestMermaidIsGeneratedFromTheTable(t *testing.T) {
 		}
 	}
 }
+
+// A failed commit (a pre-commit hook, a stale index.lock) is one failure of
+// the task being committed: BLOCKER must still know the task, and the
+// task's success must not be counted.
+func TestFailedCommitKeepsTheTaskAndCountsOneFailure(t *testing.T) {
+	m := Machine{State: StateCommit, TaskID: "US-001", RetryCount: 0, Iteration: 1}
+	m, actions, err := Next(m, Event{Trigger: TrigCommitFailed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.State != StateBlocker || m.TaskID != "US-001" || m.RetryCount != 1 {
+		t.Fatalf("after a failed commit: %+v, want BLOCKER on US-001 with one failure", m)
+	}
+	if slices.Contains(actions, ActResetRetries) || !slices.Contains(actions, ActRecordFailure) || !slices.Contains(actions, ActMarkBlocked) {
+		t.Fatalf("actions %v: want a recorded failure and a blocker, no success", actions)
+	}
+	m, _, _ = Next(m, Event{Trigger: TrigBlockerLogged})
+	if m.TaskID != "" || m.RetryCount != 0 {
+		t.Fatalf("leaving BLOCKER must end the task: %+v", m)
+	}
+}
