@@ -101,13 +101,21 @@ func (tc *threadCmd) use(t thread.Thread) {
 		NamedAgent: func(name, key string) (agent.Spec, error) {
 			return namedAgent(cfg, name, key)
 		},
-		LoopOptions: func(ctx context.Context, agentName, prd string, maxIterations int) (loop.Options, error) {
+		LoopOptions: func(ctx context.Context, a agent.Spec, prd string, maxIterations int) (loop.Options, error) {
 			cmd := &cobra.Command{}
 			cmd.SetContext(ctx)
-			s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: agentName, PRD: prd, MaxIterations: maxIterations}, false)
+			// loopOptions looks the agent up by name, as --agent would. An
+			// agent AGENT_CMD gave as a command line has no such name: the
+			// usual precedence picks one, and the thread's agent replaces it.
+			name := a.Name
+			if _, err := namedAgent(cfg, name, "thread agents"); err != nil {
+				name = ""
+			}
+			s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: name, PRD: prd, MaxIterations: maxIterations}, false)
 			if err != nil {
 				return loop.Options{}, err
 			}
+			s.opts.Agent = a
 			return s.opts, nil
 		},
 		Confirm: tc.confirm,

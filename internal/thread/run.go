@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,17 @@ type RunConfig struct {
 	// failed verifications.
 	Extra     int    `json:"extra,omitempty"`
 	CommitSHA string `json:"commit_sha,omitempty"`
+	// CommandAgent is the agent AGENT_CMD gave as a command line when the
+	// thread was configured. Such an agent has no name to look up again,
+	// so its command is kept: a resume in a shell without AGENT_CMD runs
+	// the same agent.
+	CommandAgent *CommandAgent `json:"command_agent,omitempty"`
+}
+
+// CommandAgent is an agent known only by its command line.
+type CommandAgent struct {
+	Name    string   `json:"name"`
+	Command []string `json:"command"`
 }
 
 // RunConfigVersion is the schema version of config.json.
@@ -90,11 +102,24 @@ func (r *Runner) effectiveConf() RunConfig {
 	return c
 }
 
+// agentSpec resolves one of the thread's agents. The usual precedence
+// comes first, so that AGENT_CMD set now wins over what was recorded; an
+// agent that was a command line is then found in the record; any other
+// name is looked up in configuration and the built-ins.
 func (r *Runner) agentSpec(name string) (agent.Spec, error) {
 	if s, err := r.env.ResolveAgent(""); err == nil && s.Name == name {
 		return s, nil // AGENT_CMD or the configured default
 	}
-	return r.env.NamedAgent(name, "thread agents")
+	if ca := r.loadConf().CommandAgent; ca != nil && ca.Name == name && len(ca.Command) > 0 {
+		return agent.Spec{Name: ca.Name, Headless: ca.Command, Interactive: ca.Command, Format: agent.FormatPlain}, nil
+	}
+	s, err := r.env.NamedAgent(name, "thread agents")
+	var ue *agent.UnknownError
+	if errors.As(err, &ue) && ue.Name == name && !slices.Contains(r.opts.Agents, name) {
+		// The name came from the thread's saved configuration.
+		return s, fmt.Errorf("%w; or run the thread with AGENT_CMD set as when it was configured, or change its agents with `ralph thread reconfigure --agent NAME`", err)
+	}
+	return s, err
 }
 
 // configure saves the configuration: this command's options, else what
@@ -104,9 +129,14 @@ func (r *Runner) configure() error {
 	if r.opts.MaxIterations < 0 {
 		return usageErrorf("--max-iterations must be at least 1")
 	}
+	c.CommandAgent = nil
 	for _, name := range c.Agents {
-		if _, err := r.agentSpec(name); err != nil {
+		s, err := r.agentSpec(name)
+		if err != nil {
 			return err
+		}
+		if _, err := r.env.NamedAgent(name, "thread agents"); err != nil {
+			c.CommandAgent = &CommandAgent{Name: s.Name, Command: s.Headless}
 		}
 	}
 	if err := r.saveConf(c); err != nil {
@@ -225,7 +255,11 @@ func (r *Runner) runLoop() error {
 			store.AppendFile(r.ws.Path("context.md"), []byte(fmt.Sprintf("- (thread %s) when every story is done, end your final message with <promise>%s</promise> on a line of its own\n", r.t.ID, p)))
 		}
 	}
-	opts, err := r.env.LoopOptions(r.ctx, conf.Agents[0], rel, max(remaining, 1))
+	primary, err := r.agentSpec(conf.Agents[0])
+	if err != nil {
+		return err
+	}
+	opts, err := r.env.LoopOptions(r.ctx, primary, rel, max(remaining, 1))
 	if err != nil {
 		return err
 	}

@@ -43,9 +43,9 @@ type Env struct {
 	// where the name came from, for messages.
 	NamedAgent func(name, key string) (agent.Spec, error)
 	// LoopOptions configures a loop run over prd (relative to the
-	// workspace) with agentName for at most maxIterations iterations, as
+	// workspace) with agent a for at most maxIterations iterations, as
 	// `ralph build` would.
-	LoopOptions func(ctx context.Context, agentName, prd string, maxIterations int) (loop.Options, error)
+	LoopOptions func(ctx context.Context, a agent.Spec, prd string, maxIterations int) (loop.Options, error)
 	// Confirm asks the person a yes/no question and reports whether the
 	// answer is yes. Nil refuses: a reset is never done without a yes.
 	Confirm func(question string) bool

@@ -91,7 +91,7 @@ func newTestRunner(t *testing.T, p Phase, confirm func(string) bool) (*Runner, *
 		WorkDir:      func() (string, error) { return dir, nil },
 		ResolveAgent: fake,
 		NamedAgent:   func(name, _ string) (agent.Spec, error) { return fake(name) },
-		LoopOptions: func(context.Context, string, string, int) (loop.Options, error) {
+		LoopOptions: func(context.Context, agent.Spec, string, int) (loop.Options, error) {
 			return loop.Options{}, errors.New("no loop in the runner tests")
 		},
 		Confirm: confirm,
