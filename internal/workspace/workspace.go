@@ -35,7 +35,48 @@ func Open(ctx context.Context, dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Workspace{Root: repo.Dir, Repo: repo}, nil
+	w := &Workspace{Root: repo.Dir, Repo: repo}
+	if err := w.checkDir(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// checkDir refuses a .ralph that is not this repository's own: a symlink
+// that leads outside the repository (two repositories linked to one folder
+// would share one state, one lock and one run, and resume each other's
+// work), a dangling one, or a file. A symlink to a folder inside the
+// repository is the user's layout and is kept.
+func (w *Workspace) checkDir() error {
+	p := w.Dir()
+	fi, err := os.Lstat(p)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		link, _ := os.Readlink(p)
+		target, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return fmt.Errorf("%s is a symlink to %s, which cannot be followed (%v): replace it with a folder (`rm %s && ralph init`)", DirName, link, err, DirName)
+		}
+		root, err := filepath.EvalSymlinks(w.Root)
+		if err != nil {
+			return err
+		}
+		if r, err := filepath.Rel(root, target); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("%s is a symlink to %s, outside this repository: ralph keeps each repository's state, lock and runs in its own %s, and a shared one would mix their runs; replace the link with a folder of this repository's own (`rm %s && ralph init`)", DirName, target, DirName, DirName)
+		}
+		if fi, err = os.Stat(p); err != nil {
+			return err
+		}
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a folder: move it aside and run `ralph init`", DirName)
+	}
+	return nil
 }
 
 // Dir is the .ralph folder.

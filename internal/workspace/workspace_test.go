@@ -445,3 +445,51 @@ func TestUserChangesLeaveOutRalphsOwnFiles(t *testing.T) {
 		t.Fatalf("UserChanges = %q", got)
 	}
 }
+
+// A .ralph that is not this repository's own folder is refused before
+// anything is read or written; a link inside the repository is followed.
+func TestOpenRefusesARalphFolderThatIsNotTheRepositorysOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, repo string)
+		want string // "" means Open succeeds
+	}{
+		{"symlink outside", func(t *testing.T, repo string) {
+			must(t, os.Symlink(t.TempDir(), filepath.Join(repo, ".ralph")))
+		}, "outside this repository"},
+		{"symlink through a relative path outside", func(t *testing.T, repo string) {
+			must(t, os.Mkdir(filepath.Join(repo, "sub"), 0o755))
+			must(t, os.Symlink("sub/../..", filepath.Join(repo, ".ralph")))
+		}, "outside this repository"},
+		{"dangling symlink", func(t *testing.T, repo string) {
+			must(t, os.Symlink(filepath.Join(repo, "gone"), filepath.Join(repo, ".ralph")))
+		}, "cannot be followed"},
+		{"file", func(t *testing.T, repo string) {
+			must(t, os.WriteFile(filepath.Join(repo, ".ralph"), []byte("x"), 0o644))
+		}, "is not a folder"},
+		{"symlink inside", func(t *testing.T, repo string) {
+			must(t, os.MkdirAll(filepath.Join(repo, "tools", "ralph"), 0o755))
+			must(t, os.Symlink("tools/ralph", filepath.Join(repo, ".ralph")))
+		}, ""},
+		{"missing", func(t *testing.T, repo string) {}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo := newRepo(t)
+			tc.make(t, repo)
+			_, err := workspace.Open(context.Background(), repo)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Open: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Open: err = %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
