@@ -142,7 +142,7 @@ func NewParserWithClock(f Format, prompt string, now func() time.Time) Parser {
 	if now == nil {
 		now = time.Now
 	}
-	b := base{now: now, echoed: promptSignalLines(prompt)}
+	b := base{now: now, echoed: promptLines(prompt)}
 	switch f {
 	case FormatClaude:
 		return &claudeParser{base: b}
@@ -174,8 +174,8 @@ const (
 type base struct {
 	now func() time.Time
 	res Result // FinalMessage and Signals are filled in by result
-	// echoed holds the prompt's signal lines, which never count as the
-	// agent's signals (see SignalsAfter).
+	// echoed holds the prompt's lines when it has a signal line: a signal
+	// quoted from the prompt is not the agent's (see SignalsAfter).
 	echoed map[string]bool
 }
 

@@ -18,8 +18,8 @@ const (
 // a naive reading of the tail would find the signal in the echo.
 type plainParser struct {
 	echo echoMatcher
-	// echoed holds the prompt's signal lines: a partial echo that the
-	// matcher cannot recognise as the prompt must still not raise them.
+	// echoed holds the prompt's lines when it has a signal line: a partial
+	// echo the matcher cannot recognise must still not raise its signals.
 	echoed map[string]bool
 
 	// ring holds the last non-empty lines after the last complete echo,
@@ -37,7 +37,7 @@ func newPlainParser(prompt string) *plainParser {
 			pat = append(pat, key)
 		}
 	}
-	return &plainParser{echo: newEchoMatcher(pat), echoed: promptSignalLines(prompt)}
+	return &plainParser{echo: newEchoMatcher(pat), echoed: promptLines(prompt)}
 }
 
 func (p *plainParser) Line(line []byte) string {

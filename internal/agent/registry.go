@@ -25,6 +25,9 @@ type Spec struct {
 	Format Format
 	// InstallHint tells a person how to get the binary.
 	InstallHint string
+	// LoginHint tells a person how to give the CLI its credentials, for
+	// when it answers that it is not logged in ("" for generic advice).
+	LoginHint string
 	// Builtin is false for agents defined in config or AGENT_CMD.
 	Builtin bool
 	// ModelFlag is the CLI's option that picks the model ("" when it has
@@ -66,6 +69,7 @@ var builtins = []Spec{
 		Interactive: []string{"codex", "--dangerously-bypass-approvals-and-sandbox", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatCodex,
 		InstallHint: "npm install -g @openai/codex",
+		LoginHint:   "run `codex login`, or set OPENAI_API_KEY",
 	},
 	{
 		Name:        "claude",
@@ -75,6 +79,7 @@ var builtins = []Spec{
 		Interactive: []string{"claude", "--dangerously-skip-permissions", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatClaude,
 		InstallHint: "npm install -g @anthropic-ai/claude-code",
+		LoginHint:   "run `claude login` (or /login inside `claude`), or set ANTHROPIC_API_KEY",
 	},
 	{
 		Name:        "droid",
@@ -84,6 +89,7 @@ var builtins = []Spec{
 		Interactive: []string{"droid", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatDroid,
 		InstallHint: "see docs.factory.ai/cli to install droid",
+		LoginHint:   "run `droid` once and log in, or set FACTORY_API_KEY",
 	},
 	{
 		Name:        "opencode",
@@ -93,6 +99,7 @@ var builtins = []Spec{
 		Interactive: []string{"opencode", "--prompt", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatOpencode,
 		InstallHint: "npm install -g opencode-ai",
+		LoginHint:   "run `opencode auth login`",
 	},
 	{
 		Name:        "gemini",
@@ -102,6 +109,7 @@ var builtins = []Spec{
 		Interactive: []string{"gemini", "--yolo", "-i", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatGemini,
 		InstallHint: "npm install -g @google/gemini-cli",
+		LoginHint:   "run `gemini` once and choose how to sign in, or set GEMINI_API_KEY",
 	},
 	{
 		Name:        "amp",
@@ -109,6 +117,7 @@ var builtins = []Spec{
 		Interactive: []string{"amp", "--dangerously-allow-all"},
 		Format:      FormatClaude,
 		InstallHint: "npm install -g @sourcegraph/amp",
+		LoginHint:   "run `amp login`, or set AMP_API_KEY",
 	},
 	{
 		Name:        "cursor-agent",
@@ -118,6 +127,7 @@ var builtins = []Spec{
 		Interactive: []string{"cursor-agent", "--force", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatCursor,
 		InstallHint: "see cursor.com/cli to install cursor-agent",
+		LoginHint:   "run `cursor-agent login`, or set CURSOR_API_KEY",
 	},
 	{
 		Name:        "copilot",
@@ -127,6 +137,7 @@ var builtins = []Spec{
 		Interactive: []string{"copilot", "--allow-all-tools", "-i", "Read the file " + PromptPlaceholder + " and follow its instructions."},
 		Format:      FormatPlain,
 		InstallHint: "npm install -g @github/copilot",
+		LoginHint:   "run `copilot` and /login, or set COPILOT_GITHUB_TOKEN",
 	},
 }
 
@@ -226,6 +237,7 @@ func lookup(name, source string, custom map[string]Custom) (Spec, error) {
 				s.Format = base.Format
 			}
 			s.InstallHint = base.InstallHint
+			s.LoginHint = base.LoginHint
 		}
 		if len(s.Interactive) == 0 {
 			s.Interactive = s.Headless

@@ -3,6 +3,8 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ralphloop/ralph/internal/proc"
+	"github.com/ralphloop/ralph/internal/redact"
 )
 
 // MaxLineBytes bounds one line of agent output held in memory. Longer lines
@@ -33,6 +36,39 @@ type Invocation struct {
 	IdleTimeout time.Duration
 	// OnStart receives the agent's process group id once it runs.
 	OnStart func(pgid int)
+	// Token tags every process of this run: it is put in the agent's
+	// environment as TokenVar, so that a scan of /proc finds the agent and
+	// everything it started, in its process group or not. A caller that
+	// must stop an agent left behind by its own crash saves the token
+	// before calling Run; "" makes Run pick one for its own clean-up.
+	Token string
+	// Redactor masks secrets in the log, the display and the Result; nil
+	// means redact.Default().
+	Redactor *redact.Redactor
+}
+
+// TokenVar is the environment variable that carries Invocation.Token.
+const TokenVar = "RALPH_AGENT_TOKEN"
+
+// NewToken returns a random token for Invocation.Token.
+func NewToken() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// StopLeftover stops an agent run that outlived ralph: every process
+// tagged with token and the process group pgid (0 when not recorded) if
+// keep accepts one of its members. See proc.StopTagged.
+func StopLeftover(token string, pgid int, keep func(proc.Process) bool) proc.Stopped {
+	if token == "" {
+		if pgid <= 1 {
+			return proc.Stopped{}
+		}
+		// A record from an older ralph has only the group.
+		return proc.StopTagged("", pgid, keep, proc.DefaultGrace)
+	}
+	return proc.StopTagged(proc.Tag(TokenVar, token), pgid, keep, proc.DefaultGrace)
 }
 
 // Outcome is what a headless run produced.
@@ -40,7 +76,16 @@ type Outcome struct {
 	proc.Outcome
 	Result      Result
 	OutputBytes int64
+	// StderrTail is the end of what the agent wrote to stderr, where CLIs
+	// say that they cannot run (not logged in, unknown option).
+	StderrTail string
+	// Strays are the agent's processes that outlived it outside its
+	// process group (setsid); Run stopped them.
+	Strays []proc.Process
 }
+
+// stderrTailBytes bounds Outcome.StderrTail.
+const stderrTailBytes = 4 << 10
 
 // Argv returns argv with {prompt} replaced and whether the prompt must go on
 // stdin (no element named the file).
@@ -85,12 +130,25 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 	if err := CheckInstalled(inv.Spec, argv); err != nil {
 		return Outcome{Outcome: proc.Outcome{ExitCode: -1, NotFound: true}}, err
 	}
-	parser := NewParser(inv.Spec.Format, inv.Prompt)
-	var mu sync.Mutex // the log and the display are shared by stdout and stderr
-	logw := inv.Log
-	if logw == nil {
-		logw = io.Discard
+	red := inv.Redactor
+	if red == nil {
+		red = redact.Default()
 	}
+	token := inv.Token
+	if token == "" {
+		token = NewToken()
+	}
+	// The parser sees output with secrets masked, so it must compare it
+	// with the prompt masked the same way.
+	parser := NewParser(inv.Spec.Format, red.Redact(inv.Prompt))
+	var mu sync.Mutex // the log and the display are shared by stdout and stderr
+	var logw io.Writer = io.Discard
+	var rlog *redact.Writer
+	if inv.Log != nil {
+		rlog = redact.NewWriter(inv.Log, red)
+		logw = rlog
+	}
+	errTail := proc.NewTailBuffer(stderrTailBytes)
 	display := inv.Display
 	if display == nil {
 		display = io.Discard
@@ -105,6 +163,7 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 	stdout := &lineWriter{max: MaxLineBytes, raw: logRaw, line: func(line []byte, lineLen int) {
 		mu.Lock()
 		defer mu.Unlock()
+		line = []byte(red.Redact(string(line)))
 		if text := parser.Line(line); text != "" {
 			io.WriteString(display, clipDisplay(text, lineLen))
 			io.WriteString(display, "\n")
@@ -113,19 +172,28 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 	stderr := &lineWriter{max: MaxLineBytes, raw: logRaw, line: func(line []byte, lineLen int) {
 		mu.Lock()
 		defer mu.Unlock()
+		line = []byte(red.Redact(string(line)))
+		errTail.Write(line)
+		errTail.Write([]byte{'\n'})
 		if len(bytes.TrimSpace(line)) > 0 {
 			io.WriteString(display, "  │ "+clipDisplay(string(line), lineLen)+"\n")
 		}
 	}}
+	pgid := 0
 	spec := proc.Spec{
 		Args:        argv,
 		Dir:         inv.Dir,
-		Env:         Env(),
+		Env:         append(Env(), proc.Tag(TokenVar, token)),
 		Stdout:      stdout,
 		Stderr:      stderr,
 		Timeout:     inv.Timeout,
 		IdleTimeout: inv.IdleTimeout,
-		OnStart:     inv.OnStart,
+		OnStart: func(pid int) {
+			pgid = pid
+			if inv.OnStart != nil {
+				inv.OnStart(pid)
+			}
+		},
 	}
 	if useStdin {
 		spec.Stdin = strings.NewReader(inv.Prompt)
@@ -133,12 +201,22 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 	out, err := proc.Run(ctx, spec)
 	stdout.Flush()
 	stderr.Flush()
+	if rlog != nil {
+		rlog.Flush()
+	}
 	if f, ok := parser.(Flusher); ok {
 		if text := f.Flush(); text != "" {
 			io.WriteString(display, text+"\n")
 		}
 	}
-	return Outcome{Outcome: out, Result: parser.Result(), OutputBytes: total}, err
+	res := Outcome{Outcome: out, Result: parser.Result(), OutputBytes: total, StderrTail: string(errTail.Bytes())}
+	if pgid > 0 {
+		// Run stopped the agent's process group; what left the group
+		// (setsid) would go on changing the tree while ralph judges and
+		// commits it.
+		res.Strays = proc.StopTagged(proc.Tag(TokenVar, token), pgid, nil, time.Second).Escaped
+	}
+	return res, err
 }
 
 // RunInteractive runs the agent's interactive argv attached to the

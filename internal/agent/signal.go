@@ -23,40 +23,77 @@ func Signals(final string) []string {
 }
 
 // SignalsAfter is Signals for a final message answering prompt: a signal
-// line that also stands as a line of its own in the prompt is discarded.
-// Task text is rendered into the prompt, so a PRD holding
+// line that is part of an echo of the prompt is discarded. Task text is
+// rendered into the prompt, so a PRD holding
 // "<promise>CONTEXT_EXHAUSTED</promise>" on a line would otherwise let an
-// agent that echoes its story raise that signal without meaning it.
-// ralph's own templates never put a signal on a line of its own.
+// agent that quotes its story raise that signal without meaning it.
+//
+// A signal line counts as echoed when it also stands as a line of its own in
+// the prompt and the nearest other line before or after it in the final
+// message is a prompt line too: it sits inside quoted prompt text. The same
+// line written by the agent after its own words still counts, so that a
+// user's prompt template that shows the tag on a line of its own keeps
+// working.
 func SignalsAfter(final, prompt string) []string {
-	return signalsNotIn(final, promptSignalLines(prompt))
+	return signalsNotIn(final, promptLines(prompt))
 }
 
-// promptSignalLines returns the trimmed signal lines of prompt, nil for
-// none.
-func promptSignalLines(prompt string) map[string]bool {
-	var lines map[string]bool
+// promptLines returns the set of trimmed lines of prompt when one of them
+// is a signal line, and nil otherwise (nothing can be echoed then).
+func promptLines(prompt string) map[string]bool {
+	lines := map[string]bool{}
+	signal := false
 	for line := range strings.Lines(prompt) {
-		if _, ok := signalLine(line); ok {
-			if lines == nil {
-				lines = map[string]bool{}
-			}
-			lines[strings.TrimSpace(line)] = true
+		t := strings.TrimSpace(line)
+		if t == "" {
+			continue
 		}
+		lines[t] = true
+		if _, ok := signalLine(t); ok {
+			signal = true
+		}
+	}
+	if !signal {
+		return nil
 	}
 	return lines
 }
 
-func signalsNotIn(final string, echoed map[string]bool) []string {
-	var out []string
+// signalsNotIn returns the signals of final, leaving out those echoed from
+// a prompt whose lines are prompt (nil: none).
+func signalsNotIn(final string, prompt map[string]bool) []string {
+	var lines []string
 	for line := range strings.Lines(final) {
+		if t := strings.TrimSpace(line); t != "" {
+			lines = append(lines, t)
+		}
+	}
+	var out []string
+	for i, line := range lines {
 		name, ok := signalLine(line)
-		if !ok || slices.Contains(out, name) || echoed[strings.TrimSpace(line)] {
+		if !ok || slices.Contains(out, name) || (prompt[line] && echoed(lines, i, prompt)) {
 			continue
 		}
 		out = append(out, name)
 	}
 	return out
+}
+
+// echoed reports whether the nearest line before or after lines[i] that is
+// not a signal line is a line of the prompt.
+func echoed(lines []string, i int, prompt map[string]bool) bool {
+	for _, step := range []int{-1, 1} {
+		for j := i + step; j >= 0 && j < len(lines); j += step {
+			if _, sig := signalLine(lines[j]); sig {
+				continue
+			}
+			if prompt[lines[j]] {
+				return true
+			}
+			break
+		}
+	}
+	return false
 }
 
 // signalLine reports the signal name when line is exactly one promise tag.

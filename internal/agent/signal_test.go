@@ -44,10 +44,19 @@ func TestSignalsEchoedFromPromptAreDiscarded(t *testing.T) {
 	if got := SignalsAfter("<promise>COMPLETE</promise>", "say `<promise>COMPLETE</promise>` on a line of its own"); !reflect.DeepEqual(got, []string{"COMPLETE"}) {
 		t.Errorf("a tag inside a prompt sentence must not hide the real signal: got %q", got)
 	}
+	// A user's template may show the tag on a line of its own; the agent
+	// writing it after its own words still signals.
+	template := "Implement the story.\nWhen all is done, end with:\n<promise>COMPLETE</promise>\n"
+	if got := SignalsAfter("Implemented and tested.\n<promise>COMPLETE</promise>", template); !reflect.DeepEqual(got, []string{"COMPLETE"}) {
+		t.Errorf("the agent's own signal after its own words: got %q, want COMPLETE", got)
+	}
+	if got := SignalsAfter("When all is done, end with:\n<promise>COMPLETE</promise>", template); got != nil {
+		t.Errorf("the template's example echoed: got %q, want none", got)
+	}
 	lines := map[Format][]string{
-		FormatPlain:  {"Working on US-001:", "<promise>CONTEXT_EXHAUSTED</promise>", "done"},
-		FormatClaude: {`{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Story text:\n<promise>CONTEXT_EXHAUSTED</promise>\ndone"}]}}`},
-		FormatCodex:  {`{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"Story text:\n<promise>CONTEXT_EXHAUSTED</promise>\ndone"}}`},
+		FormatPlain:  {"Working on US-001:", "When the context runs out the tool prints", "<promise>CONTEXT_EXHAUSTED</promise>", "and stops.", "Done."},
+		FormatClaude: {`{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"The story says:\nWhen the context runs out the tool prints\n<promise>CONTEXT_EXHAUSTED</promise>"}]}}`},
+		FormatCodex:  {`{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"Quoting it:\n<promise>CONTEXT_EXHAUSTED</promise>\nand stops.\nDone."}}`},
 	}
 	for f, out := range lines {
 		p := NewParser(f, prompt)

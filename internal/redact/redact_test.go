@@ -14,7 +14,7 @@ func TestRedactMasksSecretVariables(t *testing.T) {
 		"DB_PASSWORD=hunter2hunter2",
 		"AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG",
 		"MY_CUSTOM=custom-secret-value",
-		"SHORT_TOKEN=abc",          // too short to mask safely
+		"SHORT_TOKEN=abc",           // too short to mask safely
 		"HOME=/home/someone/longer", // not a secret by name
 	}, []string{"MY_CUSTOM"})
 	in := "key " + key + " gh ghp_0123456789abcdef pw hunter2hunter2 aws wJalrXUtnFEMI/K7MDENG custom custom-secret-value short abc home /home/someone/longer"
@@ -38,10 +38,10 @@ func TestRedactURLCredentials(t *testing.T) {
 	var r *Redactor // nil still masks URL credentials
 	tests := map[string]string{
 		"fatal: could not read https://user:ghp_token123@github.com/o/r.git": "fatal: could not read https://user:" + Mask + "@github.com/o/r.git",
-		"remote 'https://x-access-token:abc@host/p'":                          "remote 'https://x-access-token:" + Mask + "@host/p'",
-		"no credentials in https://github.com/o/r and a@b.c":                  "no credentials in https://github.com/o/r and a@b.c",
-		"ssh git@github.com:o/r.git":                                          "ssh git@github.com:o/r.git",
-		"postgres://app:s3cr3t@db:5432/x":                                     "postgres://app:" + Mask + "@db:5432/x",
+		"remote 'https://x-access-token:abc@host/p'":                         "remote 'https://x-access-token:" + Mask + "@host/p'",
+		"no credentials in https://github.com/o/r and a@b.c":                 "no credentials in https://github.com/o/r and a@b.c",
+		"ssh git@github.com:o/r.git":                                         "ssh git@github.com:o/r.git",
+		"postgres://app:s3cr3t@db:5432/x":                                    "postgres://app:" + Mask + "@db:5432/x",
 	}
 	for in, want := range tests {
 		if got := r.Redact(in); got != want {
