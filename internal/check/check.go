@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/proc"
+	"github.com/ralphloop/ralph/internal/redact"
 )
 
 // Kinds of checks, in the order ralph runs them: cheap and broad first, so
@@ -255,7 +256,9 @@ func Run(ctx context.Context, dir string, c Check) Result {
 	res := Result{
 		Check:    c,
 		ExitCode: o.ExitCode,
-		Output:   string(out.Bytes()),
+		// A check that prints the environment or a credentialed remote
+		// URL must not carry the secret into logs and the next prompt.
+		Output:   redact.Default().Redact(string(out.Bytes())),
 		Duration: o.Duration,
 		TimedOut: o.TimedOut,
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/redact"
 )
 
 // project creates a temp dir holding files, given as name/content pairs.
@@ -209,5 +211,21 @@ func TestRunAllStopsAtFirstFailure(t *testing.T) {
 	}
 	if results, ok := RunAll(context.Background(), dir, nil); !ok || results != nil {
 		t.Errorf("RunAll(nil) = %+v, %v; want nil, true", results, ok)
+	}
+}
+
+// A check that prints a secret of the environment, or a URL with a
+// password, keeps neither in its output: that output goes to errors.log,
+// the iteration record and the agent's next prompt.
+func TestRunRedactsSecrets(t *testing.T) {
+	const secret = "sk-check-0123456789"
+	t.Setenv("CHECK_TEST_API_KEY", secret)
+	redact.AddNames() // rebuild the default redactor from this environment
+	res := Run(context.Background(), t.TempDir(), Check{Name: "leaky", Run: `echo "key $CHECK_TEST_API_KEY"; echo "remote https://bot:pw-123456@git.example/r.git"; exit 1`})
+	if strings.Contains(res.Output, secret) || strings.Contains(res.Output, "pw-123456") {
+		t.Fatalf("Output holds a secret: %q", res.Output)
+	}
+	if !strings.Contains(res.Output, "key "+redact.Mask) || !strings.Contains(res.Output, "https://bot:"+redact.Mask+"@git.example") {
+		t.Fatalf("Output = %q, want the secrets masked", res.Output)
 	}
 }

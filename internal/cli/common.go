@@ -8,6 +8,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -23,6 +24,8 @@ func openWorkspace(ctx context.Context, env *Env) (*workspace.Workspace, config.
 		return nil, config.Config{}, err
 	}
 	cfg, err := ws.LoadConfig()
+	// Every log, record and prompt masks the variables config names too.
+	redact.AddNames(cfg.Security.Redact...)
 	return ws, cfg, err
 }
 

@@ -54,10 +54,19 @@ type Config struct {
 	Checks        []CheckConfig          `toml:"checks"`
 	Memory        MemorySection          `toml:"memory"`
 	Session       SessionSection         `toml:"session"`
+	Security      SecuritySection        `toml:"security"`
 	// Roles picks the agent, and optionally the model, of each role of a
 	// `ralph run` session: planner, questioner, executor, reviewer,
 	// goal-check. A role without an entry uses the run's agent.
 	Roles map[string]RoleConfig `toml:"roles"`
+}
+
+// SecuritySection keeps secrets out of what ralph writes.
+type SecuritySection struct {
+	// Redact names environment variables whose values are masked in every
+	// log, record and prompt, besides those named like secrets
+	// (*_API_KEY, *_TOKEN, *SECRET*, *PASSWORD*).
+	Redact []string `toml:"redact"`
 }
 
 // SessionSection is the retry policy of `ralph run` sessions (seed 002).
@@ -308,6 +317,11 @@ func (c Config) validate() error {
 		}
 		if !known {
 			return fmt.Errorf("[roles.%s] is not a role: use %s", name, strings.Join(RoleNames, ", "))
+		}
+	}
+	for _, name := range c.Security.Redact {
+		if name == "" || strings.ContainsAny(name, " =$") {
+			return fmt.Errorf("[security] redact = [%q]: list names of environment variables, such as \"DEPLOY_KEY\", not their values", name)
 		}
 	}
 	for i, ch := range c.Checks {

@@ -47,6 +47,7 @@ func TestLoadErrors(t *testing.T) {
 		{"check without run", "[[checks]]\nname = \"x\"\n", "no run command"},
 		{"bad kind", "[[checks]]\nname = \"x\"\nrun = \"true\"\nkind = \"smoke\"\n", "use typecheck, lint, test or e2e"},
 		{"agent without command", "[agents.mine]\nformat = \"plain\"\n", "needs command"},
+		{"redact a value", "[security]\nredact = [\"KEY=abc\"]\n", "names of environment variables"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(write(t, tc.content))
@@ -54,5 +55,15 @@ func TestLoadErrors(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestSecurityRedactIsRead(t *testing.T) {
+	cfg, err := Load(write(t, "[security]\nredact = [\"DEPLOY_KEY\", \"SENTRY_DSN\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.Security.Redact, ",") != "DEPLOY_KEY,SENTRY_DSN" {
+		t.Fatalf("Security.Redact = %q", cfg.Security.Redact)
 	}
 }

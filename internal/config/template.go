@@ -90,6 +90,11 @@ user = ""
 password_env = "NEO4J_PASSWORD"
 database = ""
 
+[security]
+# Environment variables whose values ralph masks in its logs, records and
+# prompts, besides those named *_API_KEY, *_TOKEN, *SECRET* or *PASSWORD*.
+redact = []
+
 # A custom agent. "{prompt}" is replaced by the path of the rendered prompt
 # file; without it the prompt is sent on stdin.
 # [agents.mine]

@@ -116,7 +116,11 @@ func Default() *Redactor {
 func AddNames(names ...string) {
 	defaultMu.Lock()
 	defer defaultMu.Unlock()
-	extra = append(extra, names...)
+	for _, n := range names {
+		if !slices.Contains(extra, n) {
+			extra = append(extra, n)
+		}
+	}
 	defaultR = nil
 }
 
