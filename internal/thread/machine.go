@@ -514,6 +514,10 @@ func Next(t Thread, ev Event) (Thread, []Action, error) {
 	if ev.RunID != "" {
 		n.CurrentRunID = ev.RunID
 	}
+	// A manual assist is the claim that the work is done, so it lasts
+	// through the claim (Running → Verifying) and ends with the verdict,
+	// or with anything else that moves the thread.
+	n.Assisted = ev.Verb == VerbAssist || (t.Assisted && ev.Verb == VerbClaimDone)
 
 	var actions []Action
 	if ev.Verb == VerbInterrupt || (ev.Verb == VerbAbandon && from.busy()) {

@@ -633,6 +633,34 @@ func TestPhaseDataFollowsTheLoop(t *testing.T) {
 	}
 }
 
+// TestAssistLastsUntilVerified: a manual assist stands for the agent's
+// claim through Running → Verifying and ends with the verdict or with any
+// other move, so that only the verification right after an assist skips
+// the agent and its promise.
+func TestAssistLastsUntilVerified(t *testing.T) {
+	th, _ := mustNext(t, at(PhaseStuck), Event{Verb: VerbAssist, Source: SourceHuman})
+	if th.Phase.Type != PhaseRunning || !th.Assisted {
+		t.Fatalf("assist: %+v", th)
+	}
+	paused, _ := mustNext(t, th, Event{Verb: VerbInterrupt, Source: SourceHuman})
+	if paused.Assisted {
+		t.Fatal("an interrupted assist is still assisted after the pause")
+	}
+	th, _ = mustNext(t, th, Event{Verb: VerbClaimDone, Source: SourceHuman})
+	if th.Phase.Type != PhaseVerifying || !th.Assisted {
+		t.Fatalf("the claim lost the assist: %+v", th)
+	}
+	for _, v := range []Verb{VerbCriteriaPassed, VerbCriteriaFailed, VerbStuck} {
+		if n, _ := mustNext(t, th, Event{Verb: v, Source: SourceSystem}); n.Assisted {
+			t.Errorf("%s kept the assist", v)
+		}
+	}
+	th, _ = mustNext(t, at(PhaseConfiguring), Event{Verb: VerbStart, Source: SourceHuman})
+	if th, _ = mustNext(t, th, Event{Verb: VerbClaimDone, Source: SourceAgent}); th.Assisted {
+		t.Fatal("an agent's claim counts as an assist")
+	}
+}
+
 func TestStuckRecordsWhatTheSeedPreserves(t *testing.T) {
 	info := &StuckInfo{Iterations: 10, CriteriaPassed: []string{"AC-1"}, CriteriaFailed: []string{"AC-2"},
 		ClosestOutput: "runs/run-1/iter-7.log", DiffPath: "runs/run-1/stuck.diff"}

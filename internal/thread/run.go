@@ -211,6 +211,11 @@ func (r *Runner) retireLoopState(keepRun bool) error {
 // next event. The iterations of all runs of the thread count against its
 // configured maximum.
 func (r *Runner) runLoop() error {
+	if r.t.Assisted {
+		// A person fixed the work by hand and said so with assist: their
+		// edits are verified first, and the agent runs only if that fails.
+		return r.apply(Event{Verb: VerbClaimDone, Source: SourceHuman}, "claim_done")
+	}
 	conf := r.effectiveConf()
 	if _, err := os.Stat(r.prdPath()); err != nil || conf.PRDSpecVersion != r.t.SpecVersion {
 		if err := r.retireLoopState(false); err != nil {

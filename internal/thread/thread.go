@@ -34,6 +34,12 @@ type Thread struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
 	Stuck       *StuckInfo `json:"stuck,omitempty"`
+	// Assisted is set from a manual assist until verification has judged
+	// the person's edits: the assist stands for the agent's claim that
+	// the work is done, so no agent runs and no promise is asked for.
+	// It is kept in the thread, saved with the phase, so that a resume
+	// after a kill still verifies rather than runs the agent.
+	Assisted bool `json:"assisted,omitempty"`
 }
 
 // Baseline is where the workspace was when implementation began: what a

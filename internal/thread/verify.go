@@ -51,11 +51,22 @@ func (r *Runner) RecommendApprove() bool {
 // the evidence. On a failure with iterations left it reopens the failed
 // stories (or adds one) and sends the thread back to Running; without
 // iterations left the thread is stuck.
+//
+// After a manual assist the person's edits are judged by verification
+// alone: a story passes when every one of its criteria does (by its verify
+// command, or ticked by the person), ticked or not, and no promise is
+// asked for, since no agent claimed anything. The stories that pass are
+// ticked in the PRD copy so that a later run does not redo them.
 func (r *Runner) verify() error {
 	conf := r.effectiveConf()
-	r.out("verifying thread %s: criteria, verifiers and the promise", r.t.ID)
+	assisted := r.t.Assisted
+	if assisted {
+		r.out("verifying thread %s after your manual assist: criteria and verifiers", r.t.ID)
+	} else {
+		r.out("verifying thread %s: criteria, verifiers and the promise", r.t.ID)
+	}
 	ev := &Evidence{SchemaVersion: 1, RunID: conf.RunID, At: r.env.Now().UTC()}
-	var failedStories []string
+	var failedStories, passedUnticked []string
 	b, err := os.ReadFile(r.prdPath())
 	if err != nil {
 		return err
@@ -65,22 +76,28 @@ func (r *Runner) verify() error {
 		return err
 	}
 	for _, s := range prd.Stories {
-		ok := s.Done
-		if !s.Done {
-			ev.Items = append(ev.Items, EvidenceItem{Name: s.ID + ": " + s.Title, Passed: false, Detail: "story not checked"})
-		}
+		var items []EvidenceItem
+		allPass := true
 		for _, c := range s.Criteria {
-			item := EvidenceItem{Name: s.ID + ": " + c.Text, Passed: s.Done}
+			item := EvidenceItem{Name: s.ID + ": " + c.Text, Passed: s.Done || (assisted && c.Done)}
 			if c.Verify != "" {
 				res := check.Run(r.ctx, r.ws.Root, check.Check{Name: c.Verify, Run: c.Verify, Timeout: r.cfg.Agent.Timeout.Duration})
 				item.Passed = res.Passed()
 				item.Detail = "verify: " + c.Verify + tailDetail(res)
 			}
-			ok = ok && item.Passed
-			ev.Items = append(ev.Items, item)
+			allPass = allPass && item.Passed
+			items = append(items, item)
 		}
-		if !ok {
+		done := s.Done || (assisted && allPass && len(s.Criteria) > 0)
+		if !done {
+			ev.Items = append(ev.Items, EvidenceItem{Name: s.ID + ": " + s.Title, Passed: false, Detail: "story not checked"})
+		}
+		ev.Items = append(ev.Items, items...)
+		switch {
+		case !done || !allPass:
 			failedStories = append(failedStories, s.ID)
+		case !s.Done:
+			passedUnticked = append(passedUnticked, s.ID)
 		}
 	}
 	allStories := len(failedStories) == 0
@@ -90,8 +107,10 @@ func (r *Runner) verify() error {
 	}
 	spec, _ := ReadSpec(r.dir, r.t.ID, r.t.SpecVersion)
 	promise := specPromise(spec)
-	seen := r.promiseSeen(conf.RunID, promise)
-	ev.Items = append(ev.Items, EvidenceItem{Name: "promise <promise>" + promise + "</promise>", Passed: seen})
+	if !assisted {
+		seen := r.promiseSeen(conf.RunID, promise)
+		ev.Items = append(ev.Items, EvidenceItem{Name: "promise <promise>" + promise + "</promise>", Passed: seen})
+	}
 	ev.Passed = true
 	for _, it := range ev.Items {
 		if !it.Passed {
@@ -110,6 +129,18 @@ func (r *Runner) verify() error {
 			mark = "✗"
 		}
 		r.out("  %s %s", mark, it.Name)
+	}
+	if len(passedUnticked) > 0 {
+		data := b
+		for _, id := range passedUnticked {
+			if d, err := tasks.SetStoryDone(data, id, true); err == nil {
+				data = d
+			}
+		}
+		if err := store.WriteFileAtomic(r.prdPath(), data, 0o644); err != nil {
+			return err
+		}
+		b = data
 	}
 	if ev.Passed {
 		return r.apply(Event{Verb: VerbCriteriaPassed, Source: SourceSystem}, "criteria_passed")
@@ -140,7 +171,10 @@ func (r *Runner) verify() error {
 			return err
 		}
 	} else {
-		crit := []string{"every verifier passes and the final message ends with <promise>" + promise + "</promise>"}
+		crit := []string{"every verifier passes"}
+		if !assisted {
+			crit[0] += " and the final message ends with <promise>" + promise + "</promise>"
+		}
 		if err := r.addStory("VF", "Fix what verification found", crit); err != nil {
 			return err
 		}
