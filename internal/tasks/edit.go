@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/store"
 )
 
@@ -60,7 +61,7 @@ func readTaskFile(path string) ([]byte, fs.FileMode, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("read task file: %w", err)
 	}
-	data, err := os.ReadFile(path)
+	data, err := inputlimit.ReadFile(path)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read task file: %w", err)
 	}
@@ -100,6 +101,15 @@ func validateStatus(s Status) error {
 		return fmt.Errorf("invalid status %q: want %s, %s, %s or %s", s, StatusNotStarted, StatusInProgress, StatusBlocked, StatusComplete)
 	}
 	return nil
+}
+
+// displayName names the input in errors: its path, or what it is when the
+// data did not come from a named file.
+func displayName(path, what string) string {
+	if path == "" {
+		return what
+	}
+	return path
 }
 
 func storyNotFound(path, id string) error {

@@ -32,10 +32,11 @@ package tasks
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/inputlimit"
 )
 
 // JSON keys ralph reads or writes.
@@ -101,6 +102,9 @@ func (pj *prdJSON) errAt(off int, hint, format string, args ...any) *ParseError 
 
 // parsePRDJSON parses and validates prd.json.
 func parsePRDJSON(path string, data []byte) (*prdJSON, error) {
+	if err := inputlimit.CheckJSON(displayName(path, "prd.json"), data); err != nil {
+		return nil, err
+	}
 	pj := &prdJSON{path: path, data: data, lines: newLineIndex(data)}
 	root, text, err := parseJSONText(data, pj.lines)
 	pj.text = text
@@ -367,7 +371,7 @@ func (s *prdJSONSource) Path() string { return s.path }
 
 // Load reads and validates prd.json.
 func (s *prdJSONSource) Load() (*Board, error) {
-	data, err := os.ReadFile(s.path)
+	data, err := inputlimit.ReadFile(s.path)
 	if err != nil {
 		return nil, fmt.Errorf("load prd.json: %w", err)
 	}

@@ -3,10 +3,11 @@ package tasks
 import (
 	"fmt"
 	"iter"
-	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ralphloop/ralph/internal/inputlimit"
 )
 
 // storyHeadingExample is the canonical story heading shown to users whenever
@@ -76,7 +77,7 @@ func (e *ParseError) Error() string {
 // does not exist the returned error wraps fs.ErrNotExist, so callers can offer
 // to create it; parse problems are returned as *ParseError.
 func LoadMarkdown(path string) (*PRD, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputlimit.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load PRD: %w", err)
 	}
@@ -175,6 +176,9 @@ func (b markdownBoxes) criteriaOf(i int) []int {
 // can flip them without re-deriving the layout.
 func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 	var boxes markdownBoxes
+	if err := inputlimit.CheckSize(displayName(path, "PRD"), data); err != nil {
+		return nil, boxes, err
+	}
 	if !utf8.Valid(data) {
 		return nil, boxes, invalidUTF8Error(path, data)
 	}

@@ -51,7 +51,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -61,6 +60,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml/ast"
+
+	"github.com/ralphloop/ralph/internal/inputlimit"
 )
 
 // ProgressTemplate returns the progress.txt that `ralph init --bmad` writes:
@@ -671,7 +672,7 @@ func (s *progressSource) Path() string { return s.path }
 // Load reads progress.txt, and the story files of stories without
 // acceptance_criteria, and validates them.
 func (s *progressSource) Load() (*Board, error) {
-	data, err := os.ReadFile(s.path)
+	data, err := inputlimit.ReadFile(s.path)
 	if err != nil {
 		return nil, fmt.Errorf("load progress file: %w", err)
 	}
@@ -680,7 +681,7 @@ func (s *progressSource) Load() (*Board, error) {
 		if !filepath.IsAbs(rel) {
 			rel = filepath.Join(dir, filepath.FromSlash(rel))
 		}
-		return os.ReadFile(rel)
+		return inputlimit.ReadFile(rel)
 	})
 	if err != nil {
 		return nil, err

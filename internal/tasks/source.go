@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/beads"
+	"github.com/ralphloop/ralph/internal/inputlimit"
 )
 
 // Source reads and writes one task file. Ralph owns task status, so these
@@ -114,7 +115,7 @@ func Detect(root, explicitPath, defaultMD string) (Source, error) {
 	}
 	progress := filepath.Join(root, ProgressFileName)
 	looked = append(looked, progress+" (with a stories: list)")
-	if data, err := os.ReadFile(progress); err == nil && isProgressYAML(data) {
+	if data, err := inputlimit.ReadFile(progress); err == nil && isProgressYAML(data) {
 		return Open(KindProgress, progress), nil
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("detect task file: %w", err)
@@ -169,7 +170,7 @@ func KindForPath(path string) Kind {
 	if strings.EqualFold(filepath.Base(path), ProgressFileName) {
 		return KindProgress
 	}
-	if data, err := os.ReadFile(path); err == nil {
+	if data, err := inputlimit.ReadFile(path); err == nil {
 		trimmed := bytes.TrimLeft(bytes.TrimPrefix(data, []byte(byteOrderMark)), " \t\r\n")
 		switch {
 		case bytes.HasPrefix(trimmed, []byte("{")):

@@ -27,6 +27,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ralphloop/ralph/internal/inputlimit"
 )
 
 // ErrTaskNotFound is wrapped by errors about a task id that no task line in
@@ -228,6 +230,9 @@ func NextTaskID(tasks []SessionTask) string {
 // line's mark character, so SetTaskMark can change it without re-deriving
 // the layout.
 func parseTasksMD(path string, data []byte) ([]SessionTask, []int, error) {
+	if err := inputlimit.CheckSize(displayPath(path), data); err != nil {
+		return nil, nil, err
+	}
 	if !utf8.Valid(data) {
 		err := invalidUTF8Error(path, data)
 		err.Hint = "save the tasks file as UTF-8 text"

@@ -11,6 +11,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/ralphloop/ralph/internal/inputlimit"
 )
 
 // yamlDoc is a parsed YAML file together with what surgical edits need: the
@@ -39,6 +41,11 @@ const yamlErrorHint = "fix the YAML syntax; ralph only edits a progress file it 
 // parseYAMLDoc parses data, which must hold at most one YAML document. An
 // empty document yields a nil body.
 func parseYAMLDoc(path string, data []byte) (*yamlDoc, error) {
+	// goccy/go-yaml needs memory that grows with the square of the nesting
+	// depth, so a deeply nested file is refused before it gets there.
+	if err := inputlimit.CheckYAML(displayName(path, "progress file"), data); err != nil {
+		return nil, err
+	}
 	if !utf8.Valid(data) {
 		e := invalidUTF8Error(path, data)
 		e.Hint = "save the file as UTF-8 text"
@@ -50,6 +57,14 @@ func parseYAMLDoc(path string, data []byte) (*yamlDoc, error) {
 		bom = len(byteOrderMark)
 	}
 	d.norm = bytes.ReplaceAll(data[bom:], []byte("\r\n"), []byte("\n"))
+	if at := bytes.IndexByte(d.norm, '\r'); at >= 0 {
+		// YAML reads a lone CR as a line break, but the line tables that
+		// map edits back onto the file count only LF, so an edit would
+		// land on the wrong line.
+		return nil, &ParseError{Path: path, Line: 1 + bytes.Count(d.norm[:at], []byte("\n")),
+			Msg:  "a carriage return (CR) that is not followed by a line feed",
+			Hint: "save the file with LF or CRLF line endings"}
+	}
 	d.normLines = lineStarts(d.norm, 0)
 	d.origLines = lineStarts(data[bom:], bom)
 
