@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/ralphloop/ralph/internal/inputlimit"
 )
 
 // SchemaVersion is the config format this ralph writes and understands.
@@ -237,11 +239,16 @@ func (e *Error) Error() string { return e.Path + ": " + e.Msg }
 // no error, so that ralph works in a workspace made before config existed.
 func Load(path string) (Config, error) {
 	cfg := Default()
-	b, err := os.ReadFile(path)
+	b, err := inputlimit.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return cfg, nil
 	}
 	if err != nil {
+		return cfg, err
+	}
+	// BurntSushi/toml's memory grows with the square of nested inline
+	// tables and dotted keys; refuse such a file before it gets there.
+	if err := inputlimit.CheckTOML(path, b); err != nil {
 		return cfg, err
 	}
 	md, err := toml.NewDecoder(bytes.NewReader(b)).Decode(&cfg)

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ralphloop/ralph/internal/inputlimit"
 )
 
 // WriteFileAtomic replaces path with data. It writes a unique temporary file
@@ -221,8 +223,11 @@ func WriteJSON(path string, v any) error {
 // is left untouched; a missing schema_version is read as version 0 so that
 // callers can migrate it.
 func ReadJSON(path string, current int, v any) (version int, err error) {
-	b, err := os.ReadFile(path)
+	b, err := inputlimit.ReadFile(path)
 	if err != nil {
+		return 0, err
+	}
+	if err := inputlimit.CheckJSON(path, b); err != nil {
 		return 0, err
 	}
 	var head struct {
