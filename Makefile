@@ -19,9 +19,13 @@ lint:
 
 # test installs the real agent CLIs (pinned, from npm, cached in .tools/)
 # that the end-to-end tests run against a local scripted model server.
+# -timeout: go test's default of 10 minutes per package was hit under load;
+# the slowest package takes a few minutes, and 30m still leaves go test,
+# not CI's 90-minute limit, to end a hung package with its goroutine dump
+# (internal/testing/clitest's TestMakeTestHasTimeout holds this).
 test: lint agents bd
 	@command -v git >/dev/null || { echo "the tests need git: apt-get install git"; exit 1; }
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 agents: bd
 	bash scripts/install-agents.sh
