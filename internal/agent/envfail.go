@@ -37,7 +37,7 @@ func (e *EnvError) Error() string {
 	}[e.Kind]
 	msg := fmt.Sprintf("agent %s cannot run: %s", e.Agent, what)
 	if e.Detail != "" {
-		msg += fmt.Sprintf(" (%q)", e.Detail)
+		msg += " (it said: " + e.Detail + ")"
 	}
 	return msg + ". " + e.Hint + "; then run ralph again. No task was charged for this run."
 }

@@ -627,7 +627,13 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	b.event("iteration %d started: %s (%s) with agent %s", n, taskID, attempt, b.opts.Agent.Name)
 	started := b.opts.now()
 	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: headBefore, TreeBefore: treeBefore}
-	b.st.save(b.ws)
+	// The attempt, and with it the token that tags the agent's processes,
+	// is on disk before the agent starts, so that a crash at any instant
+	// leaves what finds and stops the agent.
+	if err := b.st.save(b.ws); err != nil {
+		return Event{}, err
+	}
+	b.agentToken = attemptToken(b.id, b.st.Attempt)
 	b.onAgentStart = func(pgid int) {
 		b.st.Attempt.PGID = pgid
 		b.st.save(b.ws)
@@ -686,6 +692,26 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		b.event("iteration %d: %s hit a usage limit; the same task runs again", n, spec.Name)
 	}
 	CrashPoint("agent-exited")
+	b.agentToken = ""
+	for _, p := range out.Strays {
+		fmt.Fprintf(b.opts.Out, "  ! stopped %s: the agent started it outside its process group and it was still running\n", p)
+		b.logError("iteration %d (%s): stopped %s, which the agent had started outside its process group", n, taskID, p)
+	}
+	if envErr := agent.EnvironmentFailure(spec, out, runErr); envErr != nil {
+		// The agent could not run at all: every task would fail the same
+		// way, so none is charged (no attempt, retry, blocker or breaker
+		// trip). The iteration is recorded and the attempt dropped; the
+		// machine stays in IMPLEMENT, so the next build runs it again.
+		rec := b.newRecord(n, started, out, promptFile, logFile)
+		rec.StoryID, rec.StoryTitle, rec.TaskID, rec.Agent = story.ID, story.Title, taskID, spec.Name
+		rec.Status, rec.Reason = StatusAgentError, envErr.Error()
+		b.saveIteration(rec)
+		b.st.Attempt = nil
+		if err := b.st.save(b.ws); err != nil {
+			return Event{}, err
+		}
+		return Event{}, envErr
+	}
 	b.st.Attempt.AgentDone, b.st.Attempt.ExitCode, b.st.Attempt.Millis = true, out.ExitCode, out.Duration.Milliseconds()
 	b.st.Attempt.PGID = 0
 	b.st.Attempt.Prompt, b.st.Attempt.Log = b.ws.Rel(promptFile), b.ws.Rel(logFile)
@@ -1276,13 +1302,11 @@ func (b *builder) headNow() string {
 // resumeInterrupted records the iteration a crash or interrupt cut short.
 func (b *builder) resumeInterrupted() {
 	a := b.st.Attempt
-	if a != nil && a.PGID > 0 && !a.AgentDone && sameDir(a.PGID, b.ws.Root) {
-		// A crash of ralph does not stop the agent's process group; an
-		// agent still editing the tree would race the resumed run.
-		if proc.KillGroup(a.PGID, 3*time.Second) {
-			fmt.Fprintf(b.opts.Out, "ralph: stopped the agent the crashed run left behind (process group %d)\n", a.PGID)
-			b.event("stopped the agent left running by a crash (process group %d)", a.PGID)
-		}
+	if a != nil {
+		// A crash of ralph does not stop the agent's processes; an agent
+		// still editing the tree would race the resumed run, and what it
+		// writes would land in the next story's commit.
+		b.stopLeftoverAgent(a)
 	}
 	if a == nil || b.st.Machine.State != StateImplement {
 		return
@@ -1353,7 +1377,8 @@ func closeRunRecord(ws *workspace.Workspace, st *LoopState) {
 
 // sameDir reports whether process pid works inside root, so that a
 // recorded process group id that was reused by an unrelated program after a
-// reboot is never killed.
+// reboot is never killed. It is asked of every member of the group, not
+// only of its leader, which may have exited while its children work on.
 func sameDir(pid int, root string) bool { return proc.WorksIn(pid, root) }
 
 // ensureRecord rebuilds the iteration record after a resume into TEST,

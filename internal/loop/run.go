@@ -25,6 +25,7 @@ import (
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/memory"
+	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -231,6 +232,9 @@ type run struct {
 	logFile *os.File
 	// onAgentStart receives the agent's process group id.
 	onAgentStart func(pgid int)
+	// agentToken tags the processes of the agent run in progress (see
+	// attemptToken); "" lets agent.Run pick one.
+	agentToken string
 }
 
 // newRunID returns a sortable id: time of start plus a random suffix so two
@@ -370,6 +374,9 @@ func (r *run) runAgent(ctx context.Context, n int, prompt string) (agent.Outcome
 // run repeated after a usage limit keeps the limited run's output too.
 func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt string) (agent.Outcome, string, string, error) {
 	promptFile := r.iterPath(n, "prompt.md")
+	// Failure output fed back into the prompt, or a file the agent wrote,
+	// may quote a secret; neither the agent nor the record gets it.
+	prompt = redact.Default().Redact(prompt)
 	if err := store.WriteFileAtomic(promptFile, []byte(prompt), 0o644); err != nil {
 		return agent.Outcome{}, promptFile, "", err
 	}
@@ -389,6 +396,7 @@ func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt str
 		Timeout:     r.opts.AgentTimeout,
 		IdleTimeout: r.opts.IdleTimeout,
 		OnStart:     r.onAgentStart,
+		Token:       r.agentToken,
 	})
 	r.agentT += out.Duration
 	return out, promptFile, logFile, err
@@ -421,6 +429,8 @@ func agentStatus(out agent.Outcome) (status, reason string) {
 }
 
 func (r *run) saveIteration(rec *IterationRecord) {
+	red := redact.Default()
+	rec.FinalMessage, rec.Reason = red.Redact(rec.FinalMessage), red.Redact(rec.Reason)
 	r.log.Info("iteration ended", "iteration", rec.Iteration, "story", rec.StoryID, "status", rec.Status,
 		"reason", rec.Reason, "exit_code", rec.ExitCode, "duration_ms", rec.DurationMillis, "signals", rec.Signals,
 		"signal_accepted", rec.SignalAccepted, "head_before", rec.HeadBefore, "head_after", rec.HeadAfter,

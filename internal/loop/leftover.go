@@ -1,0 +1,48 @@
+package loop
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/proc"
+)
+
+// attemptToken is the tag put in the environment of every process of an
+// attempt's agent (agent.TokenVar). It is made only of fields that the
+// attempt record holds, and that record is saved before the agent starts,
+// so a crash at any instant after the start leaves what finds the agent:
+// no window remains between starting the child and recording it.
+func attemptToken(runID string, a *Attempt) string {
+	if a == nil || a.StartedAt.IsZero() {
+		return ""
+	}
+	return runID + "." + strconv.Itoa(a.Iteration) + "." + strconv.FormatInt(a.StartedAt.UnixNano(), 36)
+}
+
+// stopLeftoverAgent stops what an attempt's agent left running when ralph
+// died: every process carrying the attempt's token, wherever it went, and
+// the recorded process group when one of its members is tagged or works in
+// the repository. It says what it stopped; a process that had left the
+// group (setsid) is named, because it shows the agent tried to outlive its
+// run.
+func (b *builder) stopLeftoverAgent(a *Attempt) {
+	pgid := a.PGID
+	if a.AgentDone {
+		pgid = 0 // ralph saw the group end; the number may be reused
+	}
+	st := agent.StopLeftover(attemptToken(b.id, a), pgid, func(p proc.Process) bool { return sameDir(p.PID, b.ws.Root) })
+	if !st.Any() {
+		return
+	}
+	group := "its process group"
+	if len(st.Groups) > 0 {
+		group = fmt.Sprintf("process group %d", st.Groups[0])
+	}
+	fmt.Fprintf(b.opts.Out, "ralph: stopped the agent the crashed run left behind (%s)\n", group)
+	b.event("stopped the agent left running by a crash (%s)", group)
+	for _, p := range st.Escaped {
+		fmt.Fprintf(b.opts.Out, "ralph: stopped %s, which had left the agent's process group\n", p)
+		b.logError("iteration %d: stopped %s, started by the agent, which had left its process group and outlived ralph", a.Iteration, p)
+	}
+}
