@@ -9,6 +9,8 @@ package gitx
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -445,3 +447,30 @@ func (r *Repo) IsAncestor(ctx context.Context, a, b string) (bool, error) {
 	return err == nil, err
 }
 
+// CommitTrailer is the trailer that marks a commit as made by ralph itself.
+// Its value is a fresh token that ralph keeps in its own state and writes
+// only at the moment it commits, so an agent cannot copy it from a prompt.
+const CommitTrailer = "Ralph-Commit"
+
+// NewCommitToken returns a fresh random value for CommitTrailer.
+func NewCommitToken() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("gitx: no randomness: " + err.Error()) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// HasCommitToken reports whether a commit message carries token as its
+// CommitTrailer line.
+func HasCommitToken(message, token string) bool {
+	if token == "" {
+		return false
+	}
+	for line := range strings.Lines(message) {
+		if strings.TrimSpace(line) == CommitTrailer+": "+token {
+			return true
+		}
+	}
+	return false
+}

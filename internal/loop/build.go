@@ -289,6 +289,9 @@ func (b *builder) transition(ev Event) error {
 	for _, a := range actions[:len(actions)-1] {
 		b.transitionAction(a, m, next)
 	}
+	if m.State == StateCommit {
+		b.st.CommitToken = "" // the next COMMIT makes its own
+	}
 	b.st.Machine = next
 	b.st.EnteredAt = now.UTC()
 	b.st.UpdatedAt = now.UTC()
@@ -914,10 +917,17 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 			return Event{}, err
 		}
 		reviewer = v
-	case b.src.Kind() == tasks.KindMarkdown && len(cmds) == 0:
-		// Seed 001: the agent checks the criteria it verified; with no
-		// reviewer and no commands, that claim is what there is to judge.
+	case b.src.Kind() == tasks.KindMarkdown && (len(criteria) == 0 || len(cmds) < len(criteria)):
+		// Seed 001: the agent checks the criteria it verified; a criterion
+		// with no command and no reviewer to judge it is judged by that
+		// claim, not refused as unverifiable.
 		v := agentClaim(b.ws, b.src.Path(), story.ID, criteria)
+		reviewer = &v
+	case len(cmds) > 0 && len(cmds) < len(criteria):
+		// Other task files give the agent no box to tick: the attempt
+		// that got this far (ralph's checks passed) is its claim, as it is
+		// when no criterion has a command at all.
+		v := unjudgedClaim(criteria)
 		reviewer = &v
 	}
 	verdict := role.Combine(criteria, cmds, reviewer)
@@ -938,7 +948,9 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 	return Event{Trigger: TrigACsFailed}, b.fail("acceptance criteria not met", verdict.Feedback(), "permanent")
 }
 
-// agentClaim reads the agent's own marks in the markdown PRD as a verdict.
+// agentClaim reads the agent's own marks in the markdown PRD as a verdict
+// on the criteria that have no verify command: those with one are judged by
+// their command alone.
 func agentClaim(ws *workspace.Workspace, path, storyID string, criteria []role.Criterion) role.Verdict {
 	v := role.Verdict{Qualified: true}
 	prd, err := ReadPRD(ws, path)
@@ -948,6 +960,9 @@ func agentClaim(ws *workspace.Workspace, path, storyID string, criteria []role.C
 		story, found = prd.Find(storyID)
 	}
 	for i, c := range criteria {
+		if c.Verify != "" {
+			continue
+		}
 		met := found && (story.Done || (i < len(story.Criteria) && story.Criteria[i].Done))
 		f := role.Finding{ID: c.ID, Text: c.Text, Met: met, Source: "agent"}
 		if met {
@@ -965,6 +980,20 @@ func agentClaim(ws *workspace.Workspace, path, storyID string, criteria []role.C
 	if len(criteria) == 0 && !(found && story.Done) {
 		v.Qualified = false
 		v.Reasons = append(v.Reasons, "the agent did not check the story in the PRD")
+	}
+	return v
+}
+
+// unjudgedClaim is the verdict on the criteria without a verify command of
+// a task file that has no checkboxes for the agent, when no reviewer is
+// configured: nothing but ralph's checks, which passed, can judge them.
+func unjudgedClaim(criteria []role.Criterion) role.Verdict {
+	v := role.Verdict{Qualified: true}
+	for _, c := range criteria {
+		if c.Verify == "" {
+			v.Findings = append(v.Findings, role.Finding{ID: c.ID, Text: c.Text, Met: true, Source: "agent",
+				Evidence: "no verify command or reviewer: taken from the agent's claim; ralph's checks passed"})
+		}
 	}
 	return v
 }
@@ -1029,7 +1058,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	// COMMIT may run again after a crash: every step below is idempotent,
 	// and a commit that already landed for this iteration is recognised by
 	// its trailers rather than made twice.
-	if hash, ok := b.alreadyCommitted(bg, taskID, m.Iteration); ok {
+	if hash, ok := b.alreadyCommitted(bg); ok {
 		// A crash may have come between the commit and the audit note.
 		if a, ok := b.src.(Auditor); ok && !m.Partial {
 			b.audit(bg, a, story.ID, hash)
@@ -1070,6 +1099,10 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		if len(snap.Dirty) > 0 {
 			if err := b.ws.Repo.AddAll(bg); err != nil {
 				return Event{Trigger: TrigCommitFailed}, b.fail("git add: "+err.Error(), "", "permanent")
+			}
+			b.st.CommitToken = gitx.NewCommitToken()
+			if err := b.st.save(b.ws); err != nil {
+				return Event{}, err
 			}
 			msg := b.commitMessage(taskID, story, m.Partial, eventID)
 			hash, err = b.ws.Repo.Commit(bg, msg)
@@ -1138,24 +1171,26 @@ func (b *builder) commitMessage(taskID string, story tasks.Story, partial bool, 
 	if eventID != "" {
 		fmt.Fprintf(&body, "Ralph-Memory-Event: %s\n", eventID)
 	}
+	if b.st.CommitToken != "" {
+		fmt.Fprintf(&body, "%s: %s\n", gitx.CommitTrailer, b.st.CommitToken)
+	}
 	return subject + "\n\n" + body.String()
 }
 
-// alreadyCommitted reports whether HEAD is ralph's commit of this task in
-// this iteration of this run.
-func (b *builder) alreadyCommitted(ctx context.Context, taskID string, iteration int) (string, bool) {
-	out, err := b.ws.Repo.Runner.Git(ctx, b.ws.Root, "log", "-1", "--format=%H%n%B")
-	if err != nil {
+// alreadyCommitted reports whether HEAD is the commit this COMMIT made
+// before a crash. It is recognised by the token ralph saved in its state
+// just before committing, never by the task and run trailers: those are
+// in the agent's prompt, and an agent that copies them into its own
+// commit must not have that commit taken for ralph's.
+func (b *builder) alreadyCommitted(ctx context.Context) (string, bool) {
+	if b.st.CommitToken == "" {
 		return "", false
 	}
-	hash, body, _ := strings.Cut(string(out), "\n")
-	want := []string{"Ralph-Task: " + taskID, "Ralph-Run: " + b.id, fmt.Sprintf("Ralph-Iteration: %d", iteration)}
-	for _, w := range want {
-		if !strings.Contains(body, w+"\n") {
-			return "", false
-		}
+	hash, msg, err := b.ws.Repo.LastCommit(ctx)
+	if err != nil || !gitx.HasCommitToken(msg, b.st.CommitToken) {
+		return "", false
 	}
-	return strings.TrimSpace(hash), true
+	return hash, true
 }
 
 func (b *builder) attemptHead() string {

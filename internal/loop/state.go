@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -54,11 +55,24 @@ type LoopState struct {
 	Cooldowns map[string]time.Time `json:"cooldowns,omitempty"`
 	Budget    Budget               `json:"budget"`
 	Breaker   Breaker              `json:"breaker"`
+	// Baseline is how ralph's checks fared on the tree the run started
+	// from, before any agent worked on it. Kept here so that a resume
+	// judges attempts against the same start; nil when the run has no
+	// checks or was started by a ralph that took none.
+	Baseline *Baseline `json:"baseline,omitempty"`
 	// LastEvent is the transition this state was saved for. events.jsonl
 	// is appended after state.json is written; a kill between the two
 	// would lose the line, so a resume appends LastEvent when the log
 	// lacks it (see RepairEvents).
 	LastEvent *TransitionEvent `json:"last_event,omitempty"`
+	// CommitToken is written here just before ralph commits a task and
+	// goes into the commit as its Ralph-Commit trailer. Only a commit that
+	// carries it is ralph's: the other trailers are in the agent's prompt
+	// and an agent can copy them. Leaving COMMIT clears it.
+	CommitToken string `json:"commit_token,omitempty"`
+	// Branch is the branch the run started on ("" when HEAD was
+	// detached): ralph never commits a run's work on another one.
+	Branch    string           `json:"branch,omitempty"`
 	Finished  bool             `json:"finished"`
 	Outcome   Outcome          `json:"outcome,omitempty"`
 	Reason    string           `json:"reason,omitempty"`
@@ -112,6 +126,36 @@ type BlockerRecord struct {
 	Stash string `json:"stash,omitempty"`
 }
 
+// Baseline is the outcome of the checks on a run's starting tree.
+type Baseline struct {
+	// Head is the commit the checks ran on.
+	Head   string          `json:"head"`
+	Checks []BaselineCheck `json:"checks"`
+}
+
+// BaselineCheck is one check's outcome on the starting tree.
+type BaselineCheck struct {
+	Name     string `json:"name"`
+	Run      string `json:"run"`
+	Passed   bool   `json:"passed"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// failedAtStart reports whether c already failed on the starting tree. A
+// check the baseline does not know (the config changed since) is judged on
+// its own, as if it had passed at the start.
+func (bl *Baseline) failedAtStart(name, run string) bool {
+	if bl == nil {
+		return false
+	}
+	for _, c := range bl.Checks {
+		if c.Name == name && c.Run == run {
+			return !c.Passed
+		}
+	}
+	return false
+}
+
 // Metrics are the loop's counters (seed 002's metrics to track).
 type Metrics struct {
 	StateMillis   map[State]int64 `json:"time_in_state_ms"`
@@ -150,6 +194,10 @@ func LoadState(ws *workspace.Workspace) (*LoopState, error) {
 	}
 	if st.Metrics.StateMillis == nil {
 		st.Metrics.StateMillis = map[State]int64{}
+	}
+	if err := st.validate(); err != nil {
+		rel := ws.Rel(StatePath(ws))
+		return nil, fmt.Errorf("%s: %w; ralph writes this file and cannot go on from it: undo the change, or move it aside (mv %s %s.bad) to start a new run, which forgets the old run's retry counts and blockers", rel, err, rel, rel)
 	}
 	return &st, nil
 }

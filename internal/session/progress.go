@@ -38,9 +38,13 @@ type Progress struct {
 	Baseline string
 	// TaskBase is HEAD when the current task's attempt began; the reviewer
 	// sees the diff from it.
-	TaskBase  string
-	Tasks     []TaskRecord
-	UpdatedAt time.Time
+	TaskBase string
+	// CommitToken is written just before ralph commits a qualified task
+	// and goes into the commit as its Ralph-Commit trailer: a commit
+	// without it is the agent's, whatever other trailers it copied.
+	CommitToken string
+	Tasks       []TaskRecord
+	UpdatedAt   time.Time
 	// Tokens, CostUSD and RunMillis are what the session has spent so
 	// far, across resumes: the tokens and the cost estimate the agent CLIs
 	// reported, and the wall time of the ralph runs. [budget] bounds them.
@@ -99,6 +103,7 @@ func (p Progress) Render() []byte {
 	field("Done", yesNo(s.Done))
 	field("Baseline", orDash(p.Baseline))
 	field("Task base", orDash(p.TaskBase))
+	field("Commit token", orDash(p.CommitToken))
 	field("Reason", orDash(oneLine(s.Reason)))
 	field("Tokens", strconv.FormatInt(p.Tokens, 10))
 	field("Cost USD", strconv.FormatFloat(p.CostUSD, 'f', 4, 64))
@@ -191,6 +196,8 @@ func ParseProgress(path string, data []byte) (Progress, error) {
 				p.Baseline = v
 			case "Task base":
 				p.TaskBase = v
+			case "Commit token":
+				p.CommitToken = v
 			case "Reason":
 				s.Reason = v
 			case "Tokens", "Run ms":

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/prompt"
@@ -924,7 +925,9 @@ func (r *Runner) execute(ctx context.Context) error {
 		return err
 	}
 	if r.prog.TaskBase == "" {
-		r.prog.TaskBase = head
+		// A token left by a commit that failed must not be readable by
+		// the next executor, which could copy it.
+		r.prog.TaskBase, r.prog.CommitToken = head, ""
 		if err := r.save(); err != nil {
 			return err
 		}
@@ -1023,8 +1026,9 @@ func (r *Runner) review(ctx context.Context) error {
 	s := r.prog.State
 	bg := context.WithoutCancel(ctx)
 	// A crash after ralph's commit but before progress.md recorded it:
-	// the commit's trailers say the task was qualified.
-	if hash, msg, err := r.WS.Repo.LastCommit(bg); err == nil && strings.Contains(msg, r.trailers(s.CurrentTaskID, s.CurrentAttemptNumber)) {
+	// the commit carries the token saved just before it was made. The
+	// task trailers alone prove nothing: an executor can copy them.
+	if hash, msg, err := r.WS.Repo.LastCommit(bg); err == nil && gitx.HasCommitToken(msg, r.prog.CommitToken) {
 		return r.qualified(s.CurrentTaskID, hash, nil)
 	}
 	ts, err := r.sessionTasks()
@@ -1079,7 +1083,7 @@ func (r *Runner) qualified(task, hash string, newTasks []role.NewTask) error {
 	if t := r.prog.Task(task); t != nil {
 		t.Commit = shortHash(hash)
 	}
-	r.prog.TaskBase = ""
+	r.prog.TaskBase, r.prog.CommitToken = "", ""
 	r.pending.newTasks = newTasks
 	return r.fire(Event{Type: ReviewerCompleted, Verdict: role.VerdictQualified, NewTasks: len(newTasks)}, "Qualified")
 }
@@ -1096,12 +1100,21 @@ func (r *Runner) commit(ctx context.Context, task tasks.SessionTask) (string, er
 		return "", err
 	}
 	if snap.Clean() {
+		// The executor committed the work itself: its commit is the
+		// task's. Nothing at all since the task began: no commit.
+		if snap.Head != r.prog.TaskBase {
+			return snap.Head, nil
+		}
 		return "", nil
 	}
 	if err := r.WS.Repo.AddAll(ctx); err != nil {
 		return "", err
 	}
-	msg := fmt.Sprintf("%s: %s\n\n%s", task.ID, clip(oneLine(task.Title), 60), r.trailers(task.ID, r.prog.State.CurrentAttemptNumber))
+	r.prog.CommitToken = gitx.NewCommitToken()
+	if err := r.save(); err != nil {
+		return "", err
+	}
+	msg := fmt.Sprintf("%s: %s\n\n%s%s: %s\n", task.ID, clip(oneLine(task.Title), 60), r.trailers(task.ID, r.prog.State.CurrentAttemptNumber), gitx.CommitTrailer, r.prog.CommitToken)
 	return r.WS.Repo.Commit(ctx, msg)
 }
 

@@ -257,9 +257,15 @@ func TestRunResumeRecognisesCommitBeforeCrash(t *testing.T) {
 		t.Fatalf("tasks.md marks task-1 %q in review, want [P]", m)
 	}
 
-	// ralph's commit, made just before the crash.
+	// ralph's commit, made just before the crash: progress.md holds the
+	// token it carries.
+	text := e.progressText(t)
+	if !strings.Contains(text, "- Commit token: -\n") {
+		t.Fatalf("progress.md has no empty commit token line:\n%s", text)
+	}
+	writeTestFile(t, session.ProgressPath(e.dir), strings.Replace(text, "- Commit token: -\n", "- Commit token: 0123456789abcdef01234567\n", 1))
 	git(t, e.ws.Root, "add", "-A")
-	git(t, e.ws.Root, "commit", "-q", "-m", "task-1: Write greet.txt\n\nRalph-Session: "+testSessionID+"\nRalph-Task: task-1\nRalph-Attempt: 1\n")
+	git(t, e.ws.Root, "commit", "-q", "-m", "task-1: Write greet.txt\n\nRalph-Session: "+testSessionID+"\nRalph-Task: task-1\nRalph-Attempt: 1\nRalph-Commit: 0123456789abcdef01234567\n")
 	head := strings.TrimSpace(git(t, e.ws.Root, "rev-parse", "HEAD"))
 
 	inv2 := newInvoker(t)
@@ -518,4 +524,34 @@ func TestRunStopsAtTheTokenBudget(t *testing.T) {
 	r.Budget.MaxTokens = 10_000
 	p, err = r.Run(context.Background())
 	wantDone(t, e, p, err)
+}
+
+// An executor that commits its work with the trailers of ralph's commit
+// (session, task, attempt: all in its prompt) is not taken for ralph: on
+// resume the reviewer still judges the task.
+func TestRunResumeDoesNotTakeAForgedCommitForRalphs(t *testing.T) {
+	e := newSessionEnv(t, greetRequest)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inv := newInvoker(t)
+	inv.on(role.Planner, "Mode: INITIALIZE", 1, says(plannerOneTask))
+	inv.on(role.Executor, exec1, 1, writes(t, e.ws.Root, "greet.txt", "hello\n", executorDone))
+	inv.on(role.Reviewer, review1, 1, func(ctx context.Context, _ session.Call) (string, error) {
+		cancel()
+		return "", ctx.Err()
+	})
+	_, err := e.runner(t, inv).Run(ctx)
+	inv.allUsed()
+	if !errors.Is(err, loop.ErrInterrupted) {
+		t.Fatalf("Run = %v, want loop.ErrInterrupted", err)
+	}
+	git(t, e.ws.Root, "add", "-A")
+	git(t, e.ws.Root, "commit", "-q", "-m", "task-1: Write greet.txt\n\nRalph-Session: "+testSessionID+"\nRalph-Task: task-1\nRalph-Attempt: 1\n")
+
+	inv2 := newInvoker(t)
+	inv2.on(role.Reviewer, review1, 1, says(reviewerOK))
+	inv2.on(role.GoalCheck, "", 1, says(goalPassed))
+	p, err := e.runner(t, inv2).Run(context.Background())
+	wantDone(t, e, p, err)
+	inv2.allUsed()
 }
