@@ -34,18 +34,24 @@ type Error struct {
 	Line int
 	// Msg states the limit that was exceeded.
 	Msg string
+	// Hint says what to do; callers whose input is not a file the user
+	// keeps, such as an agent's reply, put their own advice here.
+	Hint string
 }
+
+// fileHint is what to do about a refused file.
+const fileHint = "is the file corrupted? restore it (from git, for example) or fix it by hand"
 
 func (e *Error) Error() string {
 	at := ""
 	if e.Line > 0 {
 		at = fmt.Sprintf(" at line %d", e.Line)
 	}
-	return fmt.Sprintf("%s: %s%s: ralph refuses it; is the file corrupted? restore it (from git, for example) or fix it by hand", e.Name, e.Msg, at)
+	return fmt.Sprintf("%s: %s%s: ralph refuses it; %s", e.Name, e.Msg, at, e.Hint)
 }
 
 func tooDeep(name string, line int) error {
-	return &Error{Name: name, Line: line, Msg: fmt.Sprintf("nesting deeper than %d levels", MaxDepth)}
+	return &Error{Name: name, Line: line, Msg: fmt.Sprintf("nesting deeper than %d levels", MaxDepth), Hint: fileHint}
 }
 
 // CheckSize refuses data larger than MaxBytes. It is all a format without
@@ -58,7 +64,7 @@ func CheckSize(name string, data []byte) error {
 }
 
 func tooLarge(name string, size int64) error {
-	return &Error{Name: name, Msg: fmt.Sprintf("%s is larger than the %s ralph reads", megabytes(size), megabytes(MaxBytes))}
+	return &Error{Name: name, Msg: fmt.Sprintf("%s is larger than the %s ralph reads", megabytes(size), megabytes(MaxBytes)), Hint: fileHint}
 }
 
 func megabytes(n int64) string {
@@ -84,7 +90,7 @@ func ReadFile(path string) ([]byte, error) {
 		return nil, &os.PathError{Op: "read", Path: path, Err: err}
 	}
 	if len(data) > MaxBytes {
-		return nil, &Error{Name: path, Msg: fmt.Sprintf("more than %s of data", megabytes(MaxBytes))}
+		return nil, &Error{Name: path, Msg: fmt.Sprintf("more than %s of data", megabytes(MaxBytes)), Hint: fileHint}
 	}
 	return data, nil
 }

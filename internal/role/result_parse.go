@@ -7,6 +7,8 @@ import (
 	"io"
 	"reflect"
 	"strings"
+
+	"github.com/ralphloop/ralph/internal/inputlimit"
 )
 
 // errNoResult starts the message of every error of ParseResult that comes
@@ -36,6 +38,14 @@ func ParseResult(roleName, text string) (Result, error) {
 	if !knownRole(roleName) {
 		return Result{}, fmt.Errorf("unknown role %q: want %s, %s, %s, %s or %s",
 			roleName, Planner, Questioner, Executor, Reviewer, GoalCheck)
+	}
+	// Looking for the result costs time that grows with the square of the
+	// unclosed braces, so a reply nested beyond any real result is refused
+	// first.
+	var refusal *inputlimit.Error
+	if errors.As(inputlimit.CheckJSON("your reply", []byte(text)), &refusal) {
+		refusal.Hint = "end your reply with the result as a JSON object a few levels deep"
+		return Result{}, fmt.Errorf("%s: %w", errNoResult, refusal)
 	}
 	obj, err := findResultObject(text)
 	if err != nil {
