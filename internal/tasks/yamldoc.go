@@ -385,6 +385,11 @@ func (d *yamlDoc) startsLine(off int) bool {
 // end of its last line.
 func (d *yamlDoc) valueSpan(e *ast.MappingValueNode) (start, end int, implicit bool, err error) {
 	colon := d.offset(e.Start.Position)
+	if colon >= len(d.norm) || d.norm[colon] != ':' {
+		// A key without a colon ({id: 1, done}) has no place for a value
+		// that an edit could replace or cut.
+		return 0, 0, false, d.errAt(e, fmt.Sprintf("write it as %q", keyOf(e)+": null"), "%q has no colon and value", keyOf(e))
+	}
 	switch v := e.Value.(type) {
 	case *ast.TagNode, *ast.AnchorNode, *ast.AliasNode:
 		return 0, 0, false, d.errAt(e, "write a plain value so ralph can update it", "the value of %q uses a YAML tag, anchor or alias", keyOf(e))
