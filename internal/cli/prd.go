@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/spf13/cobra"
 )
 
@@ -21,6 +23,9 @@ type PRDOptions struct {
 	Request string
 	Out     string
 	Agent   string
+	// Force replaces an existing PRD without asking, keeping the old one
+	// as <file>.bak.
+	Force bool
 }
 
 func newPRDCmd(env *Env, runF func(*PRDOptions) error) *cobra.Command {
@@ -32,7 +37,13 @@ func newPRDCmd(env *Env, runF func(*PRDOptions) error) *cobra.Command {
 of stories in the form "### [ ] US-001: Title" with "- [ ] criterion"
 lines. Without a request, ralph asks for one on the terminal. Afterwards
 ralph parses the file and lists the stories it found, or says what is
-wrong with it.`,
+wrong with it.
+
+An existing PRD is replaced only after a yes on the terminal, or with
+--force; either way the old one is first kept as <file>.bak next to it.
+Without a terminal and without --force, ralph refuses and changes nothing.
+An agent that fails (non-zero exit) or leaves the PRD as it was is
+reported with a non-zero exit.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Request = strings.TrimSpace(strings.Join(args, " "))
@@ -44,6 +55,7 @@ wrong with it.`,
 	}
 	cmd.Flags().StringVar(&opts.Out, "out", "", "where the PRD is written (default from config: .agents/tasks/prd.md)")
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run (see ralph build --help)")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "replace an existing PRD without asking (the old one is kept as <file>.bak)")
 	return cmd
 }
 
@@ -57,13 +69,16 @@ func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 	if err != nil {
 		return err
 	}
+	// One reader for every answer: a second one could miss what the first
+	// buffered.
+	in := bufio.NewReader(env.IO.In)
 	request := opts.Request
 	if request == "" {
 		if !env.IO.InTerminal {
 			return usageErrorf("no request given and no terminal to ask on: run `ralph prd \"what you want built\"`")
 		}
 		fmt.Fprint(env.IO.Out, "Describe what you want built (an empty line cancels): ")
-		line, _ := bufio.NewReader(env.IO.In).ReadString('\n')
+		line, _ := in.ReadString('\n')
 		request = strings.TrimSpace(line)
 		if request == "" {
 			fmt.Fprintln(env.IO.Out, "cancelled; nothing was written")
@@ -75,6 +90,22 @@ func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 		out = opts.Out
 	}
 	outPath := ws.Abs(out)
+	before, err := os.ReadFile(outPath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if len(bytes.TrimSpace(before)) > 0 {
+		ok, err := confirmReplacePRD(env, in, ws.Rel(outPath), before, opts.Force)
+		if err != nil || !ok {
+			return err
+		}
+		// The old PRD is kept before the agent can touch it: its finished
+		// stories are a record of work done.
+		if err := store.WriteFileAtomic(outPath+".bak", before, 0o644); err != nil {
+			return fmt.Errorf("keeping the old PRD as %s.bak: %w; nothing was replaced", ws.Rel(outPath), err)
+		}
+		fmt.Fprintf(env.IO.Out, "ralph: the old PRD is kept as %s.bak\n", ws.Rel(outPath))
+	}
 	tpl, err := prompt.Load(prompt.PRD, ws.PromptsDir())
 	if err != nil {
 		return err
@@ -105,10 +136,24 @@ func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 	if code != 0 {
 		ws.LogError(env.Now(), fmt.Sprintf("prd: agent %s exited with code %d", spec.Name, code))
 	}
-	prd, err := loop.ReadPRD(ws, outPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("the agent (exit code %d) did not write %s: run `ralph prd` again or write the file by hand", code, ws.Rel(outPath))
+	after, err := os.ReadFile(outPath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
+	if gone := err != nil; gone || bytes.Equal(after, before) {
+		what := fmt.Sprintf("%s was not changed (the old PRD is still there)", ws.Rel(outPath))
+		switch {
+		case gone && len(bytes.TrimSpace(before)) == 0:
+			what = ws.Rel(outPath) + " was not written"
+		case gone:
+			what = fmt.Sprintf("%s was removed (the old PRD is in %s.bak)", ws.Rel(outPath), ws.Rel(outPath))
+		}
+		if code != 0 {
+			return fmt.Errorf("the agent %s failed (exit code %d) and %s: run `ralph prd` again, or write the PRD by hand", spec.Name, code, what)
+		}
+		return fmt.Errorf("the agent %s exited without writing a new PRD: %s; run `ralph prd` again, or write the PRD by hand", spec.Name, what)
+	}
+	prd, err := loop.ReadPRD(ws, outPath)
 	if err != nil {
 		return fmt.Errorf("the PRD the agent wrote needs fixing: %w", err)
 	}
@@ -120,6 +165,34 @@ func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 		}
 		fmt.Fprintf(env.IO.Out, "  [%s] %s: %s (%d criteria)\n", mark, s.ID, s.Title, len(s.Criteria))
 	}
+	if code != 0 {
+		// The file changed, but the agent failed on the way: it may have
+		// stopped halfway through.
+		return fmt.Errorf("the agent %s failed (exit code %d) after writing %s: read it through and fix it, or run `ralph prd` again, before `ralph plan`", spec.Name, code, ws.Rel(outPath))
+	}
 	fmt.Fprintln(env.IO.Out, "next: ralph plan, then ralph build")
 	return nil
+}
+
+// confirmReplacePRD asks before an existing PRD is replaced: --force says
+// yes, a person at a terminal answers y/N, and without either ralph refuses,
+// since the PRD may hold finished stories that would be lost silently.
+func confirmReplacePRD(env *Env, in *bufio.Reader, rel string, old []byte, force bool) (bool, error) {
+	what := "a PRD"
+	if prd, err := tasks.ParseMarkdown(rel, old); err == nil && len(prd.Stories) > 0 {
+		what = fmt.Sprintf("a PRD with %d stories (%d done)", len(prd.Stories), len(prd.Stories)-prd.Remaining())
+	}
+	if force {
+		return true, nil
+	}
+	if !env.IO.InTerminal {
+		return false, fmt.Errorf("%s already holds %s: ralph prd replaces it only when asked to; run it again with --force to replace it (the old one is kept as %s.bak), or pass --out to write a new PRD elsewhere", rel, what, rel)
+	}
+	fmt.Fprintf(env.IO.Out, "%s already holds %s. Replace it (the old one is kept as %s.bak)? [y/N] ", rel, what, rel)
+	line, _ := in.ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(line)); a == "y" || a == "yes" {
+		return true, nil
+	}
+	fmt.Fprintf(env.IO.Out, "kept %s; nothing was written\n", rel)
+	return false, nil
 }
