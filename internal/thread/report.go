@@ -55,6 +55,9 @@ func (r *Runner) after(a Action) {
 		}
 		r.out("done: %s; the work is on branch %s. Merge it yourself, e.g. git checkout %s && git merge %s",
 			what, BranchName(t.ID), base, BranchName(t.ID))
+		if conf.CommitSHA != "" {
+			r.out("the per-story commits are kept at %s (git log %s)", StoriesRef(t.ID), StoriesRef(t.ID))
+		}
 	case ActArchive:
 		if t.Phase.Type == PhaseAbandoned && t.Branch != "" {
 			r.out("abandoned; branch %s is kept: delete it with git branch -D %s when you no longer need it", t.Branch, t.Branch)
@@ -68,18 +71,28 @@ func (r *Runner) printReview() {
 	t := r.t
 	r.out("── review of thread %s: %s ──", t.ID, t.Title)
 	if t.Baseline != nil {
-		stat, _ := r.git("diff", "--stat", t.Baseline.CommitSHA, "--", ".", ":(exclude).ralph")
+		// What `thread commit` commits: every change since the baseline,
+		// ralph's committed records and the uncommitted work included, so
+		// that nothing is committed that was not shown here.
+		base := short(t.Baseline.CommitSHA)
 		log, _ := r.git("log", "--oneline", t.Baseline.CommitSHA+"..HEAD")
-		r.out("commits since the baseline %s:", short(t.Baseline.CommitSHA))
+		stat, _ := r.git("diff", "--stat", t.Baseline.CommitSHA, "--")
+		untracked, _ := r.git("ls-files", "--others", "--exclude-standard")
+		r.out("commits since the baseline %s (ralph thread commit squashes them into one):", base)
 		for _, l := range strings.Split(log, "\n") {
 			if l != "" {
 				r.out("  %s", l)
 			}
 		}
-		r.out("diff from the baseline (git diff %s):", short(t.Baseline.CommitSHA))
+		r.out("what the commit will hold (git diff --stat %s, and the files not yet added):", base)
 		for _, l := range strings.Split(stat, "\n") {
-			if l != "" {
+			if l = strings.TrimSpace(l); l != "" {
 				r.out("  %s", l)
+			}
+		}
+		for _, f := range strings.Split(untracked, "\n") {
+			if f != "" {
+				r.out("  %s (new, not yet added)", f)
 			}
 		}
 	}

@@ -1,12 +1,12 @@
 package thread
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 
-	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/store"
 )
 
 // commitHumanEdits commits what a person changed on the thread's branch,
@@ -109,30 +109,90 @@ func (r *Runner) commitMessage() string {
 	return b.String()
 }
 
-// commitWork commits what is left on the thread's branch with the proposed
-// message. It never pushes or merges.
+// StoriesRef is where `ralph thread commit` keeps the per-story commits of
+// thread id once it has squashed them into the one approved commit.
+func StoriesRef(id string) string { return "refs/ralph/threads/" + id + "/stories" }
+
+// commitWork is the Commit checkpoint. The loop committed each story on
+// the thread's branch as it went; what the person approved is the whole
+// of the thread's work: the commits since the baseline and whatever is
+// still uncommitted. That becomes one commit on the baseline with the
+// approved message, and the per-story commits stay reachable under
+// StoriesRef. It never pushes or merges.
+//
+// A kill at any step is undone by doing it again: the squashed commit is
+// recorded in config.json before the branch moves to it, so a second
+// commit recognizes a branch that has moved already and never squashes
+// twice, and the stories ref only ever points at the branch's own tip
+// before the squash.
 func (r *Runner) commitWork() error {
 	if r.t.Branch != "" && r.currentBranch() != r.t.Branch {
 		return fmt.Errorf("you are on %q, not the thread's branch %s: git checkout %s, then commit again", r.currentBranch(), r.t.Branch, r.t.Branch)
 	}
-	msg, err := os.ReadFile(r.path("commit_msg.txt"))
-	if err != nil {
-		msg = []byte(r.commitMessage())
+	if r.t.Baseline == nil || r.t.Baseline.CommitSHA == "" {
+		return fmt.Errorf("thread %s has no baseline to squash its work onto: commit it yourself, then `ralph thread abandon`", r.t.ID)
 	}
+	ctx, base := r.bg(), r.t.Baseline.CommitSHA
 	conf := r.loadConf()
-	snap, err := r.ws.Repo.Snapshot(r.bg())
+	head, err := r.ws.Repo.Head(ctx)
 	if err != nil {
 		return err
 	}
-	if !snap.Clean() {
-		if err := r.ws.Repo.AddAll(r.bg()); err != nil {
-			return err
-		}
-		sha, err := r.ws.Repo.Commit(r.bg(), string(msg))
-		if err != nil && !errors.Is(err, gitx.ErrNothingToCommit) {
-			return err
-		}
-		conf.CommitSHA = sha
+	if conf.CommitSHA != "" && head == conf.CommitSHA {
+		return nil // squashed already, by a commit killed before it saved Done
 	}
-	return r.saveConf(conf)
+	// The approved message, as the person saw it; -F reads it from here.
+	msgPath := r.path("commit_msg.txt")
+	if _, err := os.Stat(msgPath); err != nil {
+		if err := store.WriteFileAtomic(msgPath, []byte(r.commitMessage()), 0o644); err != nil {
+			return err
+		}
+	}
+	// What is not committed yet was in the review too.
+	if err := r.commitHumanEdits("uncommitted work at commit"); err != nil {
+		return err
+	}
+	if head, err = r.ws.Repo.Head(ctx); err != nil {
+		return err
+	}
+	conf.CommitSHA = ""
+	if head == base {
+		return r.saveConf(conf) // nothing was changed: nothing to commit
+	}
+	if ok, err := r.ws.Repo.IsAncestor(ctx, base, head); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("%s no longer descends from the thread's baseline %s (was it rebased?): ralph squashes only baseline..HEAD; commit it yourself, then `ralph thread abandon`", r.currentBranchOr(head), short(base))
+	}
+	if _, err := r.git("update-ref", "-m", "ralph thread commit: the per-story commits of thread "+r.t.ID, StoriesRef(r.t.ID), head); err != nil {
+		return fmt.Errorf("keeping the per-story commits at %s: %w", StoriesRef(r.t.ID), err)
+	}
+	// commit-tree rather than reset and commit: the branch moves in one
+	// step from the stories to the squash, so no kill leaves it half
+	// way. The tree is the stories' own, whose commits ran the hooks.
+	sha, err := r.git("commit-tree", head+"^{tree}", "-p", base, "-F", msgPath)
+	if err != nil {
+		return fmt.Errorf("squashing the thread's work: %w", err)
+	}
+	conf.CommitSHA = sha
+	if err := r.saveConf(conf); err != nil {
+		return err
+	}
+	loop.CrashPoint("thread-squash-recorded")
+	ref := "HEAD"
+	if b := r.currentBranch(); b != "" {
+		ref = "refs/heads/" + b
+	}
+	if _, err := r.git("update-ref", "-m", "ralph thread commit: squash of thread "+r.t.ID, ref, sha, head); err != nil {
+		return fmt.Errorf("moving %s to the squashed commit: %w (the per-story commits are at %s)", ref, err, StoriesRef(r.t.ID))
+	}
+	loop.CrashPoint("thread-squashed")
+	return nil
+}
+
+func (r *Runner) currentBranchOr(head string) string {
+	if b := r.currentBranch(); b != "" {
+		return "branch " + b
+	}
+	return "HEAD " + short(head)
 }
