@@ -241,6 +241,9 @@ func ParseProgress(path string, data []byte) (Progress, error) {
 			}
 			var t TaskRecord
 			t.ID = cells[0]
+			if t.ID == "" {
+				return p, bad("a task row has no task id")
+			}
 			switch cells[1] {
 			case "[ ]", "[]":
 				t.Mark = tasks.MarkTodo
@@ -254,8 +257,8 @@ func ParseProgress(path string, data []byte) (Progress, error) {
 			var e1, e2 error
 			t.Failures, e1 = strconv.Atoi(cells[2])
 			t.Reworks, e2 = strconv.Atoi(cells[3])
-			if e1 != nil || e2 != nil {
-				return p, bad("task %s has a malformed counter", t.ID)
+			if e1 != nil || e2 != nil || t.Failures < 0 || t.Reworks < 0 {
+				return p, bad("task %s has a malformed counter (counts are whole numbers, never negative)", t.ID)
 			}
 			if cells[4] != "-" {
 				t.Commit = cells[4]
