@@ -638,6 +638,9 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	}
 	b.agentToken = attemptToken(b.id, b.st.Attempt)
 	b.onAgentStart = func(pgid int) {
+		// A crash here, with the agent running and its group not yet
+		// recorded, must still find the agent on resume (by its token).
+		CrashPoint("agent-started")
 		b.st.Attempt.PGID = pgid
 		b.st.save(b.ws)
 	}
