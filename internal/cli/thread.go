@@ -41,12 +41,12 @@ var threadCommandHelp = map[string]string{
 	"pause":           "Pause a running loop (as Ctrl+C does)",
 	"resume":          "Resume a paused loop, or go on with work a crash cut short",
 	"reconfigure":     "Change agents, iterations or verifiers of a paused or stuck thread",
-	"assist":          "Run the loop again after editing files by hand (stuck)",
+	"assist":          "After editing files by hand (stuck): verify them, and run the loop again only if that fails",
 	"polish":          "Let the agent add docs and tests before review",
 	"review":          "Submit an implemented thread for review, or show the review of one pending",
 	"request-changes": "Send a thread under review back to the loop with what to fix",
 	"approve":         "Approve the reviewed changes (human checkpoint)",
-	"commit":          "Commit the approved work on the thread's branch (human checkpoint)",
+	"commit":          "Squash the approved work into one commit on the thread's branch, keeping the story commits at refs/ralph/threads/<id>/stories (human checkpoint)",
 	"abandon":         "Abandon the thread (its branch is kept)",
 }
 

@@ -42,7 +42,7 @@ func (r *Runner) after(a Action) {
 		for _, l := range strings.Split(strings.TrimRight(r.commitMessage(), "\n"), "\n") {
 			r.out("    %s", l)
 		}
-		r.out("next: ralph thread commit (you commit; ralph never pushes or merges)")
+		r.out("next: ralph thread commit: the thread's work becomes one commit with this message (you commit; ralph never pushes or merges)")
 	case ActCommit:
 		conf := r.loadConf()
 		what := "nothing left to commit"
