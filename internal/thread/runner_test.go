@@ -180,7 +180,8 @@ func TestAgentsExhausted(t *testing.T) {
 		t.Fatalf("no state yet: %q", why)
 	}
 	save := func(c map[string]time.Time) {
-		if err := loop.SaveState(r.ws, &loop.LoopState{SchemaVersion: loop.StateSchemaVersion, Cooldowns: c}); err != nil {
+		st := &loop.LoopState{SchemaVersion: loop.StateSchemaVersion, RunID: "run-1", Machine: loop.Machine{State: loop.StateExit}, Cooldowns: c}
+		if err := loop.SaveState(r.ws, st); err != nil {
 			t.Fatal(err)
 		}
 	}
