@@ -320,9 +320,12 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 	fmt.Fprintf(a.env.IO.Out, "── %s · agent %s ──\n", c.Role, spec.Name)
 	out, err := agent.Run(ctx, agent.Invocation{Spec: spec, Prompt: c.Prompt, PromptFile: promptFile, Dir: a.ws.Root,
 		Log: logf, Display: a.env.IO.Out, Timeout: a.cfg.Agent.Timeout.Duration, IdleTimeout: a.cfg.Agent.IdleTimeout.Duration,
-		OnStart: c.OnStart})
+		OnStart: c.OnStart, Token: c.Token})
 	if ctx.Err() != nil {
 		return "", ctx.Err()
+	}
+	if envErr := agent.EnvironmentFailure(spec, out, err); envErr != nil {
+		return "", envErr
 	}
 	if err != nil {
 		return "", err

@@ -11,11 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/prompt"
+	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
@@ -32,6 +34,10 @@ type Call struct {
 	// runner records it so that a resume after a crash can stop an agent
 	// the crash left running.
 	OnStart func(pgid int)
+	// Token goes into the agent's environment (agent.Invocation.Token);
+	// the runner saved it before the call, so that a resume finds every
+	// process of the run even when ralph died before OnStart.
+	Token string
 	// OnUsage receives the tokens and the cost estimate the agent CLI
 	// reported for the run, for the session's budget.
 	OnUsage func(tokens int64, costUSD float64)
@@ -577,13 +583,24 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 		}
 		r.runs++
 		name := fmt.Sprintf("%03d-%s", r.nextRunNumber(), roleName)
-		final, err := r.Invoker.Invoke(ctx, Call{Role: roleName, Prompt: text, Name: name, OnStart: r.recordAgent, OnUsage: r.addUsage})
+		token := agent.NewToken()
+		if err := r.recordAgent(0, token); err != nil {
+			return "", err
+		}
+		final, err := r.Invoker.Invoke(ctx, Call{Role: roleName, Prompt: redact.Default().Redact(text), Name: name, Token: token,
+			OnStart: func(pgid int) { _ = r.recordAgent(pgid, token) }, OnUsage: r.addUsage})
 		_ = os.Remove(r.path(agentPGIDFile))
 		if err == nil {
 			return final, nil
 		}
 		if ctx.Err() != nil {
 			return "", ctx.Err()
+		}
+		var envErr *agent.EnvError
+		if errors.As(err, &envErr) {
+			// The agent cannot run at all: asking again cannot help,
+			// and the task must not pay for it.
+			return "", fmt.Errorf("%w; the session is saved: resume it with ralph run --resume", err)
 		}
 		var le *LimitError
 		if errors.As(err, &le) {
@@ -623,8 +640,11 @@ func (r *Runner) addUsage(tokens int64, cost float64) {
 	r.prog.CostUSD += cost
 }
 
-func (r *Runner) recordAgent(pgid int) {
-	_ = store.WriteFileAtomic(r.path(agentPGIDFile), []byte(strconv.Itoa(pgid)+"\n"), 0o644)
+// recordAgent writes the role run's process group (0 before it starts) and
+// the token in its agent's environment. The token is written before the
+// agent starts: a crash at any instant after that leaves what finds it.
+func (r *Runner) recordAgent(pgid int, token string) error {
+	return store.WriteFileAtomic(r.path(agentPGIDFile), []byte(strconv.Itoa(pgid)+" "+token+"\n"), 0o644)
 }
 
 // stopLeftoverAgent runs on every start: a role run whose process group is
@@ -637,9 +657,25 @@ func (r *Runner) stopLeftoverAgent() {
 	if err != nil {
 		return
 	}
-	pgid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if pgid > 1 && proc.WorksIn(pgid, r.WS.Root) && proc.KillGroup(pgid, 3*time.Second) {
-		r.say("ralph: stopped the agent the killed session left running (process group %d)", pgid)
+	// "PGID TOKEN"; a file from an older ralph holds the group only.
+	f := strings.Fields(string(b))
+	pgid, token := 0, ""
+	if len(f) > 0 {
+		pgid, _ = strconv.Atoi(f[0])
+	}
+	if len(f) > 1 {
+		token = f[1]
+	}
+	st := agent.StopLeftover(token, pgid, func(p proc.Process) bool { return proc.WorksIn(p.PID, r.WS.Root) })
+	if st.Any() {
+		g := pgid
+		if len(st.Groups) > 0 {
+			g = st.Groups[0]
+		}
+		r.say("ralph: stopped the agent the killed session left running (process group %d)", g)
+	}
+	for _, p := range st.Escaped {
+		r.say("ralph: stopped %s, which had left the agent's process group", p)
 	}
 	if s := r.prog.State; s.CurrentTaskID != "" && (s.Current == Executing || s.Current == Reviewing) {
 		who := "Executor"

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/session"
@@ -554,4 +555,52 @@ func TestRunResumeDoesNotTakeAForgedCommitForRalphs(t *testing.T) {
 	p, err := e.runner(t, inv2).Run(context.Background())
 	wantDone(t, e, p, err)
 	inv2.allUsed()
+}
+
+// An agent that cannot run at all (not logged in) stops the session at
+// once: no retry, no failed attempt, the session saved where it was; once
+// the agent works, a resume finishes it.
+func TestRunStopsAtOnceWhenTheAgentCannotRun(t *testing.T) {
+	e := newSessionEnv(t, greetRequest)
+	login := &agent.EnvError{Agent: "claude", Kind: agent.EnvAuth, Detail: "Failed to authenticate. API Error: 403", Hint: "Log in: run `claude login`"}
+	inv := newInvoker(t)
+	inv.on(role.Planner, "Mode: INITIALIZE", 1, says(plannerOneTask))
+	inv.on(role.Executor, exec1, 1, fails(login))
+	_, err := e.runner(t, inv).Run(context.Background())
+	inv.allUsed()
+	var envErr *agent.EnvError
+	if !errors.As(err, &envErr) || !strings.Contains(err.Error(), "claude login") || !strings.Contains(err.Error(), "resume") {
+		t.Fatalf("Run error = %v, want the agent's environment failure with what to do", err)
+	}
+	if got := e.clock.slept(); len(got) != 0 {
+		t.Errorf("slept %v: an agent that cannot run was retried", got)
+	}
+	p := e.progress(t)
+	wantState(t, p, session.Executing, "task-1", 1)
+	if rec := record(t, p, "task-1"); rec.Failures != 0 {
+		t.Errorf("task-1 has %d failures; an agent that cannot run must not count", rec.Failures)
+	}
+
+	inv = newInvoker(t)
+	finishTask1(t, e, inv)
+	p, err = e.runner(t, inv).Run(context.Background())
+	wantDone(t, e, p, err)
+}
+
+// The token that tags the agent's processes is on disk before the agent
+// starts, so that a crash before OnStart still leaves what finds it.
+func TestRunRecordsTheAgentTokenBeforeItStarts(t *testing.T) {
+	e := newSessionEnv(t, greetRequest)
+	var recorded, token string
+	inv := newInvoker(t)
+	inv.on(role.Planner, "Mode: INITIALIZE", 1, func(_ context.Context, c session.Call) (string, error) {
+		recorded, token = readTestFile(t, filepath.Join(e.dir, "agent.pgid")), c.Token
+		return plannerOneTask, nil
+	})
+	finishTask1(t, e, inv)
+	p, err := e.runner(t, inv).Run(context.Background())
+	wantDone(t, e, p, err)
+	if len(token) < 16 || recorded != "0 "+token+"\n" {
+		t.Errorf("before the agent started, agent.pgid held %q; want the call's token %q", recorded, token)
+	}
 }
