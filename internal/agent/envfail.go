@@ -87,8 +87,11 @@ func EnvironmentFailure(spec Spec, out Outcome, runErr error) *EnvError {
 	if (out.ExitCode == 0 && !res.IsError) || res.ToolCalls > 0 || res.Limit != nil {
 		return nil
 	}
+	// Only the end of the final message: a plain-text agent's final
+	// message may quote tool output (a test's "401 Unauthorized") from
+	// earlier in its work.
 	texts := append([]string{out.StderrTail}, res.Errors...)
-	texts = append(texts, res.FinalMessage)
+	texts = append(texts, lastLines(res.FinalMessage, 5))
 	for _, kp := range envPatterns {
 		for _, t := range texts {
 			if line := matchLine(t, kp.pats); line != "" {
@@ -138,4 +141,15 @@ func firstWord(argv []string) string {
 		return "agent"
 	}
 	return argv[0]
+}
+
+// lastLines returns the last n non-empty lines of s.
+func lastLines(s string, n int) string {
+	var lines []string
+	for line := range strings.Lines(s) {
+		if strings.TrimSpace(line) != "" {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "")
 }

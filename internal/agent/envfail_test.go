@@ -70,11 +70,12 @@ func TestEnvironmentFailureLeavesTheTasksOwnFailuresAlone(t *testing.T) {
 	claude, _ := builtin("claude")
 	authText := "Failed to authenticate. API Error: 403"
 	tests := map[string]Outcome{
-		"exit 0":           {Result: Result{FinalMessage: authText}},
-		"did work first":   {Outcome: proc.Outcome{ExitCode: 1}, Result: Result{FinalMessage: authText, ToolCalls: 3}},
-		"usage limit":      {Outcome: proc.Outcome{ExitCode: 1}, Result: Result{FinalMessage: authText, Limit: &Limit{Kind: "rate_limit"}}},
-		"timed out":        {Outcome: proc.Outcome{ExitCode: -1, TimedOut: true}, StderrTail: authText},
-		"ordinary failure": {Outcome: proc.Outcome{ExitCode: 1}, Result: Result{FinalMessage: "tests failed: expected 3, got 4"}},
+		"exit 0":             {Result: Result{FinalMessage: authText}},
+		"did work first":     {Outcome: proc.Outcome{ExitCode: 1}, Result: Result{FinalMessage: authText, ToolCalls: 3}},
+		"usage limit":        {Outcome: proc.Outcome{ExitCode: 1}, Result: Result{FinalMessage: authText, Limit: &Limit{Kind: "rate_limit"}}},
+		"timed out":          {Outcome: proc.Outcome{ExitCode: -1, TimedOut: true}, StderrTail: authText},
+		"ordinary failure":   {Outcome: proc.Outcome{ExitCode: 1}, Result: Result{FinalMessage: "tests failed: expected 3, got 4"}},
+		"quoted tool output": {Outcome: proc.Outcome{ExitCode: 1}, Result: Result{FinalMessage: "$ curl api\n401 Unauthorized\nI tried the API.\nIt needs a key I do not have.\nThe tests fail.\nI stopped.\nSee the notes."}},
 	}
 	for name, out := range tests {
 		if e := EnvironmentFailure(claude, out, nil); e != nil {
