@@ -508,7 +508,9 @@ func notExecutable(err error) bool {
 
 // WorksIn reports whether process pid runs with its working directory
 // inside root. A pid recorded by a crashed ralph may have been reused by an
-// unrelated process; one that works in the repository is the agent.
+// unrelated process; one that works in the repository is the agent's. An
+// exited process has no working directory: ask it of every member of a
+// group (see StopTagged), not only of its leader.
 func WorksIn(pid int, root string) bool {
 	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
 	if err != nil {
@@ -516,23 +518,4 @@ func WorksIn(pid int, root string) bool {
 	}
 	rel, err := filepath.Rel(root, cwd)
 	return err == nil && !strings.HasPrefix(rel, "..")
-}
-
-// KillGroup stops the process group pgid, left over from a parent that
-// died: SIGTERM, then SIGKILL after grace if the group is still there. It
-// reports whether a group existed.
-func KillGroup(pgid int, grace time.Duration) bool {
-	if pgid <= 1 || syscall.Kill(-pgid, 0) != nil {
-		return false
-	}
-	syscall.Kill(-pgid, syscall.SIGTERM)
-	deadline := time.Now().Add(grace)
-	for time.Now().Before(deadline) {
-		if syscall.Kill(-pgid, 0) != nil {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	syscall.Kill(-pgid, syscall.SIGKILL)
-	return true
 }
