@@ -1066,7 +1066,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		if a, ok := b.src.(Auditor); ok && !m.Partial {
 			b.audit(bg, a, story.ID, hash)
 		}
-		b.rec.Status = StatusDone
+		b.rec.Status, b.rec.Progress = StatusDone, true // a commit is progress, whichever run made it
 		if m.Partial {
 			b.rec.Status = StatusPartial
 		}
@@ -1127,6 +1127,9 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	after, err := b.gitDelta(bg, b.rec, gitx.Snapshot{Head: b.attemptHead()})
 	if err == nil {
 		b.snap = after
+	}
+	if hash != "" && hash != b.attemptHead() {
+		b.rec.Progress = true
 	}
 	if m.Partial {
 		b.rec.Status = StatusPartial
@@ -1430,6 +1433,12 @@ func (b *builder) ensureRecord() {
 		TaskID: b.st.Machine.TaskID, Agent: b.opts.Agent.Name, StartedAt: b.opts.now().UTC()}
 	if a != nil {
 		rec.StartedAt, rec.HeadBefore, rec.ExitCode, rec.DurationMillis, rec.PromptFile, rec.LogFile = a.StartedAt, a.HeadBefore, a.ExitCode, a.Millis, a.Prompt, a.Log
+		// The rebuilt record keeps the progress the attempt made before
+		// the kill; otherwise every resume would count as an iteration
+		// without progress and kills alone could open the breaker.
+		if snap, err := b.ws.Repo.Snapshot(context.Background()); err == nil {
+			rec.Progress = snap.Head != a.HeadBefore || (a.TreeBefore != "" && worktreeDigest(b.ws.Root, snap) != a.TreeBefore)
+		}
 	}
 	rec.StoryID, rec.StoryTitle = b.sel.Story.ID, b.sel.Story.Title
 	b.rec = rec
