@@ -65,6 +65,8 @@ func exitCode(err error) int {
 		return ee.Code
 	case errors.Is(err, loop.ErrInterrupted), errors.Is(err, thread.ErrInterrupted):
 		return ExitInterrupted
+	case errors.As(err, new(*loop.HistoryError)):
+		return ExitNeedsHuman
 	case errors.As(err, &ue), errors.As(err, &tue):
 		return ExitUsage
 	case errors.As(err, &unknown) && unknown.Source == "--agent":

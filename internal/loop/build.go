@@ -145,6 +145,11 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		return rep, err
 	}
 	resume := prior != nil && !prior.Finished && prior.TaskFile == ws.Rel(src.Path())
+	if resume {
+		if err := resumable(ctx, ws.Repo, prior); err != nil {
+			return rep, err
+		}
+	}
 	if !resume && !opts.NoCommit {
 		if err := checkCleanTree(ctx, ws, src.Path(), opts.PlanPath); err != nil {
 			return rep, err
@@ -186,6 +191,9 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			Machine:       Machine{State: StateInit, MaxRetries: opts.MaxRetries},
 			MaxIterations: opts.MaxIterations, NoCommit: opts.NoCommit, StartedAt: now.UTC(), EnteredAt: now.UTC(),
 			Tasks: map[string]*TaskRecord{}, Feedback: map[string]string{}, Metrics: Metrics{StateMillis: map[State]int64{}},
+		}
+		if snap, err := ws.Repo.Snapshot(ctx); err == nil {
+			b.st.Branch = snap.Branch
 		}
 		// Counters of tasks outlive runs: a task blocked yesterday is
 		// still blocked, and its retry count still counts.
@@ -743,6 +751,17 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		b.saveIteration(rec)
 		return Event{}, ErrInterrupted
 	}
+	if gerr == nil {
+		if err := b.checkHistory(bg, headBefore, after); err != nil {
+			rec.Status, rec.Reason = StatusFailed, err.Error()
+			b.saveIteration(rec)
+			b.logError("iteration %d (%s): %v", n, taskID, err)
+			if serr := b.st.save(b.ws); serr != nil {
+				return Event{}, serr
+			}
+			return Event{}, err
+		}
+	}
 	if b.statusDigest() != digest && b.src.Kind() != tasks.KindMarkdown {
 		b.restoreStatus(taskID, taskBytes)
 	}
@@ -1098,6 +1117,10 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		snap, err := b.ws.Repo.Snapshot(bg)
 		if err != nil {
 			return Event{Trigger: TrigCommitFailed}, b.fail("git: "+err.Error(), "", "permanent")
+		}
+		if err := b.checkHistory(bg, b.attemptHead(), snap); err != nil {
+			// Never commit on another branch, or over lost commits.
+			return Event{}, err
 		}
 		if len(snap.Dirty) > 0 {
 			if err := b.ws.Repo.AddAll(bg); err != nil {
