@@ -765,6 +765,9 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	if b.statusDigest() != digest && b.src.Kind() != tasks.KindMarkdown {
 		b.restoreStatus(taskID, taskBytes)
 	}
+	if b.src.Kind() == tasks.KindMarkdown {
+		b.restoreOtherMarks(story.ID, taskBytes)
+	}
 	changed := after.Head != headBefore || worktreeDigest(b.ws.Root, after) != treeBefore
 	rec.Progress = changed
 	if len(after.Unmerged) > 0 {
@@ -1541,6 +1544,30 @@ func (b *builder) restoreStatus(taskID string, before []byte) {
 	msg := fmt.Sprintf("the agent edited task status in %s while working on %s; ralph owns it and restored the file", b.ws.Rel(b.src.Path()), taskID)
 	if err := store.WriteFileAtomic(b.src.Path(), before, 0o644); err != nil {
 		msg = fmt.Sprintf("the agent edited task status in %s while working on %s and ralph could not restore it: %v", b.ws.Rel(b.src.Path()), taskID, err)
+	}
+	b.logError("%s", msg)
+	fmt.Fprintf(b.opts.Out, "  ! %s\n", msg)
+}
+
+// restoreOtherMarks takes back the marks an agent set in the markdown PRD
+// on stories other than its own: its own story's ticks are its claim, which
+// ralph checks; any other story it ticked would otherwise count as done
+// without ever being worked on or verified.
+func (b *builder) restoreOtherMarks(storyID string, before []byte) {
+	if before == nil {
+		return
+	}
+	after, err := os.ReadFile(b.src.Path())
+	if err != nil {
+		return
+	}
+	fixed, ids, err := tasks.RestoreOtherMarks(before, after, storyID)
+	if err != nil || ids == nil {
+		return
+	}
+	msg := fmt.Sprintf("the agent changed the marks of %s in %s while working on %s; ralph owns them and put them back", strings.Join(ids, ", "), b.ws.Rel(b.src.Path()), storyID)
+	if err := store.WriteFileAtomic(b.src.Path(), fixed, 0o644); err != nil {
+		msg = fmt.Sprintf("the agent changed the marks of %s in %s while working on %s and ralph could not put them back: %v", strings.Join(ids, ", "), b.ws.Rel(b.src.Path()), storyID, err)
 	}
 	b.logError("%s", msg)
 	fmt.Fprintf(b.opts.Out, "  ! %s\n", msg)
