@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/redact"
@@ -266,6 +267,44 @@ func Run(ctx context.Context, dir string, c Check) Result {
 	// program that merely exits 127 itself from being called missing.
 	res.Missing = o.ExitCode == 127 && strings.Contains(res.Output, "not found")
 	return res
+}
+
+// Tail returns the end of a check's output, at most max bytes, for records
+// and logs that cannot hold all of it: the end is where test runners
+// summarise a failure. A cut starts at the next line so that no partial line
+// leads, unless that would leave nothing.
+func Tail(output string, max int) string {
+	output = strings.TrimRight(output, "\n")
+	if len(output) <= max {
+		return output
+	}
+	tail := output[len(output)-max:]
+	if output[len(output)-max-1] == '\n' {
+		return tail
+	}
+	if i := strings.IndexByte(tail, '\n'); i >= 0 && i < len(tail)-1 {
+		return tail[i+1:]
+	}
+	// One long line: drop the bytes of a character the cut split.
+	for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+		tail = tail[1:]
+	}
+	return tail
+}
+
+// LastLines returns the last n lines of output that are not blank, as a
+// terminal shows them under a failed check.
+func LastLines(output string, n int) []string {
+	var lines []string
+	for _, l := range strings.Split(output, "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines = append(lines, strings.TrimRight(l, "\r"))
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
 }
 
 // RunAll runs checks in order and stops at the first that does not pass.

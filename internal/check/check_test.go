@@ -229,3 +229,31 @@ func TestRunRedactsSecrets(t *testing.T) {
 		t.Fatalf("Output = %q, want the secrets masked", res.Output)
 	}
 }
+
+func TestTailKeepsWholeLinesFromTheEnd(t *testing.T) {
+	out := "first line\nsecond line\nthird line\n"
+	for _, tc := range []struct {
+		max  int
+		want string
+	}{
+		{100, "first line\nsecond line\nthird line"},
+		{len("second line\nthird line"), "second line\nthird line"},
+		{len("second line\nthird line") - 3, "third line"},
+		{4, "line"},
+	} {
+		if got := Tail(out, tc.max); got != tc.want {
+			t.Errorf("Tail(%d) = %q, want %q", tc.max, got, tc.want)
+		}
+	}
+	// A cut inside a character keeps only whole characters.
+	if got := Tail("ééé", 3); got != "é" {
+		t.Errorf("Tail of a split character = %q, want %q", got, "é")
+	}
+}
+
+func TestLastLinesSkipsBlankLines(t *testing.T) {
+	got := LastLines("a\n\nb\r\nc\n\n", 2)
+	if strings.Join(got, "|") != "b|c" {
+		t.Errorf("LastLines = %q, want [b c]", got)
+	}
+}
