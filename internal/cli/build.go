@@ -38,7 +38,11 @@ output in the next prompt.
 
 The run ends when every story is checked (exit 0), after N iterations with
 work left (exit 4), or on Ctrl+C (exit 130). N defaults to max_iterations
-in .ralph/config.toml.`,
+in .ralph/config.toml.
+
+A fresh run first runs the checks on the starting tree. A check that
+already fails there is reported and, by default, not held against any
+attempt ([build] on_failing_baseline).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := parseIterations(args, 0)
@@ -162,9 +166,10 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 		Budget:        loop.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
 		Breaker: loop.BreakerConfig{NoProgress: cfg.Breaker.NoProgress, SameError: cfg.Breaker.SameError,
 			PermissionDenials: cfg.Breaker.PermissionDenials, Cooldown: cfg.Breaker.Cooldown.Duration},
-		Memory: mem,
-		Out:    env.IO.Out,
-		Now:    env.Now,
+		OnFailingBaseline: cfg.Build.OnFailingBaseline,
+		Memory:            mem,
+		Out:               env.IO.Out,
+		Now:               env.Now,
 	}}, nil
 }
 

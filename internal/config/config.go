@@ -191,6 +191,10 @@ type BuildSection struct {
 	// RequirePlan makes build refuse to start without an implementation
 	// plan, as seed 001's build machine does.
 	RequirePlan bool `toml:"require_plan"`
+	// OnFailingBaseline is what a check that already fails before any
+	// agent ran does: "judge-new-failures" (attempts fail only on a check
+	// that passed at the start) or "stop" (the run does not start).
+	OnFailingBaseline string `toml:"on_failing_baseline"`
 }
 
 // PlanSection configures `ralph plan`.
@@ -213,10 +217,11 @@ func Default() Config {
 		Agent: AgentSection{Default: "codex", Timeout: Duration{30 * time.Minute}, LimitCooldown: Duration{30 * time.Minute},
 			LimitPatterns: []string{"usage limit", "rate limit", "hit your limit", "quota exceeded", "resource_exhausted", "too many requests"}},
 		Build: BuildSection{
-			PRD:           ".agents/tasks/prd.md",
-			Plan:          ".ralph/IMPLEMENTATION_PLAN.md",
-			MaxIterations: 25,
-			RequirePlan:   true,
+			PRD:               ".agents/tasks/prd.md",
+			Plan:              ".ralph/IMPLEMENTATION_PLAN.md",
+			MaxIterations:     25,
+			RequirePlan:       true,
+			OnFailingBaseline: "judge-new-failures",
 		},
 		Plan:    PlanSection{MaxIterations: 1},
 		Loop:    LoopSection{MaxRetries: 2, ContextSoft: 70, ContextHard: 80},
@@ -285,6 +290,11 @@ func (c Config) validate() error {
 	case strings.HasPrefix(src, "beads:") && strings.TrimSpace(src[len("beads:"):]) != "":
 	default:
 		return fmt.Errorf("[tasks] source = %q: use prd-md, prd-json, progress, beads or beads:MOLECULE-ID (or leave it empty to detect)", c.Tasks.Source)
+	}
+	switch c.Build.OnFailingBaseline {
+	case "judge-new-failures", "stop":
+	default:
+		return fmt.Errorf("[build] on_failing_baseline = %q: use \"judge-new-failures\" (a check failing before any agent ran is not held against attempts) or \"stop\"", c.Build.OnFailingBaseline)
 	}
 	if c.Budget.MaxTokens < 0 || c.Budget.MaxCostUSD < 0 {
 		return errors.New("[budget] values must not be negative")

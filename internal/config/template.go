@@ -37,6 +37,10 @@ max_iterations = 25
 no_commit = false
 # Refuse to build before ` + "`ralph plan`" + ` has written the plan.
 require_plan = true
+# A fresh run first runs the checks below on the starting tree. One that
+# already fails there: "judge-new-failures" reports it and fails an attempt
+# only when a check that passed at the start fails; "stop" does not start.
+on_failing_baseline = "judge-new-failures"
 
 [plan]
 max_iterations = 1

@@ -210,6 +210,13 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 				b.st.Feedback = map[string]string{}
 			}
 		}
+		if err := b.takeBaseline(ctx); err != nil {
+			rep.Outcome, reason = OutcomeError, err.Error()
+			if errors.Is(err, ErrInterrupted) {
+				rep.Outcome, reason = OutcomeInterrupted, "interrupted while running the checks on the starting tree"
+			}
+			return rep, err
+		}
 		if err := b.st.save(ws); err != nil {
 			return rep, err
 		}
@@ -876,31 +883,105 @@ func (b *builder) test(ctx context.Context) (Event, error) {
 		return Event{}, err
 	}
 	b.ensureRecord()
-	results, passed := check.RunAll(context.WithoutCancel(ctx), b.ws.Root, b.opts.Checks)
-	if ctx.Err() != nil {
-		return Event{}, ErrInterrupted
-	}
-	for _, res := range results {
-		b.rec.Checks = append(b.rec.Checks, CheckRecord{
-			Name: res.Check.Name, Passed: res.Passed(), ExitCode: res.ExitCode,
-			DurationMillis: res.Duration.Milliseconds(), TimedOut: res.TimedOut, Missing: res.Missing,
-		})
-		mark := "✓"
-		if !res.Passed() {
-			mark = "✗"
+	// Cheap checks run first and the first failure held against the
+	// attempt ends the run of checks. A check that already failed on the
+	// starting tree is no evidence against this attempt: it is reported
+	// and the next check runs.
+	var failed *check.Result
+	for _, c := range b.opts.Checks {
+		res := check.Run(context.WithoutCancel(ctx), b.ws.Root, c)
+		if ctx.Err() != nil {
+			return Event{}, ErrInterrupted
 		}
-		fmt.Fprintf(b.opts.Out, "  %s check %s (%s)\n", mark, res.Check.Name, res.Duration.Round(time.Millisecond))
+		known := !res.Passed() && b.st.Baseline.failedAtStart(c.Name, c.Run)
+		rec := CheckRecord{
+			Name: res.Check.Name, Passed: res.Passed(), ExitCode: res.ExitCode,
+			DurationMillis: res.Duration.Milliseconds(), TimedOut: res.TimedOut, Missing: res.Missing, FailedAtStart: known,
+		}
+		if !res.Passed() {
+			rec.Output = check.Tail(res.Output, CheckOutputTail)
+		}
+		b.rec.Checks = append(b.rec.Checks, rec)
+		b.printCheck(res, known)
+		if !res.Passed() && !known {
+			failed = &res
+			break
+		}
 	}
-	if passed {
+	if failed == nil {
 		return Event{Trigger: TrigTestsPassed}, nil
 	}
-	last := results[len(results)-1]
-	why := describeFailure(last)
+	why := describeFailure(*failed)
 	b.rec.Status = StatusTestsFailed
-	if last.Missing {
-		return Event{Trigger: TrigRunnerMissing}, b.fail("test runner missing: "+why, last.Output, "permanent")
+	if out := check.Tail(failed.Output, CheckOutputTail); out != "" {
+		b.logError("iteration %d (%s): output of check %q, last lines: %s", b.st.Machine.Iteration, b.st.Machine.TaskID, failed.Check.Name, out)
 	}
-	return Event{Trigger: TrigTestsFailed}, b.fail("tests failed: "+why, last.Output, classify(last.Output, last.TimedOut))
+	if failed.Missing {
+		return Event{Trigger: TrigRunnerMissing}, b.fail("test runner missing: "+why, failed.Output, "permanent")
+	}
+	return Event{Trigger: TrigTestsFailed}, b.fail("tests failed: "+why, failed.Output, classify(failed.Output, failed.TimedOut))
+}
+
+// printCheck shows one check's outcome and, for a failure, the last lines
+// of its output: "exited with code 1" alone does not say what to fix.
+// A failure the check already had at the start was shown then.
+func (b *builder) printCheck(res check.Result, failedAtStart bool) {
+	if res.Passed() {
+		fmt.Fprintf(b.opts.Out, "  ✓ check %s (%s)\n", res.Check.Name, res.Duration.Round(time.Millisecond))
+		return
+	}
+	if failedAtStart {
+		fmt.Fprintf(b.opts.Out, "  ✗ check %s (%s) · it failed before any agent ran too: not held against this attempt\n", res.Check.Name, res.Duration.Round(time.Millisecond))
+		return
+	}
+	fmt.Fprintf(b.opts.Out, "  ✗ check %s (%s)\n", res.Check.Name, res.Duration.Round(time.Millisecond))
+	for _, l := range check.LastLines(res.Output, checkOutputLines) {
+		fmt.Fprintf(b.opts.Out, "    │ %s\n", l)
+	}
+}
+
+// Values of Options.OnFailingBaseline.
+const (
+	BaselineJudgeNew = "judge-new-failures"
+	BaselineStop     = "stop"
+)
+
+// takeBaseline runs the checks once on the tree a fresh run starts from,
+// before any agent works on it, and keeps the outcome in the run's state.
+// Otherwise a test that already fails would fail every story in turn, block
+// them one by one and open the circuit breaker, blaming each agent for it.
+// A resume keeps the baseline of its run: its tree is no longer the start.
+func (b *builder) takeBaseline(ctx context.Context) error {
+	if len(b.opts.Checks) == 0 {
+		return nil
+	}
+	fmt.Fprintln(b.opts.Out, "ralph: running the checks on the starting tree, before any agent works on it")
+	bl := &Baseline{Head: b.headNow(), Checks: []BaselineCheck{}}
+	var failing []string
+	for _, c := range b.opts.Checks {
+		res := check.Run(ctx, b.ws.Root, c)
+		if ctx.Err() != nil {
+			return ErrInterrupted
+		}
+		bl.Checks = append(bl.Checks, BaselineCheck{Name: c.Name, Run: c.Run, Passed: res.Passed(), ExitCode: res.ExitCode})
+		b.printCheck(res, false)
+		if !res.Passed() {
+			failing = append(failing, describeFailure(res))
+			b.logError("starting tree: %s; last lines of its output: %s", describeFailure(res), check.Tail(res.Output, CheckOutputTail))
+		}
+	}
+	b.st.Baseline = bl
+	if len(failing) == 0 {
+		return nil
+	}
+	what := "already failing before any agent ran: " + strings.Join(failing, "; ")
+	if b.opts.OnFailingBaseline == BaselineStop {
+		return &SetupError{Msg: fmt.Sprintf("%s. Fix it first, or set on_failing_baseline = %q under [build] in .ralph/config.toml to judge each attempt by the checks that passed at the start", what, BaselineJudgeNew)}
+	}
+	msg := what + `. It is not held against any attempt: an attempt fails when a check that passed at the start fails (on_failing_baseline = "stop" under [build] in .ralph/config.toml stops the run instead)`
+	fmt.Fprintf(b.opts.Out, "  ! %s\n", msg)
+	b.event("%s", msg)
+	return nil
 }
 
 func (b *builder) validate(ctx context.Context) (Event, error) {

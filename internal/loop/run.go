@@ -87,6 +87,10 @@ type Options struct {
 	Budget Budget
 	// Breaker configures the circuit breaker.
 	Breaker BreakerConfig
+	// OnFailingBaseline decides what a check that already fails on the
+	// tree a run starts from does: BaselineJudgeNew (the default when
+	// empty) or BaselineStop.
+	OnFailingBaseline string
 	// Out receives progress lines and the agent's display text.
 	Out io.Writer
 	// Now is the clock; nil means time.Now.
@@ -196,7 +200,22 @@ type CheckRecord struct {
 	DurationMillis int64  `json:"duration_ms"`
 	TimedOut       bool   `json:"timed_out,omitempty"`
 	Missing        bool   `json:"missing,omitempty"`
+	// Output is the end of a failing check's output (CheckOutputTail
+	// bytes): the evidence of what failed, kept for the attempt that
+	// blocks a story too.
+	Output string `json:"output,omitempty"`
+	// FailedAtStart marks a failure the check already had on the tree the
+	// run started from; it is reported but not held against the attempt.
+	FailedAtStart bool `json:"failed_at_start,omitempty"`
 }
+
+// CheckOutputTail is how much of a failing check's output the iteration
+// record and errors.log keep; checkOutputLines is how many of its last lines
+// the terminal shows.
+const (
+	CheckOutputTail  = 4 << 10
+	checkOutputLines = 10
+)
 
 // Iteration statuses.
 const (
