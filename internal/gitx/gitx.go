@@ -474,3 +474,36 @@ func HasCommitToken(message, token string) bool {
 	}
 	return false
 }
+
+// Untracked returns the untracked, not ignored files under pathspecs,
+// sorted.
+func (r *Repo) Untracked(ctx context.Context, pathspecs ...string) ([]string, error) {
+	out, err := r.git(ctx, append([]string{"ls-files", "--others", "--exclude-standard", "-z", "--"}, pathspecs...)...)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for f := range strings.SplitSeq(string(out), "\x00") {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	slices.Sort(files)
+	return files, nil
+}
+
+// CommitPaths commits the work tree's content of exactly these paths (new
+// files included), whatever else is staged or changed, and returns the new
+// commit's hash. Hooks run.
+func (r *Repo) CommitPaths(ctx context.Context, message string, paths ...string) (string, error) {
+	if len(paths) == 0 {
+		return "", ErrNothingToCommit
+	}
+	if _, err := r.git(ctx, append([]string{"add", "--"}, paths...)...); err != nil {
+		return "", err
+	}
+	if _, err := r.git(ctx, append([]string{"commit", "-q", "-m", message, "--"}, paths...)...); err != nil {
+		return "", err
+	}
+	return r.Head(ctx)
+}

@@ -167,6 +167,11 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	if err != nil {
 		return rep, err
 	}
+	if !resume && !opts.NoCommit {
+		if err := commitSetup(ctx, ws, src.Path(), opts.PlanPath, opts.Out); err != nil {
+			return rep, err
+		}
+	}
 	b := &builder{run: r, src: src, board: board, tpl: tpl, mem: opts.Memory}
 	if b.mem == nil {
 		b.mem = &memory.FileStore{Path: ws.Path("memory.jsonl"), Now: opts.Now}
@@ -1763,28 +1768,6 @@ func (b *builder) vars(n int, taskID string) map[string]string {
 		"CONTEXT_SOFT":      strconv.Itoa(soft),
 		"CONTEXT_HARD":      strconv.Itoa(hard),
 	}
-}
-
-// checkCleanTree refuses a fresh run over uncommitted changes that are not
-// ralph's own (its folder, the task file, the plan): the first task's
-// commit would otherwise sweep them in.
-func checkCleanTree(ctx context.Context, ws *workspace.Workspace, taskFile, planFile string) error {
-	snap, err := ws.Repo.Snapshot(ctx)
-	if err != nil {
-		return err
-	}
-	own := map[string]bool{ws.Rel(taskFile): true, ws.Rel(planFile): true}
-	var foreign []string
-	for _, f := range snap.Dirty {
-		if own[f] || strings.HasPrefix(f, workspace.DirName+"/") || strings.HasPrefix(f, ws.Rel(taskFile)+"/") { // a task folder (.beads) owns its files
-			continue
-		}
-		foreign = append(foreign, f)
-	}
-	if len(foreign) > 0 {
-		return &SetupError{Msg: fmt.Sprintf("the working tree has uncommitted changes (%s): commit or stash them first, or run with --no-commit", strings.Join(clipList(foreign, 5), ", "))}
-	}
-	return nil
 }
 
 func qualityGates(checks []check.Check) string {

@@ -1,0 +1,109 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+// userOwned are the files in .ralph that a person edits: configuration,
+// guardrails and prompt overrides. ralph never commits a person's pending
+// edits to them inside a story's commit.
+func userOwned(rel string) bool {
+	switch rel {
+	case workspace.DirName + "/config.toml", workspace.DirName + "/guardrails.md":
+		return true
+	}
+	return strings.HasPrefix(rel, workspace.DirName+"/prompts/")
+}
+
+// checkCleanTree refuses a fresh run over uncommitted changes that are not
+// ralph's own (its folder, the task file, the plan), and over pending edits
+// to committed files a person owns in .ralph: the first task's commit
+// would otherwise sweep them in. Files ralph created and nobody committed
+// yet are not refused: commitSetup commits them on their own.
+func checkCleanTree(ctx context.Context, ws *workspace.Workspace, taskFile, planFile string) error {
+	snap, err := ws.Repo.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	untracked, err := ws.Repo.Untracked(ctx, workspace.DirName)
+	if err != nil {
+		return err
+	}
+	isNew := map[string]bool{}
+	for _, f := range untracked {
+		isNew[f] = true
+	}
+	own := map[string]bool{ws.Rel(taskFile): true, ws.Rel(planFile): true}
+	var foreign, edited []string
+	for _, f := range snap.Dirty {
+		switch {
+		case userOwned(f) && !isNew[f]:
+			edited = append(edited, f)
+		case own[f] || strings.HasPrefix(f, workspace.DirName+"/") || strings.HasPrefix(f, ws.Rel(taskFile)+"/"): // a task folder (.beads) owns its files
+		default:
+			foreign = append(foreign, f)
+		}
+	}
+	if len(edited) > 0 {
+		return &SetupError{Msg: fmt.Sprintf("%s %s uncommitted changes: commit them first (git commit %s) or undo them (git checkout -- %s); ralph would otherwise commit them inside a story's commit",
+			strings.Join(edited, ", "), plural(len(edited), "has", "have"), strings.Join(edited, " "), strings.Join(edited, " "))}
+	}
+	if len(foreign) > 0 {
+		return &SetupError{Msg: fmt.Sprintf("the working tree has uncommitted changes (%s): commit or stash them first, or run with --no-commit", strings.Join(clipList(foreign, 5), ", "))}
+	}
+	return nil
+}
+
+// commitSetup commits what `ralph init`, `ralph prd` and `ralph plan` (or
+// this run's start) created and nobody committed yet: ralph's files in
+// .ralph, the task file and the plan, as one "ralph: workspace setup"
+// commit before the first story, so that a story's commit holds only its
+// attempt's changes and ralph's bookkeeping.
+func commitSetup(ctx context.Context, ws *workspace.Workspace, taskFile, planFile string, out io.Writer) error {
+	paths := []string{workspace.DirName}
+	for _, p := range []string{taskFile, planFile} {
+		if p != "" {
+			paths = append(paths, ws.Rel(p))
+		}
+	}
+	files, err := ws.Repo.Untracked(ctx, paths...)
+	if err != nil || len(files) == 0 {
+		return err
+	}
+	// .ralph/.gitignore keeps ralph's machine state out: commit it (and
+	// any lines EnsureStateFiles added to an older one) with the rest.
+	ignore := workspace.DirName + "/.gitignore"
+	if snap, err := ws.Repo.Snapshot(ctx); err == nil {
+		for _, f := range snap.Dirty {
+			if f == ignore && !contains(files, f) {
+				files = append(files, f)
+			}
+		}
+	}
+	hash, err := ws.Repo.CommitPaths(ctx, "ralph: workspace setup\n\nFiles ralph created before its first run here: "+strings.Join(clipList(files, 10), ", ")+"\n", files...)
+	if err != nil {
+		said := err.Error()
+		var ee *gitx.ExitError
+		if errors.As(err, &ee) && ee.Stderr != "" {
+			said = ee.Stderr
+		}
+		return &SetupError{Msg: fmt.Sprintf("could not commit the workspace setup (%s): git said: %s\ncommit those files yourself (git add %s && git commit), then run the command again",
+			strings.Join(clipList(files, 5), ", "), said, strings.Join(files, " "))}
+	}
+	fmt.Fprintf(out, "ralph: committed the workspace setup (%s) · commit %s\n", strings.Join(clipList(files, 5), ", "), short(hash))
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
