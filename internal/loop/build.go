@@ -533,6 +533,25 @@ func (b *builder) selectTask() (Event, error) {
 		}
 		sel, _, ok, why = b.board.Select()
 	}
+	if !ok && b.board.Remaining() > 0 {
+		// With nothing else left, no iterations pass for a transient
+		// blocker to wait out: its one retry comes now, within the limit.
+		if id := b.lastTransient(); id != "" {
+			if b.st.Machine.Iteration >= b.st.MaxIterations {
+				return b.limitReached()
+			}
+			if b.board.Remaining() == 1 {
+				fmt.Fprintf(b.opts.Out, "  ↻ only %s is left, blocked by a transient failure: retrying it now\n", id)
+			} else {
+				fmt.Fprintf(b.opts.Out, "  ↻ only blocked tasks are left; %s is blocked by a transient failure: retrying it now\n", id)
+			}
+			b.revive(id, "now, as nothing else is left")
+			if err := b.reloadBoard(); err != nil {
+				return Event{}, err
+			}
+			sel, _, ok, why = b.board.Select()
+		}
+	}
 	if !ok {
 		if b.board.Remaining() == 0 {
 			b.st.Outcome, b.st.Reason = OutcomeComplete, "all stories complete"
@@ -547,16 +566,20 @@ func (b *builder) selectTask() (Event, error) {
 		return Event{Trigger: TrigBudgetExhausted}, b.exit(false)
 	}
 	if b.st.Machine.Iteration >= b.st.MaxIterations {
-		b.st.Outcome = OutcomeMaxIterations
-		b.st.Reason = fmt.Sprintf("reached %d iterations with %d stories left", b.st.MaxIterations, b.board.Remaining())
-		fmt.Fprintf(b.opts.Out, "■ %s\n", b.st.Reason)
-		return Event{Trigger: TrigBudgetExhausted}, b.exit(false)
+		return b.limitReached()
 	}
 	sel = b.pick(sel)
 	b.sel = sel
 	id := sel.TaskID()
 	b.claim(context.Background(), id) // sources that track assignees (bd update --claim)
 	return Event{Trigger: TrigTaskSelected, TaskID: id, RetryCount: b.st.task(id).RetryCount}, nil
+}
+
+func (b *builder) limitReached() (Event, error) {
+	b.st.Outcome = OutcomeMaxIterations
+	b.st.Reason = fmt.Sprintf("reached %d iterations with %d stories left", b.st.MaxIterations, b.board.Remaining())
+	fmt.Fprintf(b.opts.Out, "■ %s\n", b.st.Reason)
+	return Event{Trigger: TrigBudgetExhausted}, b.exit(false)
 }
 
 // reviveTransient gives a transiently blocked task its one automatic
@@ -567,20 +590,44 @@ func (b *builder) reviveTransient() {
 		if bl == nil || bl.Type != string(tasks.BlockerTransient) || t.AutoRetried || b.st.Machine.Iteration-bl.Iteration < 3 {
 			continue
 		}
-		storyID, _, _ := strings.Cut(id, "/")
-		if err := b.src.SetState(storyID, tasks.StatusInProgress, 0, nil, b.opts.now()); err != nil {
-			b.logError("could not revive %s: %v", id, err)
-			continue
+		if b.revive(id, "after 3 iterations") {
+			fmt.Fprintf(b.opts.Out, "  ↻ %s: transient blocker, retrying once automatically\n", id)
 		}
-		t.Blocker = nil
-		t.RetryCount = 0
-		t.AutoRetried = true
-		b.event("task %s: transient blocker retried automatically after 3 iterations", id)
-		fmt.Fprintf(b.opts.Out, "  ↻ %s: transient blocker, retrying once automatically\n", id)
 	}
 	if err := b.reloadBoard(); err != nil {
 		b.logError("reload after revival: %v", err)
 	}
+}
+
+// lastTransient returns the first transiently blocked task (by id) that
+// has not had its automatic retry, "" when there is none.
+func (b *builder) lastTransient() string {
+	var ids []string
+	for id, t := range b.st.Tasks {
+		if bl := t.Blocker; bl != nil && bl.Type == string(tasks.BlockerTransient) && !t.AutoRetried {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
+}
+
+// revive clears a transient blocker for its one automatic retry.
+func (b *builder) revive(id, why string) bool {
+	t := b.st.task(id)
+	storyID, _, _ := strings.Cut(id, "/")
+	if err := b.src.SetState(storyID, tasks.StatusInProgress, 0, nil, b.opts.now()); err != nil {
+		b.logError("could not revive %s: %v", id, err)
+		return false
+	}
+	t.Blocker = nil
+	t.RetryCount = 0
+	t.AutoRetried = true
+	b.event("task %s: transient blocker retried automatically %s", id, why)
+	return true
 }
 
 // findSelection rebuilds the selection of a task id after a resume.
