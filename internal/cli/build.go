@@ -38,7 +38,8 @@ output in the next prompt.
 
 The run ends when every story is checked (exit 0), after N iterations with
 work left (exit 4), or on Ctrl+C (exit 130). N defaults to max_iterations
-in .ralph/config.toml.
+in .ralph/config.toml. A run that was interrupted resumes with its own
+limit; N given then allows up to N more iterations.
 
 A fresh run first runs the checks on the starting tree. A check that
 already fails there is reported and, by default, not held against any
@@ -188,6 +189,9 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 			s.opts.Source = tasks.OpenBeads(s.ws.Root, mol, bs.Client())
 		}
 	}
+	// N on the command line raises the limit of a run it resumes; N from
+	// the config does not.
+	s.opts.IterationsGiven = opts.MaxIterations > 0
 	rep, err := loop.Build(cmd.Context(), s.ws, s.opts)
 	return reportOutcome(opts.Env, s, rep, err)
 }

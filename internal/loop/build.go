@@ -161,7 +161,17 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	resumeID := ""
 	if resume {
 		resumeID = prior.RunID
-		opts.MaxIterations = prior.MaxIterations
+		// A resumed run keeps its limit, unless N was given now: then N
+		// more iterations may run, and a limit is never lowered by it.
+		limit := prior.MaxIterations
+		if opts.IterationsGiven {
+			used := prior.Machine.Iteration
+			if a := prior.Attempt; prior.Machine.State == StateImplement && (a == nil || a.Iteration != used) {
+				used-- // entered IMPLEMENT, but its agent never started
+			}
+			limit = max(limit, used+opts.MaxIterations)
+		}
+		opts.MaxIterations = limit
 	}
 	r, err := begin(ctx, ws, "build", opts, resumeID)
 	if err != nil {
@@ -188,6 +198,10 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			return rep, err
 		}
 		fmt.Fprintf(opts.Out, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.State, b.st.Machine.Iteration, orNone(b.st.Machine.TaskID))
+		if opts.MaxIterations != b.st.MaxIterations {
+			fmt.Fprintf(opts.Out, "ralph: iteration limit raised from %d to %d, as given on the command line\n", b.st.MaxIterations, opts.MaxIterations)
+			b.st.MaxIterations = opts.MaxIterations
+		}
 		r.event("run %s resumed in %s", r.id, b.st.Machine.State)
 		b.resumeInterrupted()
 	} else {

@@ -91,6 +91,10 @@ type Options struct {
 	// tree a run starts from does: BaselineJudgeNew (the default when
 	// empty) or BaselineStop.
 	OnFailingBaseline string
+	// IterationsGiven says that MaxIterations was given on the command
+	// line: at a resume it raises the resumed run's limit, which otherwise
+	// stays what the run started with.
+	IterationsGiven bool
 	// Out receives progress lines and the agent's display text.
 	Out io.Writer
 	// Now is the clock; nil means time.Now.
