@@ -1179,7 +1179,12 @@ func (b *builder) review(ctx context.Context, criteria []role.Criterion) (*role.
 	diff := strings.Join(append(append([]string{}, b.rec.ChangedFiles...), b.snap.Dirty...), "\n")
 	var checkOut strings.Builder
 	for _, c := range b.rec.Checks {
-		fmt.Fprintf(&checkOut, "%s: passed=%v exit=%d\n", c.Name, c.Passed, c.ExitCode)
+		fmt.Fprintf(&checkOut, "%s: passed=%v exit=%d", c.Name, c.Passed, c.ExitCode)
+		if c.FailedAtStart {
+			// Without this a reviewer would blame the attempt for it.
+			checkOut.WriteString(" (it failed the same way before any agent ran: not this attempt's doing)")
+		}
+		checkOut.WriteString("\n")
 	}
 	text, err := tpl.Render(role.ReviewVars(story.ID, story.Title, story.Block, criteria, diff, checkOut.String()))
 	if err != nil {
