@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,60 @@ func runContract(t *testing.T, open func(t *testing.T) Store) {
 		got, _ = s.List(ctx, "", 0)
 		if got = only(got, tag); len(got) != 3 || got[0].ID != tag+"-c" || got[2].ID != tag+"-a" {
 			t.Errorf("list all = %v, want newest first", ids(got))
+		}
+	})
+
+	// Blockers of a task that was done or unblocked since are history:
+	// they stay in the store, marked resolved, and are no known issue.
+	t.Run("ResolvedBlockersLeaveKnownIssues", func(t *testing.T) {
+		s := open(t)
+		blocker := func(id, task string, h int) Node {
+			return Node{ID: tag + "-" + id, Name: task + " blocked " + tag, MemoryType: TypeBlocker, Date: base.Add(time.Duration(h) * time.Hour),
+				Props: map[string]string{"event": EventTaskBlocker, PropTask: task}}
+		}
+		mustAdd(t, s, blocker("story", "US-001", 1))
+		mustAdd(t, s, blocker("sub", "US-001/T-2", 2))
+		mustAdd(t, s, blocker("other", "US-0010", 3)) // not a subtask of US-001
+		mustAdd(t, s, blocker("next", "US-002", 4))
+		mustAdd(t, s, Node{ID: tag + "-bug", Name: "a bug " + tag, MemoryType: TypeBug, Date: base})
+		at := base.Add(10 * time.Hour)
+		if err := s.Resolve(ctx, "US-001", at); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Resolve(ctx, "US-001", at.Add(time.Hour)); err != nil { // again, later: no change
+			t.Fatal(err)
+		}
+		if err := s.Resolve(ctx, "US-404", at); err != nil {
+			t.Errorf("resolving a task without blockers: %v", err)
+		}
+		issues, err := s.KnownIssues(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := ids(only(issues, tag)), []string{tag + "-next", tag + "-other", tag + "-bug"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("known issues = %v, want %v: the blockers of US-001 and its subtask are resolved", got, want)
+		}
+		all, err := s.List(ctx, TypeBlocker, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"story", "sub"} {
+			n := find(all, tag+"-"+id)
+			if n == nil {
+				t.Fatalf("resolved blocker %s left the store: %v", id, ids(all))
+			}
+			if n.Props[PropStatus] != StatusResolved || n.Props[PropResolvedAt] != "2026-11-01T19:00:00Z" || n.Props[PropTask] == "" || n.Props["event"] != EventTaskBlocker {
+				t.Errorf("resolved blocker %s props = %v, want status=resolved, the first resolved_at, and its own props kept", id, n.Props)
+			}
+		}
+		if n := find(all, tag+"-other"); n == nil || n.Props[PropStatus] != "" {
+			t.Errorf("US-0010's blocker = %+v, want it untouched", n)
+		}
+		// The task blocked again later: the new blocker is a known issue.
+		mustAdd(t, s, blocker("again", "US-001", 11))
+		issues, _ = s.KnownIssues(ctx)
+		if got := ids(only(issues, tag)); len(got) == 0 || got[0] != tag+"-again" {
+			t.Errorf("known issues = %v, want the new blocker of US-001 first", got)
 		}
 	})
 

@@ -26,6 +26,9 @@ type fileRecord struct {
 	Node
 	// LinkTo, when set, makes the record a property update of that node.
 	LinkTo string `json:"link_to,omitempty"`
+	// Resolve, when set, marks the blockers of that task written before
+	// this record resolved (Store.Resolve); the time is in Date.
+	Resolve string `json:"resolve,omitempty"`
 }
 
 // Name implements Store.
@@ -59,6 +62,21 @@ func (f *FileStore) Link(ctx context.Context, id, key, value string) error {
 	return store.AppendJSONLine(f.Path, fileRecord{LinkTo: id, Node: Node{Props: map[string]string{key: value}}})
 }
 
+// Resolve implements Store.
+func (f *FileStore) Resolve(ctx context.Context, task string, at time.Time) error {
+	return store.AppendJSONLine(f.Path, fileRecord{Resolve: task, Node: Node{Date: at.UTC()}})
+}
+
+// withResolved returns a copy of props with the resolved mark.
+func withResolved(props map[string]string, at time.Time) map[string]string {
+	out := make(map[string]string, len(props)+2)
+	for k, v := range props {
+		out[k] = v
+	}
+	out[PropStatus], out[PropResolvedAt] = StatusResolved, resolvedAt(at)
+	return out
+}
+
 func (f *FileStore) all() ([]Node, error) {
 	fh, err := os.Open(f.Path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -76,6 +94,14 @@ func (f *FileStore) all() ([]Node, error) {
 		var r fileRecord
 		if json.Unmarshal(sc.Bytes(), &r) != nil {
 			continue // a torn last line after a crash is skipped, not fatal
+		}
+		if r.Resolve != "" {
+			for i := range nodes {
+				if resolves(nodes[i], r.Resolve) {
+					nodes[i].Props = withResolved(nodes[i].Props, r.Date)
+				}
+			}
+			continue
 		}
 		if r.LinkTo != "" {
 			if i, ok := index[r.LinkTo]; ok {
@@ -126,6 +152,9 @@ func (f *FileStore) KnownIssues(ctx context.Context) ([]Node, error) {
 	}
 	var out []Node
 	for _, n := range nodes {
+		if n.Props[PropStatus] == StatusResolved {
+			continue
+		}
 		switch n.MemoryType {
 		case TypeBlocker, TypeBug, TypeTechnicalDebt:
 			out = append(out, n)

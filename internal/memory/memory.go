@@ -1,6 +1,8 @@
 // Package memory is what outlives runs: lessons, blockers and task events,
 // queried at the start of every iteration (seed 000's MEMORY_LOAD) and
-// written at COMMIT and BLOCKER.
+// written at COMMIT and BLOCKER. A task's blockers are marked resolved
+// when it is committed or unblocked, so that they leave the known issues
+// of later prompts while staying in the store.
 //
 // Store has three implementations that pass one contract suite: SQLite
 // (embedded, the default), Neo4j (when configured) and a JSON-lines file.
@@ -26,6 +28,15 @@ const (
 	TypeAgentContext  = "agent_context"
 )
 
+// A resolved blocker keeps its node, with these properties set: the
+// memory of what went wrong stays, but it is no longer a known issue.
+const (
+	PropTask       = "task"
+	PropStatus     = "status"
+	PropResolvedAt = "resolved_at"
+	StatusResolved = "resolved"
+)
+
 // Event types logged by the loop (seed 000).
 const (
 	EventTaskComplete = "BROOKS_TASK_COMPLETE"
@@ -48,8 +59,14 @@ type Store interface {
 	// "Developer Agent" (seed 000 query A).
 	AgentContext(ctx context.Context) ([]Node, error)
 	// KnownIssues returns up to 10 nodes of type blocker, bug or
-	// technical_debt, newest first (seed 000 query B).
+	// technical_debt that are not resolved, newest first (seed 000 query
+	// B, without the resolved ones: a blocker of a task that was done
+	// since is history, not an issue to warn the next agent about).
 	KnownIssues(ctx context.Context) ([]Node, error)
+	// Resolve marks the unresolved blockers of task, and of its subtasks
+	// ("task/..."), resolved at at: status=resolved and resolved_at are
+	// set on them. The nodes stay; a task with no blocker is no error.
+	Resolve(ctx context.Context, task string, at time.Time) error
 	// Add stores a node and returns its id.
 	Add(ctx context.Context, n Node) (string, error)
 	// Link records a property on an existing node, such as the commit
@@ -74,6 +91,17 @@ func Load(ctx context.Context, s Store) (agentCtx, issues []Node, err error) {
 	issues, err = s.KnownIssues(ctx)
 	return agentCtx, issues, err
 }
+
+// resolves reports whether resolving task resolves n: an unresolved
+// blocker of the task or of one of its subtasks.
+func resolves(n Node, task string) bool {
+	t := n.Props[PropTask]
+	return n.MemoryType == TypeBlocker && n.Props[PropStatus] != StatusResolved &&
+		(t == task || strings.HasPrefix(t, task+"/"))
+}
+
+// resolvedAt is how resolved_at is written: RFC 3339 in UTC.
+func resolvedAt(at time.Time) string { return at.UTC().Format(time.RFC3339) }
 
 // Lists bounded by the seed's queries.
 const queryLimit = 10

@@ -11,10 +11,14 @@ import (
 	"github.com/neo4j/neo4j-go-driver/v5/neo4j/config"
 )
 
-// The seed's MEMORY_LOAD queries, sent exactly as written in seed 000.
+// The seed's MEMORY_LOAD queries. The agent context query is sent exactly
+// as written in seed 000; the known issues query adds one condition to the
+// seed's, so that resolved blockers (Store.Resolve) stop being known
+// issues. Nodes other tools write carry no status and are all returned,
+// as the seed's query returns them.
 const (
 	CypherAgentContext = "MATCH (n) WHERE n.name CONTAINS 'Brooks' OR n.name CONTAINS 'Developer Agent' RETURN n LIMIT 10"
-	CypherKnownIssues  = "MATCH (n) WHERE n.memoryType IN ['blocker', 'bug', 'technical_debt'] RETURN n ORDER BY n.date DESC LIMIT 10"
+	CypherKnownIssues  = "MATCH (n) WHERE n.memoryType IN ['blocker', 'bug', 'technical_debt'] AND coalesce(n.status, '') <> 'resolved' RETURN n ORDER BY n.date DESC LIMIT 10"
 )
 
 // The writes and the commands' reads: parameterised, never built from data.
@@ -26,6 +30,8 @@ const (
 	cypherLinkCommit = "MATCH (n:Memory {id: $id}) SET n += $props MERGE (c:Commit {hash: $value}) MERGE (n)-[:COMMITTED_IN]->(c)"
 	cypherSearch     = "MATCH (n:Memory) WHERE toLower(n.name) CONTAINS toLower($text) OR toLower(coalesce(n.text, '')) CONTAINS toLower($text) RETURN n ORDER BY n.date DESC LIMIT $limit"
 	cypherList       = "MATCH (n:Memory) WHERE $type = '' OR n.memoryType = $type RETURN n ORDER BY n.date DESC LIMIT $limit"
+	// Only ralph's own nodes (label Memory) are marked resolved.
+	cypherResolve = "MATCH (n:Memory) WHERE n.memoryType = 'blocker' AND (n.task = $task OR n.task STARTS WITH $prefix) AND coalesce(n.status, '') <> 'resolved' SET n.status = 'resolved', n.resolved_at = $at"
 )
 
 // neo4jNoLimit stands for "all" in the LIMIT parameter.
@@ -196,6 +202,12 @@ func (s *Neo4jStore) Link(ctx context.Context, id, key, value string) error {
 		q = cypherLinkCommit
 	}
 	_, err := s.run(ctx, q, map[string]any{"id": id, "props": map[string]any{key: value}, "value": value}, true)
+	return err
+}
+
+// Resolve implements Store.
+func (s *Neo4jStore) Resolve(ctx context.Context, task string, at time.Time) error {
+	_, err := s.run(ctx, cypherResolve, map[string]any{"task": task, "prefix": task + "/", "at": resolvedAt(at)}, true)
 	return err
 }
 

@@ -41,7 +41,8 @@ func TestNeo4jMemoryLoadSendsTheSeedCypher(t *testing.T) {
 	}
 	want := []sent{
 		{"MATCH (n) WHERE n.name CONTAINS 'Brooks' OR n.name CONTAINS 'Developer Agent' RETURN n LIMIT 10", nil, false},
-		{"MATCH (n) WHERE n.memoryType IN ['blocker', 'bug', 'technical_debt'] RETURN n ORDER BY n.date DESC LIMIT 10", nil, false},
+		// The seed's query B, less the blockers ralph marked resolved.
+		{"MATCH (n) WHERE n.memoryType IN ['blocker', 'bug', 'technical_debt'] AND coalesce(n.status, '') <> 'resolved' RETURN n ORDER BY n.date DESC LIMIT 10", nil, false},
 	}
 	if !reflect.DeepEqual(r.calls, want) {
 		t.Fatalf("sent %#v\nwant %#v", r.calls, want)
@@ -84,6 +85,23 @@ func TestNeo4jLinkCommitMergesTheCommitNode(t *testing.T) {
 		{"MATCH (n:Memory {id: $id}) SET n += $props",
 			map[string]any{"id": "evt-1", "props": map[string]any{"note": "x"}, "value": "x"}, true},
 	}
+	if !reflect.DeepEqual(r.calls, want) {
+		t.Fatalf("sent %#v\nwant %#v", r.calls, want)
+	}
+}
+
+func TestNeo4jResolveMarksOnlyOpenBlockersOfTheTask(t *testing.T) {
+	r := &recorder{}
+	s := &Neo4jStore{Runner: r}
+	at := time.Date(2026, 11, 2, 10, 0, 0, 0, time.FixedZone("x", 3600))
+	if err := s.Resolve(context.Background(), "US-001' OR 1=1", at); err != nil {
+		t.Fatal(err)
+	}
+	want := []sent{{
+		"MATCH (n:Memory) WHERE n.memoryType = 'blocker' AND (n.task = $task OR n.task STARTS WITH $prefix) AND coalesce(n.status, '') <> 'resolved' SET n.status = 'resolved', n.resolved_at = $at",
+		map[string]any{"task": "US-001' OR 1=1", "prefix": "US-001' OR 1=1/", "at": "2026-11-02T09:00:00Z"},
+		true,
+	}}
 	if !reflect.DeepEqual(r.calls, want) {
 		t.Fatalf("sent %#v\nwant %#v", r.calls, want)
 	}

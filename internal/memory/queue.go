@@ -25,7 +25,8 @@ import (
 // entry is removed from the file atomically right after the primary took
 // it. A crash between the two replays that one entry again, which is
 // harmless: ids are fixed before an entry is queued, Add is an upsert on
-// the id and Link sets a property, so each write takes effect once.
+// the id, Link sets a property and Resolve skips what is resolved, so
+// each write takes effect once.
 //
 // Reads that fail return the error; the loop then goes on with file-only
 // context.
@@ -43,11 +44,14 @@ type Queued struct {
 
 // QueueEntry is one write waiting for the primary.
 type QueueEntry struct {
-	Op     string    `json:"op"` // "add" or "link"
-	Node   *Node     `json:"node,omitempty"`
-	ID     string    `json:"id,omitempty"`
-	Key    string    `json:"key,omitempty"`
-	Value  string    `json:"value,omitempty"`
+	Op    string `json:"op"` // "add", "link" or "resolve"
+	Node  *Node  `json:"node,omitempty"`
+	ID    string `json:"id,omitempty"`
+	Key   string `json:"key,omitempty"`
+	Value string `json:"value,omitempty"`
+	// Task and At are a resolve's.
+	Task   string    `json:"task,omitempty"`
+	At     time.Time `json:"at,omitzero"`
 	Queued time.Time `json:"queued"`
 }
 
@@ -92,7 +96,7 @@ func readQueue(path string) ([]QueueEntry, error) {
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
 		var e QueueEntry
-		if json.Unmarshal(sc.Bytes(), &e) != nil || (e.Op != "add" && e.Op != "link") {
+		if json.Unmarshal(sc.Bytes(), &e) != nil || (e.Op != "add" && e.Op != "link" && e.Op != "resolve") {
 			continue // a torn last line after a crash
 		}
 		out = append(out, e)
@@ -113,6 +117,8 @@ func (q *Queued) flush(ctx context.Context) error {
 			_, err = q.Primary.Add(ctx, *e.Node)
 		case "link":
 			err = q.Primary.Link(ctx, e.ID, e.Key, e.Value)
+		case "resolve":
+			err = q.Primary.Resolve(ctx, e.Task, e.At)
 		}
 		if err != nil {
 			return err
@@ -188,6 +194,14 @@ func (q *Queued) Add(ctx context.Context, n Node) (string, error) {
 func (q *Queued) Link(ctx context.Context, id, key, value string) error {
 	return q.write(ctx, QueueEntry{Op: "link", ID: id, Key: key, Value: value}, func() error {
 		return q.Primary.Link(ctx, id, key, value)
+	})
+}
+
+// Resolve implements Store. A queued resolve replays in order, after
+// the blockers queued before it, so that it marks them too.
+func (q *Queued) Resolve(ctx context.Context, task string, at time.Time) error {
+	return q.write(ctx, QueueEntry{Op: "resolve", Task: task, At: at.UTC()}, func() error {
+		return q.Primary.Resolve(ctx, task, at)
 	})
 }
 

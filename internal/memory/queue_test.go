@@ -44,6 +44,16 @@ func (f *flaky) Link(ctx context.Context, id, k, v string) error {
 	return f.Store.Link(ctx, id, k, v)
 }
 
+func (f *flaky) Resolve(ctx context.Context, task string, at time.Time) error {
+	if f.isDown() {
+		return errDown
+	}
+	f.mu.Lock()
+	f.writes = append(f.writes, "resolve "+task)
+	f.mu.Unlock()
+	return f.Store.Resolve(ctx, task, at)
+}
+
 func (f *flaky) AgentContext(ctx context.Context) ([]Node, error) {
 	if f.isDown() {
 		return nil, errDown
@@ -63,6 +73,37 @@ func (f *flaky) List(ctx context.Context, typ string, limit int) ([]Node, error)
 		return nil, errDown
 	}
 	return f.Store.List(ctx, typ, limit)
+}
+
+// A task blocked, then done while the store was away: the resolve waits
+// in the queue behind the blocker and marks it once replayed.
+func TestQueuedResolveReplaysAfterTheBlocker(t *testing.T) {
+	ctx := context.Background()
+	f, q := newFlaky(t)
+	at := time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)
+	f.setDown(true)
+	mustAdd(t, q, Node{ID: "blk-1", Name: "US-001 blocked", MemoryType: TypeBlocker, Date: at.Add(-time.Hour), Props: map[string]string{PropTask: "US-001"}})
+	if err := q.Resolve(ctx, "US-001", at); err != nil {
+		t.Fatalf("resolve while down: %v, want it queued", err)
+	}
+	if pending, _ := q.Pending(); len(pending) != 2 || pending[1].Op != "resolve" || pending[1].Task != "US-001" || !pending[1].At.Equal(at) {
+		t.Fatalf("queue = %+v", pending)
+	}
+	f.setDown(false)
+	_, issues, err := Load(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(issues) != 0 {
+		t.Errorf("known issues after replay = %+v, want none", issues)
+	}
+	if want := []string{"add blk-1", "resolve US-001"}; !equal(f.writes, want) {
+		t.Errorf("writes = %q, want %q", f.writes, want)
+	}
+	blockers, _ := q.List(ctx, TypeBlocker, 0)
+	if len(blockers) != 1 || blockers[0].Props[PropResolvedAt] != "2026-11-03T09:00:00Z" {
+		t.Errorf("blockers = %+v, want blk-1 resolved at the time of the resolve", blockers)
+	}
 }
 
 func newFlaky(t *testing.T) (*flaky, *Queued) {

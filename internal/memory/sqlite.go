@@ -61,14 +61,22 @@ CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst, type);
 // The SQL equivalents of the seed's two MEMORY_LOAD queries. instr() is
 // case-sensitive like Cypher's CONTAINS; rowid keeps insertion order
 // (upserts keep a node's rowid), which is what an unordered MATCH returns
-// on the file store.
+// on the file store. Known issues leave out what is resolved (see
+// Store.KnownIssues).
 const (
 	sqlAgentContext = `SELECT id, name, memory_type, text, date, props FROM nodes
 WHERE instr(name, 'Brooks') > 0 OR instr(name, 'Developer Agent') > 0
 ORDER BY rowid LIMIT 10`
 	sqlKnownIssues = `SELECT id, name, memory_type, text, date, props FROM nodes
 WHERE memory_type IN ('blocker', 'bug', 'technical_debt')
+AND coalesce(json_extract(props, '$.status'), '') <> 'resolved'
 ORDER BY date DESC, rowid LIMIT 10`
+	// sqlResolve marks a task's open blockers, and its subtasks' (task
+	// "US-001/T-1" for "US-001"), resolved.
+	sqlResolve = `UPDATE nodes SET props = json_set(props, '$.status', 'resolved', '$.resolved_at', ?2)
+WHERE memory_type = 'blocker'
+AND (json_extract(props, '$.task') = ?1 OR substr(json_extract(props, '$.task'), 1, length(?1) + 1) = ?1 || '/')
+AND coalesce(json_extract(props, '$.status'), '') <> 'resolved'`
 	sqlSearch = `SELECT id, name, memory_type, text, date, props FROM nodes
 WHERE memory_type <> 'commit' AND (instr(lower(name), lower(?1)) > 0 OR instr(lower(text), lower(?1)) > 0)
 ORDER BY date DESC, rowid LIMIT ?2`
@@ -264,6 +272,18 @@ func (s *SQLiteStore) AgentContext(ctx context.Context) ([]Node, error) {
 // KnownIssues implements Store (seed query B).
 func (s *SQLiteStore) KnownIssues(ctx context.Context) ([]Node, error) {
 	return s.query(ctx, sqlKnownIssues)
+}
+
+// Resolve implements Store.
+func (s *SQLiteStore) Resolve(ctx context.Context, task string, at time.Time) error {
+	db, err := s.conn(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, sqlResolve, task, resolvedAt(at)); err != nil {
+		return fmt.Errorf("sqlite memory: %w", err)
+	}
+	return nil
 }
 
 // Search implements Store.
