@@ -1,4 +1,4 @@
-package main
+package crash
 
 // Session crash tests: `ralph run` (a seed-002 session of planner,
 // questioner, executor and reviewer runs) is killed with SIGKILL right after
@@ -10,7 +10,7 @@ package main
 // would find no invocation left, and the fake agent would exit 3.
 //
 // The repository, ralph's configuration and the scenario are those of
-// testdata/script/session.txtar, read from that file. The harness
+// cmd/ralph/testdata/script/session.txtar, read from that file. The harness
 // (environment, git, the ralph and fakeagent binaries on PATH) is the one
 // crash_test.go uses.
 
@@ -34,6 +34,7 @@ import (
 	"github.com/ralphloop/ralph/internal/fakeagent"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/session"
+	"github.com/ralphloop/ralph/internal/testing/clitest"
 	"github.com/rogpeppe/go-internal/txtar"
 )
 
@@ -61,7 +62,11 @@ type sessionFixture struct {
 
 func loadSessionFixture(t *testing.T) *sessionFixture {
 	t.Helper()
-	ar, err := txtar.ParseFile(filepath.Join("testdata", "script", "session.txtar"))
+	root, err := clitest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar, err := txtar.ParseFile(filepath.Join(root, "cmd", "ralph", "testdata", "script", "session.txtar"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package crash
 
 // The thread kill test: ralph is killed with SIGKILL at random instants
 // (seeded) while it moves a quick-mode thread from its spec through the

@@ -1,4 +1,4 @@
-package main
+package realagents
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/testing/clitest"
 	"github.com/ralphloop/ralph/internal/testing/modelserver"
 )
 
@@ -729,15 +730,12 @@ func (r *realRun) wantDone(t *testing.T, it realIteration) {
 }
 
 // realAgentsBin is the directory scripts/install-agents.sh installs the CLIs
-// into, found from the package directory (cmd/ralph).
+// into.
 func realAgentsBin(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := clitest.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("no go.mod in %s: run the test from cmd/ralph (go test ./cmd/ralph)", root)
 	}
 	return filepath.Join(root, ".tools", "agents", "node_modules", ".bin")
 }

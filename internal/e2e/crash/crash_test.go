@@ -1,4 +1,4 @@
-package main
+package crash
 
 // Crash tests: `ralph build` is killed with SIGKILL at every persisted
 // transition (through the RALPH_TEST_CRASH_AFTER hook) and at random
