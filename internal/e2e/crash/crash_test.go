@@ -30,6 +30,7 @@ import (
 	"github.com/ralphloop/ralph/internal/fakeagent"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/memory"
+	"github.com/ralphloop/ralph/internal/testing/clitest"
 )
 
 // crashStories are the PRD's stories, in order, as id and title; ralph's
@@ -124,19 +125,21 @@ func newCrashHarness(t *testing.T) *crashHarness {
 
 // env is the environment of ralph and git: this process's, without
 // anything that would reach the user's git configuration or a crash hook
-// that was not asked for.
+// that was not asked for, and without the race runtime's second of sleep
+// at the exit of every ralph and fake agent process, which added up to
+// most of these tests' time under -race.
 func (h *crashHarness) env(scenario string, crashAfter int) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "GIT_") || name == "HOME" || name == "XDG_CONFIG_HOME" ||
+		if strings.HasPrefix(name, "GIT_") || name == "HOME" || name == "XDG_CONFIG_HOME" || name == "GORACE" ||
 			name == "RALPH_TEST_CRASH_AFTER" || name == fakeagent.EnvScenario || name == "AGENT_CMD" {
 			continue
 		}
 		env = append(env, kv)
 	}
 	env = append(env, "HOME="+h.home, "GIT_CONFIG_GLOBAL="+h.gitconfig, "GIT_CONFIG_NOSYSTEM=1",
-		fakeagent.EnvScenario+"="+scenario)
+		fakeagent.EnvScenario+"="+scenario, "GORACE="+clitest.NoExitSleep())
 	if crashAfter > 0 {
 		env = append(env, "RALPH_TEST_CRASH_AFTER="+strconv.Itoa(crashAfter))
 	}

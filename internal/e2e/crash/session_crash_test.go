@@ -151,12 +151,9 @@ func (c *crashCase) runSession(t *testing.T, crashAfter int, args ...string) bui
 }
 
 // sessionEnv is the harness's environment for ralph and, through it, the
-// fake agent. Under -race every process the test binary becomes sleeps 1s
-// at exit (the race runtime's atexit_sleep_ms), which a session of a dozen
-// agent runs feels; GORACE turns that off and keeps any other option set.
+// fake agent, with the crash point when one is set.
 func (c *crashCase) sessionEnv(crashAfter int) []string {
-	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-	env := append(c.h.env(c.scenario, crashAfter), "GORACE="+gorace)
+	env := c.h.env(c.scenario, crashAfter)
 	if c.crashAt != "" {
 		env = append(env, "RALPH_TEST_CRASH_AT="+c.crashAt)
 	}

@@ -110,6 +110,9 @@ func TestThreadKilledAtRandomTimes(t *testing.T) {
 	}
 	for _, seed := range seeds {
 		t.Run("seed"+string(rune('0'+seed)), func(t *testing.T) {
+			// Each seed kills its own repository's thread, one command
+			// after another; the seeds need not wait for each other.
+			t.Parallel()
 			rng := rand.New(rand.NewSource(seed))
 			c := h.newCase(t, true)
 			spec := filepath.Join(t.TempDir(), "spec.md")
