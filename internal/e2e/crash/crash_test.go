@@ -656,16 +656,19 @@ func (c *crashCase) assertEnd(t *testing.T, base *crashBaseline, at *crashPoint)
 		t.Errorf("%d interrupted iteration(s) although no agent run was cut short; statuses %v", interrupted, status)
 	}
 
-	// Memory holds one "task complete" event per story.
-	if lines, _ := jsonLines(t, filepath.Join(c.repo, ".ralph", "memory.jsonl")); true {
+	// Memory holds one "task complete" event per story. A COMMIT rerun
+	// after a kill writes its event again under the same id, which the
+	// file store reads as one memory (the latest version), so the events
+	// are counted as ralph's store reads them; every line must parse.
+	jsonLines(t, filepath.Join(c.repo, ".ralph", "memory.jsonl"))
+	mem := &memory.FileStore{Path: filepath.Join(c.repo, ".ralph", "memory.jsonl")}
+	if nodes, err := mem.List(context.Background(), memory.TypeEvent, 0); err != nil {
+		t.Errorf("memory.jsonl: %v", err)
+	} else {
 		complete := map[string]int{}
-		for _, l := range lines {
-			var rec struct {
-				LinkTo string            `json:"link_to"`
-				Props  map[string]string `json:"props"`
-			}
-			if json.Unmarshal([]byte(l), &rec) == nil && rec.LinkTo == "" && rec.Props["event"] == memory.EventTaskComplete {
-				complete[rec.Props["task"]]++
+		for _, n := range nodes {
+			if n.Props["event"] == memory.EventTaskComplete {
+				complete[n.Props["task"]]++
 			}
 		}
 		for _, s := range crashStories {
