@@ -145,7 +145,7 @@ func TestStuckPromptOnTerminal(t *testing.T) {
 		if err := store.WriteJSON(filepath.Join(thread.Dir(tc.dir, "t1"), "config.json"), conf); err != nil {
 			t.Fatal(err)
 		}
-		st := &loop.LoopState{SchemaVersion: loop.StateSchemaVersion, Finished: true,
+		st := &loop.LoopState{SchemaVersion: loop.StateSchemaVersion, RunID: "run-1", Machine: loop.Machine{State: loop.StateExit}, Finished: true,
 			Cooldowns: map[string]time.Time{"fake": testNow.Add(5 * time.Hour)}}
 		if err := loop.SaveState(tc.ws, st); err != nil {
 			t.Fatal(err)
