@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 
+	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
 
@@ -14,7 +19,8 @@ func newUnblockCmd(env *Env) *cobra.Command {
 		Short: "Clear a blocked task so the loop picks it up again",
 		Long: `Clear a task's blocker: its status goes back to not started, its retry count
 to 0, and the blocker fields are removed from the task file and from ralph's
-state. Editing progress.txt by hand as seed 000 describes works too.`,
+state. In BMAD mode, editing the task's status in progress.txt by hand
+works too.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageErrorf("unblock takes one task id, for example: ralph unblock US-002")
@@ -36,6 +42,13 @@ state. Editing progress.txt by hand as seed 000 describes works too.`,
 				return err
 			}
 			board, err := src.Load()
+			if errors.Is(err, fs.ErrNotExist) {
+				what := "no task file"
+				if src.Kind() == tasks.KindMarkdown {
+					what = "no PRD"
+				}
+				return fmt.Errorf("%s at %s, so there is no task %s to unblock: unblock works on the task file `ralph build` uses; if yours is elsewhere, set [build] prd or [tasks] path in .ralph/config.toml", what, ws.Rel(src.Path()), id)
+			}
 			if err != nil {
 				return err
 			}
@@ -68,9 +81,25 @@ state. Editing progress.txt by hand as seed 000 describes works too.`,
 					return err
 				}
 			}
+			// A person decided about the blocker: it leaves the known
+			// issues of the next prompts, and stays in memory, resolved.
+			if err := resolveBlockers(cmd.Context(), ws, cfg, env, args[0]); err != nil {
+				fmt.Fprintf(env.IO.Err, "ralph: %s's blockers stay in the prompts' known issues: %v\n", args[0], err)
+			}
 			ws.LogEvent(env.Now(), fmt.Sprintf("task %s unblocked by hand", id))
 			fmt.Fprintf(env.IO.Out, "%s unblocked: the next `ralph build` can pick it up\n", id)
 			return nil
 		},
 	}
+}
+
+// resolveBlockers marks the memory's blockers of task (a story's cover its
+// subtasks') resolved.
+func resolveBlockers(ctx context.Context, ws *workspace.Workspace, cfg config.Config, env *Env, task string) error {
+	mem, err := openMemory(ws, cfg, env)
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	return mem.Resolve(ctx, task, env.Now())
 }

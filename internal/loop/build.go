@@ -455,8 +455,48 @@ func (b *builder) memoryLoad(ctx context.Context) (Event, error) {
 		return Event{Trigger: TrigMemoryUnavailable}, nil
 	}
 	b.st.MemoryConnected = true
-	b.memText = renderMemory(agentCtx, issues)
+	b.memText = renderMemory(agentCtx, b.resolveDone(ctx, issues))
 	return Event{Trigger: TrigMemoryLoaded}, nil
+}
+
+// resolveDone marks the blockers among issues whose task is done on the
+// board resolved, and returns the other issues. COMMIT and `ralph unblock`
+// resolve a task's blockers as they happen; this catches the ones written
+// before ralph did that, and tasks marked done by hand or by a commit that
+// a crash cut short, so that a done task's blocker is never shown as a
+// known issue.
+func (b *builder) resolveDone(ctx context.Context, issues []memory.Node) []memory.Node {
+	var open []memory.Node
+	for _, n := range issues {
+		task := n.Props[memory.PropTask]
+		if n.MemoryType != memory.TypeBlocker || task == "" || !b.taskDone(task) {
+			open = append(open, n)
+			continue
+		}
+		if err := b.mem.Resolve(context.WithoutCancel(ctx), task, b.opts.now()); err != nil {
+			b.log.Warn("memory blockers not resolved", "task", task, "err", err)
+		}
+	}
+	return open
+}
+
+// taskDone reports whether the board says task (a story, or a story's
+// subtask) is done; a task the board does not know is not.
+func (b *builder) taskDone(task string) bool {
+	storyID, subID := tasks.ParseTaskID(task)
+	story, ok := b.board.Find(storyID)
+	if !ok {
+		return false
+	}
+	if story.Status == tasks.StatusComplete || subID == "" {
+		return story.Status == tasks.StatusComplete
+	}
+	for _, st := range story.Subtasks {
+		if st.ID == subID {
+			return st.Done
+		}
+	}
+	return false
 }
 
 func renderMemory(agentCtx, issues []memory.Node) string {
@@ -1299,6 +1339,13 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		}
 	}
 	CrashPoint("after-commit")
+	if !m.Partial {
+		// The task is done: its old blockers leave the next prompts'
+		// known issues (they stay in memory, marked resolved).
+		if err := b.mem.Resolve(bg, taskID, now); err != nil {
+			b.log.Warn("memory blockers not resolved", "task", taskID, "err", err)
+		}
+	}
 	if a, ok := b.src.(Auditor); ok && !m.Partial {
 		b.audit(bg, a, story.ID, hash)
 	}
