@@ -3,6 +3,7 @@ package thread
 import (
 	"errors"
 	"fmt"
+	"github.com/ralphloop/ralph/internal/words"
 	"os"
 	"path/filepath"
 	"slices"
@@ -146,7 +147,7 @@ func (r *Runner) configure() error {
 	if len(c.Verifiers) > 0 {
 		verifiers = strings.Join(c.Verifiers, "; ")
 	}
-	r.out("configuration: agents %s, at most %d iterations, verifiers: %s", strings.Join(c.Agents, " → "), c.MaxIterations, verifiers)
+	r.out("configuration: agents %s, at most %s, verifiers: %s", strings.Join(c.Agents, " → "), words.Count(c.MaxIterations, "iteration", "iterations"), verifiers)
 	return nil
 }
 
@@ -211,11 +212,6 @@ func (r *Runner) retireLoopState(keepRun bool) error {
 // next event. The iterations of all runs of the thread count against its
 // configured maximum.
 func (r *Runner) runLoop() error {
-	if r.t.Assisted {
-		// A person fixed the work by hand and said so with assist: their
-		// edits are verified first, and the agent runs only if that fails.
-		return r.apply(Event{Verb: VerbClaimDone, Source: SourceHuman}, "claim_done")
-	}
 	conf := r.effectiveConf()
 	if _, err := os.Stat(r.prdPath()); err != nil || conf.PRDSpecVersion != r.t.SpecVersion {
 		if err := r.retireLoopState(false); err != nil {
@@ -224,6 +220,13 @@ func (r *Runner) runLoop() error {
 		if err := r.copySpecToPRD(&conf); err != nil {
 			return err
 		}
+	}
+	if r.t.Assisted {
+		// A person fixed the work by hand and said so with assist: their
+		// edits are verified first (against the thread's PRD copy, made
+		// above if no run had made it yet), and the agent runs only if
+		// that fails.
+		return r.apply(Event{Verb: VerbClaimDone, Source: SourceHuman}, "claim_done")
 	}
 	rel := r.ws.Rel(r.prdPath())
 	prior, err := loop.LoadState(r.ws)
@@ -269,6 +272,8 @@ func (r *Runner) runLoop() error {
 		return err
 	}
 	opts.RequirePlan = false
+	// A blocked story makes the thread stuck, which assist resolves.
+	opts.UnblockHint = "ralph thread assist"
 	opts.Fallbacks = nil
 	for _, name := range conf.Agents[1:] {
 		f, err := r.agentSpec(name)
