@@ -238,6 +238,21 @@ func (r *Runner) runLoop() error {
 	if resuming && conf.RunID == prior.RunID {
 		base = conf.RunBase
 	}
+	if !resuming && prior != nil && prior.Finished && prior.TaskFile == rel && prior.Outcome == loop.OutcomeComplete && r.prdAllDone() {
+		// The loop finished every story, but ralph was stopped before the
+		// thread recorded it. A new run would do nothing and hide the
+		// finished run's final message (and its promise) from
+		// verification: the finished run is taken as this one's.
+		if conf.RunID == prior.RunID {
+			base = conf.RunBase
+		}
+		conf.RunID, conf.RunBase = prior.RunID, base
+		if err := r.saveConf(conf); err != nil {
+			return err
+		}
+		r.out("thread %s: the loop run %s had finished every story before ralph stopped; verifying it", r.t.ID, prior.RunID)
+		return r.apply(Event{Verb: VerbClaimDone, Source: SourceAgent, Iteration: base + prior.Machine.Iteration, RunID: prior.RunID}, "claim_done")
+	}
 	remaining := conf.MaxIterations - base
 	if !resuming {
 		// A new run needs a clean tree: what the last attempt left on the
@@ -285,6 +300,7 @@ func (r *Runner) runLoop() error {
 	opts.MaxLimitWait = maxLimitWait
 	r.out("running the loop for thread %s: spec v%d, iterations %d/%d used", r.t.ID, r.t.SpecVersion, base, conf.MaxIterations)
 	rep, runErr := loop.Build(r.ctx, r.ws, opts)
+	loop.CrashPoint("thread-loop-done")
 	// Another command may have moved the thread meanwhile (abandon).
 	if t, err := Load(r.dir, r.t.ID); err == nil {
 		r.t = t
@@ -409,4 +425,14 @@ func (r *Runner) closestOutput() string {
 		}
 	}
 	return best
+}
+
+// prdAllDone reports whether every story of the thread's PRD copy is done.
+func (r *Runner) prdAllDone() bool {
+	b, err := os.ReadFile(r.prdPath())
+	if err != nil {
+		return false
+	}
+	prd, err := tasks.ParseMarkdown(r.ws.Rel(r.prdPath()), b)
+	return err == nil && prd.Remaining() == 0
 }
