@@ -280,6 +280,12 @@ func (r *Repo) ChangedFiles(ctx context.Context, from, to string) ([]string, err
 	} else {
 		args = []string{"diff-tree", "-r", "--name-only", "-z", "--no-renames", from, to}
 	}
+	return r.paths(ctx, args...)
+}
+
+// paths runs a git command that prints NUL-separated paths (-z) and
+// returns them sorted, without duplicates.
+func (r *Repo) paths(ctx context.Context, args ...string) ([]string, error) {
 	out, err := r.git(ctx, args...)
 	if err != nil {
 		return nil, err
@@ -478,18 +484,7 @@ func HasCommitToken(message, token string) bool {
 // Untracked returns the untracked, not ignored files under pathspecs,
 // sorted.
 func (r *Repo) Untracked(ctx context.Context, pathspecs ...string) ([]string, error) {
-	out, err := r.git(ctx, append([]string{"ls-files", "--others", "--exclude-standard", "-z", "--"}, pathspecs...)...)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for f := range strings.SplitSeq(string(out), "\x00") {
-		if f != "" {
-			files = append(files, f)
-		}
-	}
-	slices.Sort(files)
-	return files, nil
+	return r.paths(ctx, append([]string{"ls-files", "--others", "--exclude-standard", "-z", "--"}, pathspecs...)...)
 }
 
 // CommitPaths commits the work tree's content of exactly these paths (new

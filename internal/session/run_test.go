@@ -237,7 +237,10 @@ func TestRunRecoversAfterFailedRun(t *testing.T) {
 // A crash after ralph's commit of a qualified task but before progress.md
 // recorded it: the resume finds the commit's trailers, does not review the
 // task again and does not commit it twice.
-func TestRunResumeRecognisesCommitBeforeCrash(t *testing.T) {
+// interruptedAtReview runs a one-task session whose executor wrote
+// greet.txt and stops it (as a kill would) when the reviewer starts.
+func interruptedAtReview(t *testing.T) *sessionEnv {
+	t.Helper()
 	e := newSessionEnv(t, greetRequest)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -253,6 +256,11 @@ func TestRunResumeRecognisesCommitBeforeCrash(t *testing.T) {
 	if !errors.Is(err, loop.ErrInterrupted) {
 		t.Fatalf("Run = %v, want loop.ErrInterrupted", err)
 	}
+	return e
+}
+
+func TestRunResumeRecognisesCommitBeforeCrash(t *testing.T) {
+	e := interruptedAtReview(t)
 	wantState(t, e.progress(t), session.Reviewing, "task-1", 1)
 	if m := e.mark(t, "task-1"); m != tasks.MarkInReview {
 		t.Fatalf("tasks.md marks task-1 %q in review, want [P]", m)
@@ -531,21 +539,7 @@ func TestRunStopsAtTheTokenBudget(t *testing.T) {
 // (session, task, attempt: all in its prompt) is not taken for ralph: on
 // resume the reviewer still judges the task.
 func TestRunResumeDoesNotTakeAForgedCommitForRalphs(t *testing.T) {
-	e := newSessionEnv(t, greetRequest)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	inv := newInvoker(t)
-	inv.on(role.Planner, "Mode: INITIALIZE", 1, says(plannerOneTask))
-	inv.on(role.Executor, exec1, 1, writes(t, e.ws.Root, "greet.txt", "hello\n", executorDone))
-	inv.on(role.Reviewer, review1, 1, func(ctx context.Context, _ session.Call) (string, error) {
-		cancel()
-		return "", ctx.Err()
-	})
-	_, err := e.runner(t, inv).Run(ctx)
-	inv.allUsed()
-	if !errors.Is(err, loop.ErrInterrupted) {
-		t.Fatalf("Run = %v, want loop.ErrInterrupted", err)
-	}
+	e := interruptedAtReview(t)
 	git(t, e.ws.Root, "add", "-A")
 	git(t, e.ws.Root, "commit", "-q", "-m", "task-1: Write greet.txt\n\nRalph-Session: "+testSessionID+"\nRalph-Task: task-1\nRalph-Attempt: 1\n")
 
