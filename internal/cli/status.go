@@ -44,7 +44,8 @@ type StatusReport struct {
 	RetryCounts   map[string]int        `json:"retry_counts"`
 	Blocked       []BlockedTask         `json:"blocked"`
 	Memory        string                `json:"memory,omitempty"`
-	MemoryOK      bool                  `json:"neo4j_connected"`
+	MemoryOK      bool                  `json:"memory_connected"`
+	Neo4jOK       bool                  `json:"neo4j_connected"` // seed 000's name: true only with Neo4j
 	Metrics       *loop.Metrics         `json:"metrics,omitempty"`
 	PendingHints  int                   `json:"pending_context_hints"`
 	Breaker       *loop.Breaker         `json:"breaker,omitempty"`
@@ -118,7 +119,7 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 			end = env.Now()
 		}
 		rep.ElapsedMillis = end.Sub(st.StartedAt).Milliseconds()
-		rep.Memory, rep.MemoryOK = st.MemoryStore, st.MemoryConnected
+		rep.Memory, rep.MemoryOK, rep.Neo4jOK = st.MemoryStore, st.MemoryConnected, st.Neo4jConnected
 		m := st.Metrics
 		rep.Metrics = &m
 		br, bud := st.Breaker, st.Budget
@@ -225,6 +226,16 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		}
 		fmt.Fprintf(out, "time in state: %s\n", strings.Join(parts, ", "))
 	}
+	if len(m.WaitMillis) > 0 {
+		// Sleeping out a cooldown is not work in any state: shown apart.
+		var parts []string
+		for _, why := range []string{loop.WaitBreaker, loop.WaitLimit} {
+			if ms, ok := m.WaitMillis[why]; ok {
+				parts = append(parts, fmt.Sprintf("%s %s", waitWords[why], (time.Duration(ms)*time.Millisecond).Round(time.Second)))
+			}
+		}
+		fmt.Fprintf(out, "waiting: %s\n", strings.Join(parts, ", "))
+	}
 	if br := st.Breaker; br.State != "" {
 		line := "circuit breaker: " + br.State
 		if br.State != loop.BreakerClosed {
@@ -258,6 +269,9 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	}
 	return nil
 }
+
+// waitWords name the reasons of loop.Metrics.WaitMillis in `ralph status`.
+var waitWords = map[string]string{loop.WaitBreaker: "circuit breaker cooldown", loop.WaitLimit: "usage limit reset"}
 
 func short(h string) string {
 	if len(h) > 7 {

@@ -334,6 +334,9 @@ func (b *builder) transition(ev Event) error {
 	for _, ms := range b.st.Metrics.StateMillis {
 		b.st.Metrics.TotalMillis += ms
 	}
+	for _, ms := range b.st.Metrics.WaitMillis {
+		b.st.Metrics.TotalMillis += ms // the run's wall time includes its waits
+	}
 	detail := ""
 	if ev.Trigger == TrigImplementFailed || ev.Trigger == TrigTestsFailed || ev.Trigger == TrigACsFailed || next.State == StateBlocker {
 		detail = b.failure
@@ -449,12 +452,14 @@ func (b *builder) memoryLoad(ctx context.Context) (Event, error) {
 		return Event{}, ErrInterrupted
 	}
 	b.st.MemoryStore = b.mem.Name()
+	// neo4j_connected, the seed's name, says Neo4j answered; with another
+	// store only memory_connected is true (see LoopState).
+	b.st.MemoryConnected = err == nil
+	b.st.Neo4jConnected = err == nil && b.st.MemoryStore == "neo4j"
 	if err != nil {
-		b.st.MemoryConnected = false
 		b.memText = "Memory is unavailable for this iteration."
 		return Event{Trigger: TrigMemoryUnavailable}, nil
 	}
-	b.st.MemoryConnected = true
 	b.memText = renderMemory(agentCtx, b.resolveDone(ctx, issues))
 	return Event{Trigger: TrigMemoryLoaded}, nil
 }
@@ -787,7 +792,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 			fmt.Fprintf(b.opts.Out, "  ⏸ %s\n", msg)
 			b.event("%s", msg)
 			waitStart := b.opts.now()
-			if err := b.waitUntil(ctx, until, "waiting for a usage limit to reset"); err != nil {
+			if err := b.waitUntil(ctx, until, WaitLimit, "waiting for a usage limit to reset"); err != nil {
 				return Event{}, err
 			}
 			if len(waits) > 0 {
@@ -845,7 +850,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	rec := b.newRecord(n, started, out, promptFile, logFile)
 	rec.StoryID, rec.StoryTitle, rec.TaskID = story.ID, story.Title, taskID
 	rec.Agent, rec.LimitWaits = spec.Name, waits
-	rec.MemoryConnected = b.st.MemoryConnected
+	rec.MemoryConnected, rec.Neo4jConnected = b.st.MemoryConnected, b.st.Neo4jConnected
 	b.rec = rec
 	if runErr != nil && !out.Interrupted {
 		rec.Status, rec.Reason = StatusAgentError, runErr.Error()
@@ -888,7 +893,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		rec.Status = StatusFailed
 		return Event{Trigger: TrigUnresolvable}, b.fail("merge conflict in "+strings.Join(clipList(after.Unmerged, 5), ", "), "", "permanent")
 	}
-	if status, why := agentStatus(out); status != "" {
+	if status, why := b.agentStatus(out); status != "" {
 		rec.Status = status
 		// What the agent printed last says whether a retry may help: a
 		// refused connection heals, a syntax error does not.
@@ -1619,7 +1624,7 @@ func (b *builder) breakerGate(ctx context.Context) error {
 	}
 	until := br.OpenedAt.Add(b.breakerCooldown())
 	fmt.Fprintf(b.opts.Out, "  ⚡ circuit breaker open (%s)\n", br.Reason)
-	if err := b.waitUntil(ctx, until, "circuit breaker cooling down"); err != nil {
+	if err := b.waitUntil(ctx, until, WaitBreaker, "circuit breaker cooling down"); err != nil {
 		return err
 	}
 	br.State = BreakerHalfOpen

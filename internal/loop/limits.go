@@ -175,8 +175,25 @@ func (b *builder) coolDown(spec agent.Spec, l *agent.Limit, source string, now t
 }
 
 // waitUntil sleeps until t, showing a countdown, and returns early with
-// ErrInterrupted when ctx is cancelled.
-func (b *builder) waitUntil(ctx context.Context, t time.Time, what string) error {
+// ErrInterrupted when ctx is cancelled. The time slept is a wait of the
+// given reason (WaitBreaker, WaitLimit) in the metrics, not time in the
+// current state: the state's clock (EnteredAt) moves on by as much.
+func (b *builder) waitUntil(ctx context.Context, t time.Time, reason, what string) error {
+	start := b.opts.now()
+	defer func() {
+		waited := b.opts.now().Sub(start)
+		if waited <= 0 {
+			return
+		}
+		m := &b.st.Metrics
+		if m.WaitMillis == nil {
+			m.WaitMillis = map[string]int64{}
+		}
+		m.WaitMillis[reason] += waited.Milliseconds()
+		m.TotalMillis += waited.Milliseconds()
+		b.st.EnteredAt = b.st.EnteredAt.Add(waited)
+		b.st.save(b.ws)
+	}()
 	step := 30 * time.Second
 	for {
 		left := time.Until(t)

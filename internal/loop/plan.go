@@ -100,7 +100,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 			foreign = append(foreign, f)
 		}
 
-		status, why := agentStatus(out)
+		status, why := r.agentStatus(out)
 		switch {
 		case status == StatusInterrupted:
 		case len(foreign) > 0:

@@ -178,7 +178,8 @@ type IterationRecord struct {
 	UncommittedFiles []string      `json:"uncommitted_files"`
 	Checks           []CheckRecord `json:"checks,omitempty"`
 	ACReport         string        `json:"ac_report,omitempty"`
-	MemoryConnected  bool          `json:"neo4j_connected"`
+	MemoryConnected  bool          `json:"memory_connected"`
+	Neo4jConnected   bool          `json:"neo4j_connected"` // seed 000's name: true only with Neo4j (see LoopState)
 	// ContextPercent is the share of the context window in use at the end,
 	// where the agent reports it; -1 when unknown.
 	ContextPercent int `json:"context_percent"`
@@ -436,19 +437,33 @@ func (r *run) newRecord(n int, started time.Time, out agent.Outcome, promptFile,
 	}
 }
 
-// agentStatus classifies how the agent process ended.
-func agentStatus(out agent.Outcome) (status, reason string) {
+// agentStatus classifies how the agent process ended. A kill by ralph
+// says the configured limit and how long the agent actually ran, apart:
+// the kill lands after the limit (the process group gets a grace period
+// after SIGTERM), so one rounded duration reads as a wrong limit.
+func (r *run) agentStatus(out agent.Outcome) (status, reason string) {
 	switch {
 	case out.Interrupted:
 		return StatusInterrupted, "interrupted by the user"
 	case out.TimedOut:
-		return StatusTimeout, fmt.Sprintf("agent killed after the iteration timeout (%s)", out.Duration.Round(time.Second))
+		return StatusTimeout, fmt.Sprintf("agent killed after %s: iteration timeout %s reached", ranFor(out.Duration), r.opts.AgentTimeout)
 	case out.Idle:
-		return StatusTimeout, "agent killed after producing no output for too long"
+		// No "timeout" in the words: they decide a blocker's type, and
+		// a silent agent is not the network failure that word means there.
+		return StatusTimeout, fmt.Sprintf("agent killed after %s: no output for %s, the idle limit", ranFor(out.Duration), r.opts.IdleTimeout)
 	case out.ExitCode != 0:
 		return StatusAgentError, fmt.Sprintf("agent exited with code %d", out.ExitCode)
 	}
 	return "", ""
+}
+
+// ranFor is how long a killed agent ran: tenths of a second under a
+// minute, where they tell the limit from the kill, whole seconds beyond.
+func ranFor(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return d.Round(time.Second).String()
 }
 
 func (r *run) saveIteration(rec *IterationRecord) {

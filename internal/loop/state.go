@@ -46,10 +46,16 @@ type LoopState struct {
 	// into the next prompt for that task.
 	Feedback map[string]string `json:"feedback,omitempty"`
 	// MemoryConnected says whether the last MEMORY_LOAD reached the
-	// configured memory store (seed 000's neo4j_connected).
-	MemoryConnected bool    `json:"neo4j_connected"`
-	MemoryStore     string  `json:"memory_store,omitempty"`
-	Metrics         Metrics `json:"metrics"`
+	// configured memory store, whichever it is (MemoryStore names it).
+	MemoryConnected bool `json:"memory_connected"`
+	// Neo4jConnected is seed 000's neo4j_connected, kept for tools that
+	// read it, and true to its name: true only when the store is Neo4j
+	// and answered. With SQLite or the file store it is false: read
+	// memory_connected. An older ralph wrote neo4j_connected for any
+	// store; LoadState reads such a file as memory_connected.
+	Neo4jConnected bool    `json:"neo4j_connected"`
+	MemoryStore    string  `json:"memory_store,omitempty"`
+	Metrics        Metrics `json:"metrics"`
 	// Cooldowns holds, per agent, when it may be used again after a usage
 	// limit; they outlive runs.
 	Cooldowns map[string]time.Time `json:"cooldowns,omitempty"`
@@ -72,10 +78,10 @@ type LoopState struct {
 	CommitToken string `json:"commit_token,omitempty"`
 	// Branch is the branch the run started on ("" when HEAD was
 	// detached): ralph never commits a run's work on another one.
-	Branch    string           `json:"branch,omitempty"`
-	Finished  bool             `json:"finished"`
-	Outcome   Outcome          `json:"outcome,omitempty"`
-	Reason    string           `json:"reason,omitempty"`
+	Branch   string  `json:"branch,omitempty"`
+	Finished bool    `json:"finished"`
+	Outcome  Outcome `json:"outcome,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
 }
 
 // Attempt is one agent run at a task.
@@ -158,17 +164,29 @@ func (bl *Baseline) failedAtStart(name, run string) bool {
 
 // Metrics are the loop's counters (seed 002's metrics to track).
 type Metrics struct {
-	StateMillis   map[State]int64 `json:"time_in_state_ms"`
-	TaskSuccesses int             `json:"task_successes"`
-	TaskFailures  int             `json:"task_failures"`
-	Reworks       int             `json:"rework_count"`
-	Blocked       int             `json:"blocked"`
-	Iterations    int             `json:"iterations"`
-	TotalMillis   int64           `json:"total_duration_ms"`
-	AgentMillis   int64           `json:"agent_ms"`
-	Tokens        agent.Usage     `json:"tokens"`
-	CostUSD       float64         `json:"cost_usd_estimate"`
+	// StateMillis is the time in each state, waits not included.
+	StateMillis map[State]int64 `json:"time_in_state_ms"`
+	// WaitMillis is the time the loop slept instead of working, by
+	// reason: WaitBreaker (the circuit breaker's cooldown) and WaitLimit
+	// (every agent cooling down after a usage limit).
+	WaitMillis    map[string]int64 `json:"waiting_ms,omitempty"`
+	TaskSuccesses int              `json:"task_successes"`
+	TaskFailures  int              `json:"task_failures"`
+	Reworks       int              `json:"rework_count"`
+	Blocked       int              `json:"blocked"`
+	Iterations    int              `json:"iterations"`
+	// TotalMillis is the run's time: in states and waiting.
+	TotalMillis int64       `json:"total_duration_ms"`
+	AgentMillis int64       `json:"agent_ms"`
+	Tokens      agent.Usage `json:"tokens"`
+	CostUSD     float64     `json:"cost_usd_estimate"`
 }
+
+// The reasons of Metrics.WaitMillis.
+const (
+	WaitBreaker = "breaker"
+	WaitLimit   = "limit"
+)
 
 // StatePath is where the loop state lives.
 func StatePath(ws *workspace.Workspace) string { return ws.Path("state.json") }
@@ -194,6 +212,10 @@ func LoadState(ws *workspace.Workspace) (*LoopState, error) {
 	}
 	if st.Metrics.StateMillis == nil {
 		st.Metrics.StateMillis = map[State]int64{}
+	}
+	if st.Neo4jConnected && !st.MemoryConnected {
+		// Written by a ralph that had only neo4j_connected, for any store.
+		st.MemoryConnected, st.Neo4jConnected = true, st.MemoryStore == "neo4j"
 	}
 	if err := st.validate(); err != nil {
 		rel := ws.Rel(StatePath(ws))

@@ -1,0 +1,103 @@
+package loop
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/proc"
+)
+
+// The circuit breaker's cooldown is a wait, not time spent implementing:
+// status used to show "IMPLEMENT 5m0s" for a loop that slept five minutes.
+func TestBreakerCooldownCountsAsWaitingNotAsState(t *testing.T) {
+	ws := newBenchWorkspace(t)
+	if err := os.MkdirAll(ws.Dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const cooldown = 400 * time.Millisecond
+	now := time.Now()
+	b := &builder{run: &run{ws: ws, id: "r1", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		opts: Options{Out: io.Discard, Breaker: BreakerConfig{Cooldown: cooldown}}}}
+	b.st = &LoopState{
+		SchemaVersion: StateSchemaVersion, RunID: "r1",
+		Machine:   Machine{State: StateImplement, Iteration: 2, TaskID: "US-001"},
+		EnteredAt: now.Add(-50 * time.Millisecond), // 50ms of IMPLEMENT before the gate
+		Tasks:     map[string]*TaskRecord{}, Feedback: map[string]string{},
+		Metrics: Metrics{StateMillis: map[State]int64{StateMemoryLoad: 10}},
+		Breaker: Breaker{State: BreakerOpen, Reason: "2 iterations without progress", OpenedAt: now},
+	}
+	if err := b.breakerGate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.transition(Event{Trigger: TrigCodeWritten}); err != nil {
+		t.Fatal(err)
+	}
+	m := b.st.Metrics
+	if got := m.StateMillis[StateImplement]; got < 50 || got >= 300 {
+		t.Errorf("IMPLEMENT = %dms, want about the 50ms before the gate: the %s cooldown is not implementing", got, cooldown)
+	}
+	if got := m.WaitMillis[WaitBreaker]; got < cooldown.Milliseconds() || got > 5000 {
+		t.Errorf("waiting for the breaker = %dms, want the %s cooldown", got, cooldown)
+	}
+	if want := m.StateMillis[StateImplement] + m.StateMillis[StateMemoryLoad] + m.WaitMillis[WaitBreaker]; m.TotalMillis != want {
+		t.Errorf("total = %dms, want %dms: states plus waits, the run's wall time", m.TotalMillis, want)
+	}
+	// The wait is saved: status reads it from state.json.
+	st, err := LoadState(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Metrics.WaitMillis[WaitBreaker] != m.WaitMillis[WaitBreaker] {
+		t.Errorf("saved waits = %v, want %v", st.Metrics.WaitMillis, m.WaitMillis)
+	}
+}
+
+// A killed agent's reason names the configured limit and the time it ran
+// apart: a 5s idle limit hit at 6.5s used to read "timeout (7s)".
+func TestAgentStatusSaysTheLimitAndTheTimeApart(t *testing.T) {
+	r := &run{opts: Options{AgentTimeout: 7 * time.Second, IdleTimeout: 5 * time.Second}}
+	for _, c := range []struct {
+		out  proc.Outcome
+		want string
+	}{
+		{proc.Outcome{Idle: true, Duration: 6500 * time.Millisecond, ExitCode: -1}, "agent killed after 6.5s: no output for 5s, the idle limit"},
+		{proc.Outcome{TimedOut: true, Duration: 7040 * time.Millisecond, ExitCode: -1}, "agent killed after 7.0s: iteration timeout 7s reached"},
+		{proc.Outcome{TimedOut: true, Duration: 30*time.Minute + 5400*time.Millisecond, ExitCode: -1}, "agent killed after 30m5s: iteration timeout 7s reached"},
+	} {
+		status, why := r.agentStatus(agent.Outcome{Outcome: c.out})
+		if status != StatusTimeout || why != c.want {
+			t.Errorf("%+v: %s %q, want %s %q", c.out, status, why, StatusTimeout, c.want)
+		}
+	}
+	// The idle kill stays a blocker a person looks at, as before: its
+	// words must not read as a network timeout.
+	_, why := r.agentStatus(agent.Outcome{Outcome: proc.Outcome{Idle: true, Duration: 6500 * time.Millisecond}})
+	if got := classify(why, false); got != "permanent" {
+		t.Errorf("classify(%q) = %s, want permanent", why, got)
+	}
+}
+
+// neo4j_connected is true only when the store is Neo4j; an old state file,
+// which wrote it for any store, loads as memory_connected.
+func TestOldStateNeo4jConnectedLoadsAsMemoryConnected(t *testing.T) {
+	ws := newBenchWorkspace(t)
+	if err := os.MkdirAll(ws.Dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := `{"schema_version": 1, "run_id": "r1", "machine": {"state": "STORY_SELECT"}, "neo4j_connected": true, "memory_store": "sqlite", "metrics": {}}`
+	if err := os.WriteFile(StatePath(ws), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := LoadState(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.MemoryConnected || st.Neo4jConnected {
+		t.Errorf("memory_connected=%v neo4j_connected=%v, want true and false: the store is SQLite", st.MemoryConnected, st.Neo4jConnected)
+	}
+}
