@@ -1500,7 +1500,11 @@ func (b *builder) logBlocker(ctx context.Context) error {
 	b.appendProgress(fmt.Sprintf("%s BLOCKED (%s, requires_human=%v): %s", id, bl.Type, bl.RequiresHuman, bl.Reason))
 	fmt.Fprintf(b.opts.Out, "⛔ %s blocked (%s): %s\n", id, bl.Type, bl.Reason)
 	if bl.Type == "permanent" {
-		fmt.Fprintf(b.opts.Out, "   a person must decide: fix it, then `ralph unblock %s`\n", id)
+		hint := b.opts.UnblockHint
+		if hint == "" {
+			hint = "ralph unblock " + id
+		}
+		fmt.Fprintf(b.opts.Out, "   a person must decide: fix it, then `%s`\n", hint)
 	}
 	return b.st.save(b.ws)
 }

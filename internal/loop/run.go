@@ -56,6 +56,10 @@ type Options struct {
 	Checks       []check.Check
 	// Source is the task file; nil means the markdown PRD at PRDPath.
 	Source tasks.Source
+	// UnblockHint is the command a person runs after fixing a blocked
+	// task by hand; "" means `ralph unblock ID`. A thread's loop sets its
+	// own, since unblock does not apply there.
+	UnblockHint string
 	// MaxRetries is the number of failed attempts that blocks a task.
 	MaxRetries int
 	// Reviewer, when set, judges each story's acceptance criteria.
