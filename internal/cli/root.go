@@ -90,7 +90,7 @@ func Run(ctx context.Context, env *Env, args []string) int {
 	root.SetIn(env.IO.In)
 	root.SetOut(env.IO.Out)
 	root.SetErr(env.IO.Err)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
@@ -99,7 +99,12 @@ func Run(ctx context.Context, env *Env, args []string) int {
 	if !(errors.As(err, &ee) && ee.Silent) {
 		fmt.Fprintf(env.IO.Err, "ralph: %s\n", err)
 		if code == ExitUsage {
-			fmt.Fprintln(env.IO.Err, "Run 'ralph --help' for usage.")
+			// Point at the help of the command that was run: its flags
+			// and arguments are what the person got wrong.
+			if cmd == nil || cmd.Name() == "help" {
+				cmd = root
+			}
+			fmt.Fprintf(env.IO.Err, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		}
 	}
 	return code
@@ -131,10 +136,13 @@ Start with 'ralph demo' to watch a whole run with no AI CLI installed.`,
 		},
 	}
 	root.SetHelpTemplate(root.HelpTemplate() + "\n" + exitStatusHelp + "\n")
+	// --version prints one line; `ralph version` prints the details.
+	root.Version = readVersion().line()
+	root.SetVersionTemplate("ralph {{.Version}}\n")
+	root.SetHelpCommand(newHelpCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &UsageError{Err: err}
 	})
-	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(
 		newInitCmd(env, nil),
 		newPRDCmd(env, nil),
@@ -153,9 +161,31 @@ Start with 'ralph demo' to watch a whole run with no AI CLI installed.`,
 		newQuestionsCmd(env),
 		newAnswerCmd(env),
 		newMetricsCmd(env),
+		newVersionCmd(env),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(root.FlagErrorFunc())
 	}
 	return root
+}
+
+// newHelpCmd replaces cobra's help command, which prints the root's help
+// and exits 0 for a topic it does not know; a typo should fail like any
+// other unknown command.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "Help shows the help of any command: ralph help thread start.",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || cmd == nil || len(rest) > 0 {
+				return usageErrorf("no help for %q: there is no such command", strings.Join(args, " "))
+			}
+			cmd.InitDefaultHelpFlag()
+			cmd.InitDefaultVersionFlag()
+			return cmd.Help()
+		},
+	}
 }
