@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -35,8 +36,14 @@ type Diagnosis struct {
 	// Path is where Program was found on PATH, "" when it was not.
 	Path      string `json:"path"`
 	Installed bool   `json:"installed"`
+	// Probed is true when doctor ran the program's --version and --help.
+	// It runs only the programs of the built-in agents, whose --version
+	// and --help are known to be harmless; any other program could be a
+	// script that starts a whole agent run on any arguments, so doctor
+	// only checks that it exists and is executable.
+	Probed bool `json:"probed"`
 	// Version is the first line of `<program> --version`, "unknown" when
-	// that failed, and "" when the program is not installed.
+	// that failed, and "" when the program is not installed or not probed.
 	Version string `json:"version"`
 	// HelpArgv is the help command whose text the flags were checked
 	// against; nil when no flag needed checking.
@@ -82,10 +89,14 @@ func (p Prober) Diagnose(ctx context.Context, s Spec) Diagnosis {
 	}
 	path, err := look(d.Program)
 	if err != nil {
-		d.Problems = append(d.Problems, notInstalled(s, d.Program))
+		d.Problems = append(d.Problems, notInstalled(s, d.Program, err))
 		return d
 	}
 	d.Path, d.Installed = path, true
+	if !KnownProgram(d.Program) {
+		return d
+	}
+	d.Probed = true
 
 	d.Version = "unknown"
 	if out, err := p.probe(ctx, []string{d.Program, "--version"}); err == nil {
@@ -299,7 +310,27 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func notInstalled(s Spec, program string) string {
+// KnownProgram reports whether program is the program of a built-in agent
+// (codex, claude, ...), whose --version and --help print text and exit.
+func KnownProgram(program string) bool {
+	base := filepath.Base(program)
+	for _, b := range builtins {
+		if len(b.Headless) > 0 && filepath.Base(b.Headless[0]) == base {
+			return true
+		}
+	}
+	return false
+}
+
+func notInstalled(s Spec, program string, err error) string {
+	// A path names one file: say whether it is missing or only lacks
+	// its execute permission, which LookPath reports as ErrPermission.
+	if strings.ContainsRune(program, filepath.Separator) {
+		if errors.Is(err, fs.ErrPermission) {
+			return fmt.Sprintf("%s: %s is not executable: make it so with chmod +x %s, or fix the command in %s", s.Name, program, program, configPlace(s.Name))
+		}
+		return fmt.Sprintf("%s: %s does not exist: fix the command in %s", s.Name, program, configPlace(s.Name))
+	}
 	switch hint := s.InstallHint; {
 	case strings.HasPrefix(hint, "see "):
 		return fmt.Sprintf("%s: not installed: %s", s.Name, hint)

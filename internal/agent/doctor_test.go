@@ -87,6 +87,7 @@ func TestDiagnoseInstalledAndCurrent(t *testing.T) {
 		Program:      "codex",
 		Path:         "/opt/bin/codex",
 		Installed:    true,
+		Probed:       true,
 		Version:      "codex-cli 0.169.0",
 		HelpArgv:     []string{"codex", "exec", "--help"},
 		FlagsChecked: []string{"--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check"},
@@ -135,13 +136,13 @@ func TestDiagnoseMissingFlag(t *testing.T) {
 
 func TestDiagnoseVersionFailure(t *testing.T) {
 	f := &fakeProbes{answers: map[string]fakeAnswer{
-		"opencode --version":    {out: "error: unknown option\n", err: errors.New("exit status 1")},
-		"opencode run --help":   {out: "opencode run [message..]\n  --format  json\n  --auto\n"},
-		"my-agent --version":    {out: "\n\n"},
-		"my-agent --help":       {out: "boom\n", err: errors.New("exit status 2")},
-		"quiet-agent --version": {out: "quiet 1\n"},
+		"opencode --version":  {out: "error: unknown option\n", err: errors.New("exit status 1")},
+		"opencode run --help": {out: "opencode run [message..]\n  --format  json\n  --auto\n"},
+		"claude --version":    {out: "\n\n"},
+		"claude --help":       {out: "boom\n", err: errors.New("exit status 2")},
+		"gemini --version":    {out: "gemini 1\n"},
 	}}
-	p := Prober{Run: f.run, LookPath: installed("/x/opencode", "/x/my-agent", "/x/quiet-agent")}
+	p := Prober{Run: f.run, LookPath: installed("/x/opencode", "/x/claude", "/x/gemini")}
 
 	d := p.Diagnose(context.Background(), spec(t, "opencode"))
 	if d.Version != "unknown" || len(d.Problems) != 0 || !d.Installed {
@@ -149,7 +150,7 @@ func TestDiagnoseVersionFailure(t *testing.T) {
 	}
 
 	// Empty version output is unknown too; a failing help is a problem.
-	mine := Spec{Name: "mine", Headless: []string{"my-agent", "--go", "--file={prompt}", "-"}}
+	mine := Spec{Name: "mine", Headless: []string{"claude", "--go", "--file={prompt}", "-"}}
 	d = p.Diagnose(context.Background(), mine)
 	if d.Version != "unknown" {
 		t.Errorf("mine: Version = %q, want unknown", d.Version)
@@ -157,20 +158,55 @@ func TestDiagnoseVersionFailure(t *testing.T) {
 	if want := []string{"--go"}; !reflect.DeepEqual(d.FlagsChecked, want) {
 		t.Errorf("mine: FlagsChecked = %q, want %q", d.FlagsChecked, want)
 	}
-	want := []string{"mine: could not check its flags: `my-agent --help` failed: exit status 2: boom"}
+	want := []string{"mine: could not check its flags: `claude --help` failed: exit status 2: boom"}
 	if !reflect.DeepEqual(d.Problems, want) {
 		t.Errorf("mine: Problems = %q, want %q", d.Problems, want)
 	}
 
 	// Without flags to check, the help is not run at all.
-	quiet := Spec{Name: "quiet", Headless: []string{"quiet-agent", "{prompt}"}}
+	quiet := Spec{Name: "quiet", Headless: []string{"gemini", "{prompt}"}}
 	f.calls = nil
 	d = p.Diagnose(context.Background(), quiet)
-	if len(d.Problems) != 0 || d.Version != "quiet 1" || d.HelpArgv != nil {
+	if len(d.Problems) != 0 || d.Version != "gemini 1" || d.HelpArgv != nil {
 		t.Errorf("quiet: %+v", d)
 	}
-	if want := []string{"quiet-agent --version"}; !reflect.DeepEqual(f.calls, want) {
+	if want := []string{"gemini --version"}; !reflect.DeepEqual(f.calls, want) {
 		t.Errorf("quiet: probes = %q, want %q", f.calls, want)
+	}
+}
+
+// TestDiagnoseNeverRunsCustomPrograms: a program that is not a built-in
+// agent's may be a wrapper that starts a real, paid agent run on any
+// arguments, --version included. Doctor finds it and runs nothing.
+func TestDiagnoseNeverRunsCustomPrograms(t *testing.T) {
+	f := &fakeProbes{}
+	p := Prober{Run: f.run, LookPath: installed("/x/my-agent")}
+	mine := Spec{Name: "mine", Headless: []string{"my-agent", "--go", "{prompt}"}}
+	d := p.Diagnose(context.Background(), mine)
+	if !d.Installed || d.Probed || d.Version != "" || len(d.FlagsChecked) != 0 || len(d.Problems) != 0 {
+		t.Errorf("mine: %+v; want installed, not probed, no problem", d)
+	}
+	if len(f.calls) != 0 {
+		t.Errorf("ran a custom program: %q", f.calls)
+	}
+
+	// A path names one file: missing and not executable are told apart.
+	dir := t.TempDir()
+	script := filepath.Join(dir, "agent.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d = Prober{Run: f.run}.Diagnose(context.Background(), Spec{Name: "custom", Headless: []string{script}})
+	if want := []string{"custom: " + script + " is not executable: make it so with chmod +x " + script + ", or fix the command in AGENT_CMD (or [agents.custom] in .ralph/config.toml)"}; !reflect.DeepEqual(d.Problems, want) {
+		t.Errorf("not executable: Problems = %q, want %q", d.Problems, want)
+	}
+	gone := filepath.Join(dir, "gone.sh")
+	d = Prober{Run: f.run}.Diagnose(context.Background(), Spec{Name: "custom", Headless: []string{gone}})
+	if want := []string{"custom: " + gone + " does not exist: fix the command in AGENT_CMD (or [agents.custom] in .ralph/config.toml)"}; !reflect.DeepEqual(d.Problems, want) {
+		t.Errorf("missing: Problems = %q, want %q", d.Problems, want)
+	}
+	if len(f.calls) != 0 {
+		t.Errorf("ran a custom program: %q", f.calls)
 	}
 }
 

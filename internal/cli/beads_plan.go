@@ -14,6 +14,7 @@ import (
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -150,7 +151,7 @@ func planBeadsProto(ctx context.Context, ws *workspace.Workspace, prdPath, name 
 	if err := ws.Repo.AddAll(bg); err != nil {
 		return err
 	}
-	if _, err := ws.Repo.Commit(bg, fmt.Sprintf("ralph: proto %s (%s) from %s\n", name, plural(len(f.Steps), "step"), ws.Rel(prdPath))); err != nil && !errors.Is(err, gitx.ErrNothingToCommit) {
+	if _, err := ws.Repo.Commit(bg, fmt.Sprintf("ralph: proto %s (%s) from %s\n", name, words.Count(len(f.Steps), "step", "steps"), ws.Rel(prdPath))); err != nil && !errors.Is(err, gitx.ErrNothingToCommit) {
 		return err
 	}
 	rec, err := loadBeadsRecord(ws)
@@ -162,7 +163,7 @@ func planBeadsProto(ctx context.Context, ws *workspace.Workspace, prdPath, name 
 	if err := saveBeadsRecord(ws, rec, now); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "✓ proto %s: %d step(s) from %s written to %s\n", name, len(f.Steps), ws.Rel(prdPath), ws.Rel(path))
+	fmt.Fprintf(out, "✓ proto %s: %s from %s written to %s\n", name, words.Count(len(f.Steps), "step", "steps"), ws.Rel(prdPath), ws.Rel(path))
 	for _, s := range f.Steps {
 		needs := ""
 		if len(s.Needs) > 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/spf13/cobra"
 )
 
@@ -54,8 +55,11 @@ func newDoctorCmd(env *Env) *cobra.Command {
 For each agent doctor reports whether its program is on PATH, its version
 (the first line of '<program> --version'), and whether the program's help
 (for example 'codex exec --help') still lists every flag ralph passes to it.
-Each probe is killed after 10s. Every problem gets one line; the exit status
-is 0 without problems and 1 with any.`,
+Each probe is killed after 10s. Only the programs of the built-in agents are
+run, for their --version and --help; any other command (AGENT_CMD or
+[agents.NAME]) is never run, since it may start a real agent run: doctor
+only checks that it exists and is executable. Every problem gets one line;
+the exit status is 0 without problems and 1 with any.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDoctor(cmd, opts)
@@ -123,7 +127,9 @@ func runDoctor(cmd *cobra.Command, opts *DoctorOptions) error {
 		printDoctor(out, rep)
 	}
 	if rep.Problems > 0 {
-		return fmt.Errorf("ralph doctor found %s", plural(rep.Problems, "problem"))
+		// The report above names each problem; this line is for a
+		// script's log, after ralph's own "ralph: " prefix.
+		return fmt.Errorf("doctor found %s", words.Count(rep.Problems, "problem", "problems"))
 	}
 	return nil
 }
@@ -224,7 +230,11 @@ func printDoctor(w io.Writer, rep DoctorReport) {
 		case a.Program == "" && len(a.Problems) > 0:
 			// Not resolved, or no command: the problem says it all.
 		case !a.Installed:
-			fmt.Fprintf(w, "  ✗ installed: %s is not on PATH\n", a.Program)
+			// The problem line names the program and how to install it:
+			// one ✗ line per missing agent.
+		case !a.Probed:
+			fmt.Fprintf(w, "  ✓ installed: %s\n", a.Path)
+			fmt.Fprintln(w, "  ✓ custom command: found and executable; not run")
 		default:
 			fmt.Fprintf(w, "  ✓ installed: %s\n", a.Path)
 			mark := "✓"
@@ -251,12 +261,5 @@ func printDoctor(w io.Writer, rep DoctorReport) {
 	if len(rep.Agents) > 0 {
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintln(w, plural(rep.Problems, "problem"))
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
+	fmt.Fprintln(w, words.Count(rep.Problems, "problem", "problems"))
 }
