@@ -46,7 +46,7 @@ already fails there is reported and, by default, not held against any
 attempt ([build] on_failing_baseline).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := parseIterations(args, 0)
+			n, err := iterationsArg(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -57,6 +57,7 @@ attempt ([build] on_failing_baseline).`,
 			return runBuild(cmd, opts)
 		},
 	}
+	cmd.Flags().Int("max-iterations", 0, "the same as N (the name 'ralph thread start' uses)")
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run: codex, claude, droid, opencode, gemini, amp, cursor-agent, copilot or one from config")
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
 	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "task file: a PRD (.md), prd.json or progress.txt, or beads / beads:MOLECULE-ID for the beads database (default: config, then detected)")
@@ -76,7 +77,7 @@ recorded as an error in errors.log and the run summary, and stops the run.
 N defaults to max_iterations under [plan] in .ralph/config.toml (1).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := parseIterations(args, 0)
+			n, err := iterationsArg(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -87,6 +88,7 @@ N defaults to max_iterations under [plan] in .ralph/config.toml (1).`,
 			return runPlan(cmd, opts)
 		},
 	}
+	cmd.Flags().Int("max-iterations", 0, "the same as N (the name 'ralph thread start' uses)")
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run (see ralph build --help)")
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
 	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "beads: write the PRD's stories as a proto (a bd formula) that ralph build pours; other task files use the planning agent")

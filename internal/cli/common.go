@@ -10,6 +10,7 @@ import (
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/spf13/cobra"
 )
 
 // openWorkspace finds the repository around the working directory and
@@ -72,6 +73,24 @@ func checksFromConfig(cfg config.Config) []check.Check {
 		out[i] = check.Check{Name: name, Kind: c.Kind, Run: c.Run, Timeout: c.Timeout.Duration}
 	}
 	return out
+}
+
+// iterationsArg reads the iteration limit of build and plan: the [N]
+// argument or --max-iterations N, the name thread start uses for it;
+// 0 when neither is given.
+func iterationsArg(cmd *cobra.Command, args []string) (int, error) {
+	n, err := parseIterations(args, 0)
+	if err != nil || !cmd.Flags().Changed("max-iterations") {
+		return n, err
+	}
+	m, _ := cmd.Flags().GetInt("max-iterations")
+	switch {
+	case m < 1:
+		return 0, usageErrorf("--max-iterations must be a whole number of at least 1, got %d", m)
+	case len(args) > 0 && n != m:
+		return 0, usageErrorf("N (%d) and --max-iterations (%d) are the same limit: give one", n, m)
+	}
+	return m, nil
 }
 
 // parseIterations reads the optional [N] argument.

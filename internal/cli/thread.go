@@ -294,23 +294,61 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if name == "retry" && tc.r.Thread().Mode != thread.ModeQuick && configFlagsSet(cmd) {
+				return usageErrorf("a methodical thread waits in Configuring after its preflight: give --agent, --max-iterations and --verify to `ralph thread start`")
+			}
 			return tc.runVerb(name, strings.TrimSpace(strings.Join(rest, " ")))
 		},
 	}
+	// Each verb lists only the flags it acts on: a flag that a verb
+	// accepted and ignored would look like it had done something.
 	f := cmd.Flags()
 	switch name {
-	case "start", "reconfigure", "assist", "resume", "retry":
+	case "start", "reconfigure", "assist", "retry":
 		f.StringSliceVar(&opts.Agents, "agent", nil, "agents in rotation order (repeat or comma-separate); all exhausted makes the thread stuck")
-		f.IntVar(&opts.MaxIterations, "max-iterations", 0, "iterations the loop may use (default: [build] max_iterations)")
+		f.IntVar(&opts.MaxIterations, "max-iterations", 0, "iterations the loop may use, as N in 'ralph build N' (default: [build] max_iterations)")
 		f.StringArrayVar(&opts.Verifiers, "verify", nil, "a verifier command that must pass before the thread counts as implemented (repeatable)")
 	case "assess", "polish":
 		f.StringVar(&opts.Agent, "agent", "", "agent to run (default: the configured one)")
+	case "revise":
+		// Only revise can reset the workspace, the one question a flag
+		// may answer; no flag passes a human checkpoint.
+		f.BoolVarP(&opts.Yes, "yes", "y", false, "confirm resetting the workspace to the baseline without asking (from Stuck or PendingReview)")
 	}
-	// --yes confirms the workspace reset of revise; it is accepted on the
-	// other verbs too so that a script passing it learns it changes nothing.
-	f.BoolVarP(&opts.Yes, "yes", "y", false, "confirm resetting the workspace to the baseline without asking (revise only; it never approves or commits)")
 	f.BoolVar(&opts.JSON, "json", false, "print the thread as JSON afterwards")
+	switch name {
+	case "resume":
+		// resume goes on with the configuration the paused run had, so
+		// that its iterations and agents' cooldowns carry on; a new one
+		// starts a new run, which is what reconfigure is for.
+		cmd.Long = threadCommandHelp[name] + `.
+
+resume keeps the thread's configuration (agents, iterations, verifiers). To
+change it, use 'ralph thread reconfigure --agent ... --max-iterations N
+--verify ...' on the paused thread, then 'ralph thread start'.`
+		cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+			for _, flag := range []string{"--agent", "--max-iterations", "--verify"} {
+				if strings.Contains(err.Error(), flag) {
+					return usageErrorf("%v: resume keeps the thread's configuration; change it with `ralph thread reconfigure %s ...`, then `ralph thread start`", err, flag)
+				}
+			}
+			return &UsageError{Err: err}
+		})
+	case "retry":
+		cmd.Long = threadCommandHelp[name] + `.
+
+In quick mode a passing preflight goes on to the loop at once, with the
+configuration --agent, --max-iterations and --verify give. In methodical
+mode the thread then waits in Configuring: give them to 'ralph thread start'.`
+	}
 	return cmd
+}
+
+// configFlagsSet reports whether the command line gave a configuration
+// flag (--agent, --max-iterations, --verify).
+func configFlagsSet(cmd *cobra.Command) bool {
+	f := cmd.Flags()
+	return f.Changed("agent") || f.Changed("max-iterations") || f.Changed("verify")
 }
 
 func threadExists(cmd *cobra.Command, env *Env, id string) bool {

@@ -95,7 +95,7 @@ func TestThreadCommandsWithoutThread(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("%v", r)
 	}
-	r = run(t, dir, nil, false, "thread", "approve", "--yes")
+	r = run(t, dir, nil, false, "thread", "approve")
 	if r.code != ExitFailure || !strings.Contains(r.err, "thread a1 is Drafting, which does not accept `approve`; allowed in Drafting:") {
 		t.Fatalf("%v", r)
 	}
