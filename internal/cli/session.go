@@ -485,7 +485,12 @@ func sessionMetrics(dir string, now time.Time) (session.Metrics, error) {
 	if err != nil {
 		return session.Metrics{}, err
 	}
-	m := session.ComputeMetrics(evs, now)
+	// The questions say how long the session waited for a person.
+	qs, err := session.LoadQuestions(dir)
+	if err != nil {
+		return session.Metrics{}, err
+	}
+	m := session.ComputeMetrics(evs, qs, now)
 	if m.SessionID == "" {
 		m.SessionID = filepath.Base(dir)
 	}

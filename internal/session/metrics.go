@@ -15,30 +15,40 @@ import (
 	"github.com/ralphloop/ralph/internal/role"
 )
 
-// Metrics are a session's counters, derived from its transition log alone.
-// They are never stored: ComputeMetrics recomputes them from the log, so
-// they cannot drift from what actually happened.
+// Metrics are a session's counters, derived from its transition log and
+// its question queue. They are never stored: ComputeMetrics recomputes
+// them, so they cannot drift from what actually happened.
 type Metrics struct {
 	SessionID string `json:"session_id"`
 	// State is the To of the last event; "" when there is none.
 	State string `json:"state"`
-	// TimeInStateMillis maps a state name to the time spent in it. Only
-	// states that were entered appear.
+	// TimeInStateMillis maps a state name to the time spent in it, not
+	// counting WaitingMillis. Only states that were entered appear.
 	TimeInStateMillis map[string]int64 `json:"time_in_state_ms"`
+	// WaitingMillis is the time the session waited for a person to
+	// answer its questions: from a question's asking until the session
+	// resumed after its answer. It is no state's time: the session was
+	// stopped, not planning.
+	WaitingMillis int64 `json:"waiting_ms"`
 	// TaskAttempts counts executor runs that ended: executor_completed
 	// events plus invalid_response events from Executing.
 	TaskAttempts int `json:"task_attempts"`
-	// TaskSuccesses counts reviewer_completed events whose verdict is
-	// Qualified.
+	// TaskSuccesses counts the tasks whose last attempt the reviewer
+	// Qualified, however many attempts they took.
 	TaskSuccesses int `json:"task_successes"`
-	// TaskFailures counts reviewer_completed events whose verdict is
-	// Failed, executor_completed events whose status is blocked, and
-	// invalid_response events from Executing or Reviewing.
+	// TaskFailures counts the tasks whose last attempt failed (a Failed
+	// verdict, a blocked executor, an invalid executor or reviewer result)
+	// in a session that has ended: they were given up. While the session
+	// runs, such a task is in rework, not failed.
 	TaskFailures int `json:"task_failures"`
 	// SuccessRate and FailureRate are shares of TaskSuccesses+TaskFailures;
 	// both are 0 when there is no outcome yet, and otherwise sum to 1.
 	SuccessRate float64 `json:"success_rate"`
 	FailureRate float64 `json:"failure_rate"`
+	// FailedAttempts counts the attempts that did not pass, whatever
+	// became of their task: Failed verdicts, blocked executors and
+	// invalid executor or reviewer results.
+	FailedAttempts int `json:"failed_attempts"`
 	// Reworks counts reviewer_completed events whose verdict is Failed.
 	Reworks int `json:"reworks"`
 	// ReworkFrequency is Reworks per distinct task id selected
@@ -64,12 +74,13 @@ type Metrics struct {
 }
 
 // ComputeMetrics derives a session's metrics from its transition events,
-// oldest first. The events are assumed to belong to one session (the
-// caller filters by SessionID); the first event's id names it. now closes
-// the time spent in the current state of a session that has not ended.
-// Time differences that run backwards, as after a clock change, count as
-// zero rather than as negative time.
-func ComputeMetrics(events []loop.TransitionEvent, now time.Time) Metrics {
+// oldest first, and its questions for a person (LoadQuestions). The events
+// are assumed to belong to one session (the caller filters by SessionID);
+// the first event's id names it. now closes the time spent in the current
+// state of a session that has not ended. Time differences that run
+// backwards, as after a clock change, count as zero rather than as
+// negative time.
+func ComputeMetrics(events []loop.TransitionEvent, questions []Question, now time.Time) Metrics {
 	m := Metrics{TimeInStateMillis: map[string]int64{}}
 	if len(events) == 0 {
 		return m
@@ -88,16 +99,24 @@ func ComputeMetrics(events []loop.TransitionEvent, now time.Time) Metrics {
 	}
 	m.DurationMillis = millisBetween(first.Timestamp, end)
 
+	waits := personWaits(events, questions, end)
 	selected := map[string]bool{}
+	// passed holds each task's last outcome: true when it was Qualified.
+	passed := map[string]bool{}
+	failed := func(task string) {
+		m.FailedAttempts++
+		passed[task] = false
+	}
 	for i, e := range events {
 		tr := e.Transition
-		if tr.To != "" {
-			switch {
-			case i+1 < len(events):
-				m.TimeInStateMillis[tr.To] += millisBetween(e.Timestamp, events[i+1].Timestamp)
-			case !ended:
-				m.TimeInStateMillis[tr.To] += millisBetween(e.Timestamp, now)
+		if tr.To != "" && (i+1 < len(events) || !ended) {
+			until := end
+			if i+1 < len(events) {
+				until = events[i+1].Timestamp
 			}
+			waited := overlapMillis(waits, e.Timestamp, until)
+			m.TimeInStateMillis[tr.To] += millisBetween(e.Timestamp, until) - waited
+			m.WaitingMillis += waited
 		}
 
 		word := leadingWord(tr.Detail)
@@ -110,14 +129,14 @@ func ComputeMetrics(events []loop.TransitionEvent, now time.Time) Metrics {
 		case ExecutorCompleted:
 			m.TaskAttempts++
 			if is(role.StatusBlocked) {
-				m.TaskFailures++
+				failed(tr.TaskID)
 			}
 		case ReviewerCompleted:
 			switch {
 			case is(role.VerdictQualified):
-				m.TaskSuccesses++
+				passed[tr.TaskID] = true
 			case is(role.VerdictFailed):
-				m.TaskFailures++
+				failed(tr.TaskID)
 				m.Reworks++
 			}
 		case PlannerCompleted:
@@ -133,10 +152,20 @@ func ComputeMetrics(events []loop.TransitionEvent, now time.Time) Metrics {
 				m.PlannerRuns++
 			case Executing:
 				m.TaskAttempts++
-				m.TaskFailures++
+				failed(tr.TaskID)
 			case Reviewing:
-				m.TaskFailures++
+				failed(tr.TaskID)
 			}
+		}
+	}
+	// A task that passed on rework is a success; one whose last attempt
+	// failed is a failure only once the session gave up on it by ending.
+	for _, ok := range passed {
+		switch {
+		case ok:
+			m.TaskSuccesses++
+		case ended:
+			m.TaskFailures++
 		}
 	}
 	for k, v := range m.TimeInStateMillis {
@@ -152,6 +181,59 @@ func ComputeMetrics(events []loop.TransitionEvent, now time.Time) Metrics {
 		m.ReworkFrequency = float64(m.Reworks) / float64(len(selected))
 	}
 	return m
+}
+
+// span is a stretch of time, from start to end.
+type span struct{ start, end time.Time }
+
+// personWaits returns the stretches the session waited for a person,
+// merged and in order. A question's wait runs from its asking until the
+// first event at or after its answer, which is the session resuming; an
+// open question, or an answer not yet resumed from, waits until end.
+func personWaits(events []loop.TransitionEvent, questions []Question, end time.Time) []span {
+	var waits []span
+	for _, q := range questions {
+		until := end
+		if q.AnsweredAt != nil {
+			for _, e := range events {
+				if !e.Timestamp.Before(*q.AnsweredAt) {
+					until = e.Timestamp
+					break
+				}
+			}
+		}
+		if until.After(q.AskedAt) {
+			waits = append(waits, span{q.AskedAt, until})
+		}
+	}
+	slices.SortFunc(waits, func(a, b span) int { return a.start.Compare(b.start) })
+	var merged []span
+	for _, w := range waits {
+		if n := len(merged); n > 0 && !w.start.After(merged[n-1].end) {
+			if w.end.After(merged[n-1].end) {
+				merged[n-1].end = w.end
+			}
+			continue
+		}
+		merged = append(merged, w)
+	}
+	return merged
+}
+
+// overlapMillis is how much of [a, b) the waits cover, in milliseconds.
+func overlapMillis(waits []span, a, b time.Time) int64 {
+	var ms int64
+	for _, w := range waits {
+		start, end := w.start, w.end
+		if start.Before(a) {
+			start = a
+		}
+		if end.After(b) {
+			end = b
+		}
+		ms += millisBetween(start, end)
+	}
+	return ms
 }
 
 // millisBetween is b-a in milliseconds, never negative.
@@ -209,9 +291,10 @@ func ReadTransitions(path string) ([]loop.TransitionEvent, error) {
 
 // Text is a human summary of the metrics, a few lines ending in a newline:
 // the state and duration, task outcomes with their rates as percentages,
-// reworks and their frequency, Q&A cycles, planner runs and goal checks,
-// then the time in each state that had any, in the order of States (any
-// state name outside States follows, sorted).
+// reworks and their frequency, failed attempts, Q&A cycles, planner runs
+// and goal checks, the time spent waiting for a person if any, then the
+// time in each state that had any, in the order of States (any state name
+// outside States follows, sorted).
 func (m Metrics) Text() string {
 	var b strings.Builder
 	name := "Session"
@@ -234,8 +317,11 @@ func (m Metrics) Text() string {
 		fmt.Fprintf(&b, " (%s success, %s failure)", percentText(m.SuccessRate), percentText(m.FailureRate))
 	}
 	fmt.Fprintf(&b, " over %d executor %s\n", m.TaskAttempts, pluralWord(m.TaskAttempts, "run", "runs"))
-	fmt.Fprintf(&b, "Reworks: %d (%.2f per selected task)\n", m.Reworks, m.ReworkFrequency)
+	fmt.Fprintf(&b, "Reworks: %d (%.2f per selected task); failed attempts: %d\n", m.Reworks, m.ReworkFrequency, m.FailedAttempts)
 	fmt.Fprintf(&b, "Q&A cycles: %d; planner runs: %d; goal checks: %d\n", m.QACycles, m.PlannerRuns, m.GoalChecks)
+	if m.WaitingMillis > 0 {
+		fmt.Fprintf(&b, "Waiting for a person's answers: %s\n", humanDuration(time.Duration(m.WaitingMillis)*time.Millisecond))
+	}
 
 	var names []string
 	for _, s := range States {

@@ -67,7 +67,7 @@ func metricsSequence() []loop.TransitionEvent {
 func TestMetricsCountersEndedSession(t *testing.T) {
 	events := metricsSequence()
 	now := metricsT0.Add(time.Hour) // must not matter: the session ended
-	m := ComputeMetrics(events, now)
+	m := ComputeMetrics(events, nil, now)
 
 	end := metricsT0.Add(200 * time.Second)
 	want := Metrics{
@@ -80,10 +80,11 @@ func TestMetricsCountersEndedSession(t *testing.T) {
 			"Complete":  (9 + 8) * 1000,
 		},
 		TaskAttempts:    7, // 6 executor_completed + 1 invalid from Executing
-		TaskSuccesses:   3,
-		TaskFailures:    4, // reviewer Failed, executor blocked, 2 invalid
-		SuccessRate:     3.0 / 7,
-		FailureRate:     4.0 / 7,
+		TaskSuccesses:   3, // T1 and T2 passed after failed attempts: successes
+		TaskFailures:    0,
+		SuccessRate:     1,
+		FailureRate:     0,
+		FailedAttempts:  4, // reviewer Failed, executor blocked, 2 invalid
 		Reworks:         1,
 		ReworkFrequency: 1.0 / 3,
 		QACycles:        1,
@@ -110,7 +111,7 @@ func TestMetricsCountersEndedSession(t *testing.T) {
 func TestMetricsRunningSession(t *testing.T) {
 	events := metricsSequence()[:9] // last: executor_completed T1 at 82s
 	now := metricsT0.Add(100 * time.Second)
-	m := ComputeMetrics(events, now)
+	m := ComputeMetrics(events, nil, now)
 	if m.EndedAt != nil {
 		t.Fatalf("EndedAt = %v for a running session", m.EndedAt)
 	}
@@ -128,7 +129,11 @@ func TestMetricsRunningSession(t *testing.T) {
 		t.Errorf("ReworkFrequency = %v, want 1 (one rework, one task)", m.ReworkFrequency)
 	}
 	text := m.Text()
-	for _, s := range []string{"Session s-1: Reviewing, running for 1m40s", "0 succeeded, 1 failed (0% success, 100% failure) over 2 executor runs", "Reworks: 1 (1.00 per selected task)", "Q&A cycles: 1; planner runs: 3; goal checks: 0"} {
+	// T1 failed its review and is being reworked: not a failed task.
+	if m.TaskFailures != 0 || m.FailedAttempts != 1 {
+		t.Errorf("TaskFailures, FailedAttempts = %d, %d; want 0, 1", m.TaskFailures, m.FailedAttempts)
+	}
+	for _, s := range []string{"Session s-1: Reviewing, running for 1m40s", "Tasks: 0 succeeded, 0 failed over 2 executor runs", "Reworks: 1 (1.00 per selected task); failed attempts: 1", "Q&A cycles: 1; planner runs: 3; goal checks: 0"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("Text() lacks %q:\n%s", s, text)
 		}
@@ -140,7 +145,7 @@ func TestMetricsEndedByFailure(t *testing.T) {
 		metricsEvent(0, Initializing, Planning, SessionResolved, "", ""),
 		metricsEvent(5, Planning, Failed, PlannerCompleted, "", "blocked: no credentials"),
 	}
-	m := ComputeMetrics(events, metricsT0.Add(time.Hour))
+	m := ComputeMetrics(events, nil, metricsT0.Add(time.Hour))
 	if m.EndedAt == nil || !m.EndedAt.Equal(metricsT0.Add(5*time.Second)) {
 		t.Fatalf("EndedAt = %v, want t0+5s", m.EndedAt)
 	}
@@ -160,7 +165,7 @@ func TestMetricsEndedByFailure(t *testing.T) {
 
 func TestMetricsEmpty(t *testing.T) {
 	now := metricsT0
-	m := ComputeMetrics(nil, now)
+	m := ComputeMetrics(nil, nil, now)
 	want := Metrics{TimeInStateMillis: map[string]int64{}}
 	if !reflect.DeepEqual(m, want) {
 		t.Fatalf("ComputeMetrics(nil) = %+v, want %+v", m, want)
@@ -182,19 +187,19 @@ func TestMetricsClockGoingBackwards(t *testing.T) {
 		metricsEvent(10, Initializing, Planning, SessionResolved, "", ""),
 		metricsEvent(5, Planning, Executing, PlannerCompleted, "", "completed"),
 	}
-	m := ComputeMetrics(events, metricsT0)
+	m := ComputeMetrics(events, nil, metricsT0)
 	if m.DurationMillis != 0 || len(m.TimeInStateMillis) != 0 {
 		t.Errorf("negative time counted: duration %d, states %v", m.DurationMillis, m.TimeInStateMillis)
 	}
 }
 
 func TestMetricsText(t *testing.T) {
-	m := ComputeMetrics(metricsSequence(), metricsT0)
+	m := ComputeMetrics(metricsSequence(), nil, metricsT0)
 	text := m.Text()
 	want := []string{
 		"Session s-1: Complete, ended after 3m20s",
-		"Tasks: 3 succeeded, 4 failed (43% success, 57% failure) over 7 executor runs",
-		"Reworks: 1 (0.33 per selected task)",
+		"Tasks: 3 succeeded, 0 failed (100% success, 0% failure) over 7 executor runs",
+		"Reworks: 1 (0.33 per selected task); failed attempts: 4",
 		"Q&A cycles: 1; planner runs: 5; goal checks: 2",
 		"Time in state:",
 	}
@@ -220,6 +225,82 @@ func TestMetricsText(t *testing.T) {
 	}
 	if !strings.Contains(text, "  Planning   1m0s\n") {
 		t.Errorf("Planning time not shown as 1m0s:\n%s", text)
+	}
+}
+
+// A task that passed on rework is a success, not "1 failed (33%)"; a task
+// is a failure when the session ended without it passing.
+func TestMetricsTaskOutcomesAreFinalOutcomes(t *testing.T) {
+	events := []loop.TransitionEvent{
+		metricsEvent(0, Initializing, Planning, SessionResolved, "", ""),
+		metricsEvent(1, Planning, Executing, PlannerCompleted, "", "completed"),
+		metricsEvent(2, Executing, Executing, TaskSelected, "T1", ""),
+		metricsEvent(3, Executing, Reviewing, ExecutorCompleted, "T1", "completed"),
+		metricsEvent(4, Reviewing, Executing, ReviewerCompleted, "T1", "Failed: says hi"),
+		metricsEvent(5, Executing, Executing, TaskSelected, "T1", ""),
+		metricsEvent(6, Executing, Reviewing, ExecutorCompleted, "T1", "completed"),
+		metricsEvent(7, Reviewing, Executing, ReviewerCompleted, "T1", "Qualified"),
+		metricsEvent(8, Executing, Executing, TaskSelected, "T2", ""),
+		metricsEvent(9, Executing, Reviewing, ExecutorCompleted, "T2", "completed"),
+		metricsEvent(10, Reviewing, Executing, ReviewerCompleted, "T2", "Qualified"),
+		metricsEvent(11, Executing, Complete, NoTasksRemaining, "", ""),
+		metricsEvent(12, Complete, Complete, HolisticCheckPassed, "", "passed"),
+	}
+	m := ComputeMetrics(events, nil, metricsT0.Add(time.Hour))
+	if m.TaskSuccesses != 2 || m.TaskFailures != 0 || m.SuccessRate != 1 || m.Reworks != 1 || m.FailedAttempts != 1 {
+		t.Errorf("successes %d, failures %d, rate %v, reworks %d, failed attempts %d; want 2, 0, 1, 1, 1",
+			m.TaskSuccesses, m.TaskFailures, m.SuccessRate, m.Reworks, m.FailedAttempts)
+	}
+	if !strings.Contains(m.Text(), "Tasks: 2 succeeded, 0 failed (100% success, 0% failure) over 3 executor runs") {
+		t.Errorf("Text():\n%s", m.Text())
+	}
+
+	// T2 fails its last allowed attempt: the session ends Failed, and T2
+	// is the one failed task.
+	events = append(events[:10],
+		metricsEvent(10, Reviewing, Executing, ReviewerCompleted, "T2", "Failed: no"),
+		metricsEvent(11, Executing, Executing, TaskSelected, "T2", ""),
+		metricsEvent(12, Executing, Reviewing, ExecutorCompleted, "T2", "completed"),
+		metricsEvent(13, Reviewing, Failed, ReviewerCompleted, "T2", "Failed: still no"),
+	)
+	m = ComputeMetrics(events, nil, metricsT0.Add(time.Hour))
+	if m.TaskSuccesses != 1 || m.TaskFailures != 1 || m.SuccessRate != 0.5 || m.Reworks != 3 {
+		t.Errorf("successes %d, failures %d, rate %v, reworks %d; want 1, 1, 0.5, 3", m.TaskSuccesses, m.TaskFailures, m.SuccessRate, m.Reworks)
+	}
+}
+
+// The hours a session waited for a person's answer are waiting, not
+// Planning: the session was stopped.
+func TestMetricsWaitingForAnAnswerIsNotPlanning(t *testing.T) {
+	at := func(sec int) time.Time { return metricsT0.Add(time.Duration(sec) * time.Second) }
+	answered := at(3600)
+	events := []loop.TransitionEvent{
+		metricsEvent(0, Initializing, Planning, SessionResolved, "", ""),
+		metricsEvent(10, Planning, Planning, PlannerCompleted, "", "needs_qa_cycle: which port?"),
+		// The questioner queued a question for a person at 12s and the
+		// session stopped; it was answered at 1h and resumed at 2h.
+		metricsEvent(7200, Initializing, Planning, SessionResolved, "", ""),
+		metricsEvent(7205, Planning, Executing, PlannerCompleted, "", "completed"),
+	}
+	questions := []Question{{ID: "q-1", Text: "which port?", AskedAt: at(12), Answer: "8080", AnsweredAt: &answered}}
+	m := ComputeMetrics(events, questions, at(7210))
+	if got, want := m.TimeInStateMillis["Planning"], int64((10+2+5)*1000); got != want {
+		t.Errorf("Planning = %dms, want %dms: the wait for the answer is not planning", got, want)
+	}
+	if got, want := m.WaitingMillis, int64((7200-12)*1000); got != want {
+		t.Errorf("waiting = %dms, want %dms: from the question until the session resumed", got, want)
+	}
+	if !strings.Contains(m.Text(), "Waiting for a person's answers: 2h0m") {
+		t.Errorf("Text():\n%s", m.Text())
+	}
+
+	// An open question waits until now; a second one asked meanwhile is
+	// the same wait, not counted twice.
+	events = events[:2]
+	questions = []Question{{ID: "q-1", AskedAt: at(12)}, {ID: "q-2", AskedAt: at(13)}}
+	m = ComputeMetrics(events, questions, at(112))
+	if m.WaitingMillis != 100_000 || m.TimeInStateMillis["Planning"] != 12_000 {
+		t.Errorf("waiting %dms, Planning %dms; want 100000 and 12000", m.WaitingMillis, m.TimeInStateMillis["Planning"])
 	}
 }
 
