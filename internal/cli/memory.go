@@ -37,8 +37,9 @@ func newMemoryCmd(env *Env) *cobra.Command {
 		Use:   "memory",
 		Short: "Search, list and add to the memory store (lessons, blockers, bugs, task events)",
 		Long: `The memory store is what ralph queries at the start of every iteration:
-agent context (names containing "Brooks" or "Developer Agent") and known
-issues (blocker, bug, technical_debt, newest first). It is SQLite in
+agent context (memories whose name contains "Developer Agent", or "Brooks"
+as some agent tools name theirs) and known issues (blockers, bugs and
+technical debt, newest first), both shown in the prompt. It is SQLite in
 .ralph/memory.db by default, Neo4j when [memory] store = "neo4j" or
 NEO4J_URI is set, or .ralph/memory.jsonl with store = "file".
 
@@ -55,8 +56,11 @@ func newMemorySearchCmd(env *Env) *cobra.Command {
 	var asJSON bool
 	var limit int
 	cmd := &cobra.Command{
-		Use:   "search TEXT",
+		Use:   "search TEXT...",
 		Short: "Memories whose name or text contains TEXT (ignoring case), newest first",
+		Long: `Search the memories whose name or text contains TEXT, ignoring case, newest
+first. Several words are one phrase, as if quoted: 'ralph memory search
+flaky test' finds "Flaky test in CI" but not "test is flaky".`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || strings.TrimSpace(strings.Join(args, " ")) == "" {
 				return usageErrorf("memory search needs the text to look for: ralph memory search \"flaky test\"")
@@ -64,6 +68,9 @@ func newMemorySearchCmd(env *Env) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkLimit(limit); err != nil {
+				return err
+			}
 			return withMemory(cmd, env, func(s *memory.Queued) error {
 				nodes, err := s.Search(cmd.Context(), strings.Join(args, " "), limit)
 				if err != nil {
@@ -85,10 +92,13 @@ func newMemoryListCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "Memories, newest first, optionally of one type",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if typ != "" && !validMemoryType(typ) {
 				return usageErrorf("unknown memory type %q: use one of %s", typ, strings.Join(memoryTypes, ", "))
+			}
+			if err := checkLimit(limit); err != nil {
+				return err
 			}
 			return withMemory(cmd, env, func(s *memory.Queued) error {
 				nodes, err := s.List(cmd.Context(), typ, limit)
@@ -111,10 +121,13 @@ func newMemoryAddCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "add --type T --name NAME [--text TEXT]",
 		Short: "Add a memory; a lesson is also written to .ralph/guardrails.md as a sign",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !validMemoryType(typ) {
-				return usageErrorf("memory add needs --type, one of %s", strings.Join(memoryTypes, ", "))
+			switch {
+			case typ == "":
+				return usageErrorf("memory add needs --type: one of %s", strings.Join(memoryTypes, ", "))
+			case !validMemoryType(typ):
+				return usageErrorf("unknown memory type %q: use one of %s", typ, strings.Join(memoryTypes, ", "))
 			}
 			if strings.TrimSpace(name) == "" {
 				return usageErrorf("memory add needs --name: ralph memory add --type lesson --name \"Run the tests first\"")
@@ -172,7 +185,7 @@ func newMemoryAddCmd(env *Env) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&typ, "type", "", "the memory type: "+strings.Join(memoryTypes, ", "))
-	cmd.Flags().StringVar(&name, "name", "", "a short name (the seed's agent-context query matches names)")
+	cmd.Flags().StringVar(&name, "name", "", "a short name; one containing \"Developer Agent\" is agent context, shown in every prompt")
 	cmd.Flags().StringVar(&text, "text", "", "the details")
 	cmd.Flags().StringVar(&id, "id", "", "the memory's id (default: a new one); the same id again replaces it")
 	cmd.Flags().StringVar(&trigger, "trigger", "", "for a lesson: when the sign applies (default: before every iteration)")
@@ -193,6 +206,15 @@ func appendSign(ws *workspace.Workspace, n memory.Node, trigger string) error {
 	sign := fmt.Sprintf("\n## Sign: %s\n- **Trigger**: %s\n- **Instruction**: %s\n- **Added after**: memory lesson %s (%s)\n",
 		oneLine(n.Name), oneLine(trigger), oneLine(instr), n.ID, n.Date.Format("2006-01-02"))
 	return store.AppendFile(ws.GuardrailsPath(), []byte(sign))
+}
+
+// checkLimit refuses a negative --limit, which would otherwise read as
+// "all" and hide the typo.
+func checkLimit(n int) error {
+	if n < 0 {
+		return usageErrorf("--limit must be 0 (all) or more, got %d", n)
+	}
+	return nil
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,6 +1,10 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -19,7 +23,14 @@ func resolveSource(ws *workspace.Workspace, cfg config.Config, tasksFlag, prdFla
 	}
 	if tasksFlag != "" {
 		p := ws.Abs(tasksFlag)
-		return tasks.Open(kindOf(p, ""), p), nil
+		kind := kindOf(p, "")
+		// A task file named on the command line must exist; only
+		// progress.txt may be missing, which BMAD mode answers with its
+		// setup template.
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) && kind != tasks.KindProgress {
+			return nil, usageErrorf("--tasks %s: no such file: name an existing PRD (.md), prd.json or progress.txt, or use --tasks beads for the beads database", tasksFlag)
+		}
+		return tasks.Open(kind, p), nil
 	}
 	if prdFlag != "" {
 		p := ws.Abs(prdFlag)
@@ -54,6 +65,19 @@ func resolveSource(ws *workspace.Workspace, cfg config.Config, tasksFlag, prdFla
 		return tasks.Open(tasks.KindMarkdown, ws.Abs(cfg.Build.PRD)), nil
 	}
 	return src, nil
+}
+
+// missingSource says that src does not exist yet and what makes one.
+func missingSource(ws *workspace.Workspace, src tasks.Source) error {
+	switch src.Kind() {
+	case tasks.KindBeads:
+		return fmt.Errorf("no beads database at %s: run `bd init` to create one", ws.Rel(src.Path()))
+	case tasks.KindMarkdown:
+		return fmt.Errorf("none yet at %s: ralph prd writes one (ralph run works without one)", ws.Rel(src.Path()))
+	case tasks.KindProgress:
+		return fmt.Errorf("none yet at %s: ralph init --bmad writes one", ws.Rel(src.Path()))
+	}
+	return fmt.Errorf("none yet at %s", ws.Rel(src.Path()))
 }
 
 func kindOf(path string, def tasks.Kind) tasks.Kind {

@@ -96,13 +96,16 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		return err
 	}
 	src, srcErr := resolveSource(ws, cfg, opts.Tasks, "")
+	if ue := (*UsageError)(nil); errors.As(srcErr, &ue) {
+		return srcErr // a --tasks that names nothing
+	}
 	if srcErr == nil {
 		rep.TaskFile, rep.TaskSource = ws.Rel(src.Path()), string(src.Kind())
 		if board, err := src.Load(); err == nil {
 			rep.Stories, rep.StoriesDone = len(board.Stories), len(board.Stories)-board.Remaining()
 		} else {
 			if errors.Is(err, fs.ErrNotExist) {
-				srcErr = fmt.Errorf("none yet at %s: ralph prd writes one (ralph run works without one)", ws.Rel(src.Path()))
+				srcErr = missingSource(ws, src)
 			} else {
 				srcErr = fmt.Errorf("%s cannot be read: %s", ws.Rel(src.Path()), strings.ReplaceAll(err.Error(), ws.Root+"/", ""))
 			}

@@ -70,7 +70,7 @@ func openThread(cmd *cobra.Command, opts *ThreadOptions, args []string) (*thread
 			return nil, err
 		}
 		if id == "" {
-			return nil, usageErrorf("no active thread: create one with `ralph thread new \"title\"` or pick one with `ralph thread switch ID`")
+			return nil, usageErrorf("no active thread: give a thread's ID or pick one with `ralph thread switch ID` (`ralph thread list` lists them), or create one with `ralph thread new \"title\"`")
 		}
 	}
 	t, err := thread.Load(tc.dir, id)

@@ -122,6 +122,9 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		if src.Kind() == tasks.KindMarkdown {
 			return rep, &SetupError{Msg: fmt.Sprintf("no PRD at %s: run `ralph prd \"what you want built\"` to write one, or pass --prd PATH", ws.Rel(src.Path()))}
 		}
+		if src.Kind() == tasks.KindBeads {
+			return rep, &SetupError{Msg: fmt.Sprintf("no beads database at %s: run `bd init` to create one, or pass --tasks PATH for a task file", ws.Rel(src.Path()))}
+		}
 		return rep, &SetupError{Msg: fmt.Sprintf("no task file at %s: create it or pass --tasks PATH", ws.Rel(src.Path()))}
 	}
 	if err != nil {

@@ -31,6 +31,7 @@ func (r *Runner) implementAs(src Source, verb string) error {
 			ev.Baseline = &b
 		} else {
 			ev.Baseline = &Baseline{Branch: branch, CommitSHA: head, CapturedAt: r.env.Now().UTC()}
+			r.warnThreadBaseline(branch)
 		}
 		ev.Branch = BranchName(r.t.ID)
 	}
@@ -41,6 +42,25 @@ func (r *Runner) implementAs(src Source, verb string) error {
 		return r.drive()
 	}
 	return nil
+}
+
+// warnThreadBaseline warns when the baseline is another thread's branch
+// that no other branch contains: this thread would silently build on
+// that thread's unreviewed work.
+func (r *Runner) warnThreadBaseline(branch string) {
+	if !strings.HasPrefix(branch, BranchName("")) {
+		return
+	}
+	out, err := r.git("branch", "--contains", "HEAD", "--format=%(refname:short)")
+	if err != nil {
+		return
+	}
+	for _, b := range strings.Fields(out) {
+		if !strings.HasPrefix(b, BranchName("")) {
+			return // merged into a branch of the person's own
+		}
+	}
+	r.out("warning: the baseline is %s, another thread's branch that is not merged anywhere yet: this thread builds on its work. To start from your main branch instead, check it out before `ralph thread start`.", branch)
 }
 
 func (r *Runner) git(args ...string) (string, error) {
