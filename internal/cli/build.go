@@ -7,6 +7,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
@@ -219,8 +220,8 @@ func runPlan(cmd *cobra.Command, opts *BuildOptions) error {
 // into the documented exit code.
 func reportOutcome(env *Env, s *loopSetup, rep loop.Report, err error) error {
 	if rep.RunID != "" {
-		fmt.Fprintf(env.IO.Out, "run %s: %d iteration(s), %d stories done, %d left; records in %s\n",
-			rep.RunID, rep.Iterations, rep.StoriesDone, rep.StoriesLeft, s.ws.Rel(rep.RunDir))
+		fmt.Fprintf(env.IO.Out, "run %s: %s, %s done, %d left; records in %s\n",
+			rep.RunID, words.Count(rep.Iterations, "iteration", "iterations"), words.Count(rep.StoriesDone, "story", "stories"), rep.StoriesLeft, s.ws.Rel(rep.RunDir))
 	}
 	if err != nil {
 		if errors.Is(err, loop.ErrInterrupted) {

@@ -198,8 +198,8 @@ func TestPRDRequestFromTerminalRunsInteractiveAgent(t *testing.T) {
 	for _, want := range []string{
 		"Describe what you want built",
 		"starting sh interactively to write .agents/tasks/prd.md",
-		"PRD .agents/tasks/prd.md has 1 stories (1 open):",
-		"[ ] US-001: Todo (1 criteria)",
+		"PRD .agents/tasks/prd.md has 1 story (1 open):",
+		"[ ] US-001: Todo (1 criterion)",
 		"next: ralph plan, then ralph build",
 	} {
 		if !strings.Contains(r.out, want) {

@@ -9,6 +9,7 @@ import (
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/thread"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/spf13/cobra"
 )
 
@@ -36,7 +37,7 @@ func newAddContextCmd(env *Env) *cobra.Command {
 				return err
 			}
 			store.AppendJSONLine(loop.EventsPath(ws), loop.TransitionEvent{Timestamp: env.Now().UTC(), Transition: loop.TransitionEntry{Trigger: "context_added", Detail: hint}})
-			fmt.Fprintf(env.IO.Out, "queued for the next iteration's prompt (%d hint(s) waiting)\n", countHints(ws.Path("context.md")))
+			fmt.Fprintf(env.IO.Out, "queued for the next iteration's prompt (%s waiting)\n", words.Count(countHints(ws.Path("context.md")), "hint", "hints"))
 			return nil
 		},
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
@@ -274,7 +275,7 @@ Demo repository: %s
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nResult: %s after %d build iterations; %d of %d stories done and verified.\n", rep.Outcome, rep.Iterations, len(prd.Stories)-prd.Remaining(), len(prd.Stories))
+	fmt.Fprintf(out, "\nResult: %s after %s; %d of %s done and verified.\n", rep.Outcome, words.Count(rep.Iterations, "build iteration", "build iterations"), len(prd.Stories)-prd.Remaining(), words.Count(len(prd.Stories), "story", "stories"))
 	logOut, _ := exec.CommandContext(ctx, "git", "-C", dir, "log", "--oneline").Output()
 	fmt.Fprintf(out, "\nCommits:\n%s", indent(string(logOut)))
 	fmt.Fprintf(out, `

@@ -34,7 +34,7 @@ overwritten, so init is safe to run again.`,
 			return runInit(cmd, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.BMAD, "bmad", false, "also write progress.txt, the task file of seed 000's BMAD mode, from its template")
+	cmd.Flags().BoolVar(&opts.BMAD, "bmad", false, "also write progress.txt, the task file of BMAD mode, from its template")
 	return cmd
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/spf13/cobra"
 )
 
@@ -157,13 +158,13 @@ func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 	if err != nil {
 		return fmt.Errorf("the PRD the agent wrote needs fixing: %w", err)
 	}
-	fmt.Fprintf(env.IO.Out, "PRD %s has %d stories (%d open):\n", ws.Rel(outPath), len(prd.Stories), prd.Remaining())
+	fmt.Fprintf(env.IO.Out, "PRD %s has %s (%d open):\n", ws.Rel(outPath), words.Count(len(prd.Stories), "story", "stories"), prd.Remaining())
 	for _, s := range prd.Stories {
 		mark := " "
 		if s.Done {
 			mark = "x"
 		}
-		fmt.Fprintf(env.IO.Out, "  [%s] %s: %s (%d criteria)\n", mark, s.ID, s.Title, len(s.Criteria))
+		fmt.Fprintf(env.IO.Out, "  [%s] %s: %s (%s)\n", mark, s.ID, s.Title, words.Count(len(s.Criteria), "criterion", "criteria"))
 	}
 	if code != 0 {
 		// The file changed, but the agent failed on the way: it may have
@@ -180,7 +181,7 @@ func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 func confirmReplacePRD(env *Env, in *bufio.Reader, rel string, old []byte, force bool) (bool, error) {
 	what := "a PRD"
 	if prd, err := tasks.ParseMarkdown(rel, old); err == nil && len(prd.Stories) > 0 {
-		what = fmt.Sprintf("a PRD with %d stories (%d done)", len(prd.Stories), len(prd.Stories)-prd.Remaining())
+		what = fmt.Sprintf("a PRD with %s (%d done)", words.Count(len(prd.Stories), "story", "stories"), len(prd.Stories)-prd.Remaining())
 	}
 	if force {
 		return true, nil

@@ -38,13 +38,13 @@ func newRunCmd(env *Env, runF func(*RunOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run \"REQUEST\" | run --resume [--session ID]",
 		Short: "Turn a request into a plan, tasks and reviewed commits (planner, questioner, executor, reviewer)",
-		Long: `run starts a session (seed 002's orchestrator) for one request: a planner
-writes plan.md and the task list, asking a questioner when something is
-unclear (questions only a person can answer are queued: ralph questions,
-ralph answer); an executor does one task at a time; ralph runs its checks
-and a reviewer judges the task's success criteria; ralph marks the task
-and commits it. When every task is [x], a holistic goal check compares the
-whole request with the work, re-planning what is missing.
+		Long: `run starts a session for one request: a planner writes plan.md and the
+task list, asking a questioner when something is unclear (questions only a
+person can answer are queued: ralph questions, ralph answer); an executor
+does one task at a time; ralph runs its checks and a reviewer judges the
+task's success criteria; ralph marks the task and commits it. When every
+task is [x], a holistic goal check compares the whole request with the
+work, re-planning what is missing.
 
 Everything lives in .ralph/sessions/<id>/: request.md, plan.md, tasks.md
 ([ ] / [P] / [x]), progress.md (state and counters), qa.md, questions.json,

@@ -13,6 +13,7 @@ import (
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/spf13/cobra"
 )
 
@@ -186,7 +187,7 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	if srcErr != nil {
 		fmt.Fprintf(out, "task file: %v\n", srcErr)
 	} else {
-		fmt.Fprintf(out, "task file: %s (%s): %d of %d stories done\n", rep.TaskFile, rep.TaskSource, rep.StoriesDone, rep.Stories)
+		fmt.Fprintf(out, "task file: %s (%s): %d of %s done\n", rep.TaskFile, rep.TaskSource, rep.StoriesDone, words.Count(rep.Stories, "story", "stories"))
 	}
 	printBeadsStatus(out, rep.Beads)
 	if st == nil {
@@ -254,7 +255,7 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 			li.Iteration, orDash(li.TaskID), li.Agent, li.Status, (time.Duration(li.DurationMillis) * time.Millisecond).Round(100*time.Millisecond),
 			li.Tokens.InputTokens, li.Tokens.OutputTokens, li.CostUSD)
 		if len(li.LimitWaits) > 0 {
-			fmt.Fprintf(out, " · %d usage limit(s)", len(li.LimitWaits))
+			fmt.Fprintf(out, " · %s", words.Count(len(li.LimitWaits), "usage limit", "usage limits"))
 		}
 		fmt.Fprintln(out)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/thread"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
@@ -288,7 +289,7 @@ func (tc *threadCmd) printShow() {
 	if v.Draft != "" {
 		tc.out("  draft:     %s", v.Draft)
 	}
-	tc.out("  talk:      %d message(s) in %s", v.Messages, v.Conversation)
+	tc.out("  talk:      %s in %s", words.Count(v.Messages, "message", "messages"), v.Conversation)
 	if t.Baseline != nil {
 		branch := t.Baseline.Branch
 		if branch == "" {
@@ -300,7 +301,7 @@ func (tc *threadCmd) printShow() {
 		tc.out("  branch:    %s", t.Branch)
 	}
 	if v.Config != nil {
-		tc.out("  config:    agents %s, max %d iterations, %d verifier(s)", strings.Join(v.Config.Agents, " → "), v.Config.MaxIterations, len(v.Config.Verifiers))
+		tc.out("  config:    agents %s, at most %s, %s", strings.Join(v.Config.Agents, " → "), words.Count(v.Config.MaxIterations, "iteration", "iterations"), words.Count(len(v.Config.Verifiers), "verifier", "verifiers"))
 	}
 	if t.CurrentRunID != "" {
 		tc.out("  run:       %s", t.CurrentRunID)

@@ -24,6 +24,7 @@ import (
 	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -252,7 +253,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			// STORY_SELECT. The run ends; the task keeps its counts for
 			// the next run.
 			b.st.Finished, b.st.Outcome = true, OutcomeMaxIterations
-			b.st.Reason = fmt.Sprintf("reached %d iterations with %d stories left", b.st.MaxIterations, b.board.Remaining())
+			b.st.Reason = fmt.Sprintf("reached %s with %s left", words.Count(b.st.MaxIterations, "iteration", "iterations"), words.Count(b.board.Remaining(), "story", "stories"))
 			b.st.Machine.Iteration = b.st.MaxIterations
 			b.st.save(ws)
 			rep.Iterations, rep.Outcome, reason = b.st.MaxIterations, OutcomeMaxIterations, b.st.Reason
@@ -639,7 +640,7 @@ func (b *builder) selectTask() (Event, error) {
 
 func (b *builder) limitReached() (Event, error) {
 	b.st.Outcome = OutcomeMaxIterations
-	b.st.Reason = fmt.Sprintf("reached %d iterations with %d stories left", b.st.MaxIterations, b.board.Remaining())
+	b.st.Reason = fmt.Sprintf("reached %s with %s left", words.Count(b.st.MaxIterations, "iteration", "iterations"), words.Count(b.board.Remaining(), "story", "stories"))
 	fmt.Fprintf(b.opts.Out, "■ %s\n", b.st.Reason)
 	return Event{Trigger: TrigBudgetExhausted}, b.exit(false)
 }
@@ -1698,7 +1699,7 @@ func (b *builder) closeIteration() {
 		if err := b.reloadBoard(); err == nil && b.board.Remaining() == 0 {
 			b.rec.SignalAccepted = true
 		} else {
-			msg := fmt.Sprintf("signal rejected: the agent said COMPLETE but %d stories are not done", b.board.Remaining())
+			msg := fmt.Sprintf("signal rejected: the agent said COMPLETE but %s not done", words.Count(b.board.Remaining(), "story is", "stories are"))
 			b.logError("iteration %d (%s): %s", b.rec.Iteration, b.rec.TaskID, msg)
 			b.event("iteration %d: %s", b.rec.Iteration, msg)
 			fmt.Fprintf(b.opts.Out, "  ! %s\n", msg)
@@ -1926,8 +1927,12 @@ func printIteration(opts Options, rec *IterationRecord, why string) {
 	if id == "" {
 		id = rec.StoryID
 	}
-	line := fmt.Sprintf("%s iteration %d: %s %s · %s · %d commit(s)", mark, rec.Iteration, id, rec.Status,
-		(time.Duration(rec.DurationMillis) * time.Millisecond).Round(10*time.Millisecond), len(rec.Commits))
+	what := rec.Status
+	if id != "" { // planning iterations have no task
+		what = id + " " + what
+	}
+	line := fmt.Sprintf("%s iteration %d: %s · %s · %s", mark, rec.Iteration, what,
+		(time.Duration(rec.DurationMillis) * time.Millisecond).Round(10*time.Millisecond), words.Count(len(rec.Commits), "commit", "commits"))
 	if why != "" {
 		line += " · " + why
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/words"
 )
 
 // HistoryError stops a run whose git history was changed under it: the
@@ -49,7 +50,7 @@ func historyChanged(ctx context.Context, repo *gitx.Repo, branch, start string, 
 	}
 	what := "commits"
 	if len(lost) > 0 {
-		what = fmt.Sprintf("%d commit(s): %s", len(lost), strings.Join(clipList(names, 5), "; "))
+		what = fmt.Sprintf("%s: %s", words.Count(len(lost), "commit", "commits"), strings.Join(clipList(names, 5), "; "))
 	}
 	return &HistoryError{Msg: fmt.Sprintf("history was rewritten during the run (an agent ran `git reset` or `git rebase`?): HEAD %s no longer contains %s, which were there before. "+
 		"They are still in the reflog: `git reset --hard %s` brings them back (it discards uncommitted changes: `git stash` them first if you want them), then run `ralph build` again to resume", short(now.Head), what, short(start))}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/words"
 )
 
 // LimitWait is one usage or rate limit met during an iteration.
@@ -92,11 +93,11 @@ func (b *Breaker) observe(cfg BreakerConfig, rec *IterationRecord, now time.Time
 	reason := ""
 	switch {
 	case cfg.NoProgress > 0 && b.NoProgress >= cfg.NoProgress:
-		reason = fmt.Sprintf("%d iterations without progress (no commit, no change)", b.NoProgress)
+		reason = fmt.Sprintf("%s without progress (no commit, no change)", words.Count(b.NoProgress, "iteration", "iterations"))
 	case cfg.SameError > 0 && b.SameError >= cfg.SameError:
-		reason = fmt.Sprintf("%d iterations with the same error: %s", b.SameError, clip(b.LastError, 120))
+		reason = fmt.Sprintf("%s with the same error: %s", words.Count(b.SameError, "iteration", "iterations"), clip(b.LastError, 120))
 	case cfg.PermissionDenials > 0 && b.Denials >= cfg.PermissionDenials:
-		reason = fmt.Sprintf("%d iterations with permission denials", b.Denials)
+		reason = fmt.Sprintf("%s with permission denials", words.Count(b.Denials, "iteration", "iterations"))
 	}
 	if reason != "" && b.State == BreakerClosed {
 		b.open(reason, now)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/prompt"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -133,7 +134,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 	}
 	if !exists(opts.PlanPath) {
 		rep.Outcome, reason = OutcomeError, "the agent did not write the plan"
-		err := fmt.Errorf("no plan was written to %s after %d iteration(s): see the agent's output in %s", planRel, rep.Iterations, ws.Rel(r.dir))
+		err := fmt.Errorf("no plan was written to %s after %s: see the agent's output in %s", planRel, words.Count(rep.Iterations, "iteration", "iterations"), ws.Rel(r.dir))
 		r.logError("%v", err)
 		return rep, err
 	}

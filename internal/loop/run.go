@@ -28,6 +28,7 @@ import (
 	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -334,7 +335,7 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 	r.log.Info("run started", "run", r.id, "kind", kind, "agent", opts.Agent.Name, "argv", opts.Agent.Headless,
 		"format", opts.Agent.Format, "max_iterations", opts.MaxIterations, "prd", opts.PRDPath, "no_commit", opts.NoCommit,
 		"checks", len(opts.Checks), "timeout", opts.AgentTimeout.String())
-	r.event("run %s started: %s with agent %s, max %d iterations", r.id, kind, opts.Agent.Name, opts.MaxIterations)
+	r.event("run %s started: %s with agent %s, at most %s", r.id, kind, opts.Agent.Name, words.Count(opts.MaxIterations, "iteration", "iterations"))
 	return r, nil
 }
 

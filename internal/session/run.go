@@ -21,6 +21,7 @@ import (
 	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -272,7 +273,7 @@ func (r *Runner) finalError() error {
 	s := r.prog.State
 	if s.Done {
 		total, _ := r.prog.Counts()
-		r.say("✓ session %s complete: %d task(s) done, goal check passed", s.SessionID, total)
+		r.say("✓ session %s complete: %s done, goal check passed", s.SessionID, words.Count(total, "task", "tasks"))
 		return nil
 	}
 	return fmt.Errorf("%w: %s", ErrFailed, s.Reason)
@@ -622,7 +623,7 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 			continue
 		}
 		if try >= r.MaxAgentRetries {
-			return "", fmt.Errorf("the %s failed %d time(s), last: %w; the session is saved: resume it with ralph run --resume", roleName, try+1, err)
+			return "", fmt.Errorf("the %s failed %s, last: %w; the session is saved: resume it with ralph run --resume", roleName, words.Count(try+1, "time", "times"), err)
 		}
 		r.say("ralph: the %s run failed (%v); retrying in %s (%d/%d)", roleName, err, wait, try+1, r.MaxAgentRetries)
 		if err := r.sleep(ctx, wait); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/words"
 )
 
 // What the runner tells the person as the thread moves. Each report is
@@ -129,7 +130,7 @@ func (r *Runner) ReportStuck() {
 		r.out("why: %s", reason)
 	}
 	if t.Stuck != nil {
-		r.out("spec v%d, %d iteration(s), criteria %d passed / %d failed", t.Stuck.SpecVersion, t.Stuck.Iterations, len(t.Stuck.CriteriaPassed), len(t.Stuck.CriteriaFailed))
+		r.out("spec v%d, %s, criteria %d passed / %d failed", t.Stuck.SpecVersion, words.Count(t.Stuck.Iterations, "iteration", "iterations"), len(t.Stuck.CriteriaPassed), len(t.Stuck.CriteriaFailed))
 	}
 	r.out("commands: ralph thread revise [--yes] | reconfigure | assist | abandon | diagnose")
 }

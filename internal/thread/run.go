@@ -3,7 +3,6 @@ package thread
 import (
 	"errors"
 	"fmt"
-	"github.com/ralphloop/ralph/internal/words"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/words"
 )
 
 // RunConfig is threads/<id>/config.json: the Configuring phase's choices

@@ -232,10 +232,9 @@ Spec of %q:
 		return err
 	}
 	AppendMessage(r.dir, r.t.ID, Message{Role: "assessor", Content: reply, At: r.env.Now().UTC()})
-	r.out("── assessment (advice only) ──")
-	for _, l := range strings.Split(strings.TrimSpace(reply), "\n") {
-		r.out("  %s", l)
-	}
+	// The agent's reply was on the terminal as it ran: printing it again
+	// would show the assessment twice.
+	r.out("assessment (advice only) saved in %s", r.ws.Rel(r.path("assessment.md")))
 	if verdictRevise(reply) {
 		return r.apply(Event{Verb: VerbRevise, Source: SourceAgent}, "revise")
 	}

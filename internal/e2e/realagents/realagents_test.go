@@ -303,7 +303,7 @@ var realAgentCases = []realAgentCase{
 			if !slices.Contains(it1.Signals, "COMPLETE") || it1.SignalAccepted {
 				t.Errorf("iteration 1 signals %v accepted %v, want COMPLETE not accepted", it1.Signals, it1.SignalAccepted)
 			}
-			r.wantFile(t, ".ralph/errors.log", `iteration 1 \(US-001\): signal rejected: the agent said COMPLETE but 1 stories are not done`)
+			r.wantFile(t, ".ralph/errors.log", `iteration 1 \(US-001\): signal rejected: the agent said COMPLETE but 1 story is not done`)
 			r.wantStdout(t, `signal rejected`)
 			r.wantCompleted(t)
 			r.wantDone(t, r.iteration(t, 2))
