@@ -28,7 +28,9 @@ func newAddContextCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := ws.EnsureStateFiles(env.Now()); err != nil {
+			// A hint is one record of machine state: it needs the
+			// .gitignore that keeps it out of git, not a whole workspace.
+			if err := ws.EnsureIgnoreFile(); err != nil {
 				return err
 			}
 			hint := strings.TrimSpace(strings.Join(args, " "))

@@ -86,6 +86,12 @@ func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 			return nil
 		}
 	}
+	// An agent that cannot run fails before anything is written: the old
+	// PRD's .bak, the prompt file.
+	argv, _ := agent.Argv(spec.Interactive, "PROMPT.md")
+	if err := agent.CheckInstalled(spec, argv); err != nil {
+		return err
+	}
 	out := cfg.Build.PRD
 	if opts.Out != "" {
 		out = opts.Out

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/store"
@@ -143,8 +144,18 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := ws.EnsureStateFiles(env.Now()); err != nil {
-		return err
+	// Bad input changes nothing: what a user can get wrong is checked
+	// before the first write, and again under the lock. While another
+	// ralph works, the changes in the tree are its own: the lock below
+	// says so better.
+	if opts.Resume {
+		if _, err := sessionDir(ws, opts.Session); err != nil {
+			return err
+		}
+	} else if _, busy := store.Held(ws.LockPath()); !busy {
+		if _, err := cleanTree(ctx, ws); err != nil {
+			return err
+		}
 	}
 	specs, err := roleAgents(env, cfg, opts.Agent)
 	if err != nil {
@@ -157,6 +168,9 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 			return fmt.Errorf("another ralph is working in this repository (%v): wait for it to finish", le.Holder)
 		}
 		return err
+	if _, err := ws.EnsureStateFiles(env.Now()); err != nil {
+		return err
+	}
 	}
 	defer lock.Unlock()
 
@@ -177,13 +191,9 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 			return fmt.Errorf("session %s is %s; start a new one with ralph run \"request\"", p.State.SessionID, verb)
 		}
 	} else {
-		bg := context.WithoutCancel(ctx)
-		snap, err := ws.Repo.Snapshot(bg)
+		snap, err := cleanTree(ctx, ws)
 		if err != nil {
 			return err
-		}
-		if dirty := workspace.UserChanges(snap.Dirty); len(dirty) > 0 {
-			return fmt.Errorf("the work tree has uncommitted changes (%s): commit or stash them first, so that ralph's commits hold only the session's work", strings.Join(clipNames(dirty, 5), ", "))
 		}
 		if prev, err := sessionDir(ws, ""); err == nil {
 			if p, err := session.Load(prev); err == nil && !p.State.Final() {
@@ -239,6 +249,19 @@ func clipNames(l []string, n int) []string {
 }
 
 func pathExists(p string) bool {
+// cleanTree refuses a work tree with changes of the user's: a session's
+// commits must hold only its own work.
+func cleanTree(ctx context.Context, ws *workspace.Workspace) (gitx.Snapshot, error) {
+	snap, err := ws.Repo.Snapshot(context.WithoutCancel(ctx))
+	if err != nil {
+		return snap, err
+	}
+	if dirty := workspace.UserChanges(snap.Dirty); len(dirty) > 0 {
+		return snap, fmt.Errorf("the work tree has uncommitted changes (%s): commit or stash them first, so that ralph's commits hold only the session's work", strings.Join(clipNames(dirty, 5), ", "))
+	}
+	return snap, nil
+}
+
 	_, err := os.Stat(p)
 	return err == nil
 }

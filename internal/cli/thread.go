@@ -158,7 +158,7 @@ func newThreadListCmd(env *Env) *cobra.Command {
 		Short: "List the threads with their phases",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tc, err := openThreads(cmd, opts)
+			tc, err := readThreads(cmd, opts)
 			if err != nil {
 				return err
 			}
@@ -197,7 +197,7 @@ func newThreadShowCmd(env *Env) *cobra.Command {
 		Short: "Show a thread: phase, spec, baseline, configuration, evidence and the verbs allowed now",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tc, err := openThread(cmd, opts, args)
+			tc, err := readThread(cmd, opts, args)
 			if err != nil {
 				return err
 			}
@@ -245,7 +245,7 @@ func newThreadDiagnoseCmd(env *Env) *cobra.Command {
 		Short: "Show what a stuck thread kept: spec version, iterations, criteria, closest output, diff",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tc, err := openThread(cmd, opts, args)
+			tc, err := readThread(cmd, opts, args)
 			if err != nil {
 				return err
 			}

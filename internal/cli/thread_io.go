@@ -38,24 +38,48 @@ type threadCmd struct {
 	inSrc io.Reader
 }
 
+// openThreads opens the workspace for a command that writes threads (new):
+// .ralph/.gitignore keeps threads/ out of git before anything is written.
 func openThreads(cmd *cobra.Command, opts *ThreadOptions) (*threadCmd, error) {
-	ws, cfg, err := openWorkspace(cmd.Context(), opts.Env)
+	tc, err := readThreads(cmd, opts)
 	if err != nil {
 		return nil, err
 	}
-	// .ralph/.gitignore keeps threads/ out of git before anything is written.
-	if _, err := ws.EnsureStateFiles(opts.Env.Now()); err != nil {
-		return nil, err
-	}
-	if err := thread.EnsureIgnores(ws); err != nil {
+	return tc, tc.prepare()
+}
+
+// readThreads opens the workspace for a command that only reads threads:
+// it creates nothing, not even .ralph/.
+func readThreads(cmd *cobra.Command, opts *ThreadOptions) (*threadCmd, error) {
+	ws, cfg, err := openWorkspace(cmd.Context(), opts.Env)
+	if err != nil {
 		return nil, err
 	}
 	return &threadCmd{env: opts.Env, opts: opts, ctx: cmd.Context(), ws: ws, cfg: cfg, dir: ws.Dir()}, nil
 }
 
-// openThread opens the thread args names, else the active one.
+// prepare creates the state files a thread command writes next to.
+func (tc *threadCmd) prepare() error {
+	if _, err := tc.ws.EnsureStateFiles(tc.env.Now()); err != nil {
+		return err
+	}
+	return thread.EnsureIgnores(tc.ws)
+}
+
+// openThread opens the thread args names, else the active one, for a
+// command that changes it. Nothing is written until the thread is found.
 func openThread(cmd *cobra.Command, opts *ThreadOptions, args []string) (*threadCmd, error) {
-	tc, err := openThreads(cmd, opts)
+	tc, err := readThread(cmd, opts, args)
+	if err != nil {
+		return nil, err
+	}
+	return tc, tc.prepare()
+}
+
+// readThread opens the thread args names, else the active one, for a
+// command that only reads it (show, diagnose).
+func readThread(cmd *cobra.Command, opts *ThreadOptions, args []string) (*threadCmd, error) {
+	tc, err := readThreads(cmd, opts)
 	if err != nil {
 		return nil, err
 	}

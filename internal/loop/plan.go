@@ -30,6 +30,9 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 	if err != nil {
 		return Report{}, err
 	}
+	if err := agentInstalled(opts.Agent); err != nil {
+		return Report{}, err
+	}
 	r, err := begin(ctx, ws, "plan", opts, "")
 	if err != nil {
 		return Report{}, err

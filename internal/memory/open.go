@@ -29,11 +29,14 @@ func Open(dir string, s Settings, getenv func(string) string, now func() time.Ti
 		kind, uri = "neo4j", env
 	}
 	var primary Store
+	file := ""
 	switch kind {
 	case "", "sqlite":
-		primary = &SQLiteStore{Path: filepath.Join(dir, "memory.db"), Now: now}
+		file = filepath.Join(dir, "memory.db")
+		primary = &SQLiteStore{Path: file, Now: now}
 	case "file":
-		primary = &FileStore{Path: filepath.Join(dir, "memory.jsonl"), Now: now}
+		file = filepath.Join(dir, "memory.jsonl")
+		primary = &FileStore{Path: file, Now: now}
 	case "neo4j":
 		if uri == "" {
 			return nil, fmt.Errorf("memory store neo4j needs a uri: set [memory] uri in .ralph/config.toml or NEO4J_URI")
@@ -57,5 +60,5 @@ func Open(dir string, s Settings, getenv func(string) string, now func() time.Ti
 	default:
 		return nil, fmt.Errorf("unknown memory store %q: use sqlite, neo4j or file", kind)
 	}
-	return &Queued{Primary: primary, QueuePath: filepath.Join(dir, "memory-queue.jsonl"), Now: now}, nil
+	return &Queued{Primary: primary, QueuePath: filepath.Join(dir, "memory-queue.jsonl"), File: file, Now: now}, nil
 }

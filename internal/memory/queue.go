@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -33,7 +34,11 @@ import (
 type Queued struct {
 	Primary   Store
 	QueuePath string
-	Now       func() time.Time
+	// File is the local primary's file (memory.db, memory.jsonl), "" for
+	// a server. Until it exists there is nothing to read, and a read must
+	// not create it.
+	File string
+	Now  func() time.Time
 
 	mu sync.Mutex
 	// afterApply is a test hook run after the primary took entry i and
@@ -75,7 +80,7 @@ func (q *Queued) lock() (func(), error) {
 	fl := flock.New(q.QueuePath + ".lock")
 	if err := fl.Lock(); err != nil {
 		q.mu.Unlock()
-		return nil, fmt.Errorf("memory queue: %w", err)
+		return nil, fmt.Errorf("cannot lock the memory queue (%w): check that %s is a folder ralph may write to", err, filepath.Dir(q.QueuePath))
 	}
 	return func() { fl.Unlock(); q.mu.Unlock() }, nil
 }
@@ -206,8 +211,22 @@ func (q *Queued) Resolve(ctx context.Context, task string, at time.Time) error {
 }
 
 // read replays the queue (a read that reaches the primary should see every
-// earlier write), then reads.
+// earlier write), then reads. A read with nothing queued creates nothing:
+// it takes no lock (whose file it would create), and a local store whose
+// file does not exist yet holds no memories.
 func (q *Queued) read(ctx context.Context, f func() ([]Node, error)) ([]Node, error) {
+	pending, err := readQueue(q.QueuePath)
+	if err != nil {
+		return nil, err
+	}
+	if len(pending) == 0 {
+		if q.File != "" {
+			if _, err := os.Stat(q.File); errors.Is(err, os.ErrNotExist) {
+				return nil, nil
+			}
+		}
+		return f()
+	}
 	unlock, err := q.lock()
 	if err != nil {
 		return nil, err

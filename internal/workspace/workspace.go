@@ -2,11 +2,14 @@
 // with a .ralph folder holding configuration, logs and machine state.
 //
 // It creates missing state files from their templates and never overwrites
-// a file that exists, so every command may call EnsureStateFiles freely.
+// a file that exists. Only commands that write call EnsureStateFiles, and
+// only once their input is known to be good: a read, or a command that
+// fails on bad input, leaves the repository as it found it.
 package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,6 +84,48 @@ func (w *Workspace) checkDir() error {
 
 // Dir is the .ralph folder.
 func (w *Workspace) Dir() string { return filepath.Join(w.Root, DirName) }
+
+// Exists reports whether the .ralph folder is there: read commands answer
+// from it when it is, and with an empty answer, creating nothing, when it
+// is not.
+func (w *Workspace) Exists() bool {
+	fi, err := os.Stat(w.Dir())
+	return err == nil && fi.IsDir()
+}
+
+// GoneError says that .ralph/ disappeared while a command was writing to
+// it, which only someone else can have done: the agent, a script, a
+// person.
+type GoneError struct {
+	Err error
+	// Again is the command that starts over, such as "ralph build".
+	Again string
+}
+
+func (e *GoneError) Error() string {
+	return fmt.Sprintf("%s/ was deleted while ralph was working (by the agent?): ralph stopped. "+
+		"Bring back its committed files with `git checkout -- %s` (or make a fresh one with `ralph init`), then run `%s` to start again",
+		DirName, DirName, e.Again)
+}
+
+func (e *GoneError) Unwrap() error { return e.Err }
+
+// Gone turns err into a *GoneError when .ralph/ is missing. The caller
+// calls it only for work that began in a set-up .ralph/, so someone
+// deleted it under the work, and whatever failed next (a temporary file
+// deep in .ralph, files "changed" by the deletion) is not what the user
+// needs to hear. again is the command that starts over. Any other error
+// is returned as is.
+func (w *Workspace) Gone(err error, again string) error {
+	if err == nil || w.Exists() {
+		return err
+	}
+	var ge *GoneError
+	if errors.As(err, &ge) {
+		return err
+	}
+	return &GoneError{Err: err, Again: again}
+}
 
 // Path joins elements below .ralph.
 func (w *Workspace) Path(elem ...string) string {
@@ -181,16 +226,22 @@ const activityTemplate = "# Activity Log\n\n## Run Summary\n\n## Events\n\n"
 // EnsureStateFiles creates each missing state file from its template and
 // returns the paths it created. Existing files are left untouched.
 func (w *Workspace) EnsureStateFiles(now time.Time) ([]string, error) {
+	var created []string
+	wrote, err := w.ensureIgnoreFile()
+	if err != nil {
+		return created, err
+	}
+	if wrote {
+		created = append(created, w.Path(".gitignore"))
+	}
 	files := []struct {
 		path, content string
 	}{
-		{w.Path(".gitignore"), gitignore},
 		{w.ProgressPath(), progressTemplate(now)},
 		{w.GuardrailsPath(), guardrailsTemplate(now)},
 		{w.ErrorsLogPath(), errorsTemplate},
 		{w.ActivityLogPath(), activityTemplate},
 	}
-	var created []string
 	for _, f := range files {
 		wrote, err := store.WriteIfMissing(f.path, []byte(f.content), 0o644)
 		if err != nil {
@@ -203,15 +254,32 @@ func (w *Workspace) EnsureStateFiles(now time.Time) ([]string, error) {
 	if err := os.MkdirAll(w.RunsDir(), 0o755); err != nil {
 		return created, err
 	}
+	return created, nil
+}
+
+// EnsureIgnoreFile writes .ralph/.gitignore, or adds the lines it lacks,
+// and nothing else: a command that writes one record of machine state
+// (a queued hint) keeps it out of git without setting up the whole
+// workspace.
+func (w *Workspace) EnsureIgnoreFile() error {
+	_, err := w.ensureIgnoreFile()
+	return err
+}
+
+func (w *Workspace) ensureIgnoreFile() (bool, error) {
+	wrote, err := store.WriteIfMissing(w.Path(".gitignore"), []byte(gitignore), 0o644)
+	if err != nil {
+		return false, err
+	}
 	// A workspace made by an older ralph gets the lines added since.
 	for _, line := range strings.Split(strings.TrimSpace(gitignore), "\n") {
 		if line != "" && !strings.HasPrefix(line, "#") {
 			if err := w.Ignore(line); err != nil {
-				return created, err
+				return wrote, err
 			}
 		}
 	}
-	return created, nil
+	return wrote, nil
 }
 
 // UserChanges returns the paths of dirty that are not ralph's own (outside
@@ -340,9 +408,8 @@ func (w *Workspace) AddRunSummary(line string) error {
 			out = append(append(append([]string{}, lines[:at]...), entry, ""), lines[at:]...)
 		}
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
+	// No MkdirAll: a .ralph/ deleted under a run is not brought back
+	// piecemeal; the run stops and says so (Gone).
 	return store.WriteFileAtomic(p, []byte(strings.Join(out, "\n")+trail), 0o644)
 }
 
