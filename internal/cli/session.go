@@ -161,6 +161,9 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
+	if _, err := ws.EnsureStateFiles(env.Now()); err != nil {
+		return err
+	}
 	lock, err := store.TryLock(ws.LockPath(), "ralph run")
 	if err != nil {
 		var le *store.LockedError
@@ -168,9 +171,6 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 			return fmt.Errorf("another ralph is working in this repository (%v): wait for it to finish", le.Holder)
 		}
 		return err
-	if _, err := ws.EnsureStateFiles(env.Now()); err != nil {
-		return err
-	}
 	}
 	defer lock.Unlock()
 
@@ -241,14 +241,6 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	return err
 }
 
-func clipNames(l []string, n int) []string {
-	if len(l) <= n {
-		return l
-	}
-	return append(append([]string{}, l[:n]...), fmt.Sprintf("and %d more", len(l)-n))
-}
-
-func pathExists(p string) bool {
 // cleanTree refuses a work tree with changes of the user's: a session's
 // commits must hold only its own work.
 func cleanTree(ctx context.Context, ws *workspace.Workspace) (gitx.Snapshot, error) {
@@ -262,6 +254,14 @@ func cleanTree(ctx context.Context, ws *workspace.Workspace) (gitx.Snapshot, err
 	return snap, nil
 }
 
+func clipNames(l []string, n int) []string {
+	if len(l) <= n {
+		return l
+	}
+	return append(append([]string{}, l[:n]...), fmt.Sprintf("and %d more", len(l)-n))
+}
+
+func pathExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
