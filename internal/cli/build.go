@@ -196,7 +196,7 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 	// the config does not.
 	s.opts.IterationsGiven = opts.MaxIterations > 0
 	rep, err := loop.Build(cmd.Context(), s.ws, s.opts)
-	return reportOutcome(opts.Env, s, rep, err)
+	return reportOutcome(opts.Env, s, rep, goneFromRun(s.ws, rep, err, "ralph build"))
 }
 
 func runPlan(cmd *cobra.Command, opts *BuildOptions) error {
@@ -213,7 +213,7 @@ func runPlan(cmd *cobra.Command, opts *BuildOptions) error {
 	}
 	defer s.opts.Memory.Close()
 	rep, err := loop.Plan(cmd.Context(), s.ws, s.opts)
-	return reportOutcome(opts.Env, s, rep, err)
+	return reportOutcome(opts.Env, s, rep, goneFromRun(s.ws, rep, err, "ralph plan"))
 }
 
 // reportOutcome prints where the run's records are and turns the outcome
@@ -249,6 +249,15 @@ func reportOutcome(env *Env, s *loopSetup, rep loop.Report, err error) error {
 		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("iteration limit reached with %d stories left: run `ralph build` again to go on", rep.StoriesLeft)}
 	}
 	return nil
+}
+
+// goneFromRun says so when .ralph/ was deleted under a run that began,
+// instead of the error that deletion caused.
+func goneFromRun(ws *workspace.Workspace, rep loop.Report, err error, again string) error {
+	if rep.RunID == "" {
+		return err // the run never began: its .ralph/ may never have existed
+	}
+	return ws.Gone(err, again)
 }
 
 type loopSetup struct {

@@ -223,6 +223,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		Budget: loop.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
 	}
 	p, err := r.Run(ctx)
+	err = ws.Gone(err, `ralph run "REQUEST"`)
 	var budget *session.BudgetError
 	switch {
 	case err == nil:

@@ -155,7 +155,16 @@ func (tc *threadCmd) use(t thread.Thread) {
 // runVerb runs the thread command name and, once the thread has settled,
 // reports it (finish) while the runner still holds the thread's lock.
 func (tc *threadCmd) runVerb(name, msg string) error {
-	return tc.r.Do(name, msg, tc.finish)
+	return tc.ws.Gone(tc.r.Do(name, msg, tc.finish), `ralph thread new "TITLE"`)
+}
+
+// progress is where the runner's running commentary goes: stdout, but
+// stderr with --json, whose stdout holds the JSON document alone.
+func (tc *threadCmd) progress() io.Writer {
+	if tc.opts.JSON {
+		return tc.env.IO.Err
+	}
+	return tc.env.IO.Out
 }
 
 // ---- the person at the terminal ----

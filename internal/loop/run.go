@@ -358,7 +358,9 @@ func (r *run) finish(rep *Report, reason string) {
 	if snap, err := r.ws.Repo.Snapshot(context.WithoutCancel(context.Background())); err == nil {
 		r.record.HeadAfter = snap.Head
 	}
-	if err := r.saveRecord(); err != nil {
+	// With .ralph/ deleted there is nowhere to write: the run's error says
+	// so once, instead of a raw error per record.
+	if err := r.saveRecord(); err != nil && r.ws.Exists() {
 		fmt.Fprintf(r.opts.Out, "ralph: could not write run record: %v\n", err)
 	}
 	r.event("run %s ended: %s (%s)", r.id, rep.Outcome, reason)
@@ -376,14 +378,14 @@ func (r *run) finish(rep *Report, reason string) {
 }
 
 func (r *run) event(format string, args ...any) {
-	if err := r.ws.LogEvent(r.opts.now(), fmt.Sprintf(format, args...)); err != nil {
+	if err := r.ws.LogEvent(r.opts.now(), fmt.Sprintf(format, args...)); err != nil && r.ws.Exists() {
 		fmt.Fprintf(r.opts.Out, "ralph: could not write activity.log: %v\n", err)
 	}
 }
 
 func (r *run) logError(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	if err := r.ws.LogError(r.opts.now(), msg); err != nil {
+	if err := r.ws.LogError(r.opts.now(), msg); err != nil && r.ws.Exists() {
 		fmt.Fprintf(r.opts.Out, "ralph: could not write errors.log: %v\n", err)
 	}
 }
@@ -478,7 +480,7 @@ func (r *run) saveIteration(rec *IterationRecord) {
 		"reason", rec.Reason, "exit_code", rec.ExitCode, "duration_ms", rec.DurationMillis, "signals", rec.Signals,
 		"signal_accepted", rec.SignalAccepted, "head_before", rec.HeadBefore, "head_after", rec.HeadAfter,
 		"commits", len(rec.Commits), "uncommitted", len(rec.UncommittedFiles), "output_bytes", rec.OutputBytes)
-	if err := store.WriteJSON(r.iterPath(rec.Iteration, "json"), rec); err != nil {
+	if err := store.WriteJSON(r.iterPath(rec.Iteration, "json"), rec); err != nil && r.ws.Exists() {
 		fmt.Fprintf(r.opts.Out, "ralph: could not write iteration summary: %v\n", err)
 	}
 	line := fmt.Sprintf("%s | run=%s | iter=%d | mode=%s", r.opts.now().Format("2006-01-02 15:04:05"), r.id, rec.Iteration, r.kind)
@@ -494,7 +496,7 @@ func (r *run) saveIteration(rec *IterationRecord) {
 	if rec.Reason != "" {
 		line += " | " + rec.Reason
 	}
-	if err := r.ws.AddRunSummary(line); err != nil {
+	if err := r.ws.AddRunSummary(line); err != nil && r.ws.Exists() {
 		fmt.Fprintf(r.opts.Out, "ralph: could not write activity.log: %v\n", err)
 	}
 	r.record.Iterations = rec.Iteration
