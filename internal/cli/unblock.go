@@ -84,7 +84,7 @@ works too.`,
 			// A person decided about the blocker: it leaves the known
 			// issues of the next prompts, and stays in memory, resolved.
 			if err := resolveBlockers(cmd.Context(), ws, cfg, env, args[0]); err != nil {
-				fmt.Fprintf(env.IO.Err, "ralph: %s's blockers stay in the prompts' known issues: %v\n", args[0], err)
+				fmt.Fprintf(env.IO.Err, "ralph: could not mark %s's blockers resolved in memory (%v); the prompts drop them once the task is done\n", args[0], err)
 			}
 			ws.LogEvent(env.Now(), fmt.Sprintf("task %s unblocked by hand", id))
 			fmt.Fprintf(env.IO.Out, "%s unblocked: the next `ralph build` can pick it up\n", id)
