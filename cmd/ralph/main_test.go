@@ -15,5 +15,5 @@ func TestMain(m *testing.M) { clitest.Main(m) }
 // The crash, real agent CLI and real bd tests are in internal/e2e.
 func TestScripts(t *testing.T) {
 	clitest.NeedGit(t)
-	testscript.Run(t, clitest.ScriptParams("testdata/script"))
+	testscript.Run(t, withCmds(clitest.ScriptParams("testdata/script")))
 }

@@ -90,12 +90,16 @@ func activeSessionPath(ws *workspace.Workspace) string {
 	return filepath.Join(sessionsDir(ws), "active")
 }
 
+// errNoSession says that no session was ever started here. Read commands
+// answer it with an empty answer, not an error.
+var errNoSession = errors.New("no session yet: start one with ralph run \"what to build\"")
+
 // sessionDir finds a session: id, or the active one when id is "".
 func sessionDir(ws *workspace.Workspace, id string) (string, error) {
 	if id == "" {
 		b, err := os.ReadFile(activeSessionPath(ws))
 		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("no session yet: start one with ralph run \"what to build\"")
+			return "", errNoSession
 		}
 		if err != nil {
 			return "", err
@@ -397,6 +401,14 @@ func newQuestionsCmd(env *Env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := openSession(cmd.Context(), env, opts.Session)
+			if errors.Is(err, errNoSession) {
+				// Nothing to answer is an empty list, as a script expects.
+				if opts.JSON {
+					return writeJSON(env, []session.Question{})
+				}
+				fmt.Fprintln(env.IO.Out, "no questions: no session yet (ralph run \"what to build\" starts one)")
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -485,6 +497,14 @@ func newMetricsCmd(env *Env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := openSession(cmd.Context(), env, opts.Session)
+			if errors.Is(err, errNoSession) {
+				// No session has no metrics yet: an empty answer, not an error.
+				if opts.JSON {
+					return writeJSON(env, session.ComputeMetrics(nil, nil, env.Now()))
+				}
+				fmt.Fprintln(env.IO.Out, "no metrics: no session yet (ralph run \"what to build\" starts one)")
+				return nil
+			}
 			if err != nil {
 				return err
 			}

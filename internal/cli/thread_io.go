@@ -114,7 +114,7 @@ func readThread(cmd *cobra.Command, opts *ThreadOptions, args []string) (*thread
 func (tc *threadCmd) use(t thread.Thread) {
 	env, cfg := tc.env, tc.cfg
 	tc.r = thread.NewRunner(tc.ctx, tc.ws, cfg, t, thread.Env{
-		Out:        env.IO.Out,
+		Out:        tc.progress(),
 		In:         env.IO.In,
 		Err:        env.IO.Err,
 		InTerminal: env.IO.InTerminal,
@@ -141,6 +141,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 				return loop.Options{}, err
 			}
 			s.opts.Agent = a
+			s.opts.Out = tc.progress()
 			return s.opts, nil
 		},
 		Confirm: tc.confirm,
@@ -187,7 +188,7 @@ func (tc *threadCmd) confirm(question string) bool {
 	if !tc.env.IO.InTerminal {
 		return false
 	}
-	fmt.Fprintf(tc.env.IO.Out, "%s [y/N] ", question)
+	fmt.Fprintf(tc.progress(), "%s [y/N] ", question)
 	line, _ := tc.input().ReadString('\n')
 	a := strings.ToLower(strings.TrimSpace(line))
 	return a == "y" || a == "yes"
