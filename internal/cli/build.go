@@ -243,10 +243,10 @@ func reportOutcome(env *Env, s *loopSetup, rep loop.Report, err error) error {
 		return &ExitError{Code: ExitNeedsHuman, Msg: "only blocked tasks are left: see `ralph status`, fix them, then `ralph unblock ID`"}
 	}
 	if rep.Outcome == loop.OutcomeBudget {
-		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("%s, with %d stories left: raise it under [budget] in .ralph/config.toml to go on", rep.Reason, rep.StoriesLeft)}
+		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("%s, with %s left: raise it under [budget] in .ralph/config.toml to go on", rep.Reason, words.Count(rep.StoriesLeft, "story", "stories"))}
 	}
 	if rep.Outcome == loop.OutcomeMaxIterations {
-		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("iteration limit reached with %d stories left: run `ralph build` again to go on", rep.StoriesLeft)}
+		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("iteration limit reached with %s left: run `ralph build` again to go on", words.Count(rep.StoriesLeft, "story", "stories"))}
 	}
 	return nil
 }

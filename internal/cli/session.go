@@ -17,6 +17,7 @@ import (
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
@@ -398,7 +399,7 @@ func newQuestionsCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "questions",
 		Short: "List the questions a session waits for a person to answer",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := openSession(cmd.Context(), env, opts.Session)
 			if errors.Is(err, errNoSession) {
@@ -471,7 +472,7 @@ func newAnswerCmd(env *Env) *cobra.Command {
 			open := session.OpenQuestions(qs)
 			fmt.Fprintf(env.IO.Out, "recorded the answer to %s\n", q.ID)
 			if len(open) > 0 {
-				fmt.Fprintf(env.IO.Out, "%d question(s) still open: ralph questions\n", len(open))
+				fmt.Fprintf(env.IO.Out, "%s still open: ralph questions\n", words.Count(len(open), "question", "questions"))
 			} else {
 				fmt.Fprintln(env.IO.Out, "no questions left: continue with ralph run --resume")
 			}
@@ -494,7 +495,7 @@ func newMetricsCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "metrics",
 		Short: "Show a session's metrics: time in each state, success and rework rates, Q&A cycles, duration",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := openSession(cmd.Context(), env, opts.Session)
 			if errors.Is(err, errNoSession) {
@@ -591,7 +592,7 @@ func printSessionStatus(env *Env, st *SessionStatus) {
 	if st.Done {
 		state = "Complete, goal check passed"
 	}
-	fmt.Fprintf(out, "session %s: %s · %d of %d tasks done · %d Q&A cycle(s)\n", st.ID, state, st.TasksDone, st.Tasks, st.QACycles)
+	fmt.Fprintf(out, "session %s: %s · %d of %s done · %s\n", st.ID, state, st.TasksDone, words.Count(st.Tasks, "task", "tasks"), words.Count(st.QACycles, "Q&A cycle", "Q&A cycles"))
 	if st.CurrentTask != "" {
 		fmt.Fprintf(out, "  current task: %s (attempt %d)\n", st.CurrentTask, st.Attempt)
 	}
@@ -599,9 +600,9 @@ func printSessionStatus(env *Env, st *SessionStatus) {
 		fmt.Fprintf(out, "  reason: %s\n", st.Reason)
 	}
 	if st.OpenQuestions > 0 {
-		fmt.Fprintf(out, "  %d question(s) wait for an answer: ralph questions\n", st.OpenQuestions)
+		fmt.Fprintf(out, "  %s for an answer: ralph questions\n", words.Count(st.OpenQuestions, "question waits", "questions wait"))
 	}
 	m := st.Metrics
-	fmt.Fprintf(out, "  metrics: %d succeeded, %d failed, %d rework(s), %s end to end (ralph metrics for more)\n",
-		m.TaskSuccesses, m.TaskFailures, m.Reworks, (time.Duration(m.DurationMillis) * time.Millisecond).Round(time.Second))
+	fmt.Fprintf(out, "  metrics: %d succeeded, %d failed, %s, %s end to end (ralph metrics for more)\n",
+		m.TaskSuccesses, m.TaskFailures, words.Count(m.Reworks, "rework", "reworks"), (time.Duration(m.DurationMillis) * time.Millisecond).Round(time.Second))
 }

@@ -156,7 +156,7 @@ func newThreadListCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the threads with their phases",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tc, err := readThreads(cmd, opts)
 			if err != nil {
