@@ -162,6 +162,8 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 			return err
 		}
 	}
+	// Agents come after the session: with nothing to resume, that is the
+	// answer, whatever the agents.
 	specs, err := roleAgents(env, cfg, opts.Agent)
 	if err != nil {
 		return err
