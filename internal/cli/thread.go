@@ -83,6 +83,13 @@ func newThreadNewCmd(env *Env) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A bad --id changes nothing: it is refused before the
+			// workspace is set up.
+			if opts.ID != "" {
+				if err := thread.ValidateID(opts.ID); err != nil {
+					return &UsageError{Err: err}
+				}
+			}
 			tc, err := openThreads(cmd, opts)
 			if err != nil {
 				return err
