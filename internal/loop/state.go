@@ -194,6 +194,11 @@ func StatePath(ws *workspace.Workspace) string { return ws.Path("state.json") }
 // EventsPath is the transition log.
 func EventsPath(ws *workspace.Workspace) string { return ws.Path("events.jsonl") }
 
+// cannotGoOn is what a person does about a state file ralph cannot read.
+func cannotGoOn(rel string) string {
+	return fmt.Sprintf("; ralph writes this file and cannot go on from it: undo the change, or move it aside (mv %s %s.bad) to start a new run, which forgets the old run's retry counts and blockers", rel, rel)
+}
+
 // LoadState reads state.json; a missing file returns nil and no error.
 func LoadState(ws *workspace.Workspace) (*LoopState, error) {
 	var st LoopState
@@ -201,8 +206,14 @@ func LoadState(ws *workspace.Workspace) (*LoopState, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
+	var newer *store.SchemaError
+	if errors.As(err, &newer) {
 		return nil, err
+	}
+	if err != nil {
+		// A file edited by hand into bad JSON: say where, and what to do.
+		rel := ws.Rel(StatePath(ws))
+		return nil, fmt.Errorf("%s%s", strings.Replace(err.Error(), StatePath(ws), rel, 1), cannotGoOn(rel))
 	}
 	if st.Tasks == nil {
 		st.Tasks = map[string]*TaskRecord{}
@@ -219,7 +230,7 @@ func LoadState(ws *workspace.Workspace) (*LoopState, error) {
 	}
 	if err := st.validate(); err != nil {
 		rel := ws.Rel(StatePath(ws))
-		return nil, fmt.Errorf("%s: %w; ralph writes this file and cannot go on from it: undo the change, or move it aside (mv %s %s.bad) to start a new run, which forgets the old run's retry counts and blockers", rel, err, rel, rel)
+		return nil, fmt.Errorf("%s: %w%s", rel, err, cannotGoOn(rel))
 	}
 	return &st, nil
 }
