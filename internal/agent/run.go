@@ -45,6 +45,9 @@ type Invocation struct {
 	// Redactor masks secrets in the log, the display and the Result; nil
 	// means redact.Default().
 	Redactor *redact.Redactor
+	// MaxLogBytes bounds what Log receives: past it only the first and
+	// the last half are kept (0 means DefaultMaxLogBytes).
+	MaxLogBytes int64
 }
 
 // TokenVar is the environment variable that carries Invocation.Token.
@@ -76,6 +79,9 @@ type Outcome struct {
 	proc.Outcome
 	Result      Result
 	OutputBytes int64
+	// LogCutBytes is how much of the output the raw log lost to
+	// MaxLogBytes; 0 when it holds every byte.
+	LogCutBytes int64
 	// StderrTail is the end of what the agent wrote to stderr, where CLIs
 	// say that they cannot run (not logged in, unknown option).
 	StderrTail string
@@ -144,8 +150,10 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 	var mu sync.Mutex // the log and the display are shared by stdout and stderr
 	var logw io.Writer = io.Discard
 	var rlog *redact.Writer
+	var capped *headTailWriter
 	if inv.Log != nil {
-		rlog = redact.NewWriter(inv.Log, red)
+		capped = newHeadTailWriter(inv.Log, inv.MaxLogBytes)
+		rlog = redact.NewWriter(capped, red)
 		logw = rlog
 	}
 	errTail := proc.NewTailBuffer(stderrTailBytes)
@@ -201,15 +209,18 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 	out, err := proc.Run(ctx, spec)
 	stdout.Flush()
 	stderr.Flush()
+	var logCut int64
 	if rlog != nil {
 		rlog.Flush()
+		capped.Close()
+		logCut = capped.Cut()
 	}
 	if f, ok := parser.(Flusher); ok {
 		if text := f.Flush(); text != "" {
 			io.WriteString(display, text+"\n")
 		}
 	}
-	res := Outcome{Outcome: out, Result: parser.Result(), OutputBytes: total, StderrTail: string(errTail.Bytes())}
+	res := Outcome{Outcome: out, Result: parser.Result(), OutputBytes: total, LogCutBytes: logCut, StderrTail: string(errTail.Bytes())}
 	if pgid > 0 {
 		// Run stopped the agent's process group; what left the group
 		// (setsid) would go on changing the tree while ralph judges and

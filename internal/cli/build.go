@@ -167,6 +167,7 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 		LimitCooldown: cfg.Agent.LimitCooldown.Duration,
 		LimitPatterns: cfg.Agent.LimitPatterns,
 		IdleTimeout:   cfg.Agent.IdleTimeout.Duration,
+		MaxLogBytes:   cfg.Agent.MaxLogBytes,
 		Budget:        loop.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
 		Breaker: loop.BreakerConfig{NoProgress: cfg.Breaker.NoProgress, SameError: cfg.Breaker.SameError,
 			PermissionDenials: cfg.Breaker.PermissionDenials, Cooldown: cfg.Breaker.Cooldown.Duration},

@@ -350,7 +350,7 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 	defer logf.Close()
 	fmt.Fprintf(a.env.IO.Out, "── %s · agent %s ──\n", c.Role, spec.Name)
 	out, err := agent.Run(ctx, agent.Invocation{Spec: spec, Prompt: c.Prompt, PromptFile: promptFile, Dir: a.ws.Root,
-		Log: logf, Display: a.env.IO.Out, Timeout: a.cfg.Agent.Timeout.Duration, IdleTimeout: a.cfg.Agent.IdleTimeout.Duration,
+		Log: logf, Display: a.env.IO.Out, Timeout: a.cfg.Agent.Timeout.Duration, IdleTimeout: a.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: a.cfg.Agent.MaxLogBytes,
 		OnStart: c.OnStart, Token: c.Token})
 	if ctx.Err() != nil {
 		return "", ctx.Err()

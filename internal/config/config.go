@@ -156,6 +156,9 @@ type AgentSection struct {
 	// LimitPatterns are matched against the agent's final message and
 	// reported errors when the CLI gave no structured limit event.
 	LimitPatterns []string `toml:"limit_patterns"`
+	// MaxLogBytes bounds one agent run's raw log (iter-N.log): past it
+	// only its first and last halves are kept.
+	MaxLogBytes int64 `toml:"max_log_bytes"`
 }
 
 // BudgetSection bounds a run; 0 means no bound.
@@ -214,7 +217,7 @@ type CheckConfig struct {
 func Default() Config {
 	return Config{
 		SchemaVersion: SchemaVersion,
-		Agent: AgentSection{Default: "codex", Timeout: Duration{30 * time.Minute}, LimitCooldown: Duration{30 * time.Minute},
+		Agent: AgentSection{Default: "codex", Timeout: Duration{30 * time.Minute}, LimitCooldown: Duration{30 * time.Minute}, MaxLogBytes: 50 << 20,
 			LimitPatterns: []string{"usage limit", "rate limit", "hit your limit", "quota exceeded", "resource_exhausted", "too many requests"}},
 		Build: BuildSection{
 			PRD:               ".agents/tasks/prd.md",
@@ -284,6 +287,9 @@ func Load(path string) (Config, error) {
 func (c Config) validate() error {
 	if c.Build.MaxIterations < 0 || c.Plan.MaxIterations < 0 {
 		return errors.New("max_iterations must not be negative")
+	}
+	if c.Agent.MaxLogBytes < 1<<10 {
+		return fmt.Errorf("[agent] max_log_bytes = %d: use at least 1024 (bytes; the default is 52428800, 50 MB)", c.Agent.MaxLogBytes)
 	}
 	switch src := c.Tasks.Source; {
 	case src == "", src == "prd-md", src == "prd-json", src == "progress", src == "beads":

@@ -22,6 +22,8 @@ default = "codex"
 timeout = "30m"
 # Kill an agent that prints nothing for this long ("0s": never).
 idle_timeout = "0s"
+# Bound one agent run's raw log (bytes); past it the first and last halves are kept.
+max_log_bytes = 52428800
 # Agents to rotate to while the default one cools down after a usage limit.
 fallbacks = []
 # Rest after a limit whose reset time the agent did not say.

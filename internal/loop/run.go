@@ -88,6 +88,8 @@ type Options struct {
 	LimitPatterns []string
 	// IdleTimeout ends an agent run that prints nothing for this long.
 	IdleTimeout time.Duration
+	// MaxLogBytes bounds each raw agent log (0: agent.DefaultMaxLogBytes).
+	MaxLogBytes int64
 	// Budget bounds the run; zero fields are no bound.
 	Budget Budget
 	// Breaker configures the circuit breaker.
@@ -198,8 +200,11 @@ type IterationRecord struct {
 	Tokens            agent.Usage `json:"tokens"`
 	FinalMessage      string      `json:"final_message,omitempty"`
 	OutputBytes       int64       `json:"output_bytes"`
-	PromptFile        string      `json:"prompt_file"`
-	LogFile           string      `json:"log_file"`
+	// LogCutBytes is how much of the output the raw log (LogFile) left
+	// out to stay within [agent] max_log_bytes.
+	LogCutBytes int64  `json:"log_cut_bytes,omitempty"`
+	PromptFile  string `json:"prompt_file"`
+	LogFile     string `json:"log_file"`
 }
 
 // CheckRecord is the outcome of one check in an iteration.
@@ -426,6 +431,7 @@ func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt str
 		Display:     r.opts.Out,
 		Timeout:     r.opts.AgentTimeout,
 		IdleTimeout: r.opts.IdleTimeout,
+		MaxLogBytes: r.opts.MaxLogBytes,
 		OnStart:     r.onAgentStart,
 		Token:       r.agentToken,
 	})
@@ -440,7 +446,7 @@ func (r *run) newRecord(n int, started time.Time, out agent.Outcome, promptFile,
 		StartedAt: started.UTC(), DurationMillis: out.Duration.Milliseconds(), ExitCode: out.ExitCode,
 		Signals: out.Result.Signals, Tokens: out.Result.Usage, FinalMessage: clip(out.Result.FinalMessage, 4096),
 		ContextPercent: out.Result.ContextPercent(), CostUSD: out.Result.CostUSD, PermissionDenials: out.Result.PermissionDenials,
-		OutputBytes: out.OutputBytes, PromptFile: r.ws.Rel(promptFile), LogFile: r.ws.Rel(logFile),
+		OutputBytes: out.OutputBytes, LogCutBytes: out.LogCutBytes, PromptFile: r.ws.Rel(promptFile), LogFile: r.ws.Rel(logFile),
 	}
 }
 

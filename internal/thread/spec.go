@@ -53,7 +53,7 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 	defer logf.Close()
 	r.out("ralph: running %s for the %s of thread %s", spec.Name, kind, r.t.ID)
 	out, err := agent.Run(r.ctx, agent.Invocation{Spec: spec, Prompt: prompt, PromptFile: promptFile, Dir: r.ws.Root,
-		Log: logf, Display: r.env.Out, Timeout: r.cfg.Agent.Timeout.Duration, IdleTimeout: r.cfg.Agent.IdleTimeout.Duration})
+		Log: logf, Display: r.env.Out, Timeout: r.cfg.Agent.Timeout.Duration, IdleTimeout: r.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: r.cfg.Agent.MaxLogBytes})
 	if r.ctx.Err() != nil {
 		return "", ErrInterrupted
 	}
