@@ -174,6 +174,7 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 		OnFailingBaseline: cfg.Build.OnFailingBaseline,
 		Memory:            mem,
 		Out:               env.IO.Out,
+		Terminal:          env.IO.OutTerminal,
 		Now:               env.Now,
 	}}, nil
 }

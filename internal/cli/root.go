@@ -30,6 +30,9 @@ type IO struct {
 	Err io.Writer
 	// InTerminal reports whether In is a terminal a person types into.
 	InTerminal bool
+	// OutTerminal reports whether Out is a terminal: progress lines are
+	// then updated in place.
+	OutTerminal bool
 }
 
 // Env is what commands take from the process environment, injectable so
@@ -47,7 +50,7 @@ type Env struct {
 // SystemEnv is the real process environment.
 func SystemEnv() *Env {
 	return &Env{
-		IO:         IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, InTerminal: isTerminal(os.Stdin)},
+		IO:         IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, InTerminal: isTerminal(os.Stdin), OutTerminal: isTerminal(os.Stdout)},
 		Getenv:     os.Getenv,
 		WorkDir:    os.Getwd,
 		Now:        time.Now,

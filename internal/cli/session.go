@@ -14,6 +14,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/heartbeat"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/store"
@@ -349,9 +350,11 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 	}
 	defer logf.Close()
 	fmt.Fprintf(a.env.IO.Out, "── %s · agent %s ──\n", c.Role, spec.Name)
+	beat := heartbeat.Start(a.env.IO.Out, c.Role+" "+spec.Name+" working", a.env.IO.OutTerminal)
 	out, err := agent.Run(ctx, agent.Invocation{Spec: spec, Prompt: c.Prompt, PromptFile: promptFile, Dir: a.ws.Root,
-		Log: logf, Display: a.env.IO.Out, Timeout: a.cfg.Agent.Timeout.Duration, IdleTimeout: a.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: a.cfg.Agent.MaxLogBytes,
+		Log: logf, Display: beat.Writer(), Timeout: a.cfg.Agent.Timeout.Duration, IdleTimeout: a.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: a.cfg.Agent.MaxLogBytes,
 		OnStart: c.OnStart, Token: c.Token})
+	beat.Stop()
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}

@@ -1004,7 +1004,7 @@ func (b *builder) test(ctx context.Context) (Event, error) {
 	// and the next check runs.
 	var failed *check.Result
 	for _, c := range b.opts.Checks {
-		res := check.Run(context.WithoutCancel(ctx), b.ws.Root, c)
+		res := b.runCheck(context.WithoutCancel(ctx), c)
 		if ctx.Err() != nil {
 			return Event{}, ErrInterrupted
 		}
@@ -1074,7 +1074,7 @@ func (b *builder) takeBaseline(ctx context.Context) error {
 	bl := &Baseline{Head: b.headNow(), Checks: []BaselineCheck{}}
 	var failing []string
 	for _, c := range b.opts.Checks {
-		res := check.Run(ctx, b.ws.Root, c)
+		res := b.runCheck(ctx, c)
 		if ctx.Err() != nil {
 			return ErrInterrupted
 		}
@@ -1127,7 +1127,7 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 		if c.Verify == "" {
 			continue
 		}
-		res := check.Run(context.WithoutCancel(ctx), b.ws.Root, check.Check{Name: c.ID, Run: c.Verify, Timeout: 10 * time.Minute})
+		res := b.runCheck(context.WithoutCancel(ctx), check.Check{Name: c.ID, Run: c.Verify, Timeout: 10 * time.Minute})
 		cmds = append(cmds, role.CommandResult{ID: c.ID, Passed: res.Passed(), Output: res.Output, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Missing: res.Missing})
 	}
 	var reviewer *role.Verdict

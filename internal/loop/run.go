@@ -24,6 +24,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/heartbeat"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/store"
@@ -90,6 +91,9 @@ type Options struct {
 	IdleTimeout time.Duration
 	// MaxLogBytes bounds each raw agent log (0: agent.DefaultMaxLogBytes).
 	MaxLogBytes int64
+	// Terminal says Out is a terminal: heartbeats of silent agents and
+	// checks are then one line updated in place, not a line per interval.
+	Terminal bool
 	// Budget bounds the run; zero fields are no bound.
 	Budget Budget
 	// Breaker configures the circuit breaker.
@@ -422,13 +426,17 @@ func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt str
 		return agent.Outcome{}, promptFile, logFile, err
 	}
 	defer f.Close()
+	// A thinking agent can be silent for minutes: the heartbeat shows it
+	// is alive.
+	beat := heartbeat.Start(r.opts.Out, "agent "+spec.Name+" working", r.opts.Terminal)
+	defer beat.Stop()
 	out, err := agent.Run(ctx, agent.Invocation{
 		Spec:        spec,
 		Prompt:      prompt,
 		PromptFile:  promptFile,
 		Dir:         r.ws.Root,
 		Log:         f,
-		Display:     r.opts.Out,
+		Display:     beat.Writer(),
 		Timeout:     r.opts.AgentTimeout,
 		IdleTimeout: r.opts.IdleTimeout,
 		MaxLogBytes: r.opts.MaxLogBytes,
@@ -527,4 +535,12 @@ func (r *run) gitDelta(ctx context.Context, rec *IterationRecord, before gitx.Sn
 		}
 	}
 	return after, nil
+}
+
+// runCheck runs one of ralph's checks with a heartbeat: a test suite can
+// take minutes without a word.
+func (r *run) runCheck(ctx context.Context, c check.Check) check.Result {
+	beat := heartbeat.Start(r.opts.Out, "check "+c.Name+" running", r.opts.Terminal)
+	defer beat.Stop()
+	return check.Run(ctx, r.ws.Root, c)
 }
