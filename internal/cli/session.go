@@ -158,16 +158,18 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		if _, err := sessionDir(ws, opts.Session); err != nil {
 			return err
 		}
-	} else if _, busy := store.Held(ws.LockPath()); !busy {
-		if _, err := cleanTree(ctx, ws); err != nil {
-			return err
-		}
 	}
 	// Agents come after the session: with nothing to resume, that is the
-	// answer, whatever the agents.
+	// answer, whatever the agents. A mistake in the configuration comes
+	// before the state of the tree: it is what the person must fix first.
 	specs, err := roleAgents(env, cfg, opts.Agent)
 	if err != nil {
 		return err
+	}
+	if _, busy := store.Held(ws.LockPath()); !opts.Resume && !busy {
+		if _, err := cleanTree(ctx, ws); err != nil {
+			return err
+		}
 	}
 	if _, err := ws.EnsureStateFiles(env.Now()); err != nil {
 		return err
