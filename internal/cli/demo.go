@@ -286,10 +286,13 @@ Look around:
   cat .ralph/errors.log               the failed check and the reopened story
   ls .ralph/runs/%s   prompts, raw output and a summary per iteration
 
+When you are done looking, remove the demo repository:
+  rm -rf %s
+
 With a real agent, in your own repository:
   ralph init && ralph prd "what you want built" && ralph plan && ralph build --agent claude
   (or --agent codex, opencode, gemini, droid, amp, cursor-agent, copilot)
-`, dir, rep.RunID)
+`, dir, rep.RunID, dir)
 	if rep.Outcome != loop.OutcomeComplete {
 		return fmt.Errorf("the demo did not complete (%s): see %s", rep.Outcome, dir)
 	}

@@ -1,0 +1,34 @@
+package prompt
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// A user who overrides a prompt in .ralph/prompts/ learns the placeholders
+// from the README: every one the build, plan and PRD templates use must be
+// listed there.
+func TestREADMEListsEveryPlaceholderOfTheLoopPrompts(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(readme), "\n## Prompts\n")
+	if i < 0 {
+		t.Fatal("README.md has no ## Prompts section")
+	}
+	section := string(readme[i:])
+	if j := strings.Index(section[1:], "\n## "); j >= 0 {
+		section = section[:j+1]
+	}
+	placeholder := regexp.MustCompile(`{{([A-Z_]+)}}`)
+	for _, k := range []Kind{Build, Plan, PRD} {
+		for _, m := range placeholder.FindAllStringSubmatch(Default(k), -1) {
+			if !strings.Contains(section, "`"+m[1]+"`") {
+				t.Errorf("%s uses {{%s}}, which the README's Prompts section does not list", k.FileName(), m[1])
+			}
+		}
+	}
+}
