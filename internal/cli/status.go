@@ -220,7 +220,11 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		fmt.Fprintln(out)
 	}
 	m := st.Metrics
-	fmt.Fprintf(out, "metrics: %d task successes, %d failures, %d reworks, %d blocked, total %s\n", m.TaskSuccesses, m.TaskFailures, m.Reworks, m.Blocked, (time.Duration(m.TotalMillis) * time.Millisecond).Round(time.Second))
+	// A task that passed on its second attempt is a success with one
+	// failed attempt, not a failed task: the words say attempts.
+	fmt.Fprintf(out, "metrics: %s verified, %s, %s, %d blocked, total %s\n",
+		words.Count(m.TaskSuccesses, "task", "tasks"), words.Count(m.TaskFailures, "failed attempt", "failed attempts"),
+		words.Count(m.Reworks, "rework", "reworks"), m.Blocked, (time.Duration(m.TotalMillis) * time.Millisecond).Round(time.Second))
 	if len(m.StateMillis) > 0 {
 		var parts []string
 		for _, s := range loop.States {
