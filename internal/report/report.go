@@ -1,0 +1,190 @@
+// Package report holds ralph's events and the sinks that consume them.
+//
+// Runners never print: they emit events through an Emitter, and sinks
+// render them: the terminal text today's users know (Text), one JSON object
+// per line for `--json` (JSONLines), and the journal .ralph/events.jsonl
+// (Journal). Every machine uses the one envelope, Event.
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+)
+
+// SchemaVersion is the version of the event envelope, its "v" field.
+// Readers skip lines whose v is newer than they know.
+const SchemaVersion = 1
+
+// Kind says what an event is about. The set is closed: a consumer can
+// switch on it.
+type Kind string
+
+// The kinds of events.
+const (
+	KindTransition  Kind = "transition"   // the machine moved: from, to, trigger
+	KindRun         Kind = "run"          // a run started, resumed or committed its setup
+	KindIteration   Kind = "iteration"    // an iteration started (the banner line)
+	KindAgentOutput Kind = "agent_output" // one line the agent showed
+	KindHeartbeat   Kind = "heartbeat"    // a silent agent or check is still alive
+	KindCheck       Kind = "check"        // one of ralph's checks ran
+	KindVerdict     Kind = "verdict"      // a reviewer's judgement
+	KindCommit      Kind = "commit"       // ralph committed a task's work
+	KindBlocker     Kind = "blocker"      // a task was blocked or retried out of a block
+	KindLimit       Kind = "limit"        // an agent hit a usage limit, or a run limit ended the run
+	KindWait        Kind = "wait"         // the run waits (cooldown, breaker)
+	KindWarning     Kind = "warning"      // something went wrong but the run goes on
+	KindNote        Kind = "note"         // anything else a person is told
+	KindSummary     Kind = "summary"      // the end of a run
+)
+
+// Event is one fact about a run, in the envelope every machine shares.
+// Text is the line a person reads, exactly as the terminal shows it
+// (newline included); Data holds the same fact for programs.
+type Event struct {
+	V       int            `json:"v"`
+	Seq     int64          `json:"seq"`
+	Time    time.Time      `json:"time"`
+	Run     string         `json:"run,omitempty"`
+	Worker  string         `json:"worker,omitempty"`
+	Machine string         `json:"machine"`
+	From    string         `json:"from,omitempty"`
+	To      string         `json:"to,omitempty"`
+	Trigger string         `json:"trigger,omitempty"`
+	Task    string         `json:"task,omitempty"`
+	Attempt int            `json:"attempt,omitempty"`
+	Kind    Kind           `json:"kind"`
+	Data    map[string]any `json:"data,omitempty"`
+	Text    string         `json:"text,omitempty"`
+}
+
+// Sink consumes events. Emit is called with the Emitter's lock held, so a
+// sink sees events one at a time, in seq order.
+type Sink interface {
+	Emit(Event)
+}
+
+// Text writes each event's Text as it is: the terminal output.
+type Text struct{ W io.Writer }
+
+// Emit implements Sink.
+func (t Text) Emit(ev Event) {
+	if ev.Text != "" {
+		io.WriteString(t.W, ev.Text)
+	}
+}
+
+// JSONLines writes each event as one JSON object on its own line.
+type JSONLines struct{ W io.Writer }
+
+// Emit implements Sink.
+func (j JSONLines) Emit(ev Event) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return // an Event always marshals; Data holds plain values only
+	}
+	j.W.Write(append(b, '\n'))
+}
+
+// Emitter stamps events (v, seq, time, run, machine, worker) and hands
+// them to its sinks. It is safe for concurrent use: agent output arrives
+// from other goroutines than the runner's.
+type Emitter struct {
+	mu      sync.Mutex
+	seq     int64
+	run     string
+	machine string
+	worker  string
+	now     func() time.Time
+	sinks   []Sink
+}
+
+// NewEmitter returns an emitter for one run of machine whose first event
+// gets seq after+1 (after is the journal's last seq, see LastSeq). Nil
+// sinks are skipped; now nil means time.Now.
+func NewEmitter(machine, run string, after int64, now func() time.Time, sinks ...Sink) *Emitter {
+	if now == nil {
+		now = time.Now
+	}
+	e := &Emitter{machine: machine, run: run, seq: after, now: now}
+	for _, s := range sinks {
+		if s != nil {
+			e.sinks = append(e.sinks, s)
+		}
+	}
+	return e
+}
+
+// SetWorker names the worker every later event comes from.
+func (e *Emitter) SetWorker(w string) {
+	e.mu.Lock()
+	e.worker = w
+	e.mu.Unlock()
+}
+
+// Skip makes the next event's seq greater than seq: an event written to
+// the journal by a repair keeps its number.
+func (e *Emitter) Skip(seq int64) {
+	e.mu.Lock()
+	e.seq = max(e.seq, seq)
+	e.mu.Unlock()
+}
+
+// Emit stamps ev, hands it to every sink and returns it as stamped.
+func (e *Emitter) Emit(ev Event) Event {
+	ev, _ = e.EmitAfter(ev, nil)
+	return ev
+}
+
+// EmitAfter stamps ev, calls persist with it, and only when persist
+// succeeds hands it to the sinks. A runner saves its state (which records
+// the event, to repair the journal after a kill) in persist, so that the
+// state never lags the journal.
+func (e *Emitter) EmitAfter(ev Event, persist func(Event) error) (Event, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.seq++
+	ev.V, ev.Seq, ev.Run, ev.Machine = SchemaVersion, e.seq, e.run, e.machine
+	if ev.Time.IsZero() {
+		ev.Time = e.now().UTC()
+	}
+	if ev.Worker == "" {
+		ev.Worker = e.worker
+	}
+	if persist != nil {
+		if err := persist(ev); err != nil {
+			return ev, err
+		}
+	}
+	for _, s := range e.sinks {
+		s.Emit(ev)
+	}
+	return ev, nil
+}
+
+// Writer returns a writer that emits each line written to it as an event
+// of kind, Text holding the line with its newline. A write's last piece
+// without a newline is emitted as it is, so that a terminal status line
+// ("\r\033[K  … agent working · 5s") reaches the text sink unchanged.
+// Empty writes emit nothing.
+func (e *Emitter) Writer(kind Kind) io.Writer { return lineWriter{e, kind} }
+
+type lineWriter struct {
+	e    *Emitter
+	kind Kind
+}
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	for rest := p; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line = rest[:i+1]
+		}
+		rest = rest[len(line):]
+		w.e.Emit(Event{Kind: w.kind, Text: string(line),
+			Data: map[string]any{"line": string(bytes.TrimRight(line, "\n"))}})
+	}
+	return len(p), nil
+}

@@ -1,0 +1,125 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type collect struct{ evs []Event }
+
+func (c *collect) Emit(ev Event) { c.evs = append(c.evs, ev) }
+
+// The text sink shows exactly what the runner meant a person to read,
+// whatever the lines were cut into; the JSON sink one object per line.
+func TestTextAndJSONSinks(t *testing.T) {
+	var text, js bytes.Buffer
+	e := NewEmitter("loop", "run-1", 0, func() time.Time { return time.Unix(0, 0) }, Text{&text}, JSONLines{&js}, nil)
+	e.Emit(Event{Kind: KindNote, Text: "ralph: hello\n"})
+	fmt.Fprint(e.Writer(KindAgentOutput), "  │ one\n  │ two\n\r\033[K")
+	if want := "ralph: hello\n  │ one\n  │ two\n\r\033[K"; text.String() != want {
+		t.Errorf("text sink wrote %q, want %q", text.String(), want)
+	}
+	lines := strings.Split(strings.TrimSuffix(js.String(), "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("JSON sink wrote %d lines, want 4:\n%s", len(lines), js.String())
+	}
+	for i, l := range lines {
+		var ev Event
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		if ev.V != SchemaVersion || ev.Seq != int64(i+1) || ev.Run != "run-1" || ev.Machine != "loop" {
+			t.Errorf("line %d envelope: %s", i+1, l)
+		}
+	}
+	if !strings.Contains(lines[1], `"line":"  │ one"`) {
+		t.Errorf("agent line event lacks its line: %s", lines[1])
+	}
+}
+
+// Events emitted from many goroutines get distinct, increasing seqs in the
+// order the sinks see them.
+func TestEmitterConcurrentSeq(t *testing.T) {
+	c := &collect{}
+	e := NewEmitter("loop", "r", 10, nil, c)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				e.Writer(KindAgentOutput).Write([]byte("x\n"))
+			}
+		})
+	}
+	wg.Wait()
+	if len(c.evs) != 400 {
+		t.Fatalf("%d events, want 400", len(c.evs))
+	}
+	for i, ev := range c.evs {
+		if ev.Seq != int64(11+i) {
+			t.Fatalf("event %d has seq %d, want %d", i, ev.Seq, 11+i)
+		}
+	}
+}
+
+// A failed persist keeps the event from the sinks: the state and the
+// journal never disagree the other way round.
+func TestEmitAfterPersistFails(t *testing.T) {
+	c := &collect{}
+	e := NewEmitter("loop", "r", 0, nil, c)
+	if _, err := e.EmitAfter(Event{Kind: KindTransition}, func(Event) error { return os.ErrPermission }); err == nil {
+		t.Fatal("EmitAfter hid the persist error")
+	}
+	if len(c.evs) != 0 {
+		t.Errorf("the sinks got an event whose state was not saved")
+	}
+}
+
+// The journal's seq goes on from its last numbered line, past lines of an
+// older ralph and a torn last line; Repair appends a lost event once.
+func TestJournalSeqAndRepair(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "events.jsonl")
+	old := `{"timestamp":"2024-01-01T00:00:00Z","sessionId":"x","transition":{"from":"INIT","to":"MEMORY_LOAD","trigger":"start"}}` + "\n"
+	os.WriteFile(p, []byte(old), 0o644)
+	if n, err := LastSeq(p); err != nil || n != 0 {
+		t.Fatalf("LastSeq of an old journal = %d, %v; want 0", n, err)
+	}
+	j := &Journal{Path: p}
+	e := NewEmitter("loop", "r1", 0, nil, j)
+	e.Emit(Event{Kind: KindNote, Text: "a\n"})
+	lost, _ := e.EmitAfter(Event{Kind: KindTransition, From: "A", To: "B"}, func(Event) error { return nil })
+	f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"v":1,"seq":9`) // a torn append
+	f.Close()
+	if n, _ := LastSeq(p); n != 2 {
+		t.Fatalf("LastSeq = %d, want 2", n)
+	}
+	// The kill happened after the state held seq 3 but before its line.
+	lost.Seq = 3
+	for range 2 {
+		if err := Repair(p, lost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := os.ReadFile(p)
+	if got := strings.Count(string(b), `"seq":3`); got != 1 {
+		t.Errorf("the repaired event is in the journal %d times, want once:\n%s", got, b)
+	}
+	for i, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("line %d is not JSON: %q", i+1, l)
+		}
+	}
+	if n, _ := LastSeq(p); n != 3 {
+		t.Errorf("LastSeq after repair = %d, want 3", n)
+	}
+	if j.Err() != nil {
+		t.Error(j.Err())
+	}
+}
