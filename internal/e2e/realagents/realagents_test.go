@@ -379,7 +379,7 @@ var realAgentCases = []realAgentCase{
 			r.wantStdout(t, `Executing → Reviewing \(executor_completed, task-1: completed\)`)
 			r.wantStdout(t, `Reviewing → Executing \(reviewer_completed, task-1: Qualified\)`)
 			r.wantStdout(t, `Complete → Complete \(holistic_check_passed: passed\)`)
-			r.wantStdout(t, `^✓ session \d{6}-\d{6} complete: 1 task\(s\) done, goal check passed$`)
+			r.wantStdout(t, `^✓ session \d{6}-\d{6} complete: 1 task done, goal check passed$`)
 			if strings.Contains(r.stdout, "gave no valid result") {
 				t.Errorf("ralph asked a role again for its result: the ```json result did not reach it intact")
 			}
