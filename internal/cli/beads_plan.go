@@ -83,7 +83,7 @@ func planBeadsProto(ctx context.Context, ws *workspace.Workspace, prdPath, name 
 	if info, err := os.Stat(filepath.Join(ws.Root, beads.DirName)); err != nil || !info.IsDir() {
 		return fmt.Errorf("no beads database in %s: run bd init first (see the README's beads section)", ws.Root)
 	}
-	prd := tasks.Open(kindOf(prdPath, tasks.KindMarkdown), prdPath)
+	prd := tasks.Open(kindOrMarkdown(prdPath), prdPath)
 	board, err := prd.Load()
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("no PRD at %s: the proto is made from the PRD's stories; write one with ralph prd \"what you want built\", or pass --prd PATH", ws.Rel(prdPath))

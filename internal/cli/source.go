@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/tasks"
@@ -23,18 +21,22 @@ func resolveSource(ws *workspace.Workspace, cfg config.Config, tasksFlag, prdFla
 	}
 	if tasksFlag != "" {
 		p := ws.Abs(tasksFlag)
-		kind := kindOf(p, "")
-		// A task file named on the command line must exist; only
-		// progress.txt may be missing, which BMAD mode answers with its
-		// setup template.
-		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) && kind != tasks.KindProgress {
+		kind := tasks.KindForPath(p)
+		if kind == "" {
+			return nil, usageErrorf("--tasks %s is a folder without a beads database: name a PRD (.md), prd.json or progress.txt, or use --tasks beads", tasksFlag)
+		}
+		// A task file named on the command line must exist, except one
+		// whose format answers a missing file with a setup template
+		// (BMAD's progress.txt).
+		_, templated := tasks.Open(kind, p).(tasks.SetupTemplater)
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) && !templated {
 			return nil, usageErrorf("--tasks %s: no such file: name an existing PRD (.md), prd.json or progress.txt, or use --tasks beads for the beads database", tasksFlag)
 		}
 		return tasks.Open(kind, p), nil
 	}
 	if prdFlag != "" {
 		p := ws.Abs(prdFlag)
-		return tasks.Open(kindOf(p, tasks.KindMarkdown), p), nil
+		return tasks.Open(kindOrMarkdown(p), p), nil
 	}
 	if mol, ok := tasks.ParseBeadsSource(cfg.Tasks.Source); ok {
 		return tasks.OpenBeads(ws.Root, mol, nil), nil
@@ -45,16 +47,16 @@ func resolveSource(ws *workspace.Workspace, cfg config.Config, tasksFlag, prdFla
 		if p == "" {
 			switch kind {
 			case tasks.KindProgress:
-				p = "progress.txt"
+				p = tasks.ProgressFileName
 			case tasks.KindJSON:
-				p = "prd.json"
+				p = tasks.PRDJSONFileName
 			default:
 				p = cfg.Build.PRD
 			}
 		}
 		p = ws.Abs(p)
 		if kind == "" {
-			kind = kindOf(p, tasks.KindMarkdown)
+			kind = kindOrMarkdown(p)
 		}
 		return tasks.Open(kind, p), nil
 	}
@@ -67,30 +69,19 @@ func resolveSource(ws *workspace.Workspace, cfg config.Config, tasksFlag, prdFla
 	return src, nil
 }
 
-// missingSource says that src does not exist yet and what makes one.
-func missingSource(ws *workspace.Workspace, src tasks.Source) error {
-	switch src.Kind() {
-	case tasks.KindBeads:
-		return fmt.Errorf("no beads database at %s: run `bd init` to create one", ws.Rel(src.Path()))
-	case tasks.KindMarkdown:
-		return fmt.Errorf("none yet at %s: ralph prd writes one (ralph run works without one)", ws.Rel(src.Path()))
-	case tasks.KindProgress:
-		return fmt.Errorf("none yet at %s: ralph init --bmad writes one", ws.Rel(src.Path()))
+// kindOrMarkdown is tasks.KindForPath for a path meant to be a PRD: a
+// folder there is read as a PRD too, whose load then says what is wrong.
+func kindOrMarkdown(path string) tasks.Kind {
+	if k := tasks.KindForPath(path); k != "" {
+		return k
 	}
-	return fmt.Errorf("none yet at %s", ws.Rel(src.Path()))
+	return tasks.KindMarkdown
 }
 
-func kindOf(path string, def tasks.Kind) tasks.Kind {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".json":
-		return tasks.KindJSON
-	case ".txt", ".yaml", ".yml":
-		return tasks.KindProgress
-	case ".md", ".markdown":
-		return tasks.KindMarkdown
+// missingSource says that src does not exist yet and what makes one.
+func missingSource(ws *workspace.Workspace, src tasks.Source) error {
+	if c, ok := src.(tasks.Creatable); ok {
+		return fmt.Errorf("no %s at %s: run `%s` to create one (ralph run works without one)", c.Noun(), ws.Rel(src.Path()), c.CreateCommand())
 	}
-	if def == "" {
-		return tasks.KindMarkdown
-	}
-	return def
+	return fmt.Errorf("none yet at %s", ws.Rel(src.Path()))
 }

@@ -44,8 +44,8 @@ works too.`,
 			board, err := src.Load()
 			if errors.Is(err, fs.ErrNotExist) {
 				what := "no task file"
-				if src.Kind() == tasks.KindMarkdown {
-					what = "no PRD"
+				if c, ok := src.(tasks.Creatable); ok {
+					what = "no " + c.Noun()
 				}
 				return fmt.Errorf("%s at %s, so there is no task %s to unblock: unblock works on the task file `ralph build` uses; if yours is elsewhere, set [build] prd or [tasks] path in .ralph/config.toml", what, ws.Rel(src.Path()), id)
 			}

@@ -117,14 +117,11 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	// input changes nothing.
 	board, err := src.Load()
 	if errors.Is(err, fs.ErrNotExist) {
-		if src.Kind() == tasks.KindProgress {
-			return rep, &SetupRequiredError{Path: ws.Rel(src.Path()), Template: tasks.ProgressTemplate()}
+		if t, ok := src.(tasks.SetupTemplater); ok {
+			return rep, &SetupRequiredError{Path: ws.Rel(src.Path()), Template: t.SetupTemplate()}
 		}
-		if src.Kind() == tasks.KindMarkdown {
-			return rep, &SetupError{Msg: fmt.Sprintf("no PRD at %s: run `ralph prd \"what you want built\"` to write one, or pass --prd PATH", ws.Rel(src.Path()))}
-		}
-		if src.Kind() == tasks.KindBeads {
-			return rep, &SetupError{Msg: fmt.Sprintf("no beads database at %s: run `bd init` to create one, or pass --tasks PATH for a task file", ws.Rel(src.Path()))}
+		if c, ok := src.(tasks.Creatable); ok {
+			return rep, &SetupError{Msg: fmt.Sprintf("no %s at %s: run `%s` to create one, or pass --tasks PATH for another task file", c.Noun(), ws.Rel(src.Path()), c.CreateCommand())}
 		}
 		return rep, &SetupError{Msg: fmt.Sprintf("no task file at %s: create it or pass --tasks PATH", ws.Rel(src.Path()))}
 	}
@@ -132,7 +129,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		// Name files as the user types them, relative to the repository.
 		return rep, errors.New(strings.ReplaceAll(err.Error(), ws.Root+string(filepath.Separator), ""))
 	}
-	if opts.RequirePlan && src.Kind() == tasks.KindMarkdown {
+	if _, planned := src.(tasks.Planned); planned && opts.RequirePlan {
 		if _, err := os.Stat(opts.PlanPath); errors.Is(err, fs.ErrNotExist) {
 			return rep, &SetupError{Msg: fmt.Sprintf("no plan at %s: run `ralph plan` first, or set require_plan = false under [build] in .ralph/config.toml", ws.Rel(opts.PlanPath))}
 		}
@@ -884,11 +881,10 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 			return Event{}, err
 		}
 	}
-	if b.statusDigest() != digest && b.src.Kind() != tasks.KindMarkdown {
-		b.restoreStatus(taskID, taskBytes)
-	}
-	if b.src.Kind() == tasks.KindMarkdown {
+	if agentTicks(b.src) {
 		b.restoreOtherMarks(story.ID, taskBytes)
+	} else if b.statusDigest() != digest {
+		b.restoreStatus(taskID, taskBytes)
 	}
 	changed := after.Head != headBefore || worktreeDigest(b.ws.Root, after) != treeBefore
 	rec.Progress = changed
@@ -942,12 +938,19 @@ func (b *builder) fail(reason, output, typ string) error {
 	return nil
 }
 
+// agentTicks reports whether the agent ticks the task file's checkboxes
+// itself, so that its ticks are its claim.
+func agentTicks(src tasks.Source) bool {
+	_, ok := src.(tasks.AgentTicked)
+	return ok
+}
+
 // reopenClaim unchecks a markdown story the agent checked but ralph did not
 // accept, criteria included: the PRD must never show a story done that was
 // not verified, and marks from a rejected attempt must not count as the next
 // attempt's claim.
 func (b *builder) reopenClaim() {
-	if b.src.Kind() != tasks.KindMarkdown || b.sel.Story.ID == "" {
+	if !agentTicks(b.src) || b.sel.Story.ID == "" {
 		return
 	}
 	id := b.sel.Story.ID
@@ -1138,7 +1141,7 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 			return Event{}, err
 		}
 		reviewer = v
-	case b.src.Kind() == tasks.KindMarkdown && (len(criteria) == 0 || len(cmds) < len(criteria)):
+	case agentTicks(b.src) && (len(criteria) == 0 || len(cmds) < len(criteria)):
 		// Seed 001: the agent checks the criteria it verified; a criterion
 		// with no command and no reviewer to judge it is judged by that
 		// claim, not refused as unverifiable.
@@ -1548,10 +1551,15 @@ func (b *builder) exit(allDone bool) error {
 		"final_commit":      head,
 		"time_elapsed":      elapsed.String(),
 	}
-	if err := b.src.SetMetrics(metrics, b.opts.now()); err != nil {
-		b.logError("could not write metrics to %s: %v", b.ws.Rel(b.src.Path()), err)
+	// Only a format with a metrics block keeps them; its file then changed
+	// after the last task's commit, so the change is committed too.
+	m, ok := b.src.(tasks.MetricsRecorder)
+	if ok {
+		if err := m.SetMetrics(metrics, b.opts.now()); err != nil {
+			b.logError("could not write metrics to %s: %v", b.ws.Rel(b.src.Path()), err)
+		}
 	}
-	if !st.NoCommit && b.src.Kind() == tasks.KindProgress {
+	if ok && !st.NoCommit {
 		bg := context.Background()
 		if snap, err := b.ws.Repo.Snapshot(bg); err == nil && len(snap.Dirty) > 0 {
 			if err := b.ws.Repo.AddAll(bg); err == nil {
@@ -1854,7 +1862,7 @@ func (b *builder) vars(n int, taskID string) map[string]string {
 		feedback = "Nothing: this is the first attempt at this task."
 	}
 	status := fmt.Sprintf("Do not edit task status in %s (status, passes, checkboxes of other tasks, retry counts, blocker fields): ralph owns them, marks %s done after verifying it, and restores any change.", ws.Rel(b.src.Path()), taskID)
-	if b.src.Kind() == tasks.KindMarkdown {
+	if agentTicks(b.src) {
 		status = fmt.Sprintf("Update the PRD: change `- [ ]` to `- [x]` for each acceptance criterion of %s that now holds. Only when all of them hold, change the story heading from `### [ ] %s:` to `### [x] %s:`. Never check a criterion you did not verify; ralph runs the checks itself and reopens the story if they fail.", story.ID, story.ID, story.ID)
 	}
 	notes := ""

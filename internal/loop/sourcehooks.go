@@ -9,29 +9,19 @@ import (
 	"github.com/ralphloop/ralph/internal/tasks"
 )
 
-// Primer is implemented by task sources that have workflow context to put
-// in front of every iteration's memory (beads: `bd prime`). MEMORY_LOAD
-// calls it first in every iteration; a failure is a warning, never fatal.
-type Primer interface {
-	Prime(ctx context.Context) (string, error)
-}
-
-// Claimer is implemented by task sources that record who works on a task
-// (beads: `bd update ID --claim`). STORY_SELECT calls it for the selected
-// task; a failure is a warning, never fatal.
-type Claimer interface {
-	Claim(ctx context.Context, taskID string) error
-}
-
-// Picker is implemented by task sources that choose the next task
-// themselves (beads: `bd ready --json --limit 1`). STORY_SELECT takes the
-// source's choice when the board agrees that it can be worked now (not
-// blocked in ralph's state, its dependencies done); a task already in
-// progress is resumed first, and a failure or an unknown answer falls back
-// to the board's own choice with a warning.
-type Picker interface {
-	Pick(ctx context.Context) (string, error)
-}
+// The task-source hooks the loop calls: MEMORY_LOAD primes the memory
+// with a Primer's context first in every iteration, STORY_SELECT takes a
+// Picker's choice when the board agrees that it can be worked now (not
+// blocked in ralph's state, its dependencies done; a task already in
+// progress is resumed first) and tells a Claimer which task was selected.
+// A failure of any of them is a warning, never fatal: the board's own
+// choice and memory are used. They are capabilities of the sources,
+// declared in package tasks.
+type (
+	Primer  = tasks.Primer
+	Claimer = tasks.Claimer
+	Picker  = tasks.Picker
+)
 
 // pick applies a Picker source's choice to the board's selection.
 func (b *builder) pick(sel tasks.Selection) tasks.Selection {

@@ -410,9 +410,6 @@ func (s *BeadsSource) notFound(id string, err error) error {
 	return err
 }
 
-// SetMetrics is a no-op: beads has no metrics block.
-func (s *BeadsSource) SetMetrics(map[string]string, time.Time) error { return nil }
-
 // Prime runs bd prime: the beads workflow context for the prompt's memory
 // section (bd honours .beads/PRIME.md itself).
 func (s *BeadsSource) Prime(ctx context.Context) (string, error) {

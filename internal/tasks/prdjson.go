@@ -476,6 +476,3 @@ func (s *prdJSONSource) SetState(storyID string, status Status, retryCount int, 
 		return status
 	})
 }
-
-// SetMetrics is a no-op: prd.json has no metrics block.
-func (s *prdJSONSource) SetMetrics(map[string]string, time.Time) error { return nil }

@@ -243,10 +243,6 @@ func TestPRDJSONShape2Writes(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertFile(t, path, want)
-	if err := src.SetMetrics(map[string]string{"total_iterations": "3"}, testNow); err != nil {
-		t.Fatal(err)
-	}
-	assertFile(t, path, want)
 }
 
 func TestPRDJSONCRLF(t *testing.T) {

@@ -302,7 +302,7 @@ func TestProgressSetStateAddsMissingKeys(t *testing.T) {
 func TestProgressSetMetrics(t *testing.T) {
 	src, path := writeProgress(t, progressFixture)
 	m := map[string]string{"stories_completed": "2", "total_iterations": "7", "time_elapsed": "1h 2m", "final_commit": "abc123", "cost_usd": "1.25"}
-	if err := src.SetMetrics(m, testNow); err != nil {
+	if err := src.(MetricsRecorder).SetMetrics(m, testNow); err != nil {
 		t.Fatal(err)
 	}
 	want := progressFixture
@@ -326,7 +326,7 @@ func TestProgressSetMetricsCreatesBlock(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src, path := writeProgress(t, head+tt.metrics)
-			if err := src.SetMetrics(map[string]string{"total_iterations": "47", "stories_completed": "3"}, testNow); err != nil {
+			if err := src.(MetricsRecorder).SetMetrics(map[string]string{"total_iterations": "47", "stories_completed": "3"}, testNow); err != nil {
 				t.Fatal(err)
 			}
 			assertFile(t, path, "last_updated: "+testStamp+"\n"+head+tt.want)

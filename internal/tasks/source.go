@@ -45,10 +45,6 @@ type Source interface {
 	// markdown checkbox and shape 1's "passes" only record complete versus
 	// not started); the caller keeps the rest.
 	SetState(storyID string, status Status, retryCount int, b *Blocker, now time.Time) error
-	// SetMetrics writes the metrics block of progress.txt
-	// (stories_completed, total_iterations, final_commit, time_elapsed and
-	// any other given keys); it is a no-op for the other formats.
-	SetMetrics(m map[string]string, now time.Time) error
 }
 
 // Open returns the Source for a task file of the given kind. It does not
@@ -154,21 +150,37 @@ func fileExists(p string) (bool, error) {
 	return false, fmt.Errorf("detect task file: %w", err)
 }
 
-// KindForPath infers a task file's kind from its name: ".json" is prd.json,
-// ".yaml", ".yml" and a file named progress.txt are progress files, and
-// anything else is the markdown PRD. An existing file with another name is
-// sniffed: a leading "{" means JSON, a top-level "stories:" key YAML.
+// KindForPath is the one place that infers a task source's kind from a
+// path, for --tasks, --prd, [tasks] path and Detect alike. In order:
+//
+//   - a .beads folder, or a folder holding one, is the beads database;
+//   - any other folder is no task file: "";
+//   - ".json" is prd.json; ".yaml", ".yml" and ".txt" are progress files
+//     (BMAD's is progress.txt, and a missing one is answered with its
+//     setup template); ".md" and ".markdown" are the markdown PRD;
+//   - a file with another name is sniffed when it exists: a leading "{"
+//     means prd.json, a top-level "stories:" key a progress file;
+//   - anything else is the markdown PRD.
 func KindForPath(path string) Kind {
+	if info, err := os.Stat(path); err == nil && info.IsDir() {
+		if filepath.Base(path) == beads.DirName {
+			return KindBeads
+		}
+		if info, err := os.Stat(filepath.Join(path, beads.DirName)); err == nil && info.IsDir() {
+			return KindBeads
+		}
+		return ""
+	}
+	if filepath.Base(path) == beads.DirName {
+		return KindBeads // not made yet: `bd init` makes it
+	}
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".json":
 		return KindJSON
-	case ".yaml", ".yml":
+	case ".yaml", ".yml", ".txt":
 		return KindProgress
 	case ".md", ".markdown":
 		return KindMarkdown
-	}
-	if strings.EqualFold(filepath.Base(path), ProgressFileName) {
-		return KindProgress
 	}
 	if data, err := inputlimit.ReadFile(path); err == nil {
 		trimmed := bytes.TrimLeft(bytes.TrimPrefix(data, []byte(byteOrderMark)), " \t\r\n")
@@ -229,9 +241,6 @@ func (s *markdownSource) SetState(storyID string, status Status, _ int, _ *Block
 	return nil
 }
 
-// SetMetrics is a no-op: the markdown PRD has no metrics block.
-func (s *markdownSource) SetMetrics(map[string]string, time.Time) error { return nil }
-
 func (s *markdownSource) setDone(storyID string, done bool) error {
 	data, perm, err := readTaskFile(s.path)
 	if err != nil {
@@ -266,4 +275,3 @@ func (s *unknownSource) Path() string                                           
 func (s *unknownSource) Load() (*Board, error)                                   { return nil, s.err() }
 func (s *unknownSource) MarkDone(string, string, time.Time) error                { return s.err() }
 func (s *unknownSource) SetState(string, Status, int, *Blocker, time.Time) error { return s.err() }
-func (s *unknownSource) SetMetrics(map[string]string, time.Time) error           { return s.err() }

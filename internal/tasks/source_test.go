@@ -81,7 +81,7 @@ func TestOpenUnknownKind(t *testing.T) {
 	if _, err := src.Load(); err == nil || !strings.Contains(err.Error(), `unknown task file kind "xml"`) {
 		t.Errorf("Load = %v", err)
 	}
-	if src.MarkDone("A", "", testNow) == nil || src.SetState("A", StatusComplete, 0, nil, testNow) == nil || src.SetMetrics(nil, testNow) == nil {
+	if src.MarkDone("A", "", testNow) == nil || src.SetState("A", StatusComplete, 0, nil, testNow) == nil {
 		t.Error("writes of an unknown kind succeeded")
 	}
 }
@@ -127,10 +127,6 @@ func TestMarkdownSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = strings.Replace(want, "### [ ] US-002", "### [x] US-002", 1)
-	assertFile(t, path, want)
-	if err := src.SetMetrics(map[string]string{"a": "1"}, testNow); err != nil {
-		t.Fatal(err)
-	}
 	assertFile(t, path, want)
 
 	if err := src.MarkDone("US-404", "", testNow); !errors.Is(err, ErrStoryNotFound) || !strings.Contains(err.Error(), path) {
