@@ -2,12 +2,11 @@ package cli
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/errs"
 	"github.com/ralphloop/ralph/internal/loop"
-	"github.com/ralphloop/ralph/internal/thread"
 )
 
 // Exit codes. They are part of ralph's interface: scripts and CI jobs branch
@@ -31,14 +30,10 @@ const exitStatusHelp = `Exit status:
   130  interrupted (Ctrl+C or SIGTERM)`
 
 // UsageError is an error in how ralph was called. It exits with code 2.
-type UsageError struct{ Err error }
+// It is the one type of package errs, which the machines return too.
+type UsageError = errs.UsageError
 
-func (e *UsageError) Error() string { return e.Err.Error() }
-func (e *UsageError) Unwrap() error { return e.Err }
-
-func usageErrorf(format string, args ...any) error {
-	return &UsageError{Err: fmt.Errorf(format, args...)}
-}
+var usageErrorf = errs.Usagef
 
 // ExitError carries an exit code for an outcome that is not a failure of
 // ralph itself, such as reaching the iteration limit. Its message has
@@ -55,7 +50,6 @@ func (e *ExitError) Error() string { return e.Msg }
 // that does so.
 func exitCode(err error) int {
 	var ue *UsageError
-	var tue *thread.UsageError
 	var ee *ExitError
 	var unknown *agent.UnknownError
 	switch {
@@ -63,11 +57,11 @@ func exitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case errors.Is(err, loop.ErrInterrupted), errors.Is(err, thread.ErrInterrupted):
+	case errors.Is(err, errs.ErrInterrupted):
 		return ExitInterrupted
 	case errors.As(err, new(*loop.HistoryError)):
 		return ExitNeedsHuman
-	case errors.As(err, &ue), errors.As(err, &tue):
+	case errors.As(err, &ue):
 		return ExitUsage
 	case errors.As(err, &unknown) && unknown.Source == "--agent":
 		return ExitUsage

@@ -23,6 +23,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/errs"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/heartbeat"
 	"github.com/ralphloop/ralph/internal/memory"
@@ -135,8 +136,9 @@ type Report struct {
 	Elapsed   time.Duration
 }
 
-// ErrInterrupted is returned when the run was stopped by the user.
-var ErrInterrupted = errors.New("interrupted")
+// ErrInterrupted is returned when the run was stopped by the user: the
+// one sentinel of package errs, shared with the thread and the session.
+var ErrInterrupted = errs.ErrInterrupted
 
 // ErrAllLimited is returned when every agent is cooling down after a usage
 // limit for longer than Options.MaxLimitWait. The run stays resumable.

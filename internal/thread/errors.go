@@ -3,12 +3,15 @@ package thread
 import (
 	"errors"
 	"fmt"
+
+	"github.com/ralphloop/ralph/internal/errs"
 )
 
 // ErrInterrupted is what every error of a command cut short by Ctrl+C or
-// SIGTERM wraps. What was done before is saved, and the message names the
-// command that goes on from there. The command line exits with 130 on it.
-var ErrInterrupted = errors.New("interrupted")
+// SIGTERM wraps: the one sentinel of package errs, so that the command line
+// knows one. What was done before is saved, and the message names the
+// command that goes on from there.
+var ErrInterrupted = errs.ErrInterrupted
 
 // interruptedError is ErrInterrupted with a message that says how the
 // thread goes on.
@@ -22,16 +25,11 @@ func interruptedf(format string, args ...any) error {
 }
 
 // UsageError is a command given input it cannot work with, such as
-// request-changes without saying what to fix. Nothing has changed when it
-// is returned. The command line exits with 2 on it.
-type UsageError struct{ Err error }
+// request-changes without saying what to fix: the one usage error type of
+// package errs. Nothing has changed when it is returned.
+type UsageError = errs.UsageError
 
-func (e *UsageError) Error() string { return e.Err.Error() }
-func (e *UsageError) Unwrap() error { return e.Err }
-
-func usageErrorf(format string, args ...any) error {
-	return &UsageError{Err: fmt.Errorf(format, args...)}
-}
+var usageErrorf = errs.Usagef
 
 // ErrResetDeclined is returned when the person did not confirm resetting
 // the workspace to the baseline; the thread and the workspace are as they
