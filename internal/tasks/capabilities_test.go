@@ -3,6 +3,7 @@ package tasks
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 )
 
@@ -88,5 +89,13 @@ func TestCapabilities(t *testing.T) {
 	}
 	if c := Open(KindProgress, "progress.txt").(SetupTemplater); c.SetupTemplate() != ProgressTemplate() {
 		t.Error("the progress file's setup template is not the one ralph init --bmad writes")
+	}
+}
+
+// TestSetupTemplateSpeaksTheUsersWords: the template lands in the user's
+// own file, so it must not name the design documents ("seed 000").
+func TestSetupTemplateSpeaksTheUsersWords(t *testing.T) {
+	if m := regexp.MustCompile(`(?i)\bseeds?\b|\bbrooks\b`).FindString(ProgressTemplate()); m != "" {
+		t.Errorf("the progress.txt template says %q", m)
 	}
 }

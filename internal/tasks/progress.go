@@ -70,7 +70,7 @@ func ProgressTemplate() string {
 	return progressTemplate
 }
 
-const progressTemplate = `# progress.txt: BMAD story state for ralph (seed 000 state machine).
+const progressTemplate = `# progress.txt: BMAD story state for ralph.
 # Ralph owns the status fields: it picks the next task from this file and
 # records the outcome after every iteration. Edit stories freely; comments
 # and keys ralph does not know are kept when it writes.
