@@ -64,7 +64,11 @@ type BlockedTask struct {
 	Reason        string `json:"reason"`
 	Type          string `json:"type"`
 	RequiresHuman bool   `json:"requires_human"`
-	Stash         string `json:"stash,omitempty"`
+	// WorkRef is the ref that keeps the blocked attempt's work.
+	WorkRef string `json:"work_ref,omitempty"`
+	// Stash is the stash that keeps it, for blockers an older ralph
+	// recorded.
+	Stash string `json:"stash,omitempty"`
 }
 
 func newStatusCmd(env *Env) *cobra.Command {
@@ -92,7 +96,7 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	if h, held := store.Held(ws.LockPath()); held {
 		rep.Running, rep.Holder = true, h
 	}
-	st, err := loop.LoadState(ws)
+	st, err := loop.HomeOf(ws).Load()
 	if err != nil {
 		return err
 	}
@@ -145,7 +149,7 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 				rep.RetryCounts[id] = t.RetryCount
 			}
 			if t.Blocker != nil {
-				rep.Blocked = append(rep.Blocked, BlockedTask{ID: id, Reason: t.Blocker.Reason, Type: t.Blocker.Type, RequiresHuman: t.Blocker.RequiresHuman, Stash: t.Blocker.Stash})
+				rep.Blocked = append(rep.Blocked, BlockedTask{ID: id, Reason: t.Blocker.Reason, Type: t.Blocker.Type, RequiresHuman: t.Blocker.RequiresHuman, WorkRef: t.Blocker.Ref, Stash: t.Blocker.Stash})
 			}
 		}
 	}
@@ -214,7 +218,10 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 			human = ", requires a human"
 		}
 		fmt.Fprintf(out, "blocked: %s (%s%s): %s\n  clear it with `ralph unblock %s`", b.ID, b.Type, human, b.Reason, b.ID)
-		if b.Stash != "" {
+		switch {
+		case b.WorkRef != "":
+			fmt.Fprintf(out, "; the attempt's work is kept at %s: see it with `git show %s`, bring it back with `git cherry-pick --no-commit %s`", b.WorkRef, b.WorkRef, b.WorkRef)
+		case b.Stash != "":
 			fmt.Fprintf(out, "; the attempt's work is in stash %s", short(b.Stash))
 		}
 		fmt.Fprintln(out)

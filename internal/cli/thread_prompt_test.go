@@ -147,7 +147,7 @@ func TestStuckPromptOnTerminal(t *testing.T) {
 		}
 		st := &loop.LoopState{SchemaVersion: loop.StateSchemaVersion, RunID: "run-1", Machine: loop.Machine{State: loop.StateExit}, Finished: true,
 			Cooldowns: map[string]time.Time{"fake": testNow.Add(5 * time.Hour)}}
-		if err := loop.SaveState(tc.ws, st); err != nil {
+		if err := store.WriteJSON(loop.StatePath(tc.ws), st); err != nil {
 			t.Fatal(err)
 		}
 		wantNeedsHuman(t, tc.stuckPrompt())

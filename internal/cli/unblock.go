@@ -33,10 +33,6 @@ works too.`,
 				return err
 			}
 			id := args[0]
-			st, err := loop.LoadState(ws)
-			if err != nil {
-				return err
-			}
 			src, err := resolveSource(ws, cfg, "", "")
 			if err != nil {
 				return err
@@ -57,29 +53,17 @@ works too.`,
 			if !ok {
 				return fmt.Errorf("no task %s in %s", id, ws.Rel(src.Path()))
 			}
-			var rec *loop.TaskRecord
-			if st != nil {
-				rec = st.Tasks[id]
-				if rec == nil && id == storyID {
-					for tid, t := range st.Tasks {
-						if sid, _ := tasks.ParseTaskID(tid); sid == storyID && t.Blocker != nil {
-							rec, id = t, tid
-						}
-					}
+			// The loop's state owns the blocker; the task file is changed
+			// under the same lock, so a running build can neither miss the
+			// change nor write its own state over it.
+			id, err = loop.HomeOf(ws).Unblock(id, func(tid string, rec *loop.TaskRecord) error {
+				if (rec == nil || rec.Blocker == nil) && story.Status != tasks.StatusBlocked {
+					return fmt.Errorf("%s is not blocked", tid)
 				}
-			}
-			if (rec == nil || rec.Blocker == nil) && story.Status != tasks.StatusBlocked {
-				return fmt.Errorf("%s is not blocked", id)
-			}
-			if err := src.SetState(storyID, tasks.StatusNotStarted, 0, nil, env.Now()); err != nil {
+				return src.SetState(storyID, tasks.StatusNotStarted, 0, nil, env.Now())
+			})
+			if err != nil {
 				return err
-			}
-			if rec != nil {
-				rec.Blocker, rec.RetryCount, rec.AutoRetried = nil, 0, false
-				delete(st.Feedback, id)
-				if err := loop.SaveState(ws, st); err != nil {
-					return err
-				}
 			}
 			// A person decided about the blocker: it leaves the known
 			// issues of the next prompts, and stays in memory, resolved.

@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,8 +80,23 @@ func (ExecRunner) Git(ctx context.Context, dir string, args ...string) ([]byte, 
 
 // GitStdin is Git with stdin as git's standard input; nil means empty.
 func (ExecRunner) GitStdin(ctx context.Context, dir string, stdin io.Reader, args ...string) ([]byte, error) {
+	return ExecRunner{}.GitEnv(ctx, dir, nil, stdin, args...)
+}
+
+// EnvRunner is a StdinRunner that can also add variables to git's
+// environment. SetAside needs it to build a commit in an index of its own
+// (GIT_INDEX_FILE), leaving the repository's index alone.
+type EnvRunner interface {
+	StdinRunner
+	GitEnv(ctx context.Context, dir string, env []string, stdin io.Reader, args ...string) ([]byte, error)
+}
+
+var _ EnvRunner = ExecRunner{}
+
+// GitEnv is GitStdin with env (NAME=value) added to git's environment.
+func (ExecRunner) GitEnv(ctx context.Context, dir string, env []string, stdin io.Reader, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = gitEnv()
+	cmd.Env = append(gitEnv(), env...)
 	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -408,35 +424,115 @@ func (r *Repo) LastCommit(ctx context.Context) (hash, message string, err error)
 	return strings.TrimSpace(hash), message, nil
 }
 
-// StashPush sets the work tree's changes under pathspecs aside in a new
-// stash, untracked files included, and returns the new stash's hash. When
-// there was nothing to set aside it returns "" and no error: git then
-// creates no stash, and stash@{0} still names an older one (perhaps the
-// user's own), which must never be taken for ralph's.
-func (r *Repo) StashPush(ctx context.Context, message string, pathspecs ...string) (string, error) {
-	before, err := r.stashTop(ctx)
+// SetAside keeps the work tree's changes outside the excluded paths
+// (untracked files included, ignored ones never) in a commit whose parent
+// is HEAD, stores it at ref, and then puts the files it holds back as they
+// are at HEAD. It returns the commit, or "" and no error when there was
+// nothing to set aside (ref is then left alone).
+//
+// Unlike git stash it uses no ref that every worktree of the repository
+// shares (refs/stash), so two runs in two worktrees never take each other's
+// work, and a user's own stash is never touched. The commit is built in an
+// index of its own; the repository's index changes only for the files put
+// back.
+func (r *Repo) SetAside(ctx context.Context, ref, message string, exclude ...string) (string, error) {
+	er, ok := r.Runner.(EnvRunner)
+	if !ok {
+		return "", errors.New("gitx: SetAside needs a Runner that can set git's environment (an EnvRunner)")
+	}
+	if !strings.HasPrefix(ref, "refs/") {
+		return "", fmt.Errorf("gitx: set aside: %q is not a full ref name (refs/...)", ref)
+	}
+	head, err := r.git(ctx, "rev-parse", "--verify", "-q", "HEAD^{commit}")
+	if err != nil {
+		return "", fmt.Errorf("set aside: the work has no commit to set it aside from: %w", err)
+	}
+	parent := strings.TrimSpace(string(head))
+	tmp, err := os.MkdirTemp("", "ralph-set-aside-")
 	if err != nil {
 		return "", err
 	}
-	args := append([]string{"stash", "push", "--include-untracked", "-m", message, "--"}, pathspecs...)
-	if _, err := r.git(ctx, args...); err != nil {
+	defer os.RemoveAll(tmp)
+	env := []string{"GIT_INDEX_FILE=" + filepath.Join(tmp, "index")}
+	git := func(args ...string) (string, error) {
+		out, err := er.GitEnv(ctx, r.Dir, env, nil, args...)
+		return strings.TrimSpace(string(out)), err
+	}
+	spec := []string{"--", "."}
+	for _, p := range exclude {
+		spec = append(spec, ":(exclude)"+p)
+	}
+	if _, err := git("read-tree", parent); err != nil {
 		return "", err
 	}
-	after, err := r.stashTop(ctx)
-	if err != nil || after == before {
+	if _, err := git(append([]string{"add", "-A"}, spec...)...); err != nil {
 		return "", err
 	}
-	return after, nil
+	tree, err := git("write-tree")
+	if err != nil {
+		return "", err
+	}
+	headTree, err := git("rev-parse", parent+"^{tree}")
+	if err != nil || tree == headTree {
+		return "", err
+	}
+	commit, err := git("commit-tree", tree, "-p", parent, "-m", message)
+	if err != nil {
+		return "", err
+	}
+	if _, err := r.git(ctx, "update-ref", "-m", message, ref, commit); err != nil {
+		return "", err
+	}
+	return commit, r.restoreFrom(ctx, parent, commit)
 }
 
-// stashTop returns the hash of the newest stash, "" when there is none.
-func (r *Repo) stashTop(ctx context.Context) (string, error) {
-	out, err := r.git(ctx, "rev-parse", "-q", "--verify", "refs/stash")
-	var ee *ExitError
-	if errors.As(err, &ee) && ee.ExitCode == 1 {
-		return "", nil
+// restoreFrom puts the files that differ between the commits head and
+// aside back as they are at head: changed and deleted files are checked
+// out from it, and files head does not have are removed from the index
+// and the work tree. Nothing else is touched.
+func (r *Repo) restoreFrom(ctx context.Context, head, aside string) error {
+	out, err := r.git(ctx, "diff-tree", "-r", "--no-renames", "--name-status", "-z", head, aside)
+	if err != nil {
+		return err
 	}
-	return strings.TrimSpace(string(out)), err
+	var back, added []string
+	fields := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fields[i] == "A" {
+			added = append(added, fields[i+1])
+		} else {
+			back = append(back, fields[i+1])
+		}
+	}
+	sr, ok := r.Runner.(StdinRunner)
+	if !ok {
+		return errors.New("gitx: SetAside needs a Runner that can feed git's standard input")
+	}
+	paths := func(list []string) io.Reader { return strings.NewReader(strings.Join(list, "\x00")) }
+	if len(back) > 0 {
+		if _, err := sr.GitStdin(ctx, r.Dir, paths(back), "--literal-pathspecs", "checkout", head, "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
+			return err
+		}
+	}
+	if len(added) > 0 {
+		if _, err := sr.GitStdin(ctx, r.Dir, paths(added), "--literal-pathspecs", "rm", "-q", "--cached", "--ignore-unmatch", "--pathspec-from-file=-", "--pathspec-file-nul"); err != nil {
+			return err
+		}
+	}
+	for _, p := range added {
+		abs := filepath.Join(r.Dir, filepath.FromSlash(p))
+		if err := os.Remove(abs); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		// Folders the attempt made go with their last file, as a stash
+		// would take them; a folder that holds anything else stays.
+		for dir := filepath.Dir(abs); dir != r.Dir && strings.HasPrefix(dir, r.Dir); dir = filepath.Dir(dir) {
+			if os.Remove(dir) != nil {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // IsAncestor reports whether commit a is an ancestor of (or equal to)

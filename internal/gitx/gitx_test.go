@@ -525,45 +525,74 @@ func TestDiffShowsUntrackedFilesAndIsCut(t *testing.T) {
 	}
 }
 
-// A push with nothing to set aside creates no stash, and StashPush must not
-// hand back the user's own stash as if it were the new one.
-func TestStashPushNamesOnlyTheStashItMade(t *testing.T) {
+// SetAside keeps an attempt's work on its own ref, not in the stash that
+// every worktree of the repository shares: the user's stash is untouched,
+// excluded and ignored files stay, and the tree is back at HEAD for the
+// files the attempt touched.
+func TestSetAsideKeepsTheWorkOnItsOwnRef(t *testing.T) {
 	ctx := context.Background()
 	r := newRepo(t)
 	write(t, r, "a.txt", "one\n")
+	write(t, r, "gone.txt", "kept at HEAD\n")
+	write(t, r, ".gitignore", "*.log\n")
 	write(t, r, ".ralph/state.json", "{}\n")
-	gitT(t, r.Dir, "add", "a.txt")
+	gitT(t, r.Dir, "add", "a.txt", "gone.txt", ".gitignore")
 	gitT(t, r.Dir, "commit", "-q", "-m", "initial")
 	write(t, r, "a.txt", "my own work in progress\n")
 	gitT(t, r.Dir, "stash", "push", "-q", "-m", "MY OWN WIP")
 	mine := gitT(t, r.Dir, "rev-parse", "stash@{0}")
+	const ref = "refs/ralph/attempts/run-1/US-001"
 
-	// Only excluded files are dirty: nothing is stashed.
-	got, err := r.StashPush(ctx, "ralph: blocked attempt", ".", ":(exclude).ralph")
-	if err != nil {
-		t.Fatal(err)
+	// Only excluded and ignored files are dirty: nothing is set aside.
+	write(t, r, "debug.log", "ignored\n")
+	got, err := r.SetAside(ctx, ref, "ralph: blocked attempt", ".ralph")
+	if err != nil || got != "" {
+		t.Fatalf("SetAside with nothing to set aside = %q, %v; want empty", got, err)
 	}
-	if got != "" {
-		t.Fatalf("StashPush with nothing to stash returned %s (the user's stash is %s), want empty", got, mine)
-	}
-	if n := gitT(t, r.Dir, "stash", "list"); strings.Count(n, "\n") != 0 || !strings.Contains(n, "MY OWN WIP") {
-		t.Fatalf("stash list changed: %q", n)
+	if _, err := r.git(ctx, "rev-parse", "-q", "--verify", ref); err == nil {
+		t.Fatal("a ref was made for nothing")
 	}
 
-	// With work to set aside, the new stash is returned and is ralph's.
-	write(t, r, "b.txt", "attempt\n")
-	got, err = r.StashPush(ctx, "ralph: blocked attempt", ".", ":(exclude).ralph")
-	if err != nil {
-		t.Fatal(err)
+	// The attempt changed a file, deleted one, added one in a new folder
+	// and staged a new one.
+	write(t, r, "a.txt", "attempt\n")
+	os.Remove(filepath.Join(r.Dir, "gone.txt"))
+	write(t, r, "new/deep/b.txt", "attempt\n")
+	write(t, r, "staged.txt", "attempt\n")
+	gitT(t, r.Dir, "add", "staged.txt")
+	write(t, r, ".ralph/state.json", "{\"blocker\": 1}\n")
+	got, err = r.SetAside(ctx, ref, "ralph: blocked attempt", ".ralph")
+	if err != nil || got == "" {
+		t.Fatalf("SetAside = %q, %v; want a commit", got, err)
 	}
-	if got == "" || got == mine {
-		t.Fatalf("StashPush returned %q, want a new stash (the user's is %s)", got, mine)
+	if at := gitT(t, r.Dir, "rev-parse", ref); at != got {
+		t.Fatalf("%s = %s, want %s", ref, at, got)
 	}
-	if msg := gitT(t, r.Dir, "log", "-1", "--format=%s", got); !strings.Contains(msg, "ralph: blocked attempt") {
-		t.Fatalf("returned stash is %q, not ralph's", msg)
+	if msg := gitT(t, r.Dir, "log", "-1", "--format=%s", ref); msg != "ralph: blocked attempt" {
+		t.Fatalf("set-aside commit says %q", msg)
 	}
-	if _, err := os.Stat(filepath.Join(r.Dir, ".ralph/state.json")); err != nil {
-		t.Fatal("an excluded file was stashed:", err)
+	if files := gitT(t, r.Dir, "diff", "--name-status", "--no-renames", ref+"^", ref); files != "M\ta.txt\nD\tgone.txt\nA\tnew/deep/b.txt\nA\tstaged.txt" {
+		t.Fatalf("set-aside commit holds:\n%s", files)
+	}
+	if st := gitT(t, r.Dir, "status", "--porcelain", "--", ".", ":(exclude).ralph"); st != "" {
+		t.Fatalf("tree after SetAside is not back at HEAD:\n%s", st)
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir, "new")); !os.IsNotExist(err) {
+		t.Error("the folder the attempt made is left behind")
+	}
+	if b, _ := os.ReadFile(filepath.Join(r.Dir, ".ralph/state.json")); string(b) != "{\"blocker\": 1}\n" {
+		t.Errorf("an excluded file was touched: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir, "debug.log")); err != nil {
+		t.Error("an ignored file was removed:", err)
+	}
+	if n := gitT(t, r.Dir, "stash", "list"); strings.Count(n, "\n") != 0 || gitT(t, r.Dir, "rev-parse", "stash@{0}") != mine {
+		t.Fatalf("the user's stash changed: %q", n)
+	}
+	// The work comes back onto the tree.
+	gitT(t, r.Dir, "cherry-pick", "--no-commit", ref)
+	if b, _ := os.ReadFile(filepath.Join(r.Dir, "new/deep/b.txt")); string(b) != "attempt\n" {
+		t.Errorf("cherry-pick of the ref did not bring the work back: %q", b)
 	}
 }
 

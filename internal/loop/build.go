@@ -141,7 +141,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	if err := agentInstalled(opts.Agent); err != nil {
 		return rep, err
 	}
-	prior, err := LoadState(ws)
+	prior, err := homeFor(ws, opts.Home).Load()
 	if err != nil {
 		return rep, err
 	}
@@ -157,7 +157,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		}
 	}
 	if prior != nil && prior.Finished {
-		closeRunRecord(ws, prior)
+		closeRunRecord(homeFor(ws, opts.Home), prior)
 	}
 	resumeID := ""
 	if resume {
@@ -195,7 +195,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	now := opts.now()
 	if resume {
 		b.st = prior
-		if err := RepairEvents(EventsPath(ws), b.st.LastEvent); err != nil {
+		if err := RepairEvents(b.home.EventsPath(), b.st.LastEvent); err != nil {
 			return rep, err
 		}
 		fmt.Fprintf(opts.Out, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.State, b.st.Machine.Iteration, orNone(b.st.Machine.TaskID))
@@ -237,7 +237,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			}
 			return rep, err
 		}
-		if err := b.st.save(ws); err != nil {
+		if err := b.home.save(b.st); err != nil {
 			return rep, err
 		}
 	}
@@ -252,7 +252,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			b.st.Finished, b.st.Outcome = true, OutcomeMaxIterations
 			b.st.Reason = fmt.Sprintf("reached %s with %s left", words.Count(b.st.MaxIterations, "iteration", "iterations"), words.Count(b.board.Remaining(), "story", "stories"))
 			b.st.Machine.Iteration = b.st.MaxIterations
-			b.st.save(ws)
+			b.home.save(b.st)
 			rep.Iterations, rep.Outcome, reason = b.st.MaxIterations, OutcomeMaxIterations, b.st.Reason
 			fmt.Fprintf(opts.Out, "■ %s\n", reason)
 			return rep, nil
@@ -261,7 +261,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			if why := b.budgetExceeded(); why != "" {
 				b.st.Finished, b.st.Outcome = true, OutcomeBudget
 				b.st.Reason = "budget reached: " + why
-				b.st.save(ws)
+				b.home.save(b.st)
 				rep.Iterations, rep.Outcome, reason = m.Iteration-1, OutcomeBudget, b.st.Reason
 				fmt.Fprintf(opts.Out, "■ %s\n", reason)
 				return rep, nil
@@ -353,11 +353,11 @@ func (b *builder) transition(ev Event) error {
 		e.Transition.AttemptNumber = m.RetryCount + 1
 	}
 	b.st.LastEvent = &e
-	if err := b.st.save(b.ws); err != nil {
+	if err := b.home.save(b.st); err != nil {
 		return err
 	}
 	CrashPoint("state-saved")
-	if err := store.AppendJSONLine(EventsPath(b.ws), e); err != nil {
+	if err := store.AppendJSONLine(b.home.EventsPath(), e); err != nil {
 		return err
 	}
 	b.log.Info("transition", "from", m.State, "to", next.State, "trigger", ev.Trigger, "task", taskID, "retry", next.RetryCount)
@@ -760,7 +760,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	// The attempt, and with it the token that tags the agent's processes,
 	// is on disk before the agent starts, so that a crash at any instant
 	// leaves what finds and stops the agent.
-	if err := b.st.save(b.ws); err != nil {
+	if err := b.home.save(b.st); err != nil {
 		return Event{}, err
 	}
 	b.agentToken = attemptToken(b.id, b.st.Attempt)
@@ -769,7 +769,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		// recorded, must still find the agent on resume (by its token).
 		CrashPoint("agent-started")
 		b.st.Attempt.PGID = pgid
-		b.st.save(b.ws)
+		b.home.save(b.st)
 	}
 	var waits []LimitWait
 	var out agent.Outcome
@@ -840,7 +840,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		rec.Status, rec.Reason = StatusAgentError, envErr.Error()
 		b.saveIteration(rec)
 		b.st.Attempt = nil
-		if err := b.st.save(b.ws); err != nil {
+		if err := b.home.save(b.st); err != nil {
 			return Event{}, err
 		}
 		return Event{}, envErr
@@ -875,7 +875,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 			rec.Status, rec.Reason = StatusFailed, err.Error()
 			b.saveIteration(rec)
 			b.logError("iteration %d (%s): %v", n, taskID, err)
-			if serr := b.st.save(b.ws); serr != nil {
+			if serr := b.home.save(b.st); serr != nil {
 				return Event{}, serr
 			}
 			return Event{}, err
@@ -1334,7 +1334,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 				return Event{Trigger: TrigCommitFailed}, b.fail("git add: "+err.Error(), "", "permanent")
 			}
 			b.st.CommitToken = gitx.NewCommitToken()
-			if err := b.st.save(b.ws); err != nil {
+			if err := b.home.save(b.st); err != nil {
 				return Event{}, err
 			}
 			msg := b.commitMessage(taskID, story, m.Partial, eventID)
@@ -1490,14 +1490,16 @@ func (b *builder) logBlocker(ctx context.Context) error {
 		}
 	}
 	// Set the failed attempt's work aside so that the next task starts
-	// from a clean tree; the stash keeps it for the person who unblocks.
+	// from a clean tree; a ref of the run's own keeps it for the person
+	// who unblocks.
 	bg := context.WithoutCancel(ctx)
 	if !b.st.NoCommit {
 		if snap, err := b.ws.Repo.Snapshot(bg); err == nil && len(snap.Dirty) > 0 {
-			if stash, err := b.stash(bg, fmt.Sprintf("ralph: blocked attempt at %s (run %s)", id, b.id)); err == nil {
-				bl.Stash = stash // "" when the attempt left nothing outside ralph's files
-			} else {
-				b.logError("could not stash the blocked attempt at %s: %v", id, err)
+			ref := AttemptRef(b.id, id)
+			if commit, err := b.setAside(bg, ref, fmt.Sprintf("ralph: blocked attempt at %s (run %s)", id, b.id)); err == nil && commit != "" {
+				bl.Ref = ref
+			} else if err != nil {
+				b.logError("could not set the blocked attempt at %s aside: %v", id, err)
 			}
 		}
 	}
@@ -1513,17 +1515,45 @@ func (b *builder) logBlocker(ctx context.Context) error {
 		}
 		fmt.Fprintf(b.opts.Out, "   a person must decide: fix it, then `%s`\n", hint)
 	}
-	return b.st.save(b.ws)
+	return b.home.save(b.st)
 }
 
-func (b *builder) stash(ctx context.Context, msg string) (string, error) {
-	// ralph's own files (its folder, the task file, the plan) stay: they
-	// hold the blocker just written and the records of the run.
-	// The stash is named only when this push created it: with nothing
-	// outside those files to set aside git makes no stash, and stash@{0}
-	// would be the user's own or another task's.
-	return b.ws.Repo.StashPush(ctx, msg, ".",
-		":(exclude)"+workspace.DirName, ":(exclude)"+b.ws.Rel(b.src.Path()), ":(exclude)"+b.ws.Rel(b.opts.PlanPath))
+// setAside keeps the attempt's work in a commit at ref and puts the files
+// it touched back as they are at HEAD. Not git stash: refs/stash is shared
+// by every worktree of the repository, so two runs in two worktrees would
+// take each other's work (and the user's). ralph's own files (its folder,
+// the task file, the plan) stay: they hold the blocker just written and
+// the records of the run. It returns "" when the attempt left nothing
+// outside those files.
+func (b *builder) setAside(ctx context.Context, ref, msg string) (string, error) {
+	return b.ws.Repo.SetAside(ctx, ref, msg, workspace.DirName, b.ws.Rel(b.src.Path()), b.ws.Rel(b.opts.PlanPath))
+}
+
+// AttemptRef is the ref that keeps run's blocked attempt at task: one per
+// run and task, so that no two runs, in this worktree or another, share it.
+func AttemptRef(run, task string) string {
+	return "refs/ralph/attempts/" + refPart(run) + "/" + refPart(task)
+}
+
+// refPart makes s safe as part of a ref name: task ids come from task
+// files, and git refuses spaces, "..", a leading dot and such.
+func refPart(s string) string {
+	var sb strings.Builder
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '/':
+			sb.WriteRune(c)
+		default:
+			sb.WriteByte('_')
+		}
+	}
+	parts := strings.Split(sb.String(), "/")
+	for i, p := range parts {
+		if p == "" {
+			parts[i] = "_"
+		}
+	}
+	return strings.Join(parts, "/")
 }
 
 // exit performs EXIT's entry action ahead of the transition so that its
@@ -1620,7 +1650,7 @@ func (b *builder) resumeInterrupted() {
 	// cut-short one keeps its number in the records.
 	b.st.Machine.Iteration++
 	b.st.Metrics.Iterations = b.st.Machine.Iteration
-	b.st.save(b.ws)
+	b.home.save(b.st)
 	CrashPoint("interrupted-recorded")
 }
 
@@ -1646,13 +1676,13 @@ func (b *builder) breakerGate(ctx context.Context) error {
 	br.State = BreakerHalfOpen
 	b.event("circuit breaker HALF_OPEN: one iteration may try")
 	fmt.Fprintln(b.opts.Out, "  ⚡ circuit breaker half-open: one iteration may try")
-	return b.st.save(b.ws)
+	return b.home.save(b.st)
 }
 
 // closeRunRecord completes the record of a finished run whose process died
 // between its last transition and writing run.json.
-func closeRunRecord(ws *workspace.Workspace, st *LoopState) {
-	p := filepath.Join(ws.RunsDir(), st.RunID, "run.json")
+func closeRunRecord(home *Home, st *LoopState) {
+	p := filepath.Join(home.RunsDir(), st.RunID, "run.json")
 	var rec RunRecord
 	if _, err := store.ReadJSON(p, 1, &rec); err != nil || rec.Outcome != "" {
 		return
@@ -1845,7 +1875,7 @@ func (b *builder) consumeContext(taskID string) string {
 		return ""
 	}
 	b.event("context hints used in iteration %d (%s)", b.st.Machine.Iteration, taskID)
-	store.AppendJSONLine(EventsPath(b.ws), TransitionEvent{Timestamp: b.opts.now().UTC(), SessionID: b.id, Transition: TransitionEntry{
+	store.AppendJSONLine(b.home.EventsPath(), TransitionEvent{Timestamp: b.opts.now().UTC(), SessionID: b.id, Transition: TransitionEntry{
 		From: string(StateImplement), To: string(StateImplement), Trigger: "context_used", TaskID: taskID, Detail: clip(strings.TrimSpace(string(data)), 300)}})
 	return strings.TrimSpace(string(data))
 }

@@ -165,7 +165,7 @@ func (b *builder) coolDown(spec agent.Spec, l *agent.Limit, source string, now t
 		b.st.Cooldowns = map[string]time.Time{}
 	}
 	b.st.Cooldowns[spec.Name] = reset.UTC()
-	b.st.save(b.ws)
+	b.home.save(b.st)
 	msg := l.Message
 	if msg == "" {
 		msg = l.Kind
@@ -193,7 +193,7 @@ func (b *builder) waitUntil(ctx context.Context, t time.Time, reason, what strin
 		m.WaitMillis[reason] += waited.Milliseconds()
 		m.TotalMillis += waited.Milliseconds()
 		b.st.EnteredAt = b.st.EnteredAt.Add(waited)
-		b.st.save(b.ws)
+		b.home.save(b.st)
 	}()
 	step := 30 * time.Second
 	for {

@@ -21,7 +21,7 @@ func TestBreakerCooldownCountsAsWaitingNotAsState(t *testing.T) {
 	}
 	const cooldown = 400 * time.Millisecond
 	now := time.Now()
-	b := &builder{run: &run{ws: ws, id: "r1", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	b := &builder{run: &run{ws: ws, home: HomeOf(ws), id: "r1", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		opts: Options{Out: io.Discard, Breaker: BreakerConfig{Cooldown: cooldown}}}}
 	b.st = &LoopState{
 		SchemaVersion: StateSchemaVersion, RunID: "r1",
@@ -48,7 +48,7 @@ func TestBreakerCooldownCountsAsWaitingNotAsState(t *testing.T) {
 		t.Errorf("total = %dms, want %dms: states plus waits, the run's wall time", m.TotalMillis, want)
 	}
 	// The wait is saved: status reads it from state.json.
-	st, err := LoadState(ws)
+	st, err := HomeOf(ws).Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestOldStateNeo4jConnectedLoadsAsMemoryConnected(t *testing.T) {
 	if err := os.WriteFile(StatePath(ws), []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, err := LoadState(ws)
+	st, err := HomeOf(ws).Load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,10 @@ type Options struct {
 	Checks       []check.Check
 	// Source is the task file; nil means the markdown PRD at PRDPath.
 	Source tasks.Source
+	// Home is the folder that holds the run's state, transition log, lock
+	// and run records, apart from the work tree the agent changes (see
+	// Home); "" means the work tree's own .ralph.
+	Home string
 	// UnblockHint is the command a person runs after fixing a blocked
 	// task by hand; "" means `ralph unblock ID`. A thread's loop sets its
 	// own, since unblock does not apply there.
@@ -258,6 +262,7 @@ const (
 // run is the state shared by build and plan runs.
 type run struct {
 	ws     *workspace.Workspace
+	home   *Home
 	opts   Options
 	kind   string
 	id     string
@@ -292,13 +297,17 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 	if _, err := ws.EnsureStateFiles(opts.now()); err != nil {
 		return nil, err
 	}
-	lock, err := store.TryLock(ws.LockPath(), "ralph "+kind)
+	home := homeFor(ws, opts.Home)
+	if err := os.MkdirAll(home.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := store.TryLock(home.LockPath(), "ralph "+kind)
 	if err != nil {
 		return nil, err
 	}
 	// A kill during an atomic write leaves its temporary file; remove
 	// them before anything is committed.
-	for _, dir := range []string{ws.Dir(), filepath.Dir(opts.PRDPath)} {
+	for _, dir := range []string{ws.Dir(), home.Dir, filepath.Dir(opts.PRDPath)} {
 		if err := store.RemoveStaleTemps(dir); err != nil {
 			lock.Unlock()
 			return nil, err
@@ -311,12 +320,12 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 		}
 	}
 	now := opts.now()
-	r := &run{ws: ws, opts: opts, kind: kind, lock: lock, start: now}
+	r := &run{ws: ws, home: home, opts: opts, kind: kind, lock: lock, start: now}
 	r.id = resumeID
 	if r.id == "" {
 		r.id = newRunID(now)
 	}
-	r.dir = filepath.Join(ws.RunsDir(), r.id)
+	r.dir = filepath.Join(home.RunsDir(), r.id)
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		lock.Unlock()
 		return nil, err

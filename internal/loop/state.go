@@ -52,7 +52,7 @@ type LoopState struct {
 	// read it, and true to its name: true only when the store is Neo4j
 	// and answered. With SQLite or the file store it is false: read
 	// memory_connected. An older ralph wrote neo4j_connected for any
-	// store; LoadState reads such a file as memory_connected.
+	// store; Load reads such a file as memory_connected.
 	Neo4jConnected bool    `json:"neo4j_connected"`
 	MemoryStore    string  `json:"memory_store,omitempty"`
 	Metrics        Metrics `json:"metrics"`
@@ -128,7 +128,11 @@ type BlockerRecord struct {
 	// InFile is set when the task file itself says blocked, so that a
 	// person clearing it there unblocks the task.
 	InFile bool `json:"in_file,omitempty"`
-	// Stash names the git stash that holds the blocked attempt's work.
+	// Ref is the ref that holds the blocked attempt's work (see
+	// AttemptRef), "" when the attempt left nothing to keep.
+	Ref string `json:"work_ref,omitempty"`
+	// Stash names the git stash that holds the blocked attempt's work,
+	// as a ralph that used git stash recorded it.
 	Stash string `json:"stash,omitempty"`
 }
 
@@ -188,21 +192,21 @@ const (
 	WaitLimit   = "limit"
 )
 
-// StatePath is where the loop state lives.
-func StatePath(ws *workspace.Workspace) string { return ws.Path("state.json") }
+// StatePath is where the loop state of the work tree ws lives by default.
+func StatePath(ws *workspace.Workspace) string { return HomeOf(ws).StatePath() }
 
-// EventsPath is the transition log.
-func EventsPath(ws *workspace.Workspace) string { return ws.Path("events.jsonl") }
+// EventsPath is the transition log of the work tree ws by default.
+func EventsPath(ws *workspace.Workspace) string { return HomeOf(ws).EventsPath() }
 
 // cannotGoOn is what a person does about a state file ralph cannot read.
 func cannotGoOn(rel string) string {
 	return fmt.Sprintf("; ralph writes this file and cannot go on from it: undo the change, or move it aside (mv %s %s.bad) to start a new run, which forgets the old run's retry counts and blockers", rel, rel)
 }
 
-// LoadState reads state.json; a missing file returns nil and no error.
-func LoadState(ws *workspace.Workspace) (*LoopState, error) {
+// load reads state.json; a missing file returns nil and no error.
+func (h *Home) load() (*LoopState, error) {
 	var st LoopState
-	_, err := store.ReadJSON(StatePath(ws), StateSchemaVersion, &st)
+	_, err := store.ReadJSON(h.StatePath(), StateSchemaVersion, &st)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -212,8 +216,8 @@ func LoadState(ws *workspace.Workspace) (*LoopState, error) {
 	}
 	if err != nil {
 		// A file edited by hand into bad JSON: say where, and what to do.
-		rel := ws.Rel(StatePath(ws))
-		return nil, fmt.Errorf("%s%s", strings.Replace(err.Error(), StatePath(ws), rel, 1), cannotGoOn(rel))
+		rel := h.ws.Rel(h.StatePath())
+		return nil, fmt.Errorf("%s%s", strings.Replace(err.Error(), h.StatePath(), rel, 1), cannotGoOn(rel))
 	}
 	if st.Tasks == nil {
 		st.Tasks = map[string]*TaskRecord{}
@@ -229,7 +233,7 @@ func LoadState(ws *workspace.Workspace) (*LoopState, error) {
 		st.MemoryConnected, st.Neo4jConnected = true, st.MemoryStore == "neo4j"
 	}
 	if err := st.validate(); err != nil {
-		rel := ws.Rel(StatePath(ws))
+		rel := h.ws.Rel(h.StatePath())
 		return nil, fmt.Errorf("%s: %w%s", rel, err, cannotGoOn(rel))
 	}
 	return &st, nil
@@ -279,13 +283,6 @@ func CrashPoint(point string) {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
-}
-
-// SaveState writes state.json atomically.
-func SaveState(ws *workspace.Workspace, st *LoopState) error { return st.save(ws) }
-
-func (st *LoopState) save(ws *workspace.Workspace) error {
-	return store.WriteJSON(StatePath(ws), st)
 }
 
 func (st *LoopState) task(id string) *TaskRecord {

@@ -170,41 +170,35 @@ func (r *Runner) copySpecToPRD(conf *RunConfig) error {
 
 // retireLoopState marks an unfinished loop run over this thread's PRD copy
 // as finished, so that the next run starts afresh instead of resuming it,
-// and forgets the retry counters of the thread's stories.
+// and forgets the retry counters of the thread's stories. The loop's state
+// is changed through its owner, which refuses while a loop is running.
 func (r *Runner) retireLoopState(keepRun bool) error {
-	st, err := loop.LoadState(r.ws)
-	if err != nil || st == nil {
+	home := loop.HomeOf(r.ws)
+	const command = "ralph thread"
+	// A person decided to run again: the circuit breaker of earlier
+	// attempts does not hold this one back.
+	if err := home.ResetBreaker(command); err != nil {
 		return err
 	}
 	rel := r.ws.Rel(r.prdPath())
-	changed := false
-	// A person decided to run again: the circuit breaker of earlier
-	// attempts does not hold this one back.
-	if st.Breaker.State == loop.BreakerOpen || st.Breaker.NoProgress > 0 || st.Breaker.SameError > 0 {
-		st.Breaker = loop.Breaker{Opened: st.Breaker.Opened}
-		changed = true
-	}
-	if st.TaskFile == rel && !st.Finished && !keepRun {
-		st.Finished, st.Outcome, st.Reason = true, loop.OutcomeInterrupted, "superseded: thread "+r.t.ID+" starts a new run"
-		changed = true
-	}
-	if b, err := os.ReadFile(r.prdPath()); err == nil {
-		if prd, err := tasks.ParseMarkdown(rel, b); err == nil {
-			for _, s := range prd.Stories {
-				for id := range st.Tasks {
-					if sid, _ := tasks.ParseTaskID(id); sid == s.ID {
-						delete(st.Tasks, id)
-						delete(st.Feedback, id)
-						changed = true
-					}
-				}
-			}
+	if !keepRun {
+		if err := home.RetireRun(command, rel, "superseded: thread "+r.t.ID+" starts a new run"); err != nil {
+			return err
 		}
 	}
-	if !changed {
+	b, err := os.ReadFile(r.prdPath())
+	if err != nil {
 		return nil
 	}
-	return loop.SaveState(r.ws, st)
+	prd, err := tasks.ParseMarkdown(rel, b)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, s := range prd.Stories {
+		ids = append(ids, s.ID)
+	}
+	return home.ForgetStories(command, ids)
 }
 
 // runLoop runs the loop over the thread's PRD copy, resuming the thread's
@@ -229,7 +223,7 @@ func (r *Runner) runLoop() error {
 		return r.apply(Event{Verb: VerbClaimDone, Source: SourceHuman}, "claim_done")
 	}
 	rel := r.ws.Rel(r.prdPath())
-	prior, err := loop.LoadState(r.ws)
+	prior, err := loop.HomeOf(r.ws).Load()
 	if err != nil {
 		return err
 	}
@@ -344,7 +338,7 @@ var maxLimitWait = 10 * time.Minute
 // agentsExhausted says why no configured agent can run within
 // maxLimitWait (the cooldowns in .ralph/state.json), "" when one can.
 func (r *Runner) agentsExhausted(agents []string) string {
-	st, err := loop.LoadState(r.ws)
+	st, err := loop.HomeOf(r.ws).Load()
 	if err != nil || st == nil || len(agents) == 0 {
 		return ""
 	}

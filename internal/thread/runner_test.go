@@ -14,6 +14,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -181,7 +182,7 @@ func TestAgentsExhausted(t *testing.T) {
 	}
 	save := func(c map[string]time.Time) {
 		st := &loop.LoopState{SchemaVersion: loop.StateSchemaVersion, RunID: "run-1", Machine: loop.Machine{State: loop.StateExit}, Cooldowns: c}
-		if err := loop.SaveState(r.ws, st); err != nil {
+		if err := store.WriteJSON(loop.StatePath(r.ws), st); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,0 +1,179 @@
+package loop
+
+import (
+	"path/filepath"
+
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+// Home is where a run keeps its machine state: state.json, the transition
+// log, the lock and the run records. It is the only writer of state.json:
+// the runner saves through it, and everyone else (the thread runner,
+// `ralph unblock`) asks it for one change at a time, made under the run's
+// lock, instead of editing the state and saving it over a running loop's.
+//
+// A home is apart from the work tree the agent changes, so that two runs of
+// one repository, in two worktrees, keep two states and two locks; by
+// default it is the work tree's own .ralph folder.
+type Home struct {
+	// Dir is the folder that holds the state.
+	Dir string
+	ws  *workspace.Workspace
+}
+
+// HomeOf is the home of the work tree ws: its .ralph folder.
+func HomeOf(ws *workspace.Workspace) *Home { return &Home{Dir: ws.Dir(), ws: ws} }
+
+// homeFor is the home a run over ws uses: dir when one was given
+// (Options.Home), else the work tree's own.
+func homeFor(ws *workspace.Workspace, dir string) *Home {
+	if dir == "" {
+		return HomeOf(ws)
+	}
+	return &Home{Dir: ws.Abs(dir), ws: ws}
+}
+
+// StatePath is the home's state.json.
+func (h *Home) StatePath() string { return filepath.Join(h.Dir, "state.json") }
+
+// EventsPath is the home's transition log.
+func (h *Home) EventsPath() string { return filepath.Join(h.Dir, "events.jsonl") }
+
+// LockPath is the lock a run holds while it works from this home.
+func (h *Home) LockPath() string { return filepath.Join(h.Dir, "lock") }
+
+// RunsDir holds one folder per run.
+func (h *Home) RunsDir() string { return filepath.Join(h.Dir, "runs") }
+
+// Load reads the state; no state yet returns nil and no error.
+func (h *Home) Load() (*LoopState, error) { return h.load() }
+
+// save writes the state atomically. Only the runner that holds the lock,
+// and update under it, call it.
+func (h *Home) save(st *LoopState) error { return store.WriteJSON(h.StatePath(), st) }
+
+// update applies change to the state under the run's lock and saves it
+// when change says it changed something. A run that is working from this
+// home holds the lock and would write its own state over the change, so
+// update refuses then, naming the run. With no state there is nothing to
+// change and nothing is created.
+func (h *Home) update(command string, change func(*LoopState) (bool, error)) error {
+	if st, err := h.load(); err != nil || st == nil {
+		return err
+	}
+	lock, err := store.TryLock(h.LockPath(), command)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	st, err := h.load() // again: the state may have moved on before the lock
+	if err != nil || st == nil {
+		return err
+	}
+	changed, err := change(st)
+	if err != nil || !changed {
+		return err
+	}
+	return h.save(st)
+}
+
+// BlockedTask finds the task that `ralph unblock id` means: id itself, or
+// when id is a story, its blocked subtask. It returns the task id the state
+// knows and its record; a nil record means the state knows no such task.
+func (st *LoopState) BlockedTask(id string) (string, *TaskRecord) {
+	if st == nil {
+		return id, nil
+	}
+	if rec := st.Tasks[id]; rec != nil {
+		return id, rec
+	}
+	storyID, _ := tasks.ParseTaskID(id)
+	if id != storyID {
+		return id, nil
+	}
+	for tid, t := range st.Tasks {
+		if sid, _ := tasks.ParseTaskID(tid); sid == storyID && t.Blocker != nil {
+			return tid, t
+		}
+	}
+	return id, nil
+}
+
+// Unblock clears a blocked task: its blocker, retry count, automatic
+// retry and feedback go, so the next run picks it up afresh. id is a task
+// or a story (then its blocked subtask). before runs first, under the same
+// lock, with the task id the state knows (id itself when the state has no
+// state or no record of it) and that record; its error changes nothing.
+// Unblock returns the task id it cleared.
+func (h *Home) Unblock(id string, before func(taskID string, rec *TaskRecord) error) (string, error) {
+	lock, err := store.TryLock(h.LockPath(), "ralph unblock")
+	if err != nil {
+		return id, err
+	}
+	defer lock.Unlock()
+	st, err := h.load()
+	if err != nil {
+		return id, err
+	}
+	tid, rec := st.BlockedTask(id)
+	if err := before(tid, rec); err != nil {
+		return tid, err
+	}
+	if rec == nil {
+		return tid, nil
+	}
+	rec.Blocker, rec.RetryCount, rec.AutoRetried = nil, 0, false
+	delete(st.Feedback, tid)
+	return tid, h.save(st)
+}
+
+// ResetBreaker closes the circuit breaker and forgets its counts: a person
+// decided to run again, and earlier attempts do not hold this one back.
+// When it last opened is kept.
+func (h *Home) ResetBreaker(command string) error {
+	return h.update(command, func(st *LoopState) (bool, error) {
+		b := st.Breaker
+		if b.State != BreakerOpen && b.NoProgress == 0 && b.SameError == 0 {
+			return false, nil
+		}
+		st.Breaker = Breaker{Opened: b.Opened}
+		return true, nil
+	})
+}
+
+// RetireRun ends an unfinished run over taskFile (as the repository names
+// it) as interrupted for reason, so that the next run starts afresh
+// instead of resuming it. A finished run, or one over another file, stays.
+func (h *Home) RetireRun(command, taskFile, reason string) error {
+	return h.update(command, func(st *LoopState) (bool, error) {
+		if st.Finished || st.TaskFile != taskFile {
+			return false, nil
+		}
+		st.Finished, st.Outcome, st.Reason = true, OutcomeInterrupted, reason
+		return true, nil
+	})
+}
+
+// ForgetStories drops the counters, blockers and feedback of the given
+// stories' tasks, so that they start from zero.
+func (h *Home) ForgetStories(command string, storyIDs []string) error {
+	if len(storyIDs) == 0 {
+		return nil
+	}
+	return h.update(command, func(st *LoopState) (bool, error) {
+		changed := false
+		for id := range st.Tasks {
+			sid, _ := tasks.ParseTaskID(id)
+			for _, s := range storyIDs {
+				if sid == s {
+					delete(st.Tasks, id)
+					delete(st.Feedback, id)
+					changed = true
+				}
+			}
+		}
+		return changed, nil
+	})
+}
