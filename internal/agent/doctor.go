@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/proc"
+	"github.com/ralphloop/ralph/internal/text"
 )
 
 // ProbeTimeout bounds each command that Diagnose runs (`--version` and
@@ -163,7 +164,7 @@ func describeFailure(err error, out string, timeout time.Duration) string {
 	}
 	msg := "failed: " + err.Error()
 	if line := firstLine(stripANSI(out)); line != "" {
-		msg += ": " + clip(line, 200)
+		msg += ": " + text.Clip(line, 200)
 	}
 	return msg
 }
@@ -301,13 +302,6 @@ func firstLine(s string) string {
 		}
 	}
 	return ""
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // KnownProgram reports whether program is the program of a built-in agent

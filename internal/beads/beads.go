@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/text"
 )
 
 // DirName is the folder bd keeps its database and configuration in.
@@ -130,7 +132,7 @@ func (e *Error) Error() string {
 	case e.Msg != "":
 		sb.WriteString(": " + e.Msg)
 	case e.Stderr != "":
-		sb.WriteString(": " + clip(e.Stderr, 400))
+		sb.WriteString(": " + text.Clip(e.Stderr, 400))
 	case e.Err != nil:
 		sb.WriteString(": " + e.Err.Error())
 	}
@@ -205,7 +207,7 @@ func Payload(out []byte) (json.RawMessage, error) {
 	}
 	var probe any
 	if err := json.Unmarshal(out, &probe); err != nil {
-		return nil, fmt.Errorf("bd printed something that is not JSON (%v): %s", err, clip(string(out), 200))
+		return nil, fmt.Errorf("bd printed something that is not JSON (%v): %s", err, text.Clip(string(out), 200))
 	}
 	if obj, ok := probe.(map[string]any); ok {
 		if data, has := obj["data"]; has && len(obj) <= 3 {
@@ -336,7 +338,7 @@ func ParseVersion(s string) (Version, error) {
 			return Version{Major: n[0], Minor: n[1], Patch: n[2], Raw: f}, nil
 		}
 	}
-	return Version{}, fmt.Errorf("no version number in %q", clip(s, 100))
+	return Version{}, fmt.Errorf("no version number in %q", text.Clip(s, 100))
 }
 
 // Version asks bd for its version (bd version --json, falling back to the
@@ -400,11 +402,4 @@ func DaemonNote(v Version, running bool) string {
 		return fmt.Sprintf("bd %s: the daemon is running", v)
 	}
 	return fmt.Sprintf("warning: bd %s uses a background daemon, which is not running (start it with `bd daemon --start`); ralph works without it", v)
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/ralphloop/ralph/internal/text"
 )
 
 // Statuses bd knows out of the box.
@@ -322,7 +324,7 @@ func (c *Client) Create(ctx context.Context, o CreateOptions) (Issue, error) {
 		return Issue{}, err
 	}
 	if len(list) == 0 || list[0].ID == "" {
-		return Issue{}, fmt.Errorf("bd create: no id in the answer: %s", clip(string(p), 200))
+		return Issue{}, fmt.Errorf("bd create: no id in the answer: %s", text.Clip(string(p), 200))
 	}
 	return list[0], nil
 }
@@ -351,7 +353,7 @@ func (c *Client) MolPour(ctx context.Context, proto string, vars map[string]stri
 		return r, fmt.Errorf("bd mol pour: %w", err)
 	}
 	if r.NewEpicID == "" {
-		return r, fmt.Errorf("bd mol pour %s: no new_epic_id in the answer: %s", proto, clip(string(p), 200))
+		return r, fmt.Errorf("bd mol pour %s: no new_epic_id in the answer: %s", proto, text.Clip(string(p), 200))
 	}
 	return r, nil
 }
@@ -375,7 +377,7 @@ func (c *Client) MolProgress(ctx context.Context, id string) (Progress, error) {
 	}
 	list, err := decodeList[Progress](p, "molecules")
 	if err != nil || len(list) == 0 {
-		return Progress{}, fmt.Errorf("bd mol progress %s: unexpected answer %s", id, clip(string(p), 200))
+		return Progress{}, fmt.Errorf("bd mol progress %s: unexpected answer %s", id, text.Clip(string(p), 200))
 	}
 	return list[0], nil
 }

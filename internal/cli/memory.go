@@ -10,6 +10,7 @@ import (
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
@@ -204,7 +205,7 @@ func appendSign(ws *workspace.Workspace, n memory.Node, trigger string) error {
 		instr = n.Name
 	}
 	sign := fmt.Sprintf("\n## Sign: %s\n- **Trigger**: %s\n- **Instruction**: %s\n- **Added after**: memory lesson %s (%s)\n",
-		oneLine(n.Name), oneLine(trigger), oneLine(instr), n.ID, n.Date.Format("2006-01-02"))
+		text.OneLine(n.Name), text.OneLine(trigger), text.OneLine(instr), n.ID, n.Date.Format("2006-01-02"))
 	return store.AppendFile(ws.GuardrailsPath(), []byte(sign))
 }
 
@@ -216,8 +217,6 @@ func checkLimit(n int) error {
 	}
 	return nil
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func withMemory(cmd *cobra.Command, env *Env, f func(*memory.Queued) error) error {
 	ws, cfg, err := openWorkspace(cmd.Context(), env)
@@ -252,7 +251,7 @@ func printNodes(out io.Writer, nodes []memory.Node, asJSON bool) error {
 	for _, n := range nodes {
 		fmt.Fprintf(out, "%s  %-14s %s  [%s]\n", n.Date.Format("2006-01-02"), n.MemoryType, n.Name, n.ID)
 		if n.Text != "" {
-			fmt.Fprintf(out, "    %s\n", oneLine(n.Text))
+			fmt.Fprintf(out, "    %s\n", text.OneLine(n.Text))
 		}
 		if len(n.Props) > 0 {
 			keys := make([]string, 0, len(n.Props))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/ralphloop/ralph/internal/text"
 )
 
 // CommandResult is the outcome of one criterion's verify command; the
@@ -109,7 +111,7 @@ func Combine(criteria []Criterion, commands []CommandResult, reviewer *Verdict) 
 	for i, c := range criteria {
 		k := idKey(all[i])
 		var js []judgement
-		verify := oneLine(c.Verify)
+		verify := text.OneLine(c.Verify)
 		if verify != "" && len(results[k]) == 0 {
 			js = append(js, judgement{SourceCommand, false, commandName(verify) + " was not run"})
 		}
@@ -186,7 +188,7 @@ func commandJudgement(verify string, r CommandResult) judgement {
 		what = " failed"
 	}
 	ev := name + what
-	if out := tailRunes(oneLine(r.Output), maxOutputRunes); out != "" {
+	if out := tailRunes(text.OneLine(r.Output), maxOutputRunes); out != "" {
 		ev += ": " + out
 	}
 	return judgement{SourceCommand, false, ev}

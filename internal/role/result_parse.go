@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/inputlimit"
+	"github.com/ralphloop/ralph/internal/text"
 )
 
 // errNoResult starts the message of every error of ParseResult that comes
@@ -200,7 +201,7 @@ func syntaxProblem(s string, err error) string {
 	col := 1 + len([]rune(s[strings.LastIndexByte(s[:at], '\n')+1:at]))
 	from, to := max(0, at-20), min(len(s), at+20)
 	return fmt.Sprintf("%v at line %d, column %d, near `%s`", se, line, col,
-		strings.ReplaceAll(oneLine(strings.ToValidUTF8(s[from:to], "")), "`", "'"))
+		strings.ReplaceAll(text.OneLine(strings.ToValidUTF8(s[from:to], "")), "`", "'"))
 }
 
 // lastBareObject returns the last balanced top-level {...} of text that is
@@ -577,7 +578,7 @@ const ReaskLine = "Your previous reply had no valid result"
 func ResultReaskPrompt(roleName string, err error) string {
 	problem := errNoResult
 	if err != nil {
-		problem = oneLine(err.Error())
+		problem = text.OneLine(err.Error())
 	}
 	var b strings.Builder
 	b.WriteString(ReaskLine + "\n\n")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ralphloop/ralph/internal/text"
 )
 
 // The tags around the reviewer's verdict.
@@ -59,8 +61,8 @@ func criteriaList(criteria []Criterion) string {
 	}
 	var b strings.Builder
 	for i, c := range criteria {
-		fmt.Fprintf(&b, "%s: %s\n", oneLine(idOf(c, i)), orNote(oneLine(c.Text), "(no text)"))
-		if v := oneLine(c.Verify); v != "" {
+		fmt.Fprintf(&b, "%s: %s\n", text.OneLine(idOf(c, i)), orNote(text.OneLine(c.Text), "(no text)"))
+		if v := text.OneLine(c.Verify); v != "" {
 			fmt.Fprintf(&b, "   (ralph also runs this criterion's verify command: `%s`; judge the criterion all the same)\n", v)
 		}
 	}
@@ -393,7 +395,7 @@ func near(body string, at int) string {
 	for to < len(body) && !utf8.RuneStart(body[to]) {
 		to++
 	}
-	return oneLine(body[from:to])
+	return text.OneLine(body[from:to])
 }
 
 // describe names a decoded JSON value for an error message, quoting strings.
@@ -418,7 +420,7 @@ func describe(v any) string {
 // describeText quotes s for an error message: on one line and at most 60
 // runes long.
 func describeText(s string) string {
-	return fmt.Sprintf("%q", clipRunes(oneLine(s), 60))
+	return fmt.Sprintf("%q", clipRunes(text.OneLine(s), 60))
 }
 
 // ReaskPrompt returns the short follow-up prompt sent once after a malformed
@@ -429,7 +431,7 @@ func describeText(s string) string {
 func ReaskPrompt(err error, criteria []Criterion) string {
 	problem := "the reply had no " + verdictOpen + " block"
 	if err != nil {
-		problem = strings.TrimRight(oneLine(err.Error()), ".")
+		problem = strings.TrimRight(text.OneLine(err.Error()), ".")
 	}
 	var b strings.Builder
 	b.WriteString("Ralph could not read a verdict from your last reply. The problem: ")
@@ -450,7 +452,7 @@ func ReaskPrompt(err error, criteria []Criterion) string {
 func NoVerdict(err error) *Verdict {
 	v := &Verdict{Reasons: []string{ReasonNoVerdict}}
 	if err != nil {
-		v.Reasons = append(v.Reasons, "its last answer: "+oneLine(err.Error()))
+		v.Reasons = append(v.Reasons, "its last answer: "+text.OneLine(err.Error()))
 	}
 	return v
 }

@@ -26,6 +26,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ralphloop/ralph/internal/text"
 )
 
 // Criterion is one acceptance criterion to judge.
@@ -118,8 +120,8 @@ func (v Verdict) Report() string {
 		if f.Met {
 			mark = markMet
 		}
-		fmt.Fprintf(&b, "%s: %s - %s", oneLine(f.ID), oneLine(f.Text), mark)
-		if ev := clipRunes(oneLine(f.Evidence), maxEvidenceRunes); ev != "" {
+		fmt.Fprintf(&b, "%s: %s - %s", text.OneLine(f.ID), text.OneLine(f.Text), mark)
+		if ev := clipRunes(text.OneLine(f.Evidence), maxEvidenceRunes); ev != "" {
 			b.WriteString(" ")
 			b.WriteString(ev)
 		}
@@ -146,7 +148,7 @@ func (v Verdict) Feedback() string {
 	}
 	var reasons []string
 	for _, r := range v.Reasons {
-		if r = oneLine(r); r != "" {
+		if r = text.OneLine(r); r != "" {
 			reasons = append(reasons, r)
 		}
 	}
@@ -185,12 +187,6 @@ func ids(criteria []Criterion) []string {
 // idKey is the form in which ids are compared: trimmed and case-folded.
 func idKey(id string) string {
 	return strings.ToLower(strings.TrimSpace(id))
-}
-
-// oneLine collapses every run of white space in s, newlines included, to one
-// space and trims the ends.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }
 
 // clipRunes cuts s to at most n runes, the last of them an ellipsis.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/text"
 )
 
 // TaskRecord is what ralph owns about one task of tasks.md: its mark and
@@ -89,7 +90,7 @@ const progressNote = "<!-- Written by ralph at every transition and read back to
 func (p Progress) Render() []byte {
 	var b bytes.Buffer
 	s := p.State
-	fmt.Fprintf(&b, "# Progress: %s\n\n%s\n\n", oneLine(p.Title), progressNote)
+	fmt.Fprintf(&b, "# Progress: %s\n\n%s\n\n", text.OneLine(p.Title), progressNote)
 	field := func(k, v string) { fmt.Fprintf(&b, "- %s: %s\n", k, v) }
 	field("Session", s.SessionID)
 	field("State", string(s.Current))
@@ -104,7 +105,7 @@ func (p Progress) Render() []byte {
 	field("Baseline", orDash(p.Baseline))
 	field("Task base", orDash(p.TaskBase))
 	field("Commit token", orDash(p.CommitToken))
-	field("Reason", orDash(oneLine(s.Reason)))
+	field("Reason", orDash(text.OneLine(s.Reason)))
 	field("Tokens", strconv.FormatInt(p.Tokens, 10))
 	field("Cost USD", strconv.FormatFloat(p.CostUSD, 'f', 4, 64))
 	field("Run ms", strconv.FormatInt(p.RunMillis, 10))
@@ -123,7 +124,7 @@ func (p Progress) Render() []byte {
 		b.WriteString("- (none)\n")
 	}
 	for _, bl := range s.Blockers {
-		fmt.Fprintf(&b, "- %s\n", oneLine(bl))
+		fmt.Fprintf(&b, "- %s\n", text.OneLine(bl))
 	}
 	return b.Bytes()
 }
@@ -300,8 +301,4 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

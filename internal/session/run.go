@@ -21,6 +21,7 @@ import (
 	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
@@ -144,7 +145,7 @@ func (r *Runner) capTasks(add []role.NewTask, room int) []role.NewTask {
 	room = max(room, 0)
 	var dropped []string
 	for _, t := range add[room:] {
-		dropped = append(dropped, oneLine(t.Title))
+		dropped = append(dropped, text.OneLine(t.Title))
 	}
 	msg := fmt.Sprintf("the session holds at most %d tasks ([session] max_tasks); not added: %s", r.maxTasks(), strings.Join(dropped, "; "))
 	r.say("ralph: ⚠ %s", msg)
@@ -339,7 +340,7 @@ func (r *Runner) fire(e Event, detail string) error {
 		line += ", " + task
 	}
 	if detail != "" {
-		line += ": " + clip(detail, 120)
+		line += ": " + text.Clip(detail, 120)
 	}
 	r.say("%s)", line)
 	loop.CrashHook()
@@ -485,7 +486,7 @@ func (r *Runner) addTasks(add []role.NewTask) ([]string, error) {
 		return nil, nil
 	}
 	if len(data) == 0 {
-		data = tasks.RenderTasksMD(oneLine(r.prog.Title), nil)
+		data = tasks.RenderTasksMD(text.OneLine(r.prog.Title), nil)
 	}
 	r.say("ralph: added %s to %s", strings.Join(ids, ", "), r.WS.Rel(tasksPath(r.Dir)))
 	return ids, store.WriteFileAtomic(tasksPath(r.Dir), tasks.AppendTasks(data, fresh), 0o644)
@@ -832,7 +833,7 @@ func (r *Runner) ensurePlan(summary string) error {
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Plan: %s\n\n%s\n\n## Tasks\n\n", oneLine(r.prog.Title), orNone(strings.TrimSpace(summary)))
+	fmt.Fprintf(&b, "# Plan: %s\n\n%s\n\n## Tasks\n\n", text.OneLine(r.prog.Title), text.OrNone(strings.TrimSpace(summary), "(none)"))
 	for _, t := range ts {
 		fmt.Fprintf(&b, "- %s: %s\n", t.ID, t.Title)
 	}
@@ -846,7 +847,7 @@ func (r *Runner) rewriteTasks(ts []tasks.SessionTask) error {
 			ts[i].Mark = rec.Mark
 		}
 	}
-	return store.WriteFileAtomic(tasksPath(r.Dir), tasks.RenderTasksMD(oneLine(r.prog.Title), ts), 0o644)
+	return store.WriteFileAtomic(tasksPath(r.Dir), tasks.RenderTasksMD(text.OneLine(r.prog.Title), ts), 0o644)
 }
 
 // questions runs the questioner on the planner's open questions. Its
@@ -862,7 +863,7 @@ func (r *Runner) questions(ctx context.Context) error {
 		fmt.Fprintf(&b, "(no valid answer: %s)\n", why)
 	}
 	for _, a := range res.Answers {
-		fmt.Fprintf(&b, "- Q: %s\n  A: %s\n", oneLine(a.Question), oneLine(a.Answer))
+		fmt.Fprintf(&b, "- Q: %s\n  A: %s\n", text.OneLine(a.Question), text.OneLine(a.Answer))
 	}
 	if len(res.HumanQuestions) > 0 {
 		added, err := AddQuestions(r.Dir, role.Questioner, res.HumanQuestions, r.now())
@@ -870,7 +871,7 @@ func (r *Runner) questions(ctx context.Context) error {
 			return err
 		}
 		for _, q := range added {
-			fmt.Fprintf(&b, "- Q (for a person, %s): %s\n", q.ID, oneLine(q.Text))
+			fmt.Fprintf(&b, "- Q (for a person, %s): %s\n", q.ID, text.OneLine(q.Text))
 		}
 	}
 	if err := appendQA(r.Dir, b.String()+"\n"); err != nil {
@@ -897,34 +898,34 @@ func (r *Runner) waitForAnswers(open []Question) error {
 // qaText is everything asked and answered so far, human answers included.
 func (r *Runner) qaText() string {
 	b, _ := os.ReadFile(qaPath(r.Dir))
-	text := strings.TrimSpace(string(b))
+	body := strings.TrimSpace(string(b))
 	qs, _ := LoadQuestions(r.Dir)
 	var answered []string
 	for _, q := range qs {
 		if !q.Open() {
-			answered = append(answered, fmt.Sprintf("- Q (%s): %s\n  A (from a person): %s", q.ID, oneLine(q.Text), oneLine(q.Answer)))
+			answered = append(answered, fmt.Sprintf("- Q (%s): %s\n  A (from a person): %s", q.ID, text.OneLine(q.Text), text.OneLine(q.Answer)))
 		}
 	}
 	if len(answered) > 0 {
-		text += "\n\n### Answers from a person\n\n" + strings.Join(answered, "\n")
+		body += "\n\n### Answers from a person\n\n" + strings.Join(answered, "\n")
 	}
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(body) == "" {
 		return "(none)"
 	}
-	return text
+	return body
 }
 
 // lastQuestions is the planner's most recent list of questions in qa.md.
 func (r *Runner) lastQuestions() string {
 	b, _ := os.ReadFile(qaPath(r.Dir))
-	text := string(b)
-	if i := strings.LastIndex(text, "## Q&A cycle"); i >= 0 {
-		text = text[i:]
-		if j := strings.Index(text, "\n### "); j >= 0 {
-			text = text[:j]
+	body := string(b)
+	if i := strings.LastIndex(body, "## Q&A cycle"); i >= 0 {
+		body = body[i:]
+		if j := strings.Index(body, "\n### "); j >= 0 {
+			body = body[:j]
 		}
 	}
-	return strings.TrimSpace(text)
+	return strings.TrimSpace(body)
 }
 
 func appendQA(dir, text string) error { return store.AppendFile(qaPath(dir), []byte(text)) }
@@ -932,7 +933,7 @@ func appendQA(dir, text string) error { return store.AppendFile(qaPath(dir), []b
 func bullets(items []string) string {
 	var b strings.Builder
 	for _, it := range items {
-		fmt.Fprintf(&b, "- %s\n", oneLine(it))
+		fmt.Fprintf(&b, "- %s\n", text.OneLine(it))
 	}
 	return b.String()
 }
@@ -948,7 +949,7 @@ func (r *Runner) execute(ctx context.Context) error {
 		for _, t := range ts {
 			rec := r.prog.Task(t.ID)
 			if rec != nil && rec.Mark != tasks.MarkDone {
-				return r.fire(Event{Type: TaskSelected, TaskID: t.ID, Attempt: rec.Failures + 1}, oneLine(t.Title))
+				return r.fire(Event{Type: TaskSelected, TaskID: t.ID, Attempt: rec.Failures + 1}, text.OneLine(t.Title))
 			}
 		}
 		return r.fire(Event{Type: NoTasksRemaining}, "")
@@ -1083,7 +1084,7 @@ func (r *Runner) review(ctx context.Context) error {
 	checks := checksText(results)
 	if !passed {
 		last := results[len(results)-1]
-		reason := fmt.Sprintf("ralph's check %q failed (exit %d): %s", last.Check.Name, last.ExitCode, clip(strings.TrimSpace(last.Output), 400))
+		reason := fmt.Sprintf("ralph's check %q failed (exit %d): %s", last.Check.Name, last.ExitCode, text.Clip(strings.TrimSpace(last.Output), 400))
 		r.report(task.ID, s.CurrentAttemptNumber, "Review (Failed by ralph's checks)", reason)
 		return r.fire(Event{Type: ReviewerCompleted, Verdict: role.VerdictFailed, Reason: reason}, "Failed: "+reason)
 	}
@@ -1093,7 +1094,7 @@ func (r *Runner) review(ctx context.Context) error {
 	}
 	res, ok, why, err := r.ask(ctx, prompt.SessionReview, role.Reviewer, map[string]string{
 		"TASK_ID": task.ID, "TASK_TITLE": task.Title, "TASK_CRITERIA": criteriaText(task),
-		"ATTEMPT": strconv.Itoa(s.CurrentAttemptNumber), "DIFF": orNone(diff), "CHECKS": checks,
+		"ATTEMPT": strconv.Itoa(s.CurrentAttemptNumber), "DIFF": text.OrNone(diff, "(none)"), "CHECKS": checks,
 		"EXECUTOR_SUMMARY": r.lastSection(task.ID),
 	})
 	if err != nil {
@@ -1151,17 +1152,17 @@ func (r *Runner) commit(ctx context.Context, task tasks.SessionTask) (string, er
 	if err := r.save(); err != nil {
 		return "", err
 	}
-	msg := fmt.Sprintf("%s: %s\n\n%s%s: %s\n", task.ID, clip(oneLine(task.Title), 60), r.trailers(task.ID, r.prog.State.CurrentAttemptNumber), gitx.CommitTrailer, r.prog.CommitToken)
+	msg := fmt.Sprintf("%s: %s\n\n%s%s: %s\n", task.ID, text.Clip(text.OneLine(task.Title), 60), r.trailers(task.ID, r.prog.State.CurrentAttemptNumber), gitx.CommitTrailer, r.prog.CommitToken)
 	return r.WS.Repo.Commit(ctx, msg)
 }
 
 func (r *Runner) lastSection(task string) string {
 	b, _ := os.ReadFile(reportPath(r.Dir, task))
-	text := string(b)
-	if i := strings.LastIndex(text, "## Attempt"); i >= 0 {
-		text = text[i:]
+	body := string(b)
+	if i := strings.LastIndex(body, "## Attempt"); i >= 0 {
+		body = body[i:]
 	}
-	return orNone(strings.TrimSpace(text))
+	return text.OrNone(strings.TrimSpace(body), "(none)")
 }
 
 func checksText(results []check.Result) string {
@@ -1189,7 +1190,7 @@ func (r *Runner) goalCheck(ctx context.Context) error {
 	}
 	tb, _ := os.ReadFile(tasksPath(r.Dir))
 	res, ok, why, err := r.ask(ctx, prompt.GoalCheck, role.GoalCheck, map[string]string{
-		"TASKS": orNone(string(tb)), "DIFF_STAT": orNone(stat), "BASELINE": orDash(r.prog.Baseline),
+		"TASKS": text.OrNone(string(tb), "(none)"), "DIFF_STAT": text.OrNone(stat, "(none)"), "BASELINE": orDash(r.prog.Baseline),
 	})
 	if err != nil {
 		return err
@@ -1206,23 +1207,9 @@ func (r *Runner) goalCheck(ctx context.Context) error {
 	return r.fire(Event{Type: HolisticCheckFailed, NewTasks: len(res.NewTasks), Reason: reason}, "failed: "+reason)
 }
 
-func orNone(s string) string {
-	if strings.TrimSpace(s) == "" {
-		return "(none)"
-	}
-	return s
-}
-
 func shortHash(h string) string {
 	if len(h) > 12 {
 		return h[:12]
 	}
 	return h
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -133,7 +134,7 @@ func (r *Runner) preflightFailures() []string {
 	if t.Baseline == nil || t.Baseline.CommitSHA == "" {
 		fails = append(fails, "baseline: the repository has no commit to return to: make a first commit")
 	} else if _, err := r.git("cat-file", "-e", t.Baseline.CommitSHA+"^{commit}"); err != nil {
-		fails = append(fails, fmt.Sprintf("baseline: commit %s is gone", short(t.Baseline.CommitSHA)))
+		fails = append(fails, fmt.Sprintf("baseline: commit %s is gone", text.ShortHash(t.Baseline.CommitSHA)))
 	}
 	// 3. spec
 	spec, err := ReadSpec(r.dir, t.ID, t.SpecVersion)
@@ -198,6 +199,6 @@ func (r *Runner) preflight() error {
 	if len(fails) > 0 {
 		return r.apply(Event{Verb: VerbChecksFail, Source: SourceSystem, Failures: fails}, "checks_fail")
 	}
-	r.out("  ✓ all preflight checks pass (baseline %s on %s, branch %s)", short(r.t.Baseline.CommitSHA), orNone(r.t.Baseline.Branch), r.t.Branch)
+	r.out("  ✓ all preflight checks pass (baseline %s on %s, branch %s)", text.ShortHash(r.t.Baseline.CommitSHA), text.OrNone(r.t.Baseline.Branch, "(detached)"), r.t.Branch)
 	return r.apply(Event{Verb: VerbChecksPass, Source: SourceSystem}, "checks_pass")
 }

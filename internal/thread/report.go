@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
 )
 
@@ -48,7 +49,7 @@ func (r *Runner) after(a Action) {
 		conf := r.loadConf()
 		what := "nothing left to commit"
 		if conf.CommitSHA != "" {
-			what = "committed " + short(conf.CommitSHA)
+			what = "committed " + text.ShortHash(conf.CommitSHA)
 		}
 		base := "your branch"
 		if t.Baseline != nil && t.Baseline.Branch != "" {
@@ -75,7 +76,7 @@ func (r *Runner) printReview() {
 		// What `thread commit` commits: every change since the baseline,
 		// ralph's committed records and the uncommitted work included, so
 		// that nothing is committed that was not shown here.
-		base := short(t.Baseline.CommitSHA)
+		base := text.ShortHash(t.Baseline.CommitSHA)
 		log, _ := r.git("log", "--oneline", t.Baseline.CommitSHA+"..HEAD")
 		stat, _ := r.git("diff", "--stat", t.Baseline.CommitSHA, "--")
 		untracked, _ := r.git("ls-files", "--others", "--exclude-standard")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/text"
 )
 
 // commitHumanEdits commits what a person changed on the thread's branch,
@@ -26,7 +27,7 @@ func (r *Runner) commitHumanEdits(what string) error {
 	if err != nil {
 		return err
 	}
-	r.out("committed your edits on %s: %s", r.t.Branch, short(sha))
+	r.out("committed your edits on %s: %s", r.t.Branch, text.ShortHash(sha))
 	return nil
 }
 
@@ -44,7 +45,7 @@ func (r *Runner) resetWorkspace(old Thread) error {
 		return nil
 	}
 	b := old.Baseline
-	r.out("revise resets the workspace to the baseline %s (%s) and deletes %s; the loop's commits there are dropped.", short(b.CommitSHA), orNone(b.Branch), BranchName(old.ID))
+	r.out("revise resets the workspace to the baseline %s (%s) and deletes %s; the loop's commits there are dropped.", text.ShortHash(b.CommitSHA), text.OrNone(b.Branch, "(detached)"), BranchName(old.ID))
 	if !r.confirm("This will reset changes. Continue?") {
 		return ErrResetDeclined
 	}
@@ -66,7 +67,7 @@ func (r *Runner) resetWorkspace(old Thread) error {
 		return fmt.Errorf("reset: git checkout %s: %w", target, err)
 	}
 	if _, err := r.git("reset", "-q", "--hard", b.CommitSHA); err != nil {
-		return fmt.Errorf("reset: git reset --hard %s: %w", short(b.CommitSHA), err)
+		return fmt.Errorf("reset: git reset --hard %s: %w", text.ShortHash(b.CommitSHA), err)
 	}
 	if _, err := r.git("rev-parse", "--verify", "--quiet", "refs/heads/"+BranchName(old.ID)); err == nil {
 		if _, err := r.git("branch", "-q", "-D", BranchName(old.ID)); err != nil {
@@ -81,7 +82,7 @@ func (r *Runner) resetWorkspace(old Thread) error {
 	c := r.loadConf()
 	c.PRDSpecVersion, c.Extra, c.RunID, c.RunBase = 0, 0, "", 0
 	r.saveConf(c)
-	r.out("workspace reset to %s; %s deleted", short(b.CommitSHA), BranchName(old.ID))
+	r.out("workspace reset to %s; %s deleted", text.ShortHash(b.CommitSHA), BranchName(old.ID))
 	return nil
 }
 
@@ -162,7 +163,7 @@ func (r *Runner) commitWork() error {
 	if ok, err := r.ws.Repo.IsAncestor(ctx, base, head); err != nil {
 		return err
 	} else if !ok {
-		return fmt.Errorf("%s no longer descends from the thread's baseline %s (was it rebased?): ralph squashes only baseline..HEAD; commit it yourself, then `ralph thread abandon`", r.currentBranchOr(head), short(base))
+		return fmt.Errorf("%s no longer descends from the thread's baseline %s (was it rebased?): ralph squashes only baseline..HEAD; commit it yourself, then `ralph thread abandon`", r.currentBranchOr(head), text.ShortHash(base))
 	}
 	if _, err := r.git("update-ref", "-m", "ralph thread commit: the per-story commits of thread "+r.t.ID, StoriesRef(r.t.ID), head); err != nil {
 		return fmt.Errorf("keeping the per-story commits at %s: %w", StoriesRef(r.t.ID), err)
@@ -194,5 +195,5 @@ func (r *Runner) currentBranchOr(head string) string {
 	if b := r.currentBranch(); b != "" {
 		return "branch " + b
 	}
-	return "HEAD " + short(head)
+	return "HEAD " + text.ShortHash(head)
 }

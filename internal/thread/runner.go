@@ -249,21 +249,6 @@ func (r *Runner) LogTransition(from, to Phase, verb string, src Source) {
 	_ = store.AppendJSONLine(r.ws.Path("events.jsonl"), line)
 }
 
-func short(h string) string {
-	if len(h) > 7 {
-		return h[:7]
-	}
-	return h
-}
-
-// orNone names a baseline taken on a detached HEAD.
-func orNone(s string) string {
-	if s == "" {
-		return "(detached)"
-	}
-	return s
-}
-
 func oneLineErr(err error) string {
 	s := strings.TrimSpace(err.Error())
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
