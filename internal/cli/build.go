@@ -3,9 +3,11 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -23,6 +25,19 @@ type BuildOptions struct {
 	NoCommit      bool
 	// Proto names the formula `ralph plan` writes for beads.
 	Proto string
+	// JSON streams the run's events on stdout, one JSON object per line,
+	// instead of the text a person reads.
+	JSON bool
+}
+
+// progress is where the run's own lines go that are not events (the
+// records line, the beads molecule): stdout for a person, stderr when
+// stdout carries JSON lines only.
+func (o *BuildOptions) progress() io.Writer {
+	if o.JSON {
+		return o.Env.IO.Err
+	}
+	return o.Env.IO.Out
 }
 
 func newBuildCmd(env *Env, runF func(*BuildOptions) error) *cobra.Command {
@@ -63,6 +78,7 @@ attempt ([build] on_failing_baseline).`,
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
 	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "task file: a PRD (.md), prd.json or progress.txt, or beads / beads:MOLECULE-ID for the beads database (default: config, then detected)")
 	cmd.Flags().BoolVar(&opts.NoCommit, "no-commit", false, "verify but never commit (ralph and the agent)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the run's events on stdout, one JSON object per line (see README, Events)")
 	return cmd
 }
 
@@ -94,6 +110,7 @@ N defaults to max_iterations under [plan] in .ralph/config.toml (1).`,
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
 	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "beads: write the PRD's stories as a proto (a bd formula) that ralph build pours; other task files use the planning agent")
 	cmd.Flags().StringVar(&opts.Proto, "proto", "", "name of the proto written for beads (default: ralph-<PRD file name>)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the run's events on stdout, one JSON object per line (see README, Events)")
 	return cmd
 }
 
@@ -173,10 +190,19 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 			PermissionDenials: cfg.Breaker.PermissionDenials, Cooldown: cfg.Breaker.Cooldown.Duration},
 		OnFailingBaseline: cfg.Build.OnFailingBaseline,
 		Memory:            mem,
-		Out:               env.IO.Out,
-		Terminal:          env.IO.OutTerminal,
+		Sink:              runSink(opts),
+		Terminal:          env.IO.OutTerminal && !opts.JSON, // JSON lines carry no terminal control characters
 		Now:               env.Now,
 	}}, nil
+}
+
+// runSink renders the run's events: as text on a person's terminal, or
+// as JSON lines with --json.
+func runSink(opts *BuildOptions) report.Sink {
+	if opts.JSON {
+		return report.JSONLines{W: opts.Env.IO.Out}
+	}
+	return report.Text{W: opts.Env.IO.Out}
 }
 
 func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
@@ -186,7 +212,7 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 	}
 	defer s.opts.Memory.Close()
 	if bs, ok := s.opts.Source.(*tasks.BeadsSource); ok {
-		mol, err := beadsMolecule(cmd.Context(), s.ws, bs, opts.Env.IO.Out, opts.Env.Now())
+		mol, err := beadsMolecule(cmd.Context(), s.ws, bs, opts.progress(), opts.Env.Now())
 		if err != nil {
 			return err
 		}
@@ -198,7 +224,7 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 	// the config does not.
 	s.opts.IterationsGiven = opts.MaxIterations > 0
 	rep, err := loop.Build(cmd.Context(), s.ws, s.opts)
-	return reportOutcome(opts.Env, s, rep, goneFromRun(s.ws, rep, err, "ralph build"))
+	return reportOutcome(opts, s, rep, goneFromRun(s.ws, rep, err, "ralph build"))
 }
 
 func runPlan(cmd *cobra.Command, opts *BuildOptions) error {
@@ -208,21 +234,21 @@ func runPlan(cmd *cobra.Command, opts *BuildOptions) error {
 	}
 	if _, ok := s.opts.Source.(*tasks.BeadsSource); ok {
 		s.opts.Memory.Close()
-		return planBeadsProto(cmd.Context(), s.ws, s.opts.PRDPath, opts.Proto, opts.Env.IO.Out, opts.Env.Now())
+		return planBeadsProto(cmd.Context(), s.ws, s.opts.PRDPath, opts.Proto, opts.progress(), opts.Env.Now())
 	}
 	if opts.Proto != "" {
 		return usageErrorf("--proto names the proto written for beads: use it with --tasks beads")
 	}
 	defer s.opts.Memory.Close()
 	rep, err := loop.Plan(cmd.Context(), s.ws, s.opts)
-	return reportOutcome(opts.Env, s, rep, goneFromRun(s.ws, rep, err, "ralph plan"))
+	return reportOutcome(opts, s, rep, goneFromRun(s.ws, rep, err, "ralph plan"))
 }
 
 // reportOutcome prints where the run's records are and turns the outcome
 // into the documented exit code.
-func reportOutcome(env *Env, s *loopSetup, rep loop.Report, err error) error {
+func reportOutcome(opts *BuildOptions, s *loopSetup, rep loop.Report, err error) error {
 	if rep.RunID != "" {
-		fmt.Fprintf(env.IO.Out, "run %s: %s, %s done, %d left; records in %s\n",
+		fmt.Fprintf(opts.progress(), "run %s: %s, %s done, %d left; records in %s\n",
 			rep.RunID, words.Count(rep.Iterations, "iteration", "iterations"), words.Count(rep.StoriesDone, "story", "stories"), rep.StoriesLeft, s.ws.Rel(rep.RunDir))
 	}
 	if err != nil {
@@ -233,7 +259,7 @@ func reportOutcome(env *Env, s *loopSetup, rep loop.Report, err error) error {
 		if errors.As(err, &setup) {
 			// Seed 000's ERROR state: the tag and the template go to
 			// stdout, where an agent or a script reads them.
-			fmt.Fprintln(env.IO.Out, setup.Error())
+			fmt.Fprintln(opts.progress(), setup.Error())
 			return &ExitError{Code: ExitFailure, Msg: setup.Path + " is missing: run `ralph init --bmad` to create it"}
 		}
 		if errors.Is(err, loop.ErrNeedsHuman) {

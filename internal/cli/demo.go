@@ -13,6 +13,7 @@ import (
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/fakeagent"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/words"
@@ -258,7 +259,7 @@ Demo repository: %s
 	lo := loop.Options{
 		PRDPath: ws.Abs(prdRel), PlanPath: ws.Abs(cfg.Build.Plan), RequirePlan: true,
 		Agent: spec, AgentTimeout: cfg.Agent.Timeout.Duration, Checks: checksFromConfig(cfg),
-		Out: out, Now: env.Now,
+		Sink: report.Text{W: out}, Now: env.Now,
 	}
 	fmt.Fprintf(out, "\n$ ralph plan 1\n")
 	lo.MaxIterations = 1

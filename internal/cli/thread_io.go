@@ -14,6 +14,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/thread"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -141,7 +142,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 				return loop.Options{}, err
 			}
 			s.opts.Agent = a
-			s.opts.Out = tc.progress()
+			s.opts.Sink = report.Text{W: tc.progress()}
 			return s.opts, nil
 		},
 		Confirm: tc.confirm,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/report"
 )
 
 // Auditor is implemented by task sources that keep an audit trail of their
@@ -29,7 +31,7 @@ func (b *builder) auditKey() string {
 func (b *builder) audit(ctx context.Context, a Auditor, storyID, hash string) {
 	if err := a.Audit(ctx, storyID, b.auditKey(), b.auditSummary(hash)); err != nil {
 		b.log.Warn("task source audit failed", "task", storyID, "err", err)
-		fmt.Fprintf(b.opts.Out, "  ⚠ could not record the audit note for %s in %s: %s\n", storyID, b.src.Kind(), clip(err.Error(), 300))
+		b.sayf(report.KindWarning, "  ⚠ could not record the audit note for %s in %s: %s\n", storyID, b.src.Kind(), clip(err.Error(), 300))
 	}
 }
 

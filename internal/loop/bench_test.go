@@ -2,7 +2,6 @@ package loop
 
 import (
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,7 +55,6 @@ func BenchmarkBuildOverhead(b *testing.B) {
 		// The agent never changes anything: without room for 200 retries
 		// the story would be blocked after its second attempt.
 		MaxRetries: iterations + 1,
-		Out:        io.Discard,
 	}
 	var overhead time.Duration
 	b.ResetTimer()

@@ -21,6 +21,7 @@ import (
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/prompt"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
@@ -179,7 +180,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		return rep, err
 	}
 	if !resume && !opts.NoCommit {
-		if err := commitSetup(ctx, ws, src.Path(), opts.PlanPath, opts.Out); err != nil {
+		if err := commitSetup(ctx, ws, src.Path(), opts.PlanPath, r.say); err != nil {
 			return rep, err
 		}
 	}
@@ -195,12 +196,12 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	now := opts.now()
 	if resume {
 		b.st = prior
-		if err := RepairEvents(b.home.EventsPath(), b.st.LastEvent); err != nil {
+		if err := b.repairJournal(b.home.EventsPath(), b.home.StatePath()); err != nil {
 			return rep, err
 		}
-		fmt.Fprintf(opts.Out, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.State, b.st.Machine.Iteration, orNone(b.st.Machine.TaskID))
+		b.sayf(report.KindRun, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.State, b.st.Machine.Iteration, orNone(b.st.Machine.TaskID))
 		if opts.MaxIterations != b.st.MaxIterations {
-			fmt.Fprintf(opts.Out, "ralph: iteration limit raised from %d to %d, as given on the command line\n", b.st.MaxIterations, opts.MaxIterations)
+			b.sayf(report.KindRun, "ralph: iteration limit raised from %d to %d, as given on the command line\n", b.st.MaxIterations, opts.MaxIterations)
 			b.st.MaxIterations = opts.MaxIterations
 		}
 		r.event("run %s resumed in %s", r.id, b.st.Machine.State)
@@ -254,7 +255,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			b.st.Machine.Iteration = b.st.MaxIterations
 			b.home.save(b.st)
 			rep.Iterations, rep.Outcome, reason = b.st.MaxIterations, OutcomeMaxIterations, b.st.Reason
-			fmt.Fprintf(opts.Out, "■ %s\n", reason)
+			b.sayf(report.KindLimit, "■ %s\n", reason)
 			return rep, nil
 		}
 		if m.State == StateImplement {
@@ -263,7 +264,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 				b.st.Reason = "budget reached: " + why
 				b.home.save(b.st)
 				rep.Iterations, rep.Outcome, reason = m.Iteration-1, OutcomeBudget, b.st.Reason
-				fmt.Fprintf(opts.Out, "■ %s\n", reason)
+				b.sayf(report.KindLimit, "■ %s\n", reason)
 				return rep, nil
 			}
 			if err := b.breakerGate(ctx); err != nil {
@@ -277,7 +278,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			if errors.Is(err, ErrInterrupted) {
 				rep.Outcome, reason = OutcomeInterrupted, fmt.Sprintf("interrupted in %s during iteration %d", m.State, m.Iteration)
 				rep.Iterations = b.st.Machine.Iteration
-				fmt.Fprintf(opts.Out, "■ interrupted: iteration %d recorded as interrupted; run `ralph build` again to resume\n", m.Iteration)
+				b.sayf(report.KindLimit, "■ interrupted: iteration %d recorded as interrupted; run `ralph build` again to resume\n", m.Iteration)
 				return rep, ErrInterrupted
 			}
 			if errors.Is(err, ErrAllLimited) {
@@ -346,18 +347,26 @@ func (b *builder) transition(ev Event) error {
 	if taskID == "" {
 		taskID = next.TaskID
 	}
-	e := TransitionEvent{Timestamp: now.UTC(), SessionID: b.id, Transition: TransitionEntry{
-		From: string(m.State), To: string(next.State), Trigger: string(ev.Trigger), TaskID: taskID, Detail: clip(detail, 300),
-	}}
+	e := report.Event{Kind: report.KindTransition, Time: now.UTC(), From: string(m.State), To: string(next.State), Trigger: string(ev.Trigger), Task: taskID}
 	if taskID != "" {
-		e.Transition.AttemptNumber = m.RetryCount + 1
+		e.Attempt = m.RetryCount + 1
 	}
-	b.st.LastEvent = &e
-	if err := b.home.save(b.st); err != nil {
+	if d := clip(detail, 300); d != "" {
+		e.Data = map[string]any{"detail": d}
+	}
+	// The state records the event before the journal gets it, so that a
+	// kill between the two is repaired on resume (repairJournal).
+	if _, err := b.em.EmitAfter(e, func(e report.Event) error {
+		b.st.LastEvent = &e
+		if err := b.home.save(b.st); err != nil {
+			return err
+		}
+		CrashPoint("state-saved")
+		return nil
+	}); err != nil {
 		return err
 	}
-	CrashPoint("state-saved")
-	if err := store.AppendJSONLine(b.home.EventsPath(), e); err != nil {
+	if err := b.journal.Err(); err != nil {
 		return err
 	}
 	b.log.Info("transition", "from", m.State, "to", next.State, "trigger", ev.Trigger, "task", taskID, "retry", next.RetryCount)
@@ -394,7 +403,7 @@ func (b *builder) perform(ctx context.Context, s State) (Event, error) {
 	case StateMemoryLoad:
 		return b.memoryLoad(ctx)
 	case StateStorySelectFallback:
-		fmt.Fprintln(b.opts.Out, "  ! memory unavailable, using file-only context")
+		b.say(report.KindWarning, "  ! memory unavailable, using file-only context\n", nil)
 		b.logError("memory (%s) unavailable, using file-only context", b.mem.Name())
 		return Event{Trigger: TrigFilesLoaded}, nil
 	case StateStorySelect:
@@ -601,9 +610,9 @@ func (b *builder) selectTask() (Event, error) {
 				return b.limitReached()
 			}
 			if b.board.Remaining() == 1 {
-				fmt.Fprintf(b.opts.Out, "  ↻ only %s is left, blocked by a transient failure: retrying it now\n", id)
+				b.sayf(report.KindBlocker, "  ↻ only %s is left, blocked by a transient failure: retrying it now\n", id)
 			} else {
-				fmt.Fprintf(b.opts.Out, "  ↻ only blocked tasks are left; %s is blocked by a transient failure: retrying it now\n", id)
+				b.sayf(report.KindBlocker, "  ↻ only blocked tasks are left; %s is blocked by a transient failure: retrying it now\n", id)
 			}
 			b.revive(id, "now, as nothing else is left")
 			if err := b.reloadBoard(); err != nil {
@@ -622,7 +631,7 @@ func (b *builder) selectTask() (Event, error) {
 	}
 	if why := b.budgetExceeded(); why != "" {
 		b.st.Outcome, b.st.Reason = OutcomeBudget, "budget reached: "+why
-		fmt.Fprintf(b.opts.Out, "■ %s\n", b.st.Reason)
+		b.sayf(report.KindLimit, "■ %s\n", b.st.Reason)
 		return Event{Trigger: TrigBudgetExhausted}, b.exit(false)
 	}
 	if b.st.Machine.Iteration >= b.st.MaxIterations {
@@ -638,7 +647,7 @@ func (b *builder) selectTask() (Event, error) {
 func (b *builder) limitReached() (Event, error) {
 	b.st.Outcome = OutcomeMaxIterations
 	b.st.Reason = fmt.Sprintf("reached %s with %s left", words.Count(b.st.MaxIterations, "iteration", "iterations"), words.Count(b.board.Remaining(), "story", "stories"))
-	fmt.Fprintf(b.opts.Out, "■ %s\n", b.st.Reason)
+	b.sayf(report.KindLimit, "■ %s\n", b.st.Reason)
 	return Event{Trigger: TrigBudgetExhausted}, b.exit(false)
 }
 
@@ -651,7 +660,7 @@ func (b *builder) reviveTransient() {
 			continue
 		}
 		if b.revive(id, "after 3 iterations") {
-			fmt.Fprintf(b.opts.Out, "  ↻ %s: transient blocker, retrying once automatically\n", id)
+			b.sayf(report.KindBlocker, "  ↻ %s: transient blocker, retrying once automatically\n", id)
 		}
 	}
 	if err := b.reloadBoard(); err != nil {
@@ -753,7 +762,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	b.resumedFrom = nil
 	taskBytes, _ := os.ReadFile(b.src.Path())
 	attempt := fmt.Sprintf("attempt %d/%d", m.RetryCount+1, b.maxRetries())
-	fmt.Fprintf(b.opts.Out, "\n── iteration %d/%d · %s: %s · %s · agent %s ──\n", n, b.st.MaxIterations, taskID, story.Title, attempt, b.opts.Agent.Name)
+	b.sayf(report.KindIteration, "\n── iteration %d/%d · %s: %s · %s · agent %s ──\n", n, b.st.MaxIterations, taskID, story.Title, attempt, b.opts.Agent.Name)
 	b.event("iteration %d started: %s (%s) with agent %s", n, taskID, attempt, b.opts.Agent.Name)
 	started := b.opts.now()
 	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: headBefore, TreeBefore: treeBefore}
@@ -784,13 +793,13 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		spec, ok, until = b.availableAgent(b.opts.now())
 		if !ok && b.opts.MaxLimitWait > 0 && until.Sub(b.opts.now()) > b.opts.MaxLimitWait {
 			err := fmt.Errorf("%w: every agent is cooling down after a usage limit (%s)", ErrAllLimited, b.cooldownSummary())
-			fmt.Fprintf(b.opts.Out, "  ⏸ %v; not waiting longer than %s\n", err, b.opts.MaxLimitWait)
+			b.sayf(report.KindLimit, "  ⏸ %v; not waiting longer than %s\n", err, b.opts.MaxLimitWait)
 			b.event("%v", err)
 			return Event{}, err
 		}
 		if !ok {
 			msg := "all agents are limited (" + b.cooldownSummary() + "); waiting for the earliest reset"
-			fmt.Fprintf(b.opts.Out, "  ⏸ %s\n", msg)
+			b.sayf(report.KindWait, "  ⏸ %s\n", msg)
 			b.event("%s", msg)
 			waitStart := b.opts.now()
 			if err := b.waitUntil(ctx, until, WaitLimit, "waiting for a usage limit to reset"); err != nil {
@@ -802,7 +811,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 			continue
 		}
 		if spec.Name != b.opts.Agent.Name {
-			fmt.Fprintf(b.opts.Out, "  ↻ %s is cooling down; using %s for this iteration\n", b.opts.Agent.Name, spec.Name)
+			b.sayf(report.KindLimit, "  ↻ %s is cooling down; using %s for this iteration\n", b.opts.Agent.Name, spec.Name)
 		}
 		out, promptFile, logFile, runErr = b.runAgentAs(ctx, spec, n, text)
 		b.st.Metrics.AgentMillis += out.Duration.Milliseconds()
@@ -827,7 +836,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	CrashPoint("agent-exited")
 	b.agentToken = ""
 	for _, p := range out.Strays {
-		fmt.Fprintf(b.opts.Out, "  ! stopped %s: the agent started it outside its process group and it was still running\n", p)
+		b.sayf(report.KindRun, "  ! stopped %s: the agent started it outside its process group and it was still running\n", p)
 		b.logError("iteration %d (%s): stopped %s, which the agent had started outside its process group", n, taskID, p)
 	}
 	if envErr := agent.EnvironmentFailure(spec, out, runErr); envErr != nil {
@@ -967,7 +976,7 @@ func (b *builder) reopenClaim() {
 	}
 	if err := store.WriteFileAtomic(b.src.Path(), out, 0o644); err == nil {
 		b.event("story %s reopened: %s", id, b.failure)
-		fmt.Fprintf(b.opts.Out, "  ↺ %s reopened: %s\n", id, b.failure)
+		b.sayf(report.KindBlocker, "  ↺ %s reopened: %s\n", id, b.failure)
 	}
 }
 
@@ -1045,16 +1054,16 @@ func (b *builder) test(ctx context.Context) (Event, error) {
 // A failure the check already had at the start was shown then.
 func (b *builder) printCheck(res check.Result, failedAtStart bool) {
 	if res.Passed() {
-		fmt.Fprintf(b.opts.Out, "  ✓ check %s (%s)\n", res.Check.Name, res.Duration.Round(time.Millisecond))
+		b.sayf(report.KindCheck, "  ✓ check %s (%s)\n", res.Check.Name, res.Duration.Round(time.Millisecond))
 		return
 	}
 	if failedAtStart {
-		fmt.Fprintf(b.opts.Out, "  ✗ check %s (%s) · it failed before any agent ran too: not held against this attempt\n", res.Check.Name, res.Duration.Round(time.Millisecond))
+		b.sayf(report.KindCheck, "  ✗ check %s (%s) · it failed before any agent ran too: not held against this attempt\n", res.Check.Name, res.Duration.Round(time.Millisecond))
 		return
 	}
-	fmt.Fprintf(b.opts.Out, "  ✗ check %s (%s)\n", res.Check.Name, res.Duration.Round(time.Millisecond))
+	b.sayf(report.KindCheck, "  ✗ check %s (%s)\n", res.Check.Name, res.Duration.Round(time.Millisecond))
 	for _, l := range check.LastLines(res.Output, checkOutputLines) {
-		fmt.Fprintf(b.opts.Out, "    │ %s\n", l)
+		b.sayf(report.KindCheck, "    │ %s\n", l)
 	}
 }
 
@@ -1073,7 +1082,7 @@ func (b *builder) takeBaseline(ctx context.Context) error {
 	if len(b.opts.Checks) == 0 {
 		return nil
 	}
-	fmt.Fprintln(b.opts.Out, "ralph: running the checks on the starting tree, before any agent works on it")
+	b.say(report.KindCheck, "ralph: running the checks on the starting tree, before any agent works on it\n", nil)
 	bl := &Baseline{Head: b.headNow(), Checks: []BaselineCheck{}}
 	var failing []string
 	for _, c := range b.opts.Checks {
@@ -1097,7 +1106,7 @@ func (b *builder) takeBaseline(ctx context.Context) error {
 		return &SetupError{Msg: fmt.Sprintf("%s. Fix it first, or set on_failing_baseline = %q under [build] in .ralph/config.toml to judge each attempt by the checks that passed at the start", what, BaselineJudgeNew)}
 	}
 	msg := what + `. It is not held against any attempt: an attempt fails when a check that passed at the start fails (on_failing_baseline = "stop" under [build] in .ralph/config.toml stops the run instead)`
-	fmt.Fprintf(b.opts.Out, "  ! %s\n", msg)
+	b.sayf(report.KindWarning, "  ! %s\n", msg)
 	b.event("%s", msg)
 	return nil
 }
@@ -1158,12 +1167,12 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 	if ctx.Err() != nil {
 		return Event{}, ErrInterrupted
 	}
-	if report := verdict.Report(); report != "" {
-		fmt.Fprintln(b.opts.Out, indentLines(report, "  "))
-		b.rec.ACReport = report
+	if acReport := verdict.Report(); acReport != "" {
+		b.say(report.KindVerdict, indentLines(acReport, "  ")+"\n", nil)
+		b.rec.ACReport = acReport
 	}
 	for _, r := range verdict.Reasons {
-		fmt.Fprintf(b.opts.Out, "  ! %s\n", r)
+		b.sayf(report.KindWarning, "  ! %s\n", r)
 	}
 	if verdict.Qualified {
 		return Event{Trigger: TrigACsMet}, nil
@@ -1249,8 +1258,8 @@ func (b *builder) review(ctx context.Context, criteria []role.Criterion) (*role.
 		promptFile := filepath.Join(b.dir, fmt.Sprintf("iter-%d.review-%d.prompt.md", n, try))
 		store.WriteFileAtomic(promptFile, []byte(text), 0o644)
 		logF, _ := os.Create(filepath.Join(b.dir, fmt.Sprintf("iter-%d.review-%d.log", n, try)))
-		fmt.Fprintf(b.opts.Out, "  ── review by %s ──\n", spec.Name)
-		out, err := agent.Run(ctx, agent.Invocation{Spec: spec, Prompt: text, PromptFile: promptFile, Dir: b.ws.Root, Log: logF, Display: b.opts.Out, Timeout: b.opts.AgentTimeout})
+		b.sayf(report.KindVerdict, "  ── review by %s ──\n", spec.Name)
+		out, err := agent.Run(ctx, agent.Invocation{Spec: spec, Prompt: text, PromptFile: promptFile, Dir: b.ws.Root, Log: logF, Display: b.em.Writer(report.KindAgentOutput), Timeout: b.opts.AgentTimeout})
 		if logF != nil {
 			logF.Close()
 		}
@@ -1296,7 +1305,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		if m.Partial {
 			b.rec.Status = StatusPartial
 		}
-		fmt.Fprintf(b.opts.Out, "✓ iteration %d: %s was committed before the restart · commit %s\n", m.Iteration, taskID, short(hash))
+		b.sayf(report.KindCommit, "✓ iteration %d: %s was committed before the restart · commit %s\n", m.Iteration, taskID, short(hash))
 		b.closeIteration()
 		return Event{Trigger: TrigCommitted}, nil
 	}
@@ -1370,10 +1379,10 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	}
 	if m.Partial {
 		b.rec.Status = StatusPartial
-		fmt.Fprintf(b.opts.Out, "◐ iteration %d: %s partial work committed (%s); a fresh agent continues\n", m.Iteration, taskID, short(hash))
+		b.sayf(report.KindCommit, "◐ iteration %d: %s partial work committed (%s); a fresh agent continues\n", m.Iteration, taskID, short(hash))
 	} else {
 		b.rec.Status = StatusDone
-		fmt.Fprintf(b.opts.Out, "✓ iteration %d: %s done and verified · commit %s\n", m.Iteration, taskID, short(hash))
+		b.sayf(report.KindCommit, "✓ iteration %d: %s done and verified · commit %s\n", m.Iteration, taskID, short(hash))
 	}
 	b.closeIteration()
 	return Event{Trigger: TrigCommitted}, nil
@@ -1507,13 +1516,13 @@ func (b *builder) logBlocker(ctx context.Context) error {
 		Props: map[string]string{"event": memory.EventTaskBlocker, "task": id, "blocker_type": bl.Type, "run": b.id, "fix_sources_tried": "checks, acceptance criteria"}})
 	b.logError("task %s blocked (%s): %s", id, bl.Type, bl.Reason)
 	b.appendProgress(fmt.Sprintf("%s BLOCKED (%s, requires_human=%v): %s", id, bl.Type, bl.RequiresHuman, bl.Reason))
-	fmt.Fprintf(b.opts.Out, "⛔ %s blocked (%s): %s\n", id, bl.Type, bl.Reason)
+	b.sayf(report.KindBlocker, "⛔ %s blocked (%s): %s\n", id, bl.Type, bl.Reason)
 	if bl.Type == "permanent" {
 		hint := b.opts.UnblockHint
 		if hint == "" {
 			hint = "ralph unblock " + id
 		}
-		fmt.Fprintf(b.opts.Out, "   a person must decide: fix it, then `%s`\n", hint)
+		b.sayf(report.KindBlocker, "   a person must decide: fix it, then `%s`\n", hint)
 	}
 	return b.home.save(b.st)
 }
@@ -1564,17 +1573,21 @@ func (b *builder) exit(allDone bool) error {
 	elapsed := b.opts.now().Sub(st.StartedAt).Round(time.Second)
 	head := b.headNow()
 	done := len(b.board.Stories) - b.board.Remaining()
-	fmt.Fprintln(b.opts.Out)
+	// The summary is one event: its text is the block a person reads.
+	var text strings.Builder
+	text.WriteString("\n")
 	if allDone {
 		// The tag is printed by ralph, never taken from the agent.
-		fmt.Fprintln(b.opts.Out, "<promise>COMPLETED</promise>")
-		fmt.Fprintln(b.opts.Out)
+		text.WriteString("<promise>COMPLETED</promise>\n\n")
 	}
-	fmt.Fprintf(b.opts.Out, "Summary:\n- Stories completed: %d of %d\n- Total iterations: %d\n- Final commit: %s\n- Time elapsed: %s\n",
+	fmt.Fprintf(&text, "Summary:\n- Stories completed: %d of %d\n- Total iterations: %d\n- Final commit: %s\n- Time elapsed: %s\n",
 		done, len(b.board.Stories), st.Machine.Iteration, short(head), elapsed)
-	if blocked := b.blockedIDs(); len(blocked) > 0 {
-		fmt.Fprintf(b.opts.Out, "- Blocked: %s (see `ralph status`)\n", strings.Join(blocked, ", "))
+	blocked := b.blockedIDs()
+	if len(blocked) > 0 {
+		fmt.Fprintf(&text, "- Blocked: %s (see `ralph status`)\n", strings.Join(blocked, ", "))
 	}
+	b.say(report.KindSummary, text.String(), map[string]any{"complete": allDone, "stories_completed": done, "stories_total": len(b.board.Stories),
+		"iterations": st.Machine.Iteration, "final_commit": head, "elapsed_ms": elapsed.Milliseconds(), "blocked": blocked})
 	metrics := map[string]string{
 		"stories_completed": strconv.Itoa(done),
 		"total_iterations":  strconv.Itoa(st.Machine.Iteration),
@@ -1669,13 +1682,13 @@ func (b *builder) breakerGate(ctx context.Context) error {
 		return nil
 	}
 	until := br.OpenedAt.Add(b.breakerCooldown())
-	fmt.Fprintf(b.opts.Out, "  ⚡ circuit breaker open (%s)\n", br.Reason)
+	b.sayf(report.KindWait, "  ⚡ circuit breaker open (%s)\n", br.Reason)
 	if err := b.waitUntil(ctx, until, WaitBreaker, "circuit breaker cooling down"); err != nil {
 		return err
 	}
 	br.State = BreakerHalfOpen
 	b.event("circuit breaker HALF_OPEN: one iteration may try")
-	fmt.Fprintln(b.opts.Out, "  ⚡ circuit breaker half-open: one iteration may try")
+	b.say(report.KindWait, "  ⚡ circuit breaker half-open: one iteration may try\n", nil)
 	return b.home.save(b.st)
 }
 
@@ -1740,18 +1753,18 @@ func (b *builder) closeIteration() {
 			msg := fmt.Sprintf("signal rejected: the agent said COMPLETE but %s not done", words.Count(b.board.Remaining(), "story is", "stories are"))
 			b.logError("iteration %d (%s): %s", b.rec.Iteration, b.rec.TaskID, msg)
 			b.event("iteration %d: %s", b.rec.Iteration, msg)
-			fmt.Fprintf(b.opts.Out, "  ! %s\n", msg)
+			b.sayf(report.KindWarning, "  ! %s\n", msg)
 		}
 	}
 	if b.st.Breaker.observe(b.opts.Breaker, b.rec, b.opts.now()) {
 		msg := fmt.Sprintf("circuit breaker OPEN: %s; it lets one iteration try again after %s", b.st.Breaker.Reason, b.breakerCooldown())
 		b.logError("%s", msg)
 		b.event("%s", msg)
-		fmt.Fprintf(b.opts.Out, "  ⚡ %s\n", msg)
+		b.sayf(report.KindWait, "  ⚡ %s\n", msg)
 	}
 	b.saveIteration(b.rec)
 	if b.rec.Status != StatusDone && b.rec.Status != StatusPartial {
-		printIteration(b.opts, b.rec, b.rec.Reason)
+		b.printIteration(b.rec, b.rec.Reason)
 	}
 	b.rec = nil
 }
@@ -1796,7 +1809,7 @@ func (b *builder) restoreStatus(taskID string, before []byte) {
 		msg = fmt.Sprintf("the agent edited task status in %s while working on %s and ralph could not restore it: %v", b.ws.Rel(b.src.Path()), taskID, err)
 	}
 	b.logError("%s", msg)
-	fmt.Fprintf(b.opts.Out, "  ! %s\n", msg)
+	b.sayf(report.KindWarning, "  ! %s\n", msg)
 }
 
 // restoreOtherMarks takes back the marks an agent set in the markdown PRD
@@ -1820,7 +1833,7 @@ func (b *builder) restoreOtherMarks(storyID string, before []byte) {
 		msg = fmt.Sprintf("the agent changed the marks of %s in %s while working on %s and ralph could not put them back: %v", strings.Join(ids, ", "), b.ws.Rel(b.src.Path()), storyID, err)
 	}
 	b.logError("%s", msg)
-	fmt.Fprintf(b.opts.Out, "  ! %s\n", msg)
+	b.sayf(report.KindWarning, "  ! %s\n", msg)
 }
 
 // worktreeDigest fingerprints the work: HEAD plus the content of every
@@ -1875,8 +1888,8 @@ func (b *builder) consumeContext(taskID string) string {
 		return ""
 	}
 	b.event("context hints used in iteration %d (%s)", b.st.Machine.Iteration, taskID)
-	store.AppendJSONLine(b.home.EventsPath(), TransitionEvent{Timestamp: b.opts.now().UTC(), SessionID: b.id, Transition: TransitionEntry{
-		From: string(StateImplement), To: string(StateImplement), Trigger: "context_used", TaskID: taskID, Detail: clip(strings.TrimSpace(string(data)), 300)}})
+	b.em.Emit(report.Event{Kind: report.KindTransition, From: string(StateImplement), To: string(StateImplement), Trigger: "context_used", Task: taskID,
+		Data: map[string]any{"detail": clip(strings.TrimSpace(string(data)), 300)}})
 	return strings.TrimSpace(string(data))
 }
 
@@ -1956,7 +1969,7 @@ func describeFailure(res check.Result) string {
 	}
 }
 
-func printIteration(opts Options, rec *IterationRecord, why string) {
+func (r *run) printIteration(rec *IterationRecord, why string) {
 	mark := map[string]string{StatusDone: "✓", StatusPlanned: "✓", StatusOpen: "·", StatusInterrupted: "■", StatusPartial: "◐"}[rec.Status]
 	if mark == "" {
 		mark = "✗"
@@ -1974,7 +1987,7 @@ func printIteration(opts Options, rec *IterationRecord, why string) {
 	if why != "" {
 		line += " · " + why
 	}
-	fmt.Fprintln(opts.Out, line)
+	r.say(report.KindIteration, line+"\n", map[string]any{"iteration": rec.Iteration, "task": id, "status": rec.Status, "duration_ms": rec.DurationMillis, "commits": rec.Commits, "reason": why})
 }
 
 func hasSignal(signals []string, name string) bool {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/proc"
+	"github.com/ralphloop/ralph/internal/report"
 )
 
 // attemptToken is the tag put in the environment of every process of an
@@ -39,10 +40,10 @@ func (b *builder) stopLeftoverAgent(a *Attempt) {
 	if len(st.Groups) > 0 {
 		group = fmt.Sprintf("process group %d", st.Groups[0])
 	}
-	fmt.Fprintf(b.opts.Out, "ralph: stopped the agent the crashed run left behind (%s)\n", group)
+	b.sayf(report.KindRun, "ralph: stopped the agent the crashed run left behind (%s)\n", group)
 	b.event("stopped the agent left running by a crash (%s)", group)
 	for _, p := range st.Escaped {
-		fmt.Fprintf(b.opts.Out, "ralph: stopped %s, which had left the agent's process group\n", p)
+		b.sayf(report.KindRun, "ralph: stopped %s, which had left the agent's process group\n", p)
 		b.logError("iteration %d: stopped %s, started by the agent, which had left its process group and outlived ralph", a.Iteration, p)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/words"
 )
 
@@ -171,7 +172,7 @@ func (b *builder) coolDown(spec agent.Spec, l *agent.Limit, source string, now t
 		msg = l.Kind
 	}
 	b.logError("agent %s hit a usage limit (%s): cooling down until %s", spec.Name, clip(msg, 200), reset.Local().Format("2006-01-02 15:04:05"))
-	fmt.Fprintf(b.opts.Out, "  ⏸ %s hit a usage limit: cooling down until %s\n", spec.Name, reset.Local().Format("15:04:05"))
+	b.sayf(report.KindLimit, "  ⏸ %s hit a usage limit: cooling down until %s\n", spec.Name, reset.Local().Format("15:04:05"))
 	return LimitWait{Agent: spec.Name, Message: clip(msg, 300), ResetsAt: reset.UTC(), Source: source}
 }
 
@@ -201,7 +202,7 @@ func (b *builder) waitUntil(ctx context.Context, t time.Time, reason, what strin
 		if left <= 0 {
 			return nil
 		}
-		fmt.Fprintf(b.opts.Out, "  … %s: %s left (until %s)\n", what, left.Round(time.Second), t.Local().Format("15:04:05"))
+		b.sayf(report.KindWait, "  … %s: %s left (until %s)\n", what, left.Round(time.Second), t.Local().Format("15:04:05"))
 		wait := min(left, step)
 		select {
 		case <-ctx.Done():

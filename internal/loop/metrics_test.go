@@ -10,6 +10,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/proc"
+	"github.com/ralphloop/ralph/internal/report"
 )
 
 // The circuit breaker's cooldown is a wait, not time spent implementing:
@@ -22,7 +23,7 @@ func TestBreakerCooldownCountsAsWaitingNotAsState(t *testing.T) {
 	const cooldown = 400 * time.Millisecond
 	now := time.Now()
 	b := &builder{run: &run{ws: ws, home: HomeOf(ws), id: "r1", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		opts: Options{Out: io.Discard, Breaker: BreakerConfig{Cooldown: cooldown}}}}
+		em: report.NewEmitter(MachineName, "r1", 0, nil), opts: Options{Breaker: BreakerConfig{Cooldown: cooldown}}}}
 	b.st = &LoopState{
 		SchemaVersion: StateSchemaVersion, RunID: "r1",
 		Machine:   Machine{State: StateImplement, Iteration: 2, TaskID: "US-001"},

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/prompt"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
@@ -69,7 +70,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 			rep.Outcome, reason = OutcomeError, err.Error()
 			return rep, err
 		}
-		fmt.Fprintf(opts.Out, "\n── planning iteration %d/%d · agent %s ──\n", n, opts.MaxIterations, opts.Agent.Name)
+		r.sayf(report.KindIteration, "\n── planning iteration %d/%d · agent %s ──\n", n, opts.MaxIterations, opts.Agent.Name)
 		r.event("planning iteration %d started with agent %s", n, opts.Agent.Name)
 		started := opts.now()
 		out, promptFile, logFile, runErr := r.runAgent(ctx, n, text)
@@ -121,7 +122,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 		rec.SignalAccepted = done
 		r.saveIteration(rec)
 		r.event("planning iteration %d ended: %s", n, status)
-		printIteration(opts, rec, why)
+		r.printIteration(rec, why)
 
 		switch status {
 		case StatusInterrupted:
@@ -142,7 +143,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 		return rep, err
 	}
 	rep.Outcome, reason = OutcomeComplete, "plan written to "+planRel
-	fmt.Fprintf(opts.Out, "✓ plan written to %s\n", planRel)
+	r.sayf(report.KindCommit, "✓ plan written to %s\n", planRel)
 	return rep, nil
 }
 

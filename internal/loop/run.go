@@ -15,7 +15,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -28,6 +27,7 @@ import (
 	"github.com/ralphloop/ralph/internal/heartbeat"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/redact"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/words"
@@ -96,7 +96,7 @@ type Options struct {
 	IdleTimeout time.Duration
 	// MaxLogBytes bounds each raw agent log (0: agent.DefaultMaxLogBytes).
 	MaxLogBytes int64
-	// Terminal says Out is a terminal: heartbeats of silent agents and
+	// Terminal says Sink shows a terminal: heartbeats of silent agents and
 	// checks are then one line updated in place, not a line per interval.
 	Terminal bool
 	// Budget bounds the run; zero fields are no bound.
@@ -111,8 +111,10 @@ type Options struct {
 	// line: at a resume it raises the resumed run's limit, which otherwise
 	// stays what the run started with.
 	IterationsGiven bool
-	// Out receives progress lines and the agent's display text.
-	Out io.Writer
+	// Sink receives the run's events (progress lines, the agent's display
+	// text, the summary) as they happen; nil shows nothing. The journal
+	// gets them too, whatever Sink is.
+	Sink report.Sink
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -271,6 +273,10 @@ type run struct {
 	lock   *store.Lock
 	start  time.Time
 	agentT time.Duration
+	// em stamps and sends the run's events; journal is its sink in
+	// events.jsonl.
+	em      *report.Emitter
+	journal *report.Journal
 	// log is the run's structured debug log, runs/<id>/ralph.log: what
 	// ralph decided and why, for when a person asks "what happened?".
 	log     *slog.Logger
@@ -291,9 +297,6 @@ func newRunID(now time.Time) string {
 }
 
 func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Options, resumeID string) (*run, error) {
-	if opts.Out == nil {
-		opts.Out = io.Discard
-	}
 	if _, err := ws.EnsureStateFiles(opts.now()); err != nil {
 		return nil, err
 	}
@@ -326,6 +329,7 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 		r.id = newRunID(now)
 	}
 	r.dir = filepath.Join(home.RunsDir(), r.id)
+	r.startEvents(home.EventsPath())
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		lock.Unlock()
 		return nil, err
@@ -381,7 +385,7 @@ func (r *run) finish(rep *Report, reason string) {
 	// With .ralph/ deleted there is nowhere to write: the run's error says
 	// so once, instead of a raw error per record.
 	if err := r.saveRecord(); err != nil && r.ws.Exists() {
-		fmt.Fprintf(r.opts.Out, "ralph: could not write run record: %v\n", err)
+		r.sayf(report.KindWarning, "ralph: could not write run record: %v\n", err)
 	}
 	r.event("run %s ended: %s (%s)", r.id, rep.Outcome, reason)
 	r.log.Info("run ended", "outcome", rep.Outcome, "reason", reason, "iterations", rep.Iterations,
@@ -399,14 +403,14 @@ func (r *run) finish(rep *Report, reason string) {
 
 func (r *run) event(format string, args ...any) {
 	if err := r.ws.LogEvent(r.opts.now(), fmt.Sprintf(format, args...)); err != nil && r.ws.Exists() {
-		fmt.Fprintf(r.opts.Out, "ralph: could not write activity.log: %v\n", err)
+		r.sayf(report.KindWarning, "ralph: could not write activity.log: %v\n", err)
 	}
 }
 
 func (r *run) logError(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if err := r.ws.LogError(r.opts.now(), msg); err != nil && r.ws.Exists() {
-		fmt.Fprintf(r.opts.Out, "ralph: could not write errors.log: %v\n", err)
+		r.sayf(report.KindWarning, "ralph: could not write errors.log: %v\n", err)
 	}
 }
 
@@ -439,7 +443,7 @@ func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt str
 	defer f.Close()
 	// A thinking agent can be silent for minutes: the heartbeat shows it
 	// is alive.
-	beat := heartbeat.Start(r.opts.Out, "agent "+spec.Name+" working", r.opts.Terminal)
+	beat := heartbeat.Start(r.em.Writer(report.KindHeartbeat), "agent "+spec.Name+" working", r.opts.Terminal)
 	defer beat.Stop()
 	out, err := agent.Run(ctx, agent.Invocation{
 		Spec:        spec,
@@ -447,7 +451,7 @@ func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt str
 		PromptFile:  promptFile,
 		Dir:         r.ws.Root,
 		Log:         f,
-		Display:     beat.Writer(),
+		Display:     touchWriter{beat.Writer(), r.em.Writer(report.KindAgentOutput)},
 		Timeout:     r.opts.AgentTimeout,
 		IdleTimeout: r.opts.IdleTimeout,
 		MaxLogBytes: r.opts.MaxLogBytes,
@@ -506,7 +510,7 @@ func (r *run) saveIteration(rec *IterationRecord) {
 		"signal_accepted", rec.SignalAccepted, "head_before", rec.HeadBefore, "head_after", rec.HeadAfter,
 		"commits", len(rec.Commits), "uncommitted", len(rec.UncommittedFiles), "output_bytes", rec.OutputBytes)
 	if err := store.WriteJSON(r.iterPath(rec.Iteration, "json"), rec); err != nil && r.ws.Exists() {
-		fmt.Fprintf(r.opts.Out, "ralph: could not write iteration summary: %v\n", err)
+		r.sayf(report.KindWarning, "ralph: could not write iteration summary: %v\n", err)
 	}
 	line := fmt.Sprintf("%s | run=%s | iter=%d | mode=%s", r.opts.now().Format("2006-01-02 15:04:05"), r.id, rec.Iteration, r.kind)
 	if rec.StoryID != "" {
@@ -522,7 +526,7 @@ func (r *run) saveIteration(rec *IterationRecord) {
 		line += " | " + rec.Reason
 	}
 	if err := r.ws.AddRunSummary(line); err != nil && r.ws.Exists() {
-		fmt.Fprintf(r.opts.Out, "ralph: could not write activity.log: %v\n", err)
+		r.sayf(report.KindWarning, "ralph: could not write activity.log: %v\n", err)
 	}
 	r.record.Iterations = rec.Iteration
 	r.saveRecord()
@@ -551,7 +555,7 @@ func (r *run) gitDelta(ctx context.Context, rec *IterationRecord, before gitx.Sn
 // runCheck runs one of ralph's checks with a heartbeat: a test suite can
 // take minutes without a word.
 func (r *run) runCheck(ctx context.Context, c check.Check) check.Result {
-	beat := heartbeat.Start(r.opts.Out, "check "+c.Name+" running", r.opts.Terminal)
+	beat := heartbeat.Start(r.em.Writer(report.KindHeartbeat), "check "+c.Name+" running", r.opts.Terminal)
 	defer beat.Stop()
 	return check.Run(ctx, r.ws.Root, c)
 }

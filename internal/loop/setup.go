@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -66,7 +66,7 @@ func checkCleanTree(ctx context.Context, ws *workspace.Workspace, taskFile, plan
 // .ralph, the task file and the plan, as one "ralph: workspace setup"
 // commit before the first story, so that a story's commit holds only its
 // attempt's changes and ralph's bookkeeping.
-func commitSetup(ctx context.Context, ws *workspace.Workspace, taskFile, planFile string, out io.Writer) error {
+func commitSetup(ctx context.Context, ws *workspace.Workspace, taskFile, planFile string, say func(report.Kind, string, map[string]any)) error {
 	paths := []string{workspace.DirName}
 	for _, p := range []string{taskFile, planFile} {
 		if p != "" {
@@ -97,7 +97,7 @@ func commitSetup(ctx context.Context, ws *workspace.Workspace, taskFile, planFil
 		return &SetupError{Msg: fmt.Sprintf("could not commit the workspace setup (%s): git said: %s\ncommit those files yourself (git add %s && git commit), then run the command again",
 			strings.Join(clipList(files, 5), ", "), said, strings.Join(files, " "))}
 	}
-	fmt.Fprintf(out, "ralph: committed the workspace setup (%s) · commit %s\n", strings.Join(clipList(files, 5), ", "), short(hash))
+	say(report.KindRun, fmt.Sprintf("ralph: committed the workspace setup (%s) · commit %s\n", strings.Join(clipList(files, 5), ", "), short(hash)), nil)
 	return nil
 }
 

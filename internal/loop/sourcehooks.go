@@ -2,10 +2,10 @@ package loop
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
 )
 
@@ -32,7 +32,7 @@ func (b *builder) pick(sel tasks.Selection) tasks.Selection {
 	id, err := p.Pick(context.Background())
 	if err != nil {
 		b.log.Warn("task source pick failed, using the board's choice", "err", err)
-		fmt.Fprintf(b.opts.Out, "  ⚠ %s could not pick the next task, using ralph's choice: %s\n", b.src.Kind(), clip(err.Error(), 300))
+		b.sayf(report.KindWarning, "  ⚠ %s could not pick the next task, using ralph's choice: %s\n", b.src.Kind(), clip(err.Error(), 300))
 		return sel
 	}
 	if id == "" || id == sel.Story.ID {
@@ -76,7 +76,7 @@ func (b *builder) prime(ctx context.Context) string {
 	text, err := p.Prime(pctx)
 	if err != nil {
 		b.log.Warn("task source prime failed, continuing without it", "err", err)
-		fmt.Fprintf(b.opts.Out, "  ⚠ %s prime failed, continuing without it: %s\n", b.src.Kind(), clip(err.Error(), 300))
+		b.sayf(report.KindWarning, "  ⚠ %s prime failed, continuing without it: %s\n", b.src.Kind(), clip(err.Error(), 300))
 		return ""
 	}
 	return clip(strings.TrimSpace(text), primeLimit)
@@ -98,6 +98,6 @@ func (b *builder) claim(ctx context.Context, taskID string) {
 	}
 	if err := c.Claim(context.WithoutCancel(ctx), taskID); err != nil {
 		b.log.Warn("task source claim failed", "task", taskID, "err", err)
-		fmt.Fprintf(b.opts.Out, "  ⚠ could not claim %s in %s: %s\n", taskID, b.src.Kind(), clip(err.Error(), 300))
+		b.sayf(report.KindWarning, "  ⚠ could not claim %s in %s: %s\n", taskID, b.src.Kind(), clip(err.Error(), 300))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
@@ -70,7 +71,7 @@ type LoopState struct {
 	// is appended after state.json is written; a kill between the two
 	// would lose the line, so a resume appends LastEvent when the log
 	// lacks it (see RepairEvents).
-	LastEvent *TransitionEvent `json:"last_event,omitempty"`
+	LastEvent *report.Event `json:"last_event,omitempty"`
 	// CommitToken is written here just before ralph commits a task and
 	// goes into the commit as its Ralph-Commit trailer. Only a commit that
 	// carries it is ralph's: the other trailers are in the agent's prompt

@@ -36,8 +36,12 @@ func (j *Journal) Emit(ev Event) {
 	}
 }
 
-// Err returns the first append that failed, nil when every one succeeded.
+// Err returns the first append that failed, nil when every one succeeded
+// (or j is nil: no journal, no failed append).
 func (j *Journal) Err() error {
+	if j == nil {
+		return nil
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.err

@@ -1,0 +1,111 @@
+package loop
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/ralphloop/ralph/internal/report"
+)
+
+// MachineName is the envelope's machine for every event of a build or
+// plan run.
+const MachineName = "loop"
+
+// startEvents opens the run's event stream: the CLI's sink and the
+// journal, whose seq the run continues.
+func (r *run) startEvents(journal string) {
+	r.journal = &report.Journal{Path: journal}
+	after, _ := report.LastSeq(journal) // an unreadable journal starts at 1; its appends will say what is wrong
+	r.em = report.NewEmitter(MachineName, r.id, after, r.opts.Now, r.opts.Sink, r.journal)
+}
+
+// say emits a line a person reads, with data for programs.
+func (r *run) say(kind report.Kind, text string, data map[string]any) {
+	r.em.Emit(report.Event{Kind: kind, Text: text, Data: data})
+}
+
+// sayf emits a line a person reads, made from format.
+func (r *run) sayf(kind report.Kind, format string, args ...any) {
+	r.say(kind, fmt.Sprintf(format, args...), nil)
+}
+
+// say emits a line about the task the machine is on.
+func (b *builder) say(kind report.Kind, text string, data map[string]any) {
+	ev := report.Event{Kind: kind, Text: text, Data: data}
+	if b.st != nil && b.st.Machine.TaskID != "" {
+		ev.Task, ev.Attempt = b.st.Machine.TaskID, b.st.Machine.RetryCount+1
+	}
+	b.em.Emit(ev)
+}
+
+func (b *builder) sayf(kind report.Kind, format string, args ...any) {
+	b.say(kind, fmt.Sprintf(format, args...), nil)
+}
+
+// repairJournal appends the transition a kill lost between state.json and
+// the journal. A state written by an older ralph holds the line in that
+// release's shape, which is appended as it was; statePath is where that
+// state lives.
+func (b *builder) repairJournal(path, statePath string) error {
+	ev := b.st.LastEvent
+	if ev == nil {
+		return nil
+	}
+	if ev.V == 0 {
+		var old struct {
+			LastEvent *TransitionEvent `json:"last_event"`
+		}
+		if raw, err := os.ReadFile(statePath); err == nil && json.Unmarshal(raw, &old) == nil {
+			return RepairEvents(path, old.LastEvent)
+		}
+		return nil
+	}
+	if err := report.Repair(path, *ev); err != nil {
+		return err
+	}
+	b.em.Skip(ev.Seq)
+	return nil
+}
+
+// UnmarshalJSON reads a journal line of either shape: the envelope this
+// ralph writes (only its transitions fill the fields; other kinds leave
+// them empty) or seed 002's {timestamp, sessionId, transition} that an
+// older ralph, sessions and hints write. Readers of the journal
+// written by the previous release keep working.
+func (e *TransitionEvent) UnmarshalJSON(b []byte) error {
+	type plain TransitionEvent
+	var head struct {
+		V int `json:"v"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return err
+	}
+	if head.V == 0 {
+		return json.Unmarshal(b, (*plain)(e))
+	}
+	var ev report.Event
+	if err := json.Unmarshal(b, &ev); err != nil {
+		return err
+	}
+	*e = TransitionEvent{Timestamp: ev.Time, SessionID: ev.Run}
+	if ev.Kind == report.KindTransition {
+		detail, _ := ev.Data["detail"].(string)
+		e.Transition = TransitionEntry{From: ev.From, To: ev.To, Trigger: ev.Trigger, TaskID: ev.Task, AttemptNumber: ev.Attempt, Detail: detail}
+	}
+	return nil
+}
+
+// touchWriter tells the heartbeat that the agent showed something (an
+// empty write clears its terminal line and restarts its clock), then sends
+// the text on as agent output events.
+type touchWriter struct {
+	beat io.Writer
+	out  io.Writer
+}
+
+func (t touchWriter) Write(p []byte) (int, error) {
+	t.beat.Write(p[:0])
+	return t.out.Write(p)
+}
