@@ -1259,7 +1259,9 @@ func (b *builder) review(ctx context.Context, criteria []role.Criterion) (*role.
 		store.WriteFileAtomic(promptFile, []byte(text), 0o644)
 		logF, _ := os.Create(filepath.Join(b.dir, fmt.Sprintf("iter-%d.review-%d.log", n, try)))
 		b.sayf(report.KindVerdict, "  ── review by %s ──\n", spec.Name)
-		out, err := agent.Run(ctx, agent.Invocation{Spec: spec, Prompt: text, PromptFile: promptFile, Dir: b.ws.Root, Log: logF, Display: b.em.Writer(report.KindAgentOutput), Timeout: b.opts.AgentTimeout})
+		display := b.em.Writer(report.KindAgentOutput)
+		out, err := agent.Run(ctx, agent.Invocation{Spec: spec, Prompt: text, PromptFile: promptFile, Dir: b.ws.Root, Log: logF, Display: display, Timeout: b.opts.AgentTimeout})
+		display.Flush()
 		if logF != nil {
 			logF.Close()
 		}

@@ -443,15 +443,18 @@ func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt str
 	defer f.Close()
 	// A thinking agent can be silent for minutes: the heartbeat shows it
 	// is alive.
-	beat := heartbeat.Start(r.em.Writer(report.KindHeartbeat), "agent "+spec.Name+" working", r.opts.Terminal)
+	beatOut, agentOut := r.em.Writer(report.KindHeartbeat), r.em.Writer(report.KindAgentOutput)
+	beat := heartbeat.Start(beatOut, "agent "+spec.Name+" working", r.opts.Terminal)
+	defer beatOut.Flush()
 	defer beat.Stop()
+	defer agentOut.Flush()
 	out, err := agent.Run(ctx, agent.Invocation{
 		Spec:        spec,
 		Prompt:      prompt,
 		PromptFile:  promptFile,
 		Dir:         r.ws.Root,
 		Log:         f,
-		Display:     touchWriter{beat.Writer(), r.em.Writer(report.KindAgentOutput)},
+		Display:     touchWriter{beat.Writer(), agentOut},
 		Timeout:     r.opts.AgentTimeout,
 		IdleTimeout: r.opts.IdleTimeout,
 		MaxLogBytes: r.opts.MaxLogBytes,

@@ -169,22 +169,54 @@ func (e *Emitter) EmitAfter(ev Event, persist func(Event) error) (Event, error) 
 // without a newline is emitted as it is, so that a terminal status line
 // ("\r\033[K  … agent working · 5s") reaches the text sink unchanged.
 // Empty writes emit nothing.
-func (e *Emitter) Writer(kind Kind) io.Writer { return lineWriter{e, kind} }
+func (e *Emitter) Writer(kind Kind) *LineWriter { return &LineWriter{e: e, kind: kind} }
 
-type lineWriter struct {
+// LineWriter turns what is written to it into one event per line: a
+// writer that sends a line's text and its newline in two writes still
+// makes one event. Text that starts with a carriage return (a terminal
+// status line redrawn in place) is passed on at once, as written. Flush
+// emits a last line that has no newline.
+type LineWriter struct {
 	e    *Emitter
 	kind Kind
+	mu   sync.Mutex
+	buf  []byte
 }
 
-func (w lineWriter) Write(p []byte) (int, error) {
-	for rest := p; len(rest) > 0; {
-		line := rest
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line = rest[:i+1]
+func (w *LineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
 		}
-		rest = rest[len(line):]
-		w.e.Emit(Event{Kind: w.kind, Text: string(line),
-			Data: map[string]any{"line": string(bytes.TrimRight(line, "\n"))}})
+		w.emit(w.buf[:i+1])
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 0 && w.buf[0] == '\r' {
+		// A status line redrawn in place never ends with a newline.
+		w.e.Emit(Event{Kind: w.kind, Text: string(w.buf)})
+		w.buf = w.buf[:0]
+	}
+	if len(w.buf) == 0 {
+		w.buf = nil
 	}
 	return len(p), nil
+}
+
+func (w *LineWriter) emit(line []byte) {
+	w.e.Emit(Event{Kind: w.kind, Text: string(line),
+		Data: map[string]any{"line": string(bytes.TrimRight(line, "\r\n"))}})
+}
+
+// Flush emits what is left of a line without a newline.
+func (w *LineWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.emit(w.buf)
+		w.buf = nil
+	}
 }

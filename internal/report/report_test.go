@@ -123,3 +123,29 @@ func TestJournalSeqAndRepair(t *testing.T) {
 		t.Error(j.Err())
 	}
 }
+
+// An agent's display sends a line's text and its newline in two writes:
+// JSON readers must still get one event per line, and a terminal status
+// line redrawn in place passes at once.
+func TestWriterMakesOneEventPerLine(t *testing.T) {
+	var got []Event
+	em := NewEmitter("loop", "r", 0, nil, sinkFunc(func(e Event) { got = append(got, e) }))
+	w := em.Writer(KindAgentOutput)
+	w.Write([]byte("hello"))
+	w.Write([]byte("\n"))
+	w.Write([]byte("\r\033[K  … working · 3s"))
+	w.Write([]byte("two\nthree"))
+	w.Flush()
+	var texts []string
+	for _, e := range got {
+		texts = append(texts, e.Text)
+	}
+	want := []string{"hello\n", "\r\033[K  … working · 3s", "two\n", "three"}
+	if strings.Join(texts, "|") != strings.Join(want, "|") {
+		t.Fatalf("events %q, want %q", texts, want)
+	}
+}
+
+type sinkFunc func(Event)
+
+func (f sinkFunc) Emit(e Event) { f(e) }
