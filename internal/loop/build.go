@@ -148,12 +148,12 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	}
 	resume := prior != nil && !prior.Finished && prior.TaskFile == ws.Rel(src.Path())
 	if resume {
-		if err := resumable(ctx, ws.Repo, prior); err != nil {
+		if err := resumable(ctx, opts.gitPort(ws.Repo), prior); err != nil {
 			return rep, err
 		}
 	}
 	if !resume && !opts.NoCommit {
-		if err := checkCleanTree(ctx, ws, src.Path(), opts.PlanPath); err != nil {
+		if err := checkCleanTree(ctx, ws, opts.gitPort(ws.Repo), src.Path(), opts.PlanPath); err != nil {
 			return rep, err
 		}
 	}
@@ -180,7 +180,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		return rep, err
 	}
 	if !resume && !opts.NoCommit {
-		if err := commitSetup(ctx, ws, src.Path(), opts.PlanPath, r.say); err != nil {
+		if err := commitSetup(ctx, ws, r.git, src.Path(), opts.PlanPath, r.say); err != nil {
 			return rep, err
 		}
 	}
@@ -213,7 +213,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			MaxIterations: opts.MaxIterations, NoCommit: opts.NoCommit, StartedAt: now.UTC(), EnteredAt: now.UTC(),
 			Tasks: map[string]*TaskRecord{}, Feedback: map[string]string{}, Metrics: Metrics{StateMillis: map[State]int64{}},
 		}
-		if snap, err := ws.Repo.Snapshot(ctx); err == nil {
+		if snap, err := r.git.Snapshot(ctx); err == nil {
 			b.st.Branch = snap.Branch
 		}
 		// Counters of tasks outlive runs: a task blocked yesterday is
@@ -375,51 +375,75 @@ func (b *builder) transition(ev Event) error {
 }
 
 func (b *builder) transitionAction(a Action, from, to Machine) {
-	switch a {
-	case ActRecordFailure:
-		t := b.st.task(from.TaskID)
-		t.Failures++
-		t.RetryCount = to.RetryCount
-		b.st.Metrics.TaskFailures++
-	case ActRecordFeedback:
-		b.st.Feedback[from.TaskID] = b.feedbackText(from.TaskID)
-		b.st.Metrics.Reworks++
-	case ActMarkBlocked:
-		b.markBlocked(from, to)
-	case ActResetRetries:
-		t := b.st.task(from.TaskID)
-		t.RetryCount, t.Blocker = 0, nil
-		t.Successes++
-		delete(b.st.Feedback, from.TaskID)
-		b.st.Metrics.TaskSuccesses++
+	if p := b.transitionPerformers()[a]; p != nil {
+		p(from, to)
+	}
+}
+
+// transitionPerformers perform the actions a transition itself returns,
+// before the next state's entry action. Every action Next can return has a
+// performer here or in entryPerformers (TestEveryActionHasAPerformer).
+func (b *builder) transitionPerformers() map[Action]func(from, to Machine) {
+	return map[Action]func(from, to Machine){
+		ActRecordFailure: func(from, to Machine) {
+			t := b.st.task(from.TaskID)
+			t.Failures++
+			t.RetryCount = to.RetryCount
+			b.st.Metrics.TaskFailures++
+		},
+		ActRecordFeedback: func(from, to Machine) {
+			b.st.Feedback[from.TaskID] = b.feedbackText(from.TaskID)
+			b.st.Metrics.Reworks++
+		},
+		ActMarkBlocked: b.markBlocked,
+		ActResetRetries: func(from, to Machine) {
+			t := b.st.task(from.TaskID)
+			t.RetryCount, t.Blocker = 0, nil
+			t.Successes++
+			delete(b.st.Feedback, from.TaskID)
+			b.st.Metrics.TaskSuccesses++
+		},
+		// The machine itself carries the decision (Machine.Partial): COMMIT
+		// then commits the work without marking the task done.
+		ActCommitPartial: func(from, to Machine) {},
 	}
 }
 
 // perform runs the entry action of state s and returns what happened.
 func (b *builder) perform(ctx context.Context, s State) (Event, error) {
-	switch s {
-	case StateInit:
-		return Event{Trigger: TrigProgressFound}, nil
-	case StateMemoryLoad:
-		return b.memoryLoad(ctx)
-	case StateStorySelectFallback:
-		b.say(report.KindWarning, "  ! memory unavailable, using file-only context\n", nil)
-		b.logError("memory (%s) unavailable, using file-only context", b.mem.Name())
-		return Event{Trigger: TrigFilesLoaded}, nil
-	case StateStorySelect:
-		return b.selectTask()
-	case StateImplement:
-		return b.implement(ctx)
-	case StateTest:
-		return b.test(ctx)
-	case StateValidate:
-		return b.validate(ctx)
-	case StateCommit:
-		return b.commit(ctx)
-	case StateBlocker:
-		return Event{Trigger: TrigBlockerLogged}, b.logBlocker(ctx)
+	if p := b.entryPerformers()[EntryAction(s)]; p != nil {
+		return p(ctx)
 	}
 	return Event{}, fmt.Errorf("no action for state %s", s)
+}
+
+// entryPerformers perform the entry action of each state and turn its
+// outcome into the next event.
+func (b *builder) entryPerformers() map[Action]func(context.Context) (Event, error) {
+	return map[Action]func(context.Context) (Event, error){
+		// INIT's prerequisites (task file, plan, agent, clean tree) are
+		// verified by Build before anything is written; reaching INIT means
+		// they hold.
+		ActVerifyInit: func(context.Context) (Event, error) { return Event{Trigger: TrigProgressFound}, nil },
+		ActLoadMemory: b.memoryLoad,
+		ActLoadFiles: func(context.Context) (Event, error) {
+			b.say(report.KindWarning, "  ! memory unavailable, using file-only context\n", nil)
+			b.logError("memory (%s) unavailable, using file-only context", b.mem.Name())
+			return Event{Trigger: TrigFilesLoaded}, nil
+		},
+		ActSelectTask: func(context.Context) (Event, error) { return b.selectTask() },
+		ActRunAgent:   b.implement,
+		ActRunChecks:  b.test,
+		ActValidate:   b.validate,
+		ActCommit:     b.commit,
+		ActLogBlocker: func(ctx context.Context) (Event, error) { return Event{Trigger: TrigBlockerLogged}, b.logBlocker(ctx) },
+		// The terminal states' actions run ahead of the transition into
+		// them: STORY_SELECT calls exit (the summary) so that it shows the
+		// final state, and a missing progress file is refused by Build as
+		// a SetupRequiredError before the run starts. No event follows.
+		ActSummarize:     func(context.Context) (Event, error) { return Event{}, nil },
+		ActSetupRequired: func(context.Context) (Event, error) { return Event{}, nil },
+	}
 }
 
 // memoryLoad reads the file memory (progress, task file, agent notes) and
@@ -747,7 +771,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	before, err := b.ws.Repo.Snapshot(context.WithoutCancel(ctx))
+	before, err := b.git.Snapshot(context.WithoutCancel(ctx))
 	if err != nil {
 		return Event{Trigger: TrigUnresolvable}, b.fail("git: "+err.Error(), "", "permanent")
 	}
@@ -813,7 +837,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		if spec.Name != b.opts.Agent.Name {
 			b.sayf(report.KindLimit, "  ↻ %s is cooling down; using %s for this iteration\n", b.opts.Agent.Name, spec.Name)
 		}
-		out, promptFile, logFile, runErr = b.runAgentAs(ctx, spec, n, text)
+		out, promptFile, logFile, runErr = b.agents.RunAgent(ctx, spec, n, text)
 		b.st.Metrics.AgentMillis += out.Duration.Milliseconds()
 		b.st.Metrics.Tokens = b.st.Metrics.Tokens.Add(out.Result.Usage)
 		if out.Result.CostKnown {
@@ -1332,7 +1356,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	}
 	hash := ""
 	if !b.st.NoCommit {
-		snap, err := b.ws.Repo.Snapshot(bg)
+		snap, err := b.git.Snapshot(bg)
 		if err != nil {
 			return Event{Trigger: TrigCommitFailed}, b.fail("git: "+err.Error(), "", "permanent")
 		}
@@ -1341,7 +1365,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			return Event{}, err
 		}
 		if len(snap.Dirty) > 0 {
-			if err := b.ws.Repo.AddAll(bg); err != nil {
+			if err := b.git.AddAll(bg); err != nil {
 				return Event{Trigger: TrigCommitFailed}, b.fail("git add: "+err.Error(), "", "permanent")
 			}
 			b.st.CommitToken = gitx.NewCommitToken()
@@ -1349,13 +1373,13 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 				return Event{}, err
 			}
 			msg := b.commitMessage(taskID, story, m.Partial, eventID)
-			hash, err = b.ws.Repo.Commit(bg, msg)
+			hash, err = b.git.Commit(bg, msg)
 			if err != nil && !errors.Is(err, gitx.ErrNothingToCommit) {
 				return Event{Trigger: TrigCommitFailed}, b.commitFailed(taskBytes, err)
 			}
 		}
 		if hash == "" {
-			hash, _ = b.ws.Repo.Head(bg)
+			hash, _ = b.git.Head(bg)
 		}
 		if eventID != "" && hash != "" {
 			b.mem.Link(bg, eventID, "commit", hash)
@@ -1405,7 +1429,7 @@ func (b *builder) commitFailed(taskBytes []byte, err error) error {
 	if errors.As(err, &ee) && ee.Stderr != "" {
 		said = ee.Stderr
 	}
-	b.ws.Repo.Runner.Git(context.Background(), b.ws.Root, "reset", "-q") // unstage; the work stays in the tree
+	b.git.Unstage(context.Background()) // unstage; the work stays in the tree
 	return b.fail("git commit failed (a pre-commit hook or a lock in .git refused it): "+clip(strings.Join(strings.Fields(said), " "), 200), said, "permanent")
 }
 
@@ -1440,7 +1464,7 @@ func (b *builder) alreadyCommitted(ctx context.Context) (string, bool) {
 	if b.st.CommitToken == "" {
 		return "", false
 	}
-	hash, msg, err := b.ws.Repo.LastCommit(ctx)
+	hash, msg, err := b.git.LastCommit(ctx)
 	if err != nil || !gitx.HasCommitToken(msg, b.st.CommitToken) {
 		return "", false
 	}
@@ -1505,7 +1529,7 @@ func (b *builder) logBlocker(ctx context.Context) error {
 	// who unblocks.
 	bg := context.WithoutCancel(ctx)
 	if !b.st.NoCommit {
-		if snap, err := b.ws.Repo.Snapshot(bg); err == nil && len(snap.Dirty) > 0 {
+		if snap, err := b.git.Snapshot(bg); err == nil && len(snap.Dirty) > 0 {
 			ref := AttemptRef(b.id, id)
 			if commit, err := b.setAside(bg, ref, fmt.Sprintf("ralph: blocked attempt at %s (run %s)", id, b.id)); err == nil && commit != "" {
 				bl.Ref = ref
@@ -1537,7 +1561,7 @@ func (b *builder) logBlocker(ctx context.Context) error {
 // the records of the run. It returns "" when the attempt left nothing
 // outside those files.
 func (b *builder) setAside(ctx context.Context, ref, msg string) (string, error) {
-	return b.ws.Repo.SetAside(ctx, ref, msg, workspace.DirName, b.ws.Rel(b.src.Path()), b.ws.Rel(b.opts.PlanPath))
+	return b.git.SetAside(ctx, ref, msg, workspace.DirName, b.ws.Rel(b.src.Path()), b.ws.Rel(b.opts.PlanPath))
 }
 
 // AttemptRef is the ref that keeps run's blocked attempt at task: one per
@@ -1606,9 +1630,9 @@ func (b *builder) exit(allDone bool) error {
 	}
 	if ok && !st.NoCommit {
 		bg := context.Background()
-		if snap, err := b.ws.Repo.Snapshot(bg); err == nil && len(snap.Dirty) > 0 {
-			if err := b.ws.Repo.AddAll(bg); err == nil {
-				b.ws.Repo.Commit(bg, "ralph: final summary and metrics\n\nRalph-Run: "+b.id+"\n")
+		if snap, err := b.git.Snapshot(bg); err == nil && len(snap.Dirty) > 0 {
+			if err := b.git.AddAll(bg); err == nil {
+				b.git.Commit(bg, "ralph: final summary and metrics\n\nRalph-Run: "+b.id+"\n")
 			}
 		}
 	}
@@ -1627,7 +1651,7 @@ func (b *builder) blockedIDs() []string {
 }
 
 func (b *builder) headNow() string {
-	h, _ := b.ws.Repo.Head(context.Background())
+	h, _ := b.git.Head(context.Background())
 	return h
 }
 
@@ -1727,7 +1751,7 @@ func (b *builder) ensureRecord() {
 		// The rebuilt record keeps the progress the attempt made before
 		// the kill; otherwise every resume would count as an iteration
 		// without progress and kills alone could open the breaker.
-		if snap, err := b.ws.Repo.Snapshot(context.Background()); err == nil {
+		if snap, err := b.git.Snapshot(context.Background()); err == nil {
 			rec.Progress = snap.Head != a.HeadBefore || (a.TreeBefore != "" && worktreeDigest(b.ws.Root, snap) != a.TreeBefore)
 		}
 	}

@@ -22,12 +22,12 @@ func (e *HistoryError) Error() string { return e.Msg }
 // committed, that HEAD is still on the run's branch and still descends
 // from where the attempt started.
 func (b *builder) checkHistory(ctx context.Context, start string, now gitx.Snapshot) error {
-	return historyChanged(ctx, b.ws.Repo, b.st.Branch, start, now)
+	return historyChanged(ctx, b.git, b.st.Branch, start, now)
 }
 
 // historyChanged says what changed when now is not on branch ("" = any)
 // or does not descend from start ("" = anything does).
-func historyChanged(ctx context.Context, repo *gitx.Repo, branch, start string, now gitx.Snapshot) error {
+func historyChanged(ctx context.Context, repo GitPort, branch, start string, now gitx.Snapshot) error {
 	if branch != "" && now.Branch != branch {
 		on := "a detached HEAD"
 		if now.Branch != "" {
@@ -58,7 +58,7 @@ func historyChanged(ctx context.Context, repo *gitx.Repo, branch, start string, 
 
 // resumable refuses, before anything is written, to resume a run whose
 // branch or history changed while it was stopped.
-func resumable(ctx context.Context, repo *gitx.Repo, prior *LoopState) error {
+func resumable(ctx context.Context, repo GitPort, prior *LoopState) error {
 	if prior.NoCommit {
 		return nil
 	}

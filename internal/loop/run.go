@@ -117,6 +117,13 @@ type Options struct {
 	Sink report.Sink
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Agents runs the agent attempts of a build; nil means agent.Run,
+	// with the run's prompt file, log and process-group records.
+	Agents AgentPort
+	// Git is the repository; nil means the workspace's own (ws.Repo).
+	Git GitPort
+	// Checker runs ralph's checks; nil means each check's command.
+	Checker CheckPort
 }
 
 func (o *Options) now() time.Time {
@@ -286,6 +293,10 @@ type run struct {
 	// agentToken tags the processes of the agent run in progress (see
 	// attemptToken); "" lets agent.Run pick one.
 	agentToken string
+	// The ports (see ports.go): git, checks and agent attempts.
+	git    GitPort
+	checks CheckPort
+	agents AgentPort
 }
 
 // newRunID returns a sortable id: time of start plus a random suffix so two
@@ -323,7 +334,11 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 		}
 	}
 	now := opts.now()
-	r := &run{ws: ws, home: home, opts: opts, kind: kind, lock: lock, start: now}
+	r := &run{ws: ws, home: home, opts: opts, kind: kind, lock: lock, start: now, git: opts.gitPort(ws.Repo), checks: opts.checkPort()}
+	r.agents = opts.Agents
+	if r.agents == nil {
+		r.agents = runAgentPort{r}
+	}
 	r.id = resumeID
 	if r.id == "" {
 		r.id = newRunID(now)
@@ -379,7 +394,7 @@ func (r *run) finish(rep *Report, reason string) {
 	r.record.StoriesDone = rep.StoriesDone
 	r.record.StoriesLeft = rep.StoriesLeft
 	r.record.AgentMillis = r.agentT.Milliseconds()
-	if snap, err := r.ws.Repo.Snapshot(context.WithoutCancel(context.Background())); err == nil {
+	if snap, err := r.git.Snapshot(context.WithoutCancel(context.Background())); err == nil {
 		r.record.HeadAfter = snap.Head
 	}
 	// With .ralph/ deleted there is nowhere to write: the run's error says
@@ -538,17 +553,17 @@ func (r *run) saveIteration(rec *IterationRecord) {
 // gitDelta fills the git part of an iteration record: HEAD after, the
 // commits and files changed since before, and the files left uncommitted.
 func (r *run) gitDelta(ctx context.Context, rec *IterationRecord, before gitx.Snapshot) (gitx.Snapshot, error) {
-	after, err := r.ws.Repo.Snapshot(ctx)
+	after, err := r.git.Snapshot(ctx)
 	if err != nil {
 		return after, err
 	}
 	rec.HeadBefore, rec.HeadAfter = before.Head, after.Head
 	rec.UncommittedFiles = after.Dirty
 	if after.Head != before.Head && after.Head != "" {
-		if rec.Commits, err = r.ws.Repo.CommitsBetween(ctx, before.Head, after.Head); err != nil {
+		if rec.Commits, err = r.git.CommitsBetween(ctx, before.Head, after.Head); err != nil {
 			return after, err
 		}
-		if rec.ChangedFiles, err = r.ws.Repo.ChangedFiles(ctx, before.Head, after.Head); err != nil {
+		if rec.ChangedFiles, err = r.git.ChangedFiles(ctx, before.Head, after.Head); err != nil {
 			return after, err
 		}
 	}
@@ -560,5 +575,5 @@ func (r *run) gitDelta(ctx context.Context, rec *IterationRecord, before gitx.Sn
 func (r *run) runCheck(ctx context.Context, c check.Check) check.Result {
 	beat := heartbeat.Start(r.em.Writer(report.KindHeartbeat), "check "+c.Name+" running", r.opts.Terminal)
 	defer beat.Stop()
-	return check.Run(ctx, r.ws.Root, c)
+	return r.checks.RunCheck(ctx, r.ws.Root, c)
 }

@@ -27,12 +27,12 @@ func userOwned(rel string) bool {
 // to committed files a person owns in .ralph: the first task's commit
 // would otherwise sweep them in. Files ralph created and nobody committed
 // yet are not refused: commitSetup commits them on their own.
-func checkCleanTree(ctx context.Context, ws *workspace.Workspace, taskFile, planFile string) error {
-	snap, err := ws.Repo.Snapshot(ctx)
+func checkCleanTree(ctx context.Context, ws *workspace.Workspace, git GitPort, taskFile, planFile string) error {
+	snap, err := git.Snapshot(ctx)
 	if err != nil {
 		return err
 	}
-	untracked, err := ws.Repo.Untracked(ctx, workspace.DirName)
+	untracked, err := git.Untracked(ctx, workspace.DirName)
 	if err != nil {
 		return err
 	}
@@ -66,28 +66,28 @@ func checkCleanTree(ctx context.Context, ws *workspace.Workspace, taskFile, plan
 // .ralph, the task file and the plan, as one "ralph: workspace setup"
 // commit before the first story, so that a story's commit holds only its
 // attempt's changes and ralph's bookkeeping.
-func commitSetup(ctx context.Context, ws *workspace.Workspace, taskFile, planFile string, say func(report.Kind, string, map[string]any)) error {
+func commitSetup(ctx context.Context, ws *workspace.Workspace, git GitPort, taskFile, planFile string, say func(report.Kind, string, map[string]any)) error {
 	paths := []string{workspace.DirName}
 	for _, p := range []string{taskFile, planFile} {
 		if p != "" {
 			paths = append(paths, ws.Rel(p))
 		}
 	}
-	files, err := ws.Repo.Untracked(ctx, paths...)
+	files, err := git.Untracked(ctx, paths...)
 	if err != nil || len(files) == 0 {
 		return err
 	}
 	// .ralph/.gitignore keeps ralph's machine state out: commit it (and
 	// any lines EnsureStateFiles added to an older one) with the rest.
 	ignore := workspace.DirName + "/.gitignore"
-	if snap, err := ws.Repo.Snapshot(ctx); err == nil {
+	if snap, err := git.Snapshot(ctx); err == nil {
 		for _, f := range snap.Dirty {
 			if f == ignore && !contains(files, f) {
 				files = append(files, f)
 			}
 		}
 	}
-	hash, err := ws.Repo.CommitPaths(ctx, "ralph: workspace setup\n\nFiles ralph created before its first run here: "+strings.Join(clipList(files, 10), ", ")+"\n", files...)
+	hash, err := git.CommitPaths(ctx, "ralph: workspace setup\n\nFiles ralph created before its first run here: "+strings.Join(clipList(files, 10), ", ")+"\n", files...)
 	if err != nil {
 		said := err.Error()
 		var ee *gitx.ExitError

@@ -1,0 +1,86 @@
+package loop
+
+import (
+	"context"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/gitx"
+)
+
+// The ports are what the loop's runner does to the world outside its own
+// records: run an agent, ask git, run a check. The memory store
+// (Options.Memory), the task source (Options.Source) and the clock
+// (Options.Now) are the other ports; each is an interface or a func already.
+// Options leaves every port nil for the real thing, so that the CLI and
+// every caller keep working unchanged; tests give scripted ones and drive
+// the runner over the table without starting a process.
+
+// AgentPort runs one agent attempt of iteration n with prompt, and returns
+// its outcome and the files that hold the prompt and the agent's log ("" if
+// there are none). An error means the agent could not be run or waited for.
+type AgentPort interface {
+	RunAgent(ctx context.Context, spec agent.Spec, n int, prompt string) (out agent.Outcome, promptFile, logFile string, err error)
+}
+
+// GitPort is the part of a git repository the loop uses: *gitx.Repo, plus
+// Unstage.
+type GitPort interface {
+	Snapshot(ctx context.Context) (gitx.Snapshot, error)
+	Head(ctx context.Context) (string, error)
+	AddAll(ctx context.Context) error
+	Commit(ctx context.Context, message string) (string, error)
+	LastCommit(ctx context.Context) (hash, message string, err error)
+	CommitsBetween(ctx context.Context, from, to string) ([]gitx.Commit, error)
+	ChangedFiles(ctx context.Context, from, to string) ([]string, error)
+	IsAncestor(ctx context.Context, a, b string) (bool, error)
+	SetAside(ctx context.Context, ref, message string, exclude ...string) (string, error)
+	Untracked(ctx context.Context, pathspecs ...string) ([]string, error)
+	CommitPaths(ctx context.Context, message string, paths ...string) (string, error)
+	// Unstage empties the index and keeps the work tree: what a refused
+	// commit leaves staged goes back to being plain changes.
+	Unstage(ctx context.Context) error
+}
+
+// CheckPort runs one of ralph's checks in dir.
+type CheckPort interface {
+	RunCheck(ctx context.Context, dir string, c check.Check) check.Result
+}
+
+// repoGit is the real GitPort.
+type repoGit struct{ *gitx.Repo }
+
+func (g repoGit) Unstage(ctx context.Context) error {
+	_, err := g.Runner.Git(ctx, g.Dir, "reset", "-q")
+	return err
+}
+
+// execChecks is the real CheckPort: the check's command as a process.
+type execChecks struct{}
+
+func (execChecks) RunCheck(ctx context.Context, dir string, c check.Check) check.Result {
+	return check.Run(ctx, dir, c)
+}
+
+// runAgentPort is the real AgentPort: agent.Run with the run's prompt file,
+// log, timeouts and process-group records.
+type runAgentPort struct{ r *run }
+
+func (p runAgentPort) RunAgent(ctx context.Context, spec agent.Spec, n int, prompt string) (agent.Outcome, string, string, error) {
+	return p.r.runAgentAs(ctx, spec, n, prompt)
+}
+
+// gitPort is opts' git port, or the workspace's repository.
+func (o *Options) gitPort(repo *gitx.Repo) GitPort {
+	if o.Git != nil {
+		return o.Git
+	}
+	return repoGit{repo}
+}
+
+func (o *Options) checkPort() CheckPort {
+	if o.Checker != nil {
+		return o.Checker
+	}
+	return execChecks{}
+}
