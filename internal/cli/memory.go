@@ -38,9 +38,9 @@ func newMemoryCmd(env *Env) *cobra.Command {
 		Use:   "memory",
 		Short: "Search, list and add to the memory store (lessons, blockers, bugs, task events)",
 		Long: `The memory store is what ralph queries at the start of every iteration:
-agent context (memories whose name marks them as notes for the developer
-agent) and known issues (blockers, bugs and
-technical debt, newest first), both shown in the prompt. It is SQLite in
+agent context (memories whose name contains "Developer Agent", the notes
+every agent is given) and known issues (open blockers, bugs and technical
+debt, newest first), both shown in the prompt. It is SQLite in
 .ralph/memory.db by default, Neo4j when [memory] store = "neo4j" or
 NEO4J_URI is set, or .ralph/memory.jsonl with store = "file".
 

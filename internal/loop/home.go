@@ -108,6 +108,11 @@ func (st *LoopState) BlockedTask(id string) (string, *TaskRecord) {
 // state or no record of it) and that record; its error changes nothing.
 // Unblock returns the task id it cleared.
 func (h *Home) Unblock(id string, before func(taskID string, rec *TaskRecord) error) (string, error) {
+	// A state ralph cannot have written is refused before the lock file
+	// is made: bad input changes nothing.
+	if _, err := h.load(); err != nil {
+		return id, err
+	}
 	lock, err := store.TryLock(h.LockPath(), "ralph unblock")
 	if err != nil {
 		return id, err
