@@ -1,0 +1,778 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+// The runner tests drive Build over the loop machine's edges with scripted
+// ports: no agent, git or check process runs. The workspace folder and the
+// markdown PRD are real files in a temporary folder.
+
+// fakeGit is a repository in memory. Files the fake agent writes are dirty
+// until a commit; every call is recorded, and a call of a method the test
+// did not allow fails the test.
+type fakeGit struct {
+	t       *testing.T
+	mu      sync.Mutex
+	allowed map[string]bool
+	calls   []string
+	head    string
+	dirty   map[string]bool
+	commits []gitx.Commit
+	msgs    []string
+	// commitErr, when set, is what Commit returns.
+	commitErr error
+}
+
+// gitReads are the calls every run makes.
+var gitReads = []string{"Snapshot", "Head", "Untracked", "CommitsBetween", "ChangedFiles", "IsAncestor", "LastCommit"}
+
+func newFakeGit(t *testing.T, allow ...string) *fakeGit {
+	g := &fakeGit{t: t, allowed: map[string]bool{}, head: "h0", dirty: map[string]bool{}}
+	for _, m := range append(append([]string{}, gitReads...), allow...) {
+		g.allowed[m] = true
+	}
+	return g
+}
+
+func (g *fakeGit) call(name string, args ...any) {
+	g.calls = append(g.calls, strings.TrimSpace(name+" "+strings.TrimSpace(fmt.Sprintln(args...))))
+	if !g.allowed[name] {
+		g.t.Errorf("unexpected git call %s %v", name, args)
+	}
+}
+
+func (g *fakeGit) touch(path string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dirty[path] = true
+}
+
+func (g *fakeGit) called(name string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, c := range g.calls {
+		if c == name || strings.HasPrefix(c, name+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+func (g *fakeGit) Snapshot(ctx context.Context) (gitx.Snapshot, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("Snapshot")
+	var dirty []string
+	for f := range g.dirty {
+		dirty = append(dirty, f)
+	}
+	slices.Sort(dirty)
+	return gitx.Snapshot{Head: g.head, Branch: "main", Dirty: dirty}, nil
+}
+
+func (g *fakeGit) Head(ctx context.Context) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("Head")
+	return g.head, nil
+}
+
+func (g *fakeGit) AddAll(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("AddAll")
+	return nil
+}
+
+func (g *fakeGit) Commit(ctx context.Context, message string) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("Commit")
+	if g.commitErr != nil {
+		return "", g.commitErr
+	}
+	g.head = fmt.Sprintf("c%d000000", len(g.commits)+1)
+	subject, _, _ := strings.Cut(message, "\n")
+	g.commits = append(g.commits, gitx.Commit{Hash: g.head, Subject: subject})
+	g.msgs = append(g.msgs, message)
+	g.dirty = map[string]bool{}
+	return g.head, nil
+}
+
+func (g *fakeGit) LastCommit(ctx context.Context) (string, string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("LastCommit")
+	if len(g.msgs) == 0 {
+		return g.head, "", nil
+	}
+	return g.head, g.msgs[len(g.msgs)-1], nil
+}
+
+func (g *fakeGit) CommitsBetween(ctx context.Context, from, to string) ([]gitx.Commit, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("CommitsBetween", from, to)
+	var out []gitx.Commit
+	in := from == "h0"
+	for _, c := range g.commits {
+		if in {
+			out = append(out, c)
+		}
+		if c.Hash == from {
+			in = true
+		}
+		if c.Hash == to {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (g *fakeGit) ChangedFiles(ctx context.Context, from, to string) ([]string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("ChangedFiles", from, to)
+	return nil, nil
+}
+
+func (g *fakeGit) IsAncestor(ctx context.Context, a, b string) (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("IsAncestor", a, b)
+	return true, nil
+}
+
+func (g *fakeGit) SetAside(ctx context.Context, ref, message string, exclude ...string) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("SetAside", ref)
+	g.dirty = map[string]bool{}
+	return "aside1", nil
+}
+
+func (g *fakeGit) Untracked(ctx context.Context, pathspecs ...string) ([]string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("Untracked")
+	return nil, nil
+}
+
+func (g *fakeGit) CommitPaths(ctx context.Context, message string, paths ...string) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("CommitPaths", paths)
+	return "", nil
+}
+
+func (g *fakeGit) Unstage(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("Unstage")
+	return nil
+}
+
+// step is one scripted agent attempt: what the agent does to the tree and
+// the PRD, and how its process ends.
+type step struct {
+	write   string   // a file the agent writes (its content changes every attempt)
+	tick    string   // a story the agent checks in the PRD, heading and criteria
+	signals []string // signals in its final message
+	exit    int
+	err     error        // the agent could not be run at all
+	limit   *agent.Limit // a usage limit the CLI reported
+	tokens  int64
+	cancel  bool // the user interrupts ralph while the agent runs
+}
+
+// fakeAgent plays the steps in order, one per attempt; an attempt beyond
+// the script fails the test.
+type fakeAgent struct {
+	t       *testing.T
+	root    string
+	prd     string
+	git     *fakeGit
+	steps   []step
+	calls   int
+	specs   []string
+	prompts []string
+	cancel  context.CancelFunc
+}
+
+func (a *fakeAgent) RunAgent(ctx context.Context, spec agent.Spec, n int, prompt string) (agent.Outcome, string, string, error) {
+	a.specs = append(a.specs, spec.Name)
+	a.prompts = append(a.prompts, prompt)
+	if a.calls >= len(a.steps) {
+		a.t.Fatalf("agent run %d (iteration %d) is not in the script", a.calls+1, n)
+	}
+	s := a.steps[a.calls]
+	a.calls++
+	out := agent.Outcome{}
+	out.ExitCode = s.exit
+	out.Duration = time.Second
+	if s.err != nil {
+		return out, "", "", s.err
+	}
+	if s.write != "" {
+		if err := os.WriteFile(filepath.Join(a.root, s.write), []byte(fmt.Sprintf("attempt %d\n", a.calls)), 0o644); err != nil {
+			a.t.Fatal(err)
+		}
+		a.git.touch(s.write)
+	}
+	if s.tick != "" {
+		data, err := os.ReadFile(a.prd)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		text := strings.Replace(string(data), "### [ ] "+s.tick+":", "### [x] "+s.tick+":", 1)
+		if err := os.WriteFile(a.prd, []byte(text), 0o644); err != nil {
+			a.t.Fatal(err)
+		}
+		a.git.touch(".agents/tasks/prd.md")
+	}
+	out.Result.Signals = s.signals
+	out.Result.Limit = s.limit
+	out.Result.Usage.OutputTokens = s.tokens
+	if s.cancel {
+		a.cancel()
+		out.Interrupted = true
+	}
+	return out, "", "", nil
+}
+
+// fakeChecks plays, per check name, the exit codes of its runs in order;
+// a run beyond the script passes.
+type fakeChecks struct {
+	mu    sync.Mutex
+	codes map[string][]int
+	runs  map[string]int
+}
+
+func (c *fakeChecks) RunCheck(ctx context.Context, dir string, chk check.Check) check.Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runs == nil {
+		c.runs = map[string]int{}
+	}
+	c.runs[chk.Name]++
+	res := check.Result{Check: chk, Duration: time.Millisecond}
+	if q := c.codes[chk.Name]; len(q) > 0 {
+		res.ExitCode, c.codes[chk.Name] = q[0], q[1:]
+		if res.ExitCode != 0 {
+			res.Output = "FAIL: TestThing\n"
+		}
+	}
+	return res
+}
+
+// events collects what the runner emits.
+type events struct {
+	mu  sync.Mutex
+	all []report.Event
+}
+
+func (e *events) Emit(ev report.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, ev)
+}
+
+func (e *events) of(kind report.Kind) []report.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []report.Event
+	for _, ev := range e.all {
+		if ev.Kind == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// steps renders the transitions as "FROM -trigger-> TO".
+func (e *events) steps() []string {
+	var out []string
+	for _, ev := range e.of(report.KindTransition) {
+		out = append(out, ev.From+" -"+ev.Trigger+"-> "+ev.To)
+	}
+	return out
+}
+
+// rig is one workspace with its fake ports.
+type rig struct {
+	t      *testing.T
+	ws     *workspace.Workspace
+	opts   Options
+	git    *fakeGit
+	agent  *fakeAgent
+	checks *fakeChecks
+	events *events
+	ctx    context.Context
+}
+
+const twoStories = `# PRD: two stories
+
+### [ ] US-001: First story
+- [ ] a.txt says good
+
+### [ ] US-002: Second story
+- [ ] b.txt exists
+`
+
+const oneStory = `# PRD: one story
+
+### [ ] US-001: First story
+- [ ] a.txt says good
+`
+
+func newRig(t *testing.T, prd string, steps ...step) *rig {
+	t.Helper()
+	dir := t.TempDir()
+	prdPath := filepath.Join(dir, ".agents", "tasks", "prd.md")
+	if err := os.MkdirAll(filepath.Dir(prdPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prdPath, []byte(prd), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	g := newFakeGit(t, "AddAll", "Commit")
+	r := &rig{t: t, ws: &workspace.Workspace{Root: dir}, git: g, checks: &fakeChecks{codes: map[string][]int{}}, events: &events{}, ctx: ctx}
+	r.agent = &fakeAgent{t: t, root: dir, prd: prdPath, git: g, steps: steps, cancel: cancel}
+	var mu sync.Mutex
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r.opts = Options{
+		MaxIterations: 10, PRDPath: prdPath, PlanPath: filepath.Join(dir, ".ralph", "IMPLEMENTATION_PLAN.md"),
+		// "true" is on every PATH: the check that the agent is installed
+		// looks it up; the fake agent port runs instead of it.
+		Agent:            agent.Spec{Name: "main", Headless: []string{"true"}},
+		MemoryRetryDelay: time.Millisecond,
+		Agents:           r.agent, Git: g, Checker: r.checks, Sink: r.events,
+		Now: func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			clock = clock.Add(time.Second)
+			return clock
+		},
+	}
+	return r
+}
+
+func (r *rig) build() (Report, error) {
+	r.t.Helper()
+	rep, err := Build(r.ctx, r.ws, r.opts)
+	checkTableSteps(r.t, r.events.of(report.KindTransition))
+	return rep, err
+}
+
+func (r *rig) state() *LoopState {
+	r.t.Helper()
+	st, err := HomeOf(r.ws).Load()
+	if err != nil || st == nil {
+		r.t.Fatalf("state.json: %v %v", st, err)
+	}
+	return st
+}
+
+// checkTableSteps fails the test for a transition event that is not a row
+// of the table: the runner took a step the machine does not have.
+func checkTableSteps(t *testing.T, evs []report.Event) {
+	t.Helper()
+	for _, ev := range evs {
+		if !inTable(ev) {
+			t.Errorf("the runner went %s -%s-> %s, which is not a transition of loop.Table", ev.From, ev.Trigger, ev.To)
+		}
+	}
+}
+
+func inTable(ev report.Event) bool {
+	for _, tr := range Table {
+		if string(tr.From) == ev.From && string(tr.Trigger) == ev.Trigger && string(tr.To) == ev.To {
+			return true
+		}
+	}
+	return false
+}
+
+func wantSteps(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("transitions:\n got  %s\n want %s", strings.Join(got, "\n      "), strings.Join(want, "\n      "))
+	}
+}
+
+var (
+	toSelect = []string{"INIT -progress_found-> MEMORY_LOAD", "MEMORY_LOAD -memory_loaded-> STORY_SELECT"}
+	doneOnce = []string{"STORY_SELECT -task_selected-> IMPLEMENT", "IMPLEMENT -code_written-> TEST", "TEST -tests_passed-> VALIDATE",
+		"VALIDATE -acs_met-> COMMIT", "COMMIT -committed-> MEMORY_LOAD", "MEMORY_LOAD -memory_loaded-> STORY_SELECT"}
+)
+
+func concat(parts ...[]string) []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func TestRunnerStoryDoneFirstTry(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001", signals: []string{"COMPLETE"}})
+	r.opts.Checks = []check.Check{{Name: "test", Run: "go test ./..."}}
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeComplete || rep.StoriesDone != 1 || rep.StoriesLeft != 0 {
+		t.Fatalf("Build = %+v, %v; want complete with 1 story done", rep, err)
+	}
+	wantSteps(t, r.events.steps(), concat(toSelect, doneOnce, []string{"STORY_SELECT -all_complete-> EXIT"})...)
+	st := r.state()
+	if !st.Finished || st.Outcome != OutcomeComplete || st.Machine.State != StateExit {
+		t.Errorf("state = finished %v, outcome %s, in %s; want a finished, complete run in EXIT", st.Finished, st.Outcome, st.Machine.State)
+	}
+	if tr := st.Tasks["US-001"]; tr == nil || tr.Successes != 1 || tr.Blocker != nil {
+		t.Errorf("task record = %+v; want one success, no blocker", tr)
+	}
+	if r.checks.runs["test"] != 2 {
+		t.Errorf("check ran %d times; want 2 (the starting tree, then the attempt)", r.checks.runs["test"])
+	}
+	if len(r.git.commits) != 1 || r.git.commits[0].Subject != "US-001: First story" {
+		t.Errorf("commits = %+v; want one, for US-001", r.git.commits)
+	}
+	if !strings.Contains(r.git.msgs[0], gitx.CommitTrailer+": ") {
+		t.Errorf("the commit has no %s trailer, so a crash after it would commit twice:\n%s", gitx.CommitTrailer, r.git.msgs[0])
+	}
+	if len(r.events.of(report.KindSummary)) != 1 || len(r.events.of(report.KindCommit)) != 1 {
+		t.Errorf("want one commit event and one summary event, got %d and %d", len(r.events.of(report.KindCommit)), len(r.events.of(report.KindSummary)))
+	}
+}
+
+func TestRunnerTestsFailThenPass(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001"}, step{write: "a.txt", tick: "US-001"})
+	r.opts.Checks = []check.Check{{Name: "test", Run: "go test ./..."}}
+	r.checks.codes["test"] = []int{0, 1} // passes on the starting tree, fails after the first attempt
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("Build = %+v, %v; want complete", rep, err)
+	}
+	wantSteps(t, r.events.steps(), concat(toSelect,
+		[]string{"STORY_SELECT -task_selected-> IMPLEMENT", "IMPLEMENT -code_written-> TEST", "TEST -tests_failed-> IMPLEMENT",
+			"IMPLEMENT -code_written-> TEST", "TEST -tests_passed-> VALIDATE", "VALIDATE -acs_met-> COMMIT",
+			"COMMIT -committed-> MEMORY_LOAD", "MEMORY_LOAD -memory_loaded-> STORY_SELECT", "STORY_SELECT -all_complete-> EXIT"})...)
+	failed := r.events.of(report.KindTransition)[4]
+	if failed.Attempt != 1 || !strings.Contains(fmt.Sprint(failed.Data["detail"]), `check "test" exited with code 1`) {
+		t.Errorf("the tests_failed event = attempt %d, data %v; want attempt 1 with the failing check in its detail", failed.Attempt, failed.Data)
+	}
+	// The retry's prompt carries what failed, so the agent can fix it.
+	if len(r.agent.prompts) != 2 || !strings.Contains(r.agent.prompts[1], "FAIL: TestThing") {
+		t.Errorf("the second prompt does not carry the failing check's output")
+	}
+	st := r.state()
+	if tr := st.Tasks["US-001"]; tr == nil || tr.Failures != 1 || tr.Successes != 1 || tr.RetryCount != 0 {
+		t.Errorf("task record = %+v; want one failure, one success, retries reset", tr)
+	}
+	if _, left := st.Feedback["US-001"]; left {
+		t.Errorf("the feedback of a done task is kept: %q", st.Feedback["US-001"])
+	}
+}
+
+func TestRunnerACsNotMetTwiceBlocksAndNeedsHuman(t *testing.T) {
+	// The agent changes the code but never checks the story: its criteria
+	// are not met, twice.
+	r := newRig(t, oneStory, step{write: "a.txt"}, step{write: "a.txt"})
+	r.git.allowed["SetAside"] = true
+	rep, err := r.build()
+	if !errors.Is(err, ErrNeedsHuman) || rep.Outcome != OutcomeNeedsHuman {
+		t.Fatalf("Build = %+v, %v; want needs_human", rep, err)
+	}
+	wantSteps(t, r.events.steps(), concat(toSelect,
+		[]string{"STORY_SELECT -task_selected-> IMPLEMENT", "IMPLEMENT -code_written-> TEST", "TEST -tests_passed-> VALIDATE",
+			"VALIDATE -acs_failed-> IMPLEMENT", "IMPLEMENT -code_written-> TEST", "TEST -tests_passed-> VALIDATE",
+			"VALIDATE -acs_failed-> BLOCKER", "BLOCKER -blocker_logged-> MEMORY_LOAD", "MEMORY_LOAD -memory_loaded-> STORY_SELECT",
+			"STORY_SELECT -none_selectable-> EXIT"})...)
+	st := r.state()
+	bl := st.Tasks["US-001"].Blocker
+	if bl == nil || bl.Reason != "acceptance criteria not met" || !bl.RequiresHuman || len(bl.AttemptedFixes) != 1 {
+		t.Fatalf("blocker = %+v; want a permanent one for the criteria", bl)
+	}
+	if bl.Ref != AttemptRef(st.RunID, "US-001") || r.git.called("SetAside") != 1 {
+		t.Errorf("the blocked attempt was not set aside on its ref (ref %q, %d calls)", bl.Ref, r.git.called("SetAside"))
+	}
+	if r.git.called("Commit") != 0 {
+		t.Errorf("a blocked task was committed")
+	}
+	prd, _ := os.ReadFile(r.opts.PRDPath)
+	if !strings.Contains(string(prd), "US-001") || strings.Contains(string(prd), "### [x] US-001") {
+		t.Errorf("the PRD shows the blocked story done:\n%s", prd)
+	}
+	if len(r.events.of(report.KindBlocker)) == 0 {
+		t.Errorf("no blocker event")
+	}
+}
+
+func TestRunnerContextExhaustedCommitsPartialWork(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", signals: []string{"CONTEXT_EXHAUSTED"}}, step{write: "a.txt", tick: "US-001"})
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("Build = %+v, %v; want complete", rep, err)
+	}
+	wantSteps(t, r.events.steps(), concat(toSelect,
+		[]string{"STORY_SELECT -task_selected-> IMPLEMENT", "IMPLEMENT -context_exhausted-> COMMIT",
+			"COMMIT -committed-> MEMORY_LOAD", "MEMORY_LOAD -memory_loaded-> STORY_SELECT"}, doneOnce,
+		[]string{"STORY_SELECT -all_complete-> EXIT"})...)
+	if len(r.git.commits) != 2 || r.git.commits[0].Subject != "US-001: partial work (context exhausted)" || r.git.commits[1].Subject != "US-001: First story" {
+		t.Errorf("commits = %+v; want the partial work, then the story", r.git.commits)
+	}
+	if tr := r.state().Tasks["US-001"]; tr == nil || tr.Successes != 1 {
+		t.Errorf("task record = %+v; the partial commit must not count as the task's success", tr)
+	}
+}
+
+func TestRunnerCommitFailsBlocksTheTask(t *testing.T) {
+	r := newRig(t, twoStories, step{write: "a.txt", tick: "US-001"}, step{write: "b.txt", tick: "US-002"})
+	r.git.allowed["Unstage"] = true
+	r.git.allowed["SetAside"] = true
+	r.git.commitErr = &gitx.ExitError{Stderr: "pre-commit hook: lint failed"}
+	rep, err := r.build()
+	if !errors.Is(err, ErrNeedsHuman) {
+		t.Fatalf("Build = %+v, %v; want needs_human: every commit fails", rep, err)
+	}
+	steps := r.events.steps()
+	if !slices.Contains(steps, "COMMIT -commit_failed-> BLOCKER") {
+		t.Fatalf("no commit_failed edge in %v", steps)
+	}
+	st := r.state()
+	bl := st.Tasks["US-001"].Blocker
+	if bl == nil || !strings.Contains(bl.Reason, "pre-commit hook: lint failed") {
+		t.Fatalf("blocker = %+v; want what the hook said", bl)
+	}
+	if r.git.called("Unstage") != 2 {
+		t.Errorf("the refused commit's index was not unstaged (%d calls)", r.git.called("Unstage"))
+	}
+	prd, _ := os.ReadFile(r.opts.PRDPath)
+	if strings.Contains(string(prd), "### [x]") {
+		t.Errorf("a story whose commit failed reads as done:\n%s", prd)
+	}
+}
+
+func TestRunnerAgentCannotRunStops(t *testing.T) {
+	r := newRig(t, oneStory, step{err: &agent.MissingError{Spec: agent.Spec{Name: "main"}, Program: "claude"}})
+	rep, err := r.build()
+	var envErr *agent.EnvError
+	if !errors.As(err, &envErr) || rep.Outcome != OutcomeError {
+		t.Fatalf("Build = %+v, %v; want an environment error", rep, err)
+	}
+	st := r.state()
+	if st.Machine.State != StateImplement || st.Attempt != nil || st.Finished {
+		t.Errorf("state in %s, attempt %+v, finished %v; want IMPLEMENT kept for the next build, the attempt dropped", st.Machine.State, st.Attempt, st.Finished)
+	}
+	if tr := st.Tasks["US-001"]; tr != nil && (tr.Failures != 0 || tr.RetryCount != 0 || tr.Blocker != nil) {
+		t.Errorf("the task was charged for the environment's failure: %+v", tr)
+	}
+}
+
+func TestRunnerUsageLimitCoolsDownAndRotates(t *testing.T) {
+	r := newRig(t, oneStory,
+		step{exit: 1, limit: &agent.Limit{Kind: "usage_limit", Message: "5-hour limit reached"}},
+		step{write: "a.txt", tick: "US-001"})
+	r.opts.Fallbacks = []agent.Spec{{Name: "spare", Headless: []string{"true"}}}
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("Build = %+v, %v; want complete", rep, err)
+	}
+	if !slices.Equal(r.agent.specs, []string{"main", "spare"}) {
+		t.Errorf("agents run = %v; want main, then spare while main cools down", r.agent.specs)
+	}
+	st := r.state()
+	if until, ok := st.Cooldowns["main"]; !ok || !until.After(st.StartedAt) {
+		t.Errorf("cooldowns = %v; want main cooling down", st.Cooldowns)
+	}
+	if tr := st.Tasks["US-001"]; tr == nil || tr.Failures != 0 {
+		t.Errorf("a usage limit counted as a failed attempt: %+v", tr)
+	}
+	// A limit repeats the iteration: it is no transition of the machine.
+	wantSteps(t, r.events.steps(), concat(toSelect, doneOnce, []string{"STORY_SELECT -all_complete-> EXIT"})...)
+	if len(r.events.of(report.KindLimit)) < 2 {
+		t.Errorf("want limit events for the cooldown and the rotation, got %d", len(r.events.of(report.KindLimit)))
+	}
+}
+
+func TestRunnerAllAgentsLimitedStops(t *testing.T) {
+	r := newRig(t, oneStory, step{exit: 1, limit: &agent.Limit{Kind: "usage_limit"}})
+	r.opts.MaxLimitWait = time.Minute // the default cooldown is 30 minutes
+	rep, err := r.build()
+	if !errors.Is(err, ErrAllLimited) || rep.Outcome != OutcomeInterrupted {
+		t.Fatalf("Build = %+v, %v; want ErrAllLimited", rep, err)
+	}
+	if st := r.state(); st.Finished || st.Machine.State != StateImplement {
+		t.Errorf("state finished %v in %s; want the run resumable in IMPLEMENT", st.Finished, st.Machine.State)
+	}
+}
+
+func TestRunnerIterationLimit(t *testing.T) {
+	r := newRig(t, twoStories, step{write: "a.txt", tick: "US-001"})
+	r.opts.MaxIterations = 1
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeMaxIterations || rep.StoriesLeft != 1 {
+		t.Fatalf("Build = %+v, %v; want max_iterations with one story left", rep, err)
+	}
+	wantSteps(t, r.events.steps(), concat(toSelect, doneOnce, []string{"STORY_SELECT -budget_exhausted-> EXIT"})...)
+	if st := r.state(); !st.Finished || st.Outcome != OutcomeMaxIterations {
+		t.Errorf("state finished %v, outcome %s; want max_iterations", st.Finished, st.Outcome)
+	}
+}
+
+func TestRunnerIterationLimitDuringRetries(t *testing.T) {
+	// Retries never pass STORY_SELECT: the limit stops them in IMPLEMENT.
+	r := newRig(t, oneStory, step{write: "a.txt"})
+	r.opts.MaxIterations = 1
+	r.opts.MaxRetries = 3
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeMaxIterations || rep.Iterations != 1 {
+		t.Fatalf("Build = %+v, %v; want max_iterations after 1 iteration", rep, err)
+	}
+	if st := r.state(); !st.Finished || st.Outcome != OutcomeMaxIterations || st.Tasks["US-001"].RetryCount != 1 {
+		t.Errorf("state = finished %v, outcome %s, task %+v; want max_iterations with the retry count kept", st.Finished, st.Outcome, st.Tasks["US-001"])
+	}
+}
+
+func TestRunnerBudget(t *testing.T) {
+	r := newRig(t, twoStories, step{write: "a.txt", tick: "US-001", tokens: 5000})
+	r.opts.Budget = Budget{MaxTokens: 1000}
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeBudget {
+		t.Fatalf("Build = %+v, %v; want budget", rep, err)
+	}
+	wantSteps(t, r.events.steps(), concat(toSelect, doneOnce, []string{"STORY_SELECT -budget_exhausted-> EXIT"})...)
+	if st := r.state(); !st.Finished || st.Outcome != OutcomeBudget || st.Metrics.Tokens.OutputTokens != 5000 {
+		t.Errorf("state = finished %v, outcome %s, tokens %d; want the budget outcome and the tokens counted", st.Finished, st.Outcome, st.Metrics.Tokens.OutputTokens)
+	}
+}
+
+func TestRunnerTestRunnerMissingBlocks(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001"})
+	r.git.allowed["SetAside"] = true
+	r.opts.Checks = []check.Check{{Name: "test", Run: "nosuchtool"}}
+	r.checks.codes["test"] = []int{0}
+	missing := &missingChecks{fakeChecks: r.checks}
+	r.opts.Checker = missing
+	_, err := r.build()
+	if !errors.Is(err, ErrNeedsHuman) {
+		t.Fatalf("Build: %v; want needs_human", err)
+	}
+	if !slices.Contains(r.events.steps(), "TEST -test_runner_missing-> BLOCKER") {
+		t.Errorf("no test_runner_missing edge in %v", r.events.steps())
+	}
+	if bl := r.state().Tasks["US-001"].Blocker; bl == nil || !strings.HasPrefix(bl.Reason, "test runner missing") {
+		t.Errorf("blocker = %+v", bl)
+	}
+}
+
+// missingChecks passes the starting tree and then reports the check's
+// program missing.
+type missingChecks struct{ *fakeChecks }
+
+func (m *missingChecks) RunCheck(ctx context.Context, dir string, c check.Check) check.Result {
+	res := m.fakeChecks.RunCheck(ctx, dir, c)
+	if m.runs[c.Name] > 1 {
+		res.Missing, res.ExitCode = true, 127
+	}
+	return res
+}
+
+func TestRunnerAgentFailsThenBlocked(t *testing.T) {
+	r := newRig(t, oneStory, step{exit: 2}, step{exit: 2})
+	r.git.allowed["SetAside"] = true
+	_, err := r.build()
+	if !errors.Is(err, ErrNeedsHuman) {
+		t.Fatalf("Build: %v; want needs_human", err)
+	}
+	steps := r.events.steps()
+	for _, want := range []string{"IMPLEMENT -implement_failed-> IMPLEMENT", "IMPLEMENT -implement_failed-> BLOCKER"} {
+		if !slices.Contains(steps, want) {
+			t.Errorf("no %s in %v", want, steps)
+		}
+	}
+	if bl := r.state().Tasks["US-001"].Blocker; bl == nil || bl.Reason != "agent exited with code 2" {
+		t.Errorf("blocker = %+v", bl)
+	}
+}
+
+func TestRunnerInterrupted(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", cancel: true})
+	rep, err := r.build()
+	if !errors.Is(err, ErrInterrupted) || rep.Outcome != OutcomeInterrupted {
+		t.Fatalf("Build = %+v, %v; want interrupted", rep, err)
+	}
+	st := r.state()
+	if st.Finished || st.Machine.State != StateImplement || st.Attempt == nil || st.Attempt.TaskID != "US-001" {
+		t.Errorf("state finished %v in %s, attempt %+v; want IMPLEMENT with the attempt kept for the resume", st.Finished, st.Machine.State, st.Attempt)
+	}
+	if r.git.called("Commit") != 0 {
+		t.Errorf("an interrupted attempt was committed")
+	}
+}
+
+// TestTableStepCheck shows that the step check used by every runner test
+// fails on a step the table does not have.
+func TestTableStepCheck(t *testing.T) {
+	if inTable(report.Event{From: "TEST", Trigger: "committed", To: "EXIT"}) {
+		t.Errorf("a made-up step passed the table check")
+	}
+	for _, tr := range Table {
+		if !inTable(report.Event{From: string(tr.From), Trigger: string(tr.Trigger), To: string(tr.To)}) {
+			t.Errorf("row %v failed the table check", tr)
+		}
+	}
+}
+
+// TestEveryActionHasAPerformer enumerates every action Next can return,
+// from every row of the table and on both sides of the retry guard, and
+// fails for one the runner has no performer for.
+func TestEveryActionHasAPerformer(t *testing.T) {
+	b := &builder{}
+	entry, trans := b.entryPerformers(), b.transitionPerformers()
+	seen := map[Action]bool{}
+	for _, tr := range Table {
+		for _, retries := range []int{0, DefaultMaxRetries} {
+			m := Machine{State: tr.From, TaskID: "US-001", RetryCount: retries, MaxRetries: DefaultMaxRetries, Partial: retries > 0}
+			_, actions, err := Next(m, Event{Trigger: tr.Trigger, TaskID: "US-001"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, a := range actions {
+				seen[a] = true
+				last := i == len(actions)-1
+				if last && entry[a] == nil {
+					t.Errorf("entry action %s (of %s -%s->) has no performer in the runner", a, tr.From, tr.Trigger)
+				}
+				if !last && trans[a] == nil {
+					t.Errorf("transition action %s (of %s -%s->) has no performer in the runner", a, tr.From, tr.Trigger)
+				}
+			}
+		}
+	}
+	for _, s := range States {
+		if entry[EntryAction(s)] == nil {
+			t.Errorf("state %s's entry action %s has no performer", s, EntryAction(s))
+		}
+	}
+	if len(seen) < 10 {
+		t.Errorf("only %d actions seen; the enumeration is broken", len(seen))
+	}
+}
