@@ -448,7 +448,14 @@ func (r *Repo) SetAside(ctx context.Context, ref, message string, exclude ...str
 		return "", fmt.Errorf("set aside: the work has no commit to set it aside from: %w", err)
 	}
 	parent := strings.TrimSpace(string(head))
-	tmp, err := os.MkdirTemp("", "ralph-set-aside-")
+	// The temporary index lives in this worktree's git folder: a temp
+	// folder inside the work tree (TMPDIR can point there) would be swept
+	// into the set-aside commit and deleted from under whoever uses it.
+	gitDir, err := r.git(ctx, "rev-parse", "--absolute-git-dir")
+	if err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(strings.TrimSpace(string(gitDir)), "ralph-set-aside-")
 	if err != nil {
 		return "", err
 	}

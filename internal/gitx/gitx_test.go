@@ -616,3 +616,30 @@ func TestIsAncestor(t *testing.T) {
 		}
 	}
 }
+
+// With TMPDIR inside the work tree (as under go test's testscript), the
+// set-aside's own temporary index must not end up in the set-aside commit:
+// it lives in the git folder.
+func TestSetAsideKeepsItsIndexOutOfTheWorkTree(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	write(t, r, "a.txt", "one\n")
+	commitAll(t, r, "initial")
+	tmp := filepath.Join(r.Dir, ".tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
+	write(t, r, "b.txt", "attempt\n")
+	ref, err := r.SetAside(ctx, "refs/ralph/attempts/run-1/US-001", "ralph: blocked attempt")
+	if err != nil || ref == "" {
+		t.Fatalf("SetAside = %q, %v", ref, err)
+	}
+	files := gitT(t, r.Dir, "ls-tree", "-r", "--name-only", ref)
+	if strings.Contains(files, "ralph-set-aside") || strings.Contains(files, "index") {
+		t.Fatalf("the set-aside commit holds ralph's temporary index: %q", files)
+	}
+	if !strings.Contains(files, "b.txt") {
+		t.Fatalf("the set-aside commit lacks the attempt's file: %q", files)
+	}
+}
