@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/heartbeat"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/words"
@@ -34,6 +36,7 @@ type RunOptions struct {
 	Resume  bool
 	Session string
 	Agent   string
+	JSON    bool
 }
 
 func newRunCmd(env *Env, runF func(*RunOptions) error) *cobra.Command {
@@ -84,6 +87,7 @@ model = "..." in .ralph/config.toml; the retry policy is under [session].`,
 	cmd.Flags().BoolVar(&opts.Resume, "resume", false, "continue the active (or --session) session where it stopped")
 	cmd.Flags().StringVar(&opts.Session, "session", "", "the session to resume (default: the active one)")
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent for every role without [roles.NAME] agent in config")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the session's events on stdout, one JSON object per line (see README, Events)")
 	return cmd
 }
 
@@ -184,7 +188,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	}
 	defer lock.Unlock()
 
-	var dir string
+	var dir, note string
 	if opts.Resume {
 		if dir, err = sessionDir(ws, opts.Session); err != nil {
 			return err
@@ -207,7 +211,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		}
 		if prev, err := sessionDir(ws, ""); err == nil {
 			if p, err := session.Load(prev); err == nil && !p.State.Final() {
-				fmt.Fprintf(env.IO.Out, "note: session %s was left at %s; ralph run --resume --session %s continues it\n", p.State.SessionID, p.State.Current, p.State.SessionID)
+				note = fmt.Sprintf("note: session %s was left at %s; ralph run --resume --session %s continues it\n", p.State.SessionID, p.State.Current, p.State.SessionID)
 			}
 		}
 		id := session.NewID(env.Now())
@@ -222,24 +226,34 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	if err := store.WriteFileAtomic(activeSessionPath(ws), []byte(filepath.Base(dir)+"\n"), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.IO.Out, "session %s · %s · %s\n", filepath.Base(dir), describeRoles(specs), ws.Rel(dir))
+	em, journal := sessionEvents(env, ws, filepath.Base(dir), opts.JSON)
+	if note != "" {
+		em.Emit(report.Event{Kind: report.KindNote, Text: note})
+	}
+	em.Emit(report.Event{Kind: report.KindRun, Text: fmt.Sprintf("session %s · %s · %s\n", filepath.Base(dir), describeRoles(specs), ws.Rel(dir)),
+		Data: map[string]any{"dir": ws.Rel(dir), "resumed": opts.Resume}})
 	r := &session.Runner{
 		WS: ws, Dir: dir, Checks: checksFromConfig(cfg),
-		Invoker: &agentInvoker{env: env, ws: ws, cfg: cfg, specs: specs, dir: dir},
+		Invoker: &agentInvoker{env: env, ws: ws, cfg: cfg, specs: specs, dir: dir, em: em,
+			terminal: env.IO.OutTerminal && !opts.JSON}, // JSON lines carry no terminal control characters
 		Policy: session.Policy{MaxTaskAttempts: cfg.Session.MaxTaskAttempts, MaxQACycles: cfg.Session.MaxQACycles,
 			MaxPlanningRetries: cfg.Session.MaxPlanningRetries, MaxGoalChecks: cfg.Session.MaxGoalChecks},
 		Backoff: cfg.Session.RetryBackoff.Duration, MaxAgentRetries: cfg.Session.AgentRetries,
-		MaxLimitWait: sessionMaxLimitWait, MaxTasks: cfg.Session.MaxTasks, Out: env.IO.Out, Now: env.Now,
+		MaxLimitWait: sessionMaxLimitWait, MaxTasks: cfg.Session.MaxTasks, Events: em, Now: env.Now,
 		Budget: loop.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
 	}
 	p, err := r.Run(ctx)
 	err = ws.Gone(err, `ralph run "REQUEST"`)
+	if jerr := journal.Err(); jerr != nil && err == nil {
+		err = fmt.Errorf("the session's events could not all be written to %s: %w", ws.Rel(journal.Path), jerr)
+	}
 	var budget *session.BudgetError
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, loop.ErrInterrupted) || ctx.Err() != nil:
-		fmt.Fprintf(env.IO.Out, "interrupted: session %s is saved at %s; ralph run --resume continues it\n", p.State.SessionID, p.State.Current)
+		em.Emit(report.Event{Kind: report.KindSummary, Data: map[string]any{"interrupted": true, "state": string(p.State.Current)},
+			Text: fmt.Sprintf("interrupted: session %s is saved at %s; ralph run --resume continues it\n", p.State.SessionID, p.State.Current)})
 		return &ExitError{Code: ExitInterrupted, Msg: "interrupted"}
 	case errors.As(err, &budget):
 		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("session %s stopped at %s: %v", p.State.SessionID, p.State.Current, err)}
@@ -250,6 +264,19 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 			p.State.SessionID, p.State.Reason, ws.Rel(session.ProgressPath(dir)), ws.Rel(filepath.Join(dir, "reports")))}
 	}
 	return err
+}
+
+// sessionEvents returns the session's emitter: its events go to the
+// journal .ralph/events.jsonl, whose seq they continue, and to stdout, as
+// the text a person reads or, with asJSON, one JSON object per line.
+func sessionEvents(env *Env, ws *workspace.Workspace, id string, asJSON bool) (*report.Emitter, *report.Journal) {
+	journal := &report.Journal{Path: loop.EventsPath(ws)}
+	after, _ := report.LastSeq(journal.Path) // an unreadable journal starts at 1; its appends say what is wrong
+	var sink report.Sink = report.Text{W: env.IO.Out}
+	if asJSON {
+		sink = report.JSONLines{W: env.IO.Out}
+	}
+	return report.NewEmitter(session.MachineName, id, after, env.Now, sink, journal), journal
 }
 
 // cleanTree refuses a work tree with changes of the user's: a session's
@@ -333,6 +360,10 @@ type agentInvoker struct {
 	cfg   config.Config
 	specs map[string]agent.Spec
 	dir   string
+	// em receives the role run's banner, the agent's output and the
+	// heartbeat; terminal says whether the heartbeat may redraw a line.
+	em       *report.Emitter
+	terminal bool
 }
 
 func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, error) {
@@ -351,12 +382,16 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 		return "", err
 	}
 	defer logf.Close()
-	fmt.Fprintf(a.env.IO.Out, "── %s · agent %s ──\n", c.Role, spec.Name)
-	beat := heartbeat.Start(a.env.IO.Out, c.Role+" "+spec.Name+" working", a.env.IO.OutTerminal)
+	a.em.Emit(report.Event{Kind: report.KindIteration, Text: fmt.Sprintf("── %s · agent %s ──\n", c.Role, spec.Name),
+		Data: map[string]any{"role": c.Role, "agent": spec.Name, "name": c.Name}})
+	beatOut, agentOut := a.em.Writer(report.KindHeartbeat), a.em.Writer(report.KindAgentOutput)
+	beat := heartbeat.Start(beatOut, c.Role+" "+spec.Name+" working", a.terminal)
 	out, err := agent.Run(ctx, agent.Invocation{Spec: spec, Prompt: c.Prompt, PromptFile: promptFile, Dir: a.ws.Root,
-		Log: logf, Display: beat.Writer(), Timeout: a.cfg.Agent.Timeout.Duration, IdleTimeout: a.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: a.cfg.Agent.MaxLogBytes,
+		Log: logf, Display: touchWriter{beat.Writer(), agentOut}, Timeout: a.cfg.Agent.Timeout.Duration, IdleTimeout: a.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: a.cfg.Agent.MaxLogBytes,
 		OnStart: c.OnStart, Token: c.Token})
+	agentOut.Flush()
 	beat.Stop()
+	beatOut.Flush()
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
@@ -389,6 +424,20 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 		return "", fmt.Errorf("%s exited with code %d (output in %s)", spec.Name, out.ExitCode, rel)
 	}
 	return out.Result.FinalMessage, nil
+}
+
+// touchWriter tells the heartbeat that the agent showed something (an
+// empty write clears its terminal line and restarts its clock), then sends
+// the text on as agent output events: the heartbeat's own line and the
+// agent's lines stay separate events.
+type touchWriter struct {
+	beat io.Writer
+	out  io.Writer
+}
+
+func (t touchWriter) Write(p []byte) (int, error) {
+	t.beat.Write(p[:0])
+	return t.out.Write(p)
 }
 
 // ---- questions, answer, metrics ----

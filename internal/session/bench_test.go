@@ -3,7 +3,6 @@ package session_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,7 +52,7 @@ func BenchmarkSessionOverheadPerTask(b *testing.B) {
 		b.StopTimer()
 		e := newSessionEnv(b, "write ten files")
 		r := e.runner(b, benchInvoker{root: e.ws.Root, n: tasks})
-		r.Out = io.Discard
+		r.Events = nil
 		b.StartTimer()
 		if _, err := r.Run(context.Background()); err != nil {
 			b.Fatal(err)

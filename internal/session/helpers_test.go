@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -288,7 +289,8 @@ func (e *sessionEnv) runner(t testing.TB, inv session.Invoker) *session.Runner {
 	return &session.Runner{
 		WS: e.ws, Dir: e.dir, Invoker: inv,
 		Backoff: time.Second, MaxAgentRetries: 3, MaxLimitWait: 10 * time.Minute,
-		Out: testWriter{t}, Now: e.clock.Now, Sleep: e.clock.Sleep,
+		Events: report.NewEmitter(session.MachineName, testSessionID, 0, e.clock.Now, report.Text{W: testWriter{t}}),
+		Now:    e.clock.Now, Sleep: e.clock.Sleep,
 	}
 }
 

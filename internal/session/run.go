@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/redact"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
@@ -85,7 +85,10 @@ var (
 	ErrFailed = errors.New("session failed")
 )
 
-// Runner drives one session from its folder. Every field except Out,
+// MachineName is the envelope's machine for every event of a session.
+const MachineName = "session"
+
+// Runner drives one session from its folder. Every field except Events,
 // Now and Sleep is required.
 type Runner struct {
 	WS      *workspace.Workspace
@@ -107,9 +110,12 @@ type Runner struct {
 	// that keep discovering work cannot grow the list without end. Tasks
 	// past it are not added, and the session says so.
 	MaxTasks int
-	Out      io.Writer
-	Now      func() time.Time
-	Sleep    func(ctx context.Context, d time.Duration) error
+	// Events receives everything a person is told about the session, as
+	// events of machine "session" whose run is the session id; the
+	// caller's sinks render them. Nil tells no one.
+	Events *report.Emitter
+	Now    func() time.Time
+	Sleep  func(ctx context.Context, d time.Duration) error
 
 	prog    Progress
 	started time.Time
@@ -148,7 +154,7 @@ func (r *Runner) capTasks(add []role.NewTask, room int) []role.NewTask {
 		dropped = append(dropped, text.OneLine(t.Title))
 	}
 	msg := fmt.Sprintf("the session holds at most %d tasks ([session] max_tasks); not added: %s", r.maxTasks(), strings.Join(dropped, "; "))
-	r.say("ralph: ⚠ %s", msg)
+	r.say(report.KindWarning, map[string]any{"dropped": dropped}, "ralph: ⚠ %s", msg)
 	_ = r.WS.LogError(r.now(), "session "+r.prog.State.SessionID+": "+msg)
 	r.prog.State.Blockers = append(r.prog.State.Blockers, msg)
 	return add[:room]
@@ -209,9 +215,17 @@ func (r *Runner) now() time.Time {
 	return time.Now()
 }
 
-func (r *Runner) say(format string, args ...any) {
-	if r.Out != nil {
-		fmt.Fprintf(r.Out, format+"\n", args...)
+// say emits a line a person reads, with data for programs; the event
+// names the task the session is on.
+func (r *Runner) say(kind report.Kind, data map[string]any, format string, args ...any) {
+	s := r.prog.State
+	r.emit(report.Event{Kind: kind, Task: s.CurrentTaskID, Attempt: s.CurrentAttemptNumber,
+		Text: fmt.Sprintf(format, args...) + "\n", Data: data})
+}
+
+func (r *Runner) emit(ev report.Event) {
+	if r.Events != nil {
+		r.Events.Emit(ev)
 	}
 }
 
@@ -238,7 +252,8 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 			return r.prog, err
 		}
 	} else {
-		r.say("ralph: resuming session %s at %s", p.State.SessionID, p.State.Current)
+		r.say(report.KindRun, map[string]any{"resumed": true, "state": string(p.State.Current)},
+			"ralph: resuming session %s at %s", p.State.SessionID, p.State.Current)
 		if err := r.resolve(ctx, false); err != nil {
 			return r.prog, err
 		}
@@ -274,7 +289,8 @@ func (r *Runner) finalError() error {
 	s := r.prog.State
 	if s.Done {
 		total, _ := r.prog.Counts()
-		r.say("✓ session %s complete: %s done, goal check passed", s.SessionID, words.Count(total, "task", "tasks"))
+		r.say(report.KindSummary, map[string]any{"complete": true, "tasks": total},
+			"✓ session %s complete: %s done, goal check passed", s.SessionID, words.Count(total, "task", "tasks"))
 		return nil
 	}
 	return fmt.Errorf("%w: %s", ErrFailed, s.Reason)
@@ -334,7 +350,8 @@ func (r *Runner) fire(e Event, detail string) error {
 	if err := store.AppendJSONLine(TransitionsPath(r.Dir), ev); err != nil {
 		return err
 	}
-	_ = store.AppendJSONLine(loop.EventsPath(r.WS), ev)
+	// The same transition, in the journal's envelope, reaches the
+	// caller's sinks: its journal (.ralph/events.jsonl) and the terminal.
 	line := fmt.Sprintf("session %s: %s → %s (%s", next.SessionID, from.Current, next.Current, e.Type)
 	if task != "" {
 		line += ", " + task
@@ -342,7 +359,12 @@ func (r *Runner) fire(e Event, detail string) error {
 	if detail != "" {
 		line += ": " + text.Clip(detail, 120)
 	}
-	r.say("%s)", line)
+	data := map[string]any{}
+	if detail != "" {
+		data["detail"] = detail
+	}
+	r.emit(report.Event{Kind: report.KindTransition, From: ev.Transition.From, To: ev.Transition.To, Trigger: ev.Transition.Trigger,
+		Task: task, Attempt: ev.Transition.AttemptNumber, Data: data, Text: line + ")\n"})
 	loop.CrashHook()
 	if next.Current == Failed {
 		_ = r.WS.LogError(r.now(), fmt.Sprintf("session %s failed: %s", next.SessionID, next.Reason))
@@ -423,7 +445,8 @@ func (r *Runner) syncMarks() error {
 			rec = r.prog.Task(t.ID)
 		}
 		if t.Mark != rec.Mark {
-			r.say("ralph: %s is %s in ralph's records; putting back the %s an agent wrote", t.ID, rec.Mark, t.Mark)
+			r.say(report.KindWarning, map[string]any{"task_id": t.ID, "mark": string(rec.Mark), "agent_mark": string(t.Mark)},
+				"ralph: %s is %s in ralph's records; putting back the %s an agent wrote", t.ID, rec.Mark, t.Mark)
 			if out, err = tasks.SetTaskMark(tasksPath(r.Dir), out, t.ID, rec.Mark); err != nil {
 				return err
 			}
@@ -488,7 +511,7 @@ func (r *Runner) addTasks(add []role.NewTask) ([]string, error) {
 	if len(data) == 0 {
 		data = tasks.RenderTasksMD(text.OneLine(r.prog.Title), nil)
 	}
-	r.say("ralph: added %s to %s", strings.Join(ids, ", "), r.WS.Rel(tasksPath(r.Dir)))
+	r.say(report.KindNote, map[string]any{"added": ids}, "ralph: added %s to %s", strings.Join(ids, ", "), r.WS.Rel(tasksPath(r.Dir)))
 	return ids, store.WriteFileAtomic(tasksPath(r.Dir), tasks.AppendTasks(data, fresh), 0o644)
 }
 
@@ -551,7 +574,7 @@ func (r *Runner) ask(ctx context.Context, kind prompt.Kind, roleName string, ext
 	if perr == nil {
 		return res, true, "", nil
 	}
-	r.say("ralph: the %s gave no valid result (%v); asking again", roleName, perr)
+	r.say(report.KindWarning, map[string]any{"role": roleName, "error": perr.Error()}, "ralph: the %s gave no valid result (%v); asking again", roleName, perr)
 	final, err = r.invoke(ctx, roleName, text+"\n\n"+role.ResultReaskPrompt(roleName, perr))
 	if err != nil {
 		return res, false, "", err
@@ -617,7 +640,8 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 				return "", fmt.Errorf("%w (%d usage limits in a row); the session is saved: resume it with ralph run --resume later", err, limits-1)
 			}
 			d := max(le.ResetsAt.Sub(r.now()), minLimitWait)
-			r.say("ralph: %v; waiting %s", err, d.Round(time.Second))
+			r.say(report.KindLimit, map[string]any{"role": roleName, "agent": le.Agent, "resets_at": le.ResetsAt.UTC(), "wait_seconds": d.Seconds()},
+				"ralph: %v; waiting %s", err, d.Round(time.Second))
 			if err := r.sleep(ctx, d); err != nil {
 				return "", err
 			}
@@ -626,7 +650,8 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 		if try >= r.MaxAgentRetries {
 			return "", fmt.Errorf("the %s failed %s, last: %w; the session is saved: resume it with ralph run --resume", roleName, words.Count(try+1, "time", "times"), err)
 		}
-		r.say("ralph: the %s run failed (%v); retrying in %s (%d/%d)", roleName, err, wait, try+1, r.MaxAgentRetries)
+		r.say(report.KindWarning, map[string]any{"role": roleName, "error": err.Error(), "retry": try + 1, "max_retries": r.MaxAgentRetries},
+			"ralph: the %s run failed (%v); retrying in %s (%d/%d)", roleName, err, wait, try+1, r.MaxAgentRetries)
 		if err := r.sleep(ctx, wait); err != nil {
 			return "", err
 		}
@@ -674,10 +699,10 @@ func (r *Runner) stopLeftoverAgent() {
 		if len(st.Groups) > 0 {
 			g = st.Groups[0]
 		}
-		r.say("ralph: stopped the agent the killed session left running (process group %d)", g)
+		r.say(report.KindNote, map[string]any{"pgid": g}, "ralph: stopped the agent the killed session left running (process group %d)", g)
 	}
 	for _, p := range st.Escaped {
-		r.say("ralph: stopped %s, which had left the agent's process group", p)
+		r.say(report.KindNote, map[string]any{"process": p.String()}, "ralph: stopped %s, which had left the agent's process group", p)
 	}
 	if s := r.prog.State; s.CurrentTaskID != "" && (s.Current == Executing || s.Current == Reviewing) {
 		who := "Executor"
@@ -887,11 +912,15 @@ func (r *Runner) openQuestions() ([]Question, error) {
 }
 
 func (r *Runner) waitForAnswers(open []Question) error {
-	r.say("ralph: session %s waits for a person to answer:", r.prog.State.SessionID)
+	var b strings.Builder
+	ids := make([]string, 0, len(open))
+	fmt.Fprintf(&b, "ralph: session %s waits for a person to answer:\n", r.prog.State.SessionID)
 	for _, q := range open {
-		r.say("  %s  %s", q.ID, q.Text)
+		fmt.Fprintf(&b, "  %s  %s\n", q.ID, q.Text)
+		ids = append(ids, q.ID)
 	}
-	r.say("answer with: ralph answer %s \"...\"   then: ralph run --resume", open[0].ID)
+	fmt.Fprintf(&b, "answer with: ralph answer %s \"...\"   then: ralph run --resume\n", open[0].ID)
+	r.emit(report.Event{Kind: report.KindWait, Text: b.String(), Data: map[string]any{"questions": ids}})
 	return ErrWaitingForAnswers
 }
 
