@@ -15,6 +15,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/tasks"
@@ -596,5 +597,47 @@ func TestRunRecordsTheAgentTokenBeforeItStarts(t *testing.T) {
 	wantDone(t, e, p, err)
 	if len(token) < 16 || recorded != "0 "+token+"\n" {
 		t.Errorf("before the agent started, agent.pgid held %q; want the call's token %q", recorded, token)
+	}
+}
+
+// eventLog collects what a runner emits.
+type eventLog struct{ evs []report.Event }
+
+func (l *eventLog) Emit(ev report.Event) { l.evs = append(l.evs, ev) }
+
+// The runner tells its caller everything as events of machine "session"
+// whose run is the session id: each transition carries from, to, trigger,
+// task and attempt for programs, and its Text is the line a person reads.
+func TestRunEmitsEventsNotText(t *testing.T) {
+	e := newSessionEnv(t, greetRequest)
+	inv := newInvoker(t)
+	inv.on(role.Planner, "Mode: INITIALIZE", 1, says(plannerOneTask))
+	finishTask1(t, e, inv)
+	r := e.runner(t, inv)
+	var log eventLog
+	r.Events = report.NewEmitter(session.MachineName, testSessionID, 0, e.clock.Now, &log)
+	p, err := r.Run(context.Background())
+	wantDone(t, e, p, err)
+	var sel *report.Event
+	for i, ev := range log.evs {
+		if ev.Machine != "session" || ev.Run != testSessionID || ev.Seq != int64(i+1) {
+			t.Errorf("event %d is machine %q run %q seq %d; want session, %s, %d", i, ev.Machine, ev.Run, ev.Seq, testSessionID, i+1)
+		}
+		if ev.Kind == report.KindTransition && ev.Trigger == string(session.TaskSelected) {
+			sel = &log.evs[i]
+		}
+	}
+	if sel == nil {
+		t.Fatalf("no task_selected transition among the events: %+v", log.evs)
+	}
+	if sel.From != "Executing" || sel.To != "Executing" || sel.Task != "task-1" || sel.Attempt != 1 || sel.Data["detail"] != "Write greet.txt" {
+		t.Errorf("task_selected event = %+v; want Executing → Executing for task-1, attempt 1, detail Write greet.txt", *sel)
+	}
+	if want := "session " + testSessionID + ": Executing → Executing (task_selected, task-1: Write greet.txt)\n"; sel.Text != want {
+		t.Errorf("task_selected text = %q, want the terminal's line %q", sel.Text, want)
+	}
+	last := log.evs[len(log.evs)-1]
+	if last.Kind != report.KindSummary || !strings.HasPrefix(last.Text, "✓ session "+testSessionID+" complete: 1 task done") {
+		t.Errorf("last event = %s %q; want the summary that the session is complete", last.Kind, last.Text)
 	}
 }
