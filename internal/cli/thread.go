@@ -111,6 +111,7 @@ func newThreadNewCmd(env *Env) *cobra.Command {
 			if err := thread.SetActive(tc.dir, t.ID); err != nil {
 				return err
 			}
+			tc.document = true
 			tc.use(t)
 			tc.r.LogTransition("", thread.PhaseDrafting, "new", thread.SourceHuman)
 			if opts.JSON {
@@ -322,7 +323,7 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 		// may answer; no flag passes a human checkpoint.
 		f.BoolVarP(&opts.Yes, "yes", "y", false, "confirm resetting the workspace to the baseline without asking (from Stuck or PendingReview)")
 	}
-	f.BoolVar(&opts.JSON, "json", false, "print the thread as JSON afterwards")
+	f.BoolVar(&opts.JSON, "json", false, "stream the thread's events (and the loop's) on stdout, one JSON object per line; the last, of kind summary, holds the thread")
 	switch name {
 	case "resume":
 		// resume goes on with the configuration the paused run had, so

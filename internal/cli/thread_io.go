@@ -37,6 +37,14 @@ type threadCmd struct {
 	// in reads answers from inSrc (the command's standard input).
 	in    *bufio.Reader
 	inSrc io.Reader
+	// journal records the runner's events; nil for a command that only
+	// reads threads, which writes nothing.
+	journal *report.Journal
+	// em is the runner's emitter, which the command's summary shares.
+	em *report.Emitter
+	// document says --json prints one JSON document after the work (thread
+	// new) instead of streaming the events.
+	document bool
 }
 
 // openThreads opens the workspace for a command that writes threads (new):
@@ -64,7 +72,14 @@ func (tc *threadCmd) prepare() error {
 	if _, err := tc.ws.EnsureStateFiles(tc.env.Now()); err != nil {
 		return err
 	}
-	return thread.EnsureIgnores(tc.ws)
+	if err := thread.EnsureIgnores(tc.ws); err != nil {
+		return err
+	}
+	tc.journal = &report.Journal{Path: loop.EventsPath(tc.ws)}
+	if tc.r != nil {
+		tc.use(tc.r.Thread()) // its events go to the journal from now on
+	}
+	return nil
 }
 
 // openThread opens the thread args names, else the active one, for a
@@ -114,13 +129,22 @@ func readThread(cmd *cobra.Command, opts *ThreadOptions, args []string) (*thread
 // configuration and flags into the runner's inputs.
 func (tc *threadCmd) use(t thread.Thread) {
 	env, cfg := tc.env, tc.cfg
+	sinks := []report.Sink{tc.sink()}
+	var after int64
+	if tc.journal != nil {
+		sinks = append(sinks, tc.journal)
+		// An unreadable journal starts at 1; its appends say what is wrong.
+		after, _ = report.LastSeq(tc.journal.Path)
+	}
+	tc.em = report.NewEmitter(thread.MachineName, t.ID, after, env.Now, sinks...)
 	tc.r = thread.NewRunner(tc.ctx, tc.ws, cfg, t, thread.Env{
-		Out:        tc.progress(),
-		In:         env.IO.In,
-		Err:        env.IO.Err,
+		Events:     tc.em,
 		InTerminal: env.IO.InTerminal,
-		Now:        env.Now,
-		WorkDir:    env.WorkDir,
+		Interactive: func(ctx context.Context, s agent.Spec, promptFile, prompt, dir string) (int, error) {
+			return agent.RunInteractive(ctx, s, promptFile, prompt, dir, env.IO.In, tc.progress(), env.IO.Err)
+		},
+		Now:     env.Now,
+		WorkDir: env.WorkDir,
 		ResolveAgent: func(name string) (agent.Spec, error) {
 			return resolveAgent(env, cfg, name)
 		},
@@ -137,12 +161,12 @@ func (tc *threadCmd) use(t thread.Thread) {
 			if _, err := namedAgent(cfg, name, "thread agents"); err != nil {
 				name = ""
 			}
-			s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: name, PRD: prd, MaxIterations: maxIterations}, false)
+			s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: name, PRD: prd, MaxIterations: maxIterations, JSON: tc.opts.JSON}, false)
 			if err != nil {
 				return loop.Options{}, err
 			}
 			s.opts.Agent = a
-			s.opts.Sink = report.Text{W: tc.progress()}
+			s.opts.Sink = tc.sink()
 			return s.opts, nil
 		},
 		Confirm: tc.confirm,
@@ -160,8 +184,20 @@ func (tc *threadCmd) runVerb(name, msg string) error {
 	return tc.ws.Gone(tc.r.Do(name, msg, tc.finish), `ralph thread new "TITLE"`)
 }
 
-// progress is where the runner's running commentary goes: stdout, but
-// stderr with --json, whose stdout holds the JSON document alone.
+// sink renders the events of the thread and of the loop it runs: as text
+// on stdout, or as JSON lines there with --json.
+func (tc *threadCmd) sink() report.Sink {
+	if tc.opts.JSON && tc.document {
+		return nil // stdout holds the document alone
+	}
+	if tc.opts.JSON {
+		return report.JSONLines{W: tc.env.IO.Out}
+	}
+	return report.Text{W: tc.env.IO.Out}
+}
+
+// progress is where the terminal's questions and an interactive agent
+// go: stdout, but stderr with --json, whose stdout holds JSON alone.
 func (tc *threadCmd) progress() io.Writer {
 	if tc.opts.JSON {
 		return tc.env.IO.Err
@@ -195,15 +231,12 @@ func (tc *threadCmd) confirm(question string) bool {
 	return a == "y" || a == "yes"
 }
 
-// finish prints the thread (as JSON with --json) and maps the phase it
+// finish emits the settled thread as the command's summary event (shown
+// only with --json, as the stream's last line) and maps the phase it
 // waits in to the exit code.
 func (tc *threadCmd) finish() error {
-	if tc.opts.JSON {
-		if err := tc.printJSON(); err != nil {
-			return err
-		}
-	}
 	t := tc.r.Thread()
+	tc.em.Emit(report.Event{Kind: report.KindSummary, Data: map[string]any{"thread": tc.view()}})
 	switch t.Phase.Type {
 	case thread.PhaseStuck:
 		if tc.env.IO.InTerminal && !tc.opts.JSON {

@@ -136,7 +136,7 @@ func (r *Runner) Do(name, msg string, settled func() error) error {
 		if phase == PhaseRunning {
 			if running, err := r.interruptHolder(); running {
 				if err == nil {
-					r.out("thread %s: pause requested; it is now %s", r.t.ID, r.t.Phase.Type)
+					r.note("thread %s: pause requested; it is now %s", r.t.ID, r.t.Phase.Type)
 				}
 				return err
 			}
@@ -164,7 +164,7 @@ func (r *Runner) Do(name, msg string, settled func() error) error {
 	}
 	if c.Name == "resume" && phase != PhasePaused && r.Require("resume") == nil {
 		// A crash cut the work of this phase short: do it again.
-		r.out("thread %s: going on with %s after an interruption", r.t.ID, phase)
+		r.note("thread %s: going on with %s after an interruption", r.t.ID, phase)
 		return driveAndSettle()
 	}
 	mv, ok := c.Phases[phase]
@@ -213,7 +213,7 @@ func (r *Runner) Do(name, msg string, settled func() error) error {
 			return err
 		}
 		if r.t.Mode == ModeMethodical {
-			r.out("next: ralph thread start (with --agent, --max-iterations, --verify to change more)")
+			r.note("next: ralph thread start (with --agent, --max-iterations, --verify to change more)")
 		}
 		return driveAndSettle()
 	case "assist":

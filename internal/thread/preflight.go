@@ -2,6 +2,7 @@ package thread
 
 import (
 	"fmt"
+	"github.com/ralphloop/ralph/internal/report"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,7 +62,7 @@ func (r *Runner) warnThreadBaseline(branch string) {
 			return // merged into a branch of the person's own
 		}
 	}
-	r.out("warning: the baseline is %s, another thread's branch that is not merged anywhere yet: this thread builds on its work. To start from your main branch instead, check it out before `ralph thread start`.", branch)
+	r.say(report.KindWarning, "warning: the baseline is %s, another thread's branch that is not merged anywhere yet: this thread builds on its work. To start from your main branch instead, check it out before `ralph thread start`.", branch)
 }
 
 func (r *Runner) git(args ...string) (string, error) {
@@ -194,11 +195,11 @@ func (r *Runner) preflightFailures() []string {
 }
 
 func (r *Runner) preflight() error {
-	r.out("preflight: git state, baseline, spec, tools, conflicts")
+	r.note("preflight: git state, baseline, spec, tools, conflicts")
 	fails := r.preflightFailures()
 	if len(fails) > 0 {
 		return r.apply(Event{Verb: VerbChecksFail, Source: SourceSystem, Failures: fails}, "checks_fail")
 	}
-	r.out("  ✓ all preflight checks pass (baseline %s on %s, branch %s)", text.ShortHash(r.t.Baseline.CommitSHA), text.OrNone(r.t.Baseline.Branch, "(detached)"), r.t.Branch)
+	r.note("  ✓ all preflight checks pass (baseline %s on %s, branch %s)", text.ShortHash(r.t.Baseline.CommitSHA), text.OrNone(r.t.Baseline.Branch, "(detached)"), r.t.Branch)
 	return r.apply(Event{Verb: VerbChecksPass, Source: SourceSystem}, "checks_pass")
 }

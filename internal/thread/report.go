@@ -19,15 +19,15 @@ func (r *Runner) after(a Action) {
 	t := r.t
 	switch a {
 	case ActFreezeSpec:
-		r.out("spec v%d frozen: %s", t.SpecVersion, r.ws.Rel(SpecPath(r.dir, t.ID, t.SpecVersion)))
+		r.note("spec v%d frozen: %s", t.SpecVersion, r.ws.Rel(SpecPath(r.dir, t.ID, t.SpecVersion)))
 		if t.Mode == ModeMethodical {
-			r.out("next: ralph thread start (or ralph thread reopen)")
+			r.note("next: ralph thread start (or ralph thread reopen)")
 		}
 	case ActDraftSpec:
-		r.out("next: ralph thread draft \"...\" / spec FILE, then finalize (or assess first)")
+		r.note("next: ralph thread draft \"...\" / spec FILE, then finalize (or assess first)")
 	case ActReportPreflight:
 		for _, f := range t.Phase.Failures {
-			r.out("  ✗ %s", f)
+			r.note("  ✗ %s", f)
 		}
 	case ActAwaitHuman:
 		r.ReportPaused()
@@ -35,16 +35,16 @@ func (r *Runner) after(a Action) {
 		r.ReportStuck()
 	case ActOfferPolish:
 		if t.Mode == ModeMethodical {
-			r.out("implemented and verified: next: ralph thread polish (docs/tests) or ralph thread review")
+			r.note("implemented and verified: next: ralph thread polish (docs/tests) or ralph thread review")
 		}
 	case ActRequestReview:
 		r.printReview()
 	case ActPrepareCommit:
-		r.out("proposed commit message (%s):", r.ws.Rel(r.path("commit_msg.txt")))
+		r.note("proposed commit message (%s):", r.ws.Rel(r.path("commit_msg.txt")))
 		for _, l := range strings.Split(strings.TrimRight(r.commitMessage(), "\n"), "\n") {
-			r.out("    %s", l)
+			r.note("    %s", l)
 		}
-		r.out("next: ralph thread commit: the thread's work becomes one commit with this message (you commit; ralph never pushes or merges)")
+		r.note("next: ralph thread commit: the thread's work becomes one commit with this message (you commit; ralph never pushes or merges)")
 	case ActCommit:
 		conf := r.loadConf()
 		what := "nothing left to commit"
@@ -55,14 +55,14 @@ func (r *Runner) after(a Action) {
 		if t.Baseline != nil && t.Baseline.Branch != "" {
 			base = t.Baseline.Branch
 		}
-		r.out("done: %s; the work is on branch %s. Merge it yourself, e.g. git checkout %s && git merge %s",
+		r.note("done: %s; the work is on branch %s. Merge it yourself, e.g. git checkout %s && git merge %s",
 			what, BranchName(t.ID), base, BranchName(t.ID))
 		if conf.CommitSHA != "" {
-			r.out("the per-story commits are kept at %s (git log %s)", StoriesRef(t.ID), StoriesRef(t.ID))
+			r.note("the per-story commits are kept at %s (git log %s)", StoriesRef(t.ID), StoriesRef(t.ID))
 		}
 	case ActArchive:
 		if t.Phase.Type == PhaseAbandoned && t.Branch != "" {
-			r.out("abandoned; branch %s is kept: delete it with git branch -D %s when you no longer need it", t.Branch, t.Branch)
+			r.note("abandoned; branch %s is kept: delete it with git branch -D %s when you no longer need it", t.Branch, t.Branch)
 		}
 	}
 }
@@ -71,7 +71,7 @@ func (r *Runner) after(a Action) {
 // the baseline, the verification evidence and ralph's recommendation.
 func (r *Runner) printReview() {
 	t := r.t
-	r.out("── review of thread %s: %s ──", t.ID, t.Title)
+	r.note("── review of thread %s: %s ──", t.ID, t.Title)
 	if t.Baseline != nil {
 		// What `thread commit` commits: every change since the baseline,
 		// ralph's committed records and the uncommitted work included, so
@@ -80,60 +80,60 @@ func (r *Runner) printReview() {
 		log, _ := r.git("log", "--oneline", t.Baseline.CommitSHA+"..HEAD")
 		stat, _ := r.git("diff", "--stat", t.Baseline.CommitSHA, "--")
 		untracked, _ := r.git("ls-files", "--others", "--exclude-standard")
-		r.out("commits since the baseline %s (ralph thread commit squashes them into one):", base)
+		r.note("commits since the baseline %s (ralph thread commit squashes them into one):", base)
 		for _, l := range strings.Split(log, "\n") {
 			if l != "" {
-				r.out("  %s", l)
+				r.note("  %s", l)
 			}
 		}
-		r.out("what the commit will hold (git diff --stat %s, and the files not yet added):", base)
+		r.note("what the commit will hold (git diff --stat %s, and the files not yet added):", base)
 		for _, l := range strings.Split(stat, "\n") {
 			if l = strings.TrimSpace(l); l != "" {
-				r.out("  %s", l)
+				r.note("  %s", l)
 			}
 		}
 		for _, f := range strings.Split(untracked, "\n") {
 			if f != "" {
-				r.out("  %s (new, not yet added)", f)
+				r.note("  %s (new, not yet added)", f)
 			}
 		}
 	}
 	if ev := r.Evidence(); ev != nil {
-		r.out("verification evidence:")
+		r.note("verification evidence:")
 		for _, it := range ev.Items {
 			mark := "✓"
 			if !it.Passed {
 				mark = "✗"
 			}
-			r.out("  %s %s", mark, it.Name)
+			r.note("  %s %s", mark, it.Name)
 		}
 	}
 	if r.RecommendApprove() {
-		r.out("★ Recommend Approve: every criterion, verifier and the promise passed. Approving is still yours.")
+		r.note("★ Recommend Approve: every criterion, verifier and the promise passed. Approving is still yours.")
 	}
-	r.out("next: ralph thread approve | request-changes \"what to fix\" | revise (resets to the baseline) | abandon")
+	r.note("next: ralph thread approve | request-changes \"what to fix\" | revise (resets to the baseline) | abandon")
 }
 
 // ReportStuck prints the Stuck box: the choices a person has, why the
 // thread is stuck and what the failed attempt reached.
 func (r *Runner) ReportStuck() {
 	t := r.t
-	r.out("┌─────────────────────────────────────────────────────┐")
-	r.out("│  STUCK: What would you like to do?                  │")
-	r.out("├─────────────────────────────────────────────────────┤")
-	r.out("│  [R] Revise spec     → Resets workspace, Drafting   │")
-	r.out("│  [C] Reconfigure     → Configuring (keep changes)   │")
-	r.out("│  [M] Manual assist   → Running (after human edits)  │")
-	r.out("│  [A] Abandon         → Abandoned                    │")
-	r.out("│  [D] Diagnose        → (view details, stay Stuck)   │")
-	r.out("└─────────────────────────────────────────────────────┘")
+	r.note("┌─────────────────────────────────────────────────────┐")
+	r.note("│  STUCK: What would you like to do?                  │")
+	r.note("├─────────────────────────────────────────────────────┤")
+	r.note("│  [R] Revise spec     → Resets workspace, Drafting   │")
+	r.note("│  [C] Reconfigure     → Configuring (keep changes)   │")
+	r.note("│  [M] Manual assist   → Running (after human edits)  │")
+	r.note("│  [A] Abandon         → Abandoned                    │")
+	r.note("│  [D] Diagnose        → (view details, stay Stuck)   │")
+	r.note("└─────────────────────────────────────────────────────┘")
 	if reason := r.StuckReason(); reason != "" {
-		r.out("why: %s", reason)
+		r.note("why: %s", reason)
 	}
 	if t.Stuck != nil {
-		r.out("spec v%d, %s, criteria %d passed / %d failed", t.Stuck.SpecVersion, words.Count(t.Stuck.Iterations, "iteration", "iterations"), len(t.Stuck.CriteriaPassed), len(t.Stuck.CriteriaFailed))
+		r.note("spec v%d, %s, criteria %d passed / %d failed", t.Stuck.SpecVersion, words.Count(t.Stuck.Iterations, "iteration", "iterations"), len(t.Stuck.CriteriaPassed), len(t.Stuck.CriteriaFailed))
 	}
-	r.out("commands: ralph thread revise [--yes] | reconfigure | assist | abandon | diagnose")
+	r.note("commands: ralph thread revise [--yes] | reconfigure | assist | abandon | diagnose")
 }
 
 // ReportPaused prints the Paused box: where the loop stopped and the
@@ -157,16 +157,16 @@ func (r *Runner) ReportPaused() {
 	if len(conf.Agents) > 0 {
 		model = conf.Agents[0]
 	}
-	r.out("┌─────────────────────────────────────────────────────┐")
-	r.out("│  PAUSED: Loop interrupted                           │")
-	r.out("├─────────────────────────────────────────────────────┤")
-	r.out("│  Iteration: %-40s│", fmt.Sprintf("%d/%d", r.t.Phase.Iteration, conf.MaxIterations))
-	r.out("│  Current model: %-36s│", model)
-	r.out("│  Criteria: %-41s│", fmt.Sprintf("%d/%d passing", passed, total))
-	r.out("│                                                     │")
-	r.out("│  [R] Resume          → Continue from here           │")
-	r.out("│  [C] Reconfigure     → Change models/iterations     │")
-	r.out("│  [A] Abandon         → Abandon thread               │")
-	r.out("└─────────────────────────────────────────────────────┘")
-	r.out("commands: ralph thread resume | reconfigure | abandon")
+	r.note("┌─────────────────────────────────────────────────────┐")
+	r.note("│  PAUSED: Loop interrupted                           │")
+	r.note("├─────────────────────────────────────────────────────┤")
+	r.note("│  Iteration: %-40s│", fmt.Sprintf("%d/%d", r.t.Phase.Iteration, conf.MaxIterations))
+	r.note("│  Current model: %-36s│", model)
+	r.note("│  Criteria: %-41s│", fmt.Sprintf("%d/%d passing", passed, total))
+	r.note("│                                                     │")
+	r.note("│  [R] Resume          → Continue from here           │")
+	r.note("│  [C] Reconfigure     → Change models/iterations     │")
+	r.note("│  [A] Abandon         → Abandon thread               │")
+	r.note("└─────────────────────────────────────────────────────┘")
+	r.note("commands: ralph thread resume | reconfigure | abandon")
 }

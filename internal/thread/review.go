@@ -27,7 +27,7 @@ func (r *Runner) commitHumanEdits(what string) error {
 	if err != nil {
 		return err
 	}
-	r.out("committed your edits on %s: %s", r.t.Branch, text.ShortHash(sha))
+	r.note("committed your edits on %s: %s", r.t.Branch, text.ShortHash(sha))
 	return nil
 }
 
@@ -45,7 +45,7 @@ func (r *Runner) resetWorkspace(old Thread) error {
 		return nil
 	}
 	b := old.Baseline
-	r.out("revise resets the workspace to the baseline %s (%s) and deletes %s; the loop's commits there are dropped.", text.ShortHash(b.CommitSHA), text.OrNone(b.Branch, "(detached)"), BranchName(old.ID))
+	r.note("revise resets the workspace to the baseline %s (%s) and deletes %s; the loop's commits there are dropped.", text.ShortHash(b.CommitSHA), text.OrNone(b.Branch, "(detached)"), BranchName(old.ID))
 	if !r.confirm("This will reset changes. Continue?") {
 		return ErrResetDeclined
 	}
@@ -56,7 +56,7 @@ func (r *Runner) resetWorkspace(old Thread) error {
 		if out, err := r.git("stash", "push", "--include-untracked", "-m", msg, "--", ".", ":(exclude).ralph"); err != nil {
 			return fmt.Errorf("reset: git stash: %w", err)
 		} else if !strings.Contains(out, "No local changes") {
-			r.out("uncommitted work stashed: %q (git stash list)", msg)
+			r.note("uncommitted work stashed: %q (git stash list)", msg)
 		}
 	}
 	target := b.Branch
@@ -82,7 +82,7 @@ func (r *Runner) resetWorkspace(old Thread) error {
 	c := r.loadConf()
 	c.PRDSpecVersion, c.Extra, c.RunID, c.RunBase = 0, 0, "", 0
 	r.saveConf(c)
-	r.out("workspace reset to %s; %s deleted", text.ShortHash(b.CommitSHA), BranchName(old.ID))
+	r.note("workspace reset to %s; %s deleted", text.ShortHash(b.CommitSHA), BranchName(old.ID))
 	return nil
 }
 

@@ -3,6 +3,7 @@ package thread
 import (
 	"errors"
 	"fmt"
+	"github.com/ralphloop/ralph/internal/report"
 	"os"
 	"path/filepath"
 	"slices"
@@ -147,7 +148,7 @@ func (r *Runner) configure() error {
 	if len(c.Verifiers) > 0 {
 		verifiers = strings.Join(c.Verifiers, "; ")
 	}
-	r.out("configuration: agents %s, at most %s, verifiers: %s", strings.Join(c.Agents, " → "), words.Count(c.MaxIterations, "iteration", "iterations"), verifiers)
+	r.note("configuration: agents %s, at most %s, verifiers: %s", strings.Join(c.Agents, " → "), words.Count(c.MaxIterations, "iteration", "iterations"), verifiers)
 	return nil
 }
 
@@ -244,7 +245,7 @@ func (r *Runner) runLoop() error {
 		if err := r.saveConf(conf); err != nil {
 			return err
 		}
-		r.out("thread %s: the loop run %s had finished every story before ralph stopped; verifying it", r.t.ID, prior.RunID)
+		r.note("thread %s: the loop run %s had finished every story before ralph stopped; verifying it", r.t.ID, prior.RunID)
 		return r.apply(Event{Verb: VerbClaimDone, Source: SourceAgent, Iteration: base + prior.Machine.Iteration, RunID: prior.RunID}, "claim_done")
 	}
 	remaining := conf.MaxIterations - base
@@ -292,15 +293,20 @@ func (r *Runner) runLoop() error {
 		opts.Fallbacks = append(opts.Fallbacks, f)
 	}
 	opts.MaxLimitWait = maxLimitWait
-	r.out("running the loop for thread %s: spec v%d, iterations %d/%d used", r.t.ID, r.t.SpecVersion, base, conf.MaxIterations)
+	r.note("running the loop for thread %s: spec v%d, iterations %d/%d used", r.t.ID, r.t.SpecVersion, base, conf.MaxIterations)
 	rep, runErr := loop.Build(r.ctx, r.ws, opts)
+	// The loop journaled its own events with its own numbers: the
+	// thread's next event follows them, so that seq keeps increasing.
+	if last, err := report.LastSeq(loop.EventsPath(r.ws)); err == nil {
+		r.env.Events.Skip(last)
+	}
 	loop.CrashPoint("thread-loop-done")
 	// Another command may have moved the thread meanwhile (abandon).
 	if t, err := Load(r.dir, r.t.ID); err == nil {
 		r.t = t
 	}
 	if r.t.Phase.Type != PhaseRunning {
-		r.out("thread %s is %s now; the loop's outcome (%s) is not applied", r.t.ID, r.t.Phase.Type, rep.Outcome)
+		r.note("thread %s is %s now; the loop's outcome (%s) is not applied", r.t.ID, r.t.Phase.Type, rep.Outcome)
 		return nil
 	}
 	used := base + rep.Iterations
@@ -356,7 +362,7 @@ func (r *Runner) agentsExhausted(agents []string) string {
 
 // stuck records what the failed attempt leaves and moves to Stuck.
 func (r *Runner) stuck(used int, reason string, ev *Evidence) error {
-	r.out("stuck: %s", reason)
+	r.note("stuck: %s", reason)
 	info := StuckInfo{SpecVersion: r.t.SpecVersion, Iterations: used}
 	if ev != nil {
 		for _, it := range ev.Items {

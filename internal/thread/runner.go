@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,25 +13,29 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
-// Env is what a Runner takes from the command that runs it: where it
-// reports, the clock, and the decisions that belong to the command line,
+// Env is what a Runner takes from the command that runs it: where its
+// events go, the clock, and the decisions that belong to the command line,
 // such as which agent a name means or whether the person confirms a reset.
 // The thread package never imports the command line; everything it needs
-// from there comes through these fields.
+// from there comes through these fields. A runner has no writer: it emits
+// events, and the command's sinks render them (DESIGN.md section 3).
 type Env struct {
-	// Out receives the narration of the work: transitions, check results,
-	// the boxes shown on entering Stuck or Paused, the review.
-	Out io.Writer
-	// In, Err and InTerminal serve the interactive spec session, the only
-	// place where the runner hands the terminal to an agent.
-	In         io.Reader
-	Err        io.Writer
-	InTerminal bool
-	Now        func() time.Time
+	// Events receives the narration of the work as events: transitions,
+	// check results, the boxes shown on entering Stuck or Paused, the
+	// review, the agent's output. Nil drops them.
+	Events *report.Emitter
+	// InTerminal says a person is at a terminal; Interactive then hands
+	// that terminal to agent s for the spec session (the only place the
+	// runner lets an agent talk to a person directly) and returns its exit
+	// code.
+	InTerminal  bool
+	Interactive func(ctx context.Context, s agent.Spec, promptFile, prompt, dir string) (int, error)
+	Now         func() time.Time
 	// WorkDir is the directory relative file names given by the person
 	// are taken from.
 	WorkDir func() (string, error)
@@ -81,8 +84,14 @@ type Runner struct {
 // NewRunner returns a runner for t in ws. It takes no lock: the commands
 // that change the thread take it themselves.
 func NewRunner(ctx context.Context, ws *workspace.Workspace, cfg config.Config, t Thread, env Env, opts Options) *Runner {
+	if env.Events == nil {
+		env.Events = report.NewEmitter(MachineName, t.ID, 0, env.Now)
+	}
 	return &Runner{ctx: ctx, ws: ws, cfg: cfg, env: env, opts: opts, dir: ws.Dir(), t: t}
 }
+
+// MachineName is the envelope's machine for every event of a thread.
+const MachineName = "thread"
 
 // Thread is the thread as the runner last saved or read it.
 func (r *Runner) Thread() Thread { return r.t }
@@ -97,9 +106,13 @@ func (r *Runner) prdPath() string   { return r.path("prd.md") }
 // DraftPath is the thread's draft spec, which exists only once written.
 func (r *Runner) DraftPath() string { return r.draftPath() }
 
-func (r *Runner) out(format string, args ...any) {
-	fmt.Fprintf(r.env.Out, format+"\n", args...)
+// say emits one line a person reads, made from format, as an event of kind.
+func (r *Runner) say(kind report.Kind, format string, args ...any) {
+	r.env.Events.Emit(report.Event{Kind: kind, Text: fmt.Sprintf(format, args...) + "\n"})
 }
+
+// note emits a line of narration.
+func (r *Runner) note(format string, args ...any) { r.say(report.KindNote, format, args...) }
 
 // bg is a context for short bookkeeping (git, files) that must finish
 // even after Ctrl+C cancelled the command's context.
@@ -148,8 +161,7 @@ func (r *Runner) apply(ev Event, verb string) error {
 		return err
 	}
 	r.t = n
-	r.LogTransition(old.Phase.Type, n.Phase.Type, string(ev.Verb), ev.Source)
-	r.out("thread %s: %s → %s", n.ID, old.Phase.Type, n.Phase.Type)
+	r.transition(old.Phase.Type, n.Phase.Type, string(ev.Verb), ev.Source, fmt.Sprintf("thread %s: %s → %s\n", n.ID, old.Phase.Type, n.Phase.Type))
 	for _, a := range acts {
 		r.after(a)
 	}
@@ -232,21 +244,19 @@ func (r *Runner) drive() error {
 	return fmt.Errorf("thread %s did not settle in a phase that waits for you", r.t.ID)
 }
 
-// LogTransition appends one thread transition to .ralph/events.jsonl. A
-// failed append is ignored: the log is a record, not the thread's state.
+// LogTransition records a thread transition that happened outside the
+// runner (thread new) as an event; it shows no line to a person.
 func (r *Runner) LogTransition(from, to Phase, verb string, src Source) {
-	type tr struct {
-		From    string `json:"from"`
-		To      string `json:"to"`
-		Trigger string `json:"trigger"`
-	}
-	line := struct {
-		Timestamp  time.Time `json:"timestamp"`
-		Thread     string    `json:"threadId"`
-		Source     string    `json:"source"`
-		Transition tr        `json:"transition"`
-	}{r.env.Now().UTC(), r.t.ID, string(src), tr{string(from), string(to), verb}}
-	_ = store.AppendJSONLine(r.ws.Path("events.jsonl"), line)
+	r.transition(from, to, verb, src, "")
+}
+
+// transition emits the thread's move from one phase to another; text is
+// the line a person reads, "" for none. The journal records it, one
+// envelope like every machine's; a failed append is the journal's to
+// report, never the thread's state.
+func (r *Runner) transition(from, to Phase, verb string, src Source, text string) {
+	r.env.Events.Emit(report.Event{Kind: report.KindTransition, From: string(from), To: string(to), Trigger: verb,
+		Text: text, Data: map[string]any{"thread": r.t.ID, "source": string(src)}})
 }
 
 func oneLineErr(err error) string {

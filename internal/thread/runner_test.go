@@ -14,6 +14,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
@@ -85,9 +86,7 @@ func newTestRunner(t *testing.T, p Phase, confirm func(string) bool) (*Runner, *
 		return agent.Spec{Name: name}, nil
 	}
 	env := Env{
-		Out:          &out,
-		Err:          &out,
-		In:           strings.NewReader(""),
+		Events:       report.NewEmitter(MachineName, "t1", 0, nil, report.Text{W: &out}),
 		Now:          func() time.Time { return runnerNow },
 		WorkDir:      func() (string, error) { return dir, nil },
 		ResolveAgent: fake,

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
 )
 
@@ -51,9 +52,11 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 		return "", err
 	}
 	defer logf.Close()
-	r.out("ralph: running %s for the %s of thread %s", spec.Name, kind, r.t.ID)
+	r.note("ralph: running %s for the %s of thread %s", spec.Name, kind, r.t.ID)
+	display := r.env.Events.Writer(report.KindAgentOutput)
 	out, err := agent.Run(r.ctx, agent.Invocation{Spec: spec, Prompt: prompt, PromptFile: promptFile, Dir: r.ws.Root,
-		Log: logf, Display: r.env.Out, Timeout: r.cfg.Agent.Timeout.Duration, IdleTimeout: r.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: r.cfg.Agent.MaxLogBytes})
+		Log: logf, Display: display, Timeout: r.cfg.Agent.Timeout.Duration, IdleTimeout: r.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: r.cfg.Agent.MaxLogBytes})
+	display.Flush() // a last line without a newline is shown as the agent left it
 	if r.ctx.Err() != nil {
 		return "", ErrInterrupted
 	}
@@ -76,7 +79,7 @@ func (r *Runner) Draft(msg string) error {
 	defer r.Release()
 	rel := r.ws.Rel(r.draftPath())
 	before, _ := os.ReadFile(r.draftPath())
-	if msg == "" && r.env.InTerminal {
+	if msg == "" && r.env.InTerminal && r.env.Interactive != nil {
 		return r.draftInteractive(rel)
 	}
 	if msg == "" {
@@ -114,11 +117,11 @@ Latest message from the person:
 		return err
 	}
 	if _, err := os.Stat(r.draftPath()); err != nil {
-		r.out("the agent has not written a draft yet; reply with `ralph thread draft \"...\"`")
+		r.note("the agent has not written a draft yet; reply with `ralph thread draft \"...\"`")
 		return nil
 	}
-	r.out("draft: %s", rel)
-	r.out("next: ralph thread draft \"more\" | assess | finalize")
+	r.note("draft: %s", rel)
+	r.note("next: ralph thread draft \"more\" | assess | finalize")
 	return nil
 }
 
@@ -162,13 +165,13 @@ func (r *Runner) draftInteractive(rel string) error {
 		return err
 	}
 	AppendMessage(r.dir, r.t.ID, Message{Role: "user", Content: "(interactive session with " + spec.Name + ")", At: r.env.Now().UTC()})
-	code, err := agent.RunInteractive(r.ctx, spec, promptFile, prompt, r.ws.Root, r.env.In, r.env.Out, r.env.Err)
+	code, err := r.env.Interactive(r.ctx, spec, promptFile, prompt, r.ws.Root)
 	if err != nil {
 		return err
 	}
 	content, _ := os.ReadFile(r.draftPath())
 	AppendMessage(r.dir, r.t.ID, Message{Role: "assistant", Content: fmt.Sprintf("(interactive session ended with code %d; draft is %d bytes)", code, len(content)), At: r.env.Now().UTC()})
-	r.out("draft: %s; next: ralph thread assess | finalize", rel)
+	r.note("draft: %s; next: ralph thread assess | finalize", rel)
 	return nil
 }
 
@@ -203,8 +206,8 @@ func (r *Runner) ImportSpec(file string) error {
 	if err := AppendMessage(r.dir, r.t.ID, Message{Role: "user", Content: "imported the draft from " + file + ":\n" + string(b), At: r.env.Now().UTC()}); err != nil {
 		return err
 	}
-	r.out("draft of thread %s is now %s (%s)", r.t.ID, file, r.ws.Rel(r.draftPath()))
-	r.out("next: ralph thread assess | finalize")
+	r.note("draft of thread %s is now %s (%s)", r.t.ID, file, r.ws.Rel(r.draftPath()))
+	r.note("next: ralph thread assess | finalize")
 	return nil
 }
 
@@ -234,11 +237,11 @@ Spec of %q:
 	AppendMessage(r.dir, r.t.ID, Message{Role: "assessor", Content: reply, At: r.env.Now().UTC()})
 	// The agent's reply was on the terminal as it ran: printing it again
 	// would show the assessment twice.
-	r.out("assessment (advice only) saved in %s", r.ws.Rel(r.path("assessment.md")))
+	r.note("assessment (advice only) saved in %s", r.ws.Rel(r.path("assessment.md")))
 	if verdictRevise(reply) {
 		return r.apply(Event{Verb: VerbRevise, Source: SourceAgent}, "revise")
 	}
-	r.out("next: ralph thread finalize (you decide) | revise")
+	r.note("next: ralph thread finalize (you decide) | revise")
 	return nil
 }
 

@@ -2,6 +2,7 @@ package thread
 
 import (
 	"fmt"
+	"github.com/ralphloop/ralph/internal/report"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,9 +62,9 @@ func (r *Runner) verify() error {
 	conf := r.effectiveConf()
 	assisted := r.t.Assisted
 	if assisted {
-		r.out("verifying thread %s after your manual assist: criteria and verifiers", r.t.ID)
+		r.note("verifying thread %s after your manual assist: criteria and verifiers", r.t.ID)
 	} else {
-		r.out("verifying thread %s: criteria, verifiers and the promise", r.t.ID)
+		r.note("verifying thread %s: criteria, verifiers and the promise", r.t.ID)
 	}
 	ev := &Evidence{SchemaVersion: 1, RunID: conf.RunID, At: r.env.Now().UTC()}
 	var failedStories, passedUnticked []string
@@ -128,7 +129,8 @@ func (r *Runner) verify() error {
 		if !it.Passed {
 			mark = "✗"
 		}
-		r.out("  %s %s", mark, it.Name)
+		r.env.Events.Emit(report.Event{Kind: report.KindCheck, Text: fmt.Sprintf("  %s %s\n", mark, it.Name),
+			Data: map[string]any{"name": it.Name, "passed": it.Passed}})
 	}
 	if len(passedUnticked) > 0 {
 		data := b
