@@ -21,6 +21,7 @@ func TestRunnersNeverPrint(t *testing.T) {
 		known bool
 	}{
 		{dir: "."},
+		{dir: "../thread"},
 		{dir: "../session"},
 	} {
 		prints := userPrints(t, c.dir)
