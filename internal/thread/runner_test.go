@@ -216,3 +216,30 @@ func TestDoRefusesWrongCommand(t *testing.T) {
 		t.Fatal("the lock is still held after Do")
 	}
 }
+
+type collect []report.Event
+
+func (c *collect) Emit(ev report.Event) { *c = append(*c, ev) }
+
+// TestTransitionIsAnEvent: a phase change reaches the command's sinks as
+// one transition event of the thread machine, with from, to and trigger
+// for programs and the line a person has always read as its text.
+func TestTransitionIsAnEvent(t *testing.T) {
+	r, out := newTestRunner(t, PhaseAssessing, nil)
+	var got collect
+	r.env.Events = report.NewEmitter(MachineName, "t1", 7, nil, report.Text{W: out}, &got)
+	if err := r.apply(Event{Verb: VerbRevise, Source: SourceHuman}, "revise"); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 {
+		t.Fatal("no event")
+	}
+	ev := got[0]
+	if ev.Kind != report.KindTransition || ev.Machine != "thread" || ev.Run != "t1" || ev.Seq != 8 ||
+		ev.From != "Assessing" || ev.To != "Drafting" || ev.Trigger != "revise" || ev.Data["source"] != "human" {
+		t.Fatalf("event %+v", ev)
+	}
+	if want := "thread t1: Assessing → Drafting\n"; !strings.HasPrefix(out.String(), want) || ev.Text != want {
+		t.Fatalf("terminal shows %q, event text %q; want %q", out, ev.Text, want)
+	}
+}
