@@ -168,7 +168,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		limit := prior.MaxIterations
 		if opts.IterationsGiven {
 			used := prior.Machine.Iteration
-			if a := prior.Attempt; prior.Machine.State == StateImplement && (a == nil || a.Iteration != used) {
+			if a := prior.Attempt; prior.Machine.Resumes() == StateImplement && (a == nil || a.Iteration != used) {
 				used-- // entered IMPLEMENT, but its agent never started
 			}
 			limit = max(limit, used+opts.MaxIterations)
@@ -199,10 +199,17 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		if err := b.repairJournal(b.home.EventsPath(), b.home.StatePath()); err != nil {
 			return rep, err
 		}
-		b.sayf(report.KindRun, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.State, b.st.Machine.Iteration, orNone(b.st.Machine.TaskID))
+		b.sayf(report.KindRun, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.Resumes(), b.st.Machine.Iteration, orNone(b.st.Machine.TaskID))
 		if opts.MaxIterations != b.st.MaxIterations {
 			b.sayf(report.KindRun, "ralph: iteration limit raised from %d to %d, as given on the command line\n", b.st.MaxIterations, opts.MaxIterations)
 			b.st.MaxIterations = opts.MaxIterations
+		}
+		// A run that stopped on an edge goes back where it was; one that
+		// crashed (or was written by an older ralph) is still there.
+		if b.st.Machine.State == StateStopped {
+			if err := b.transition(Event{Trigger: TrigResumed}); err != nil {
+				return rep, err
+			}
 		}
 		r.event("run %s resumed in %s", r.id, b.st.Machine.State)
 		b.resumeInterrupted()
@@ -244,52 +251,55 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	}
 	r.record.HeadBefore = b.headNow()
 
-	for !b.st.Machine.State.Terminal() {
+	for !b.st.Machine.State.Ends() {
 		m := b.st.Machine
 		if m.State == StateImplement && m.Iteration > b.st.MaxIterations {
-			// The budget also bounds retries, which never pass through
+			// The limit also bounds retries, which never pass through
 			// STORY_SELECT. The run ends; the task keeps its counts for
 			// the next run.
 			b.st.Finished, b.st.Outcome = true, OutcomeMaxIterations
 			b.st.Reason = fmt.Sprintf("reached %s with %s left", words.Count(b.st.MaxIterations, "iteration", "iterations"), words.Count(b.board.Remaining(), "story", "stories"))
 			b.st.Machine.Iteration = b.st.MaxIterations
-			b.home.save(b.st)
 			rep.Iterations, rep.Outcome, reason = b.st.MaxIterations, OutcomeMaxIterations, b.st.Reason
 			b.sayf(report.KindLimit, "■ %s\n", reason)
-			return rep, nil
+			return rep, b.transition(Event{Trigger: TrigIterationLimit, Detail: reason})
 		}
 		if m.State == StateImplement {
 			if why := b.budgetExceeded(); why != "" {
 				b.st.Finished, b.st.Outcome = true, OutcomeBudget
 				b.st.Reason = "budget reached: " + why
-				b.home.save(b.st)
 				rep.Iterations, rep.Outcome, reason = m.Iteration-1, OutcomeBudget, b.st.Reason
 				b.sayf(report.KindLimit, "■ %s\n", reason)
-				return rep, nil
+				return rep, b.transition(Event{Trigger: TrigBudgetExhausted, Detail: reason})
 			}
 			if err := b.breakerGate(ctx); err != nil {
 				rep.Outcome, reason = OutcomeInterrupted, "interrupted while the circuit breaker was open"
 				rep.Iterations = m.Iteration
-				return rep, err
+				return rep, b.stop(TrigInterrupted, reason, err)
 			}
 		}
 		ev, err := b.perform(ctx, m.State)
 		if err != nil {
-			if errors.Is(err, ErrInterrupted) {
-				rep.Outcome, reason = OutcomeInterrupted, fmt.Sprintf("interrupted in %s during iteration %d", m.State, m.Iteration)
-				rep.Iterations = b.st.Machine.Iteration
-				b.sayf(report.KindLimit, "■ interrupted: iteration %d recorded as interrupted; run `ralph build` again to resume\n", m.Iteration)
-				return rep, ErrInterrupted
-			}
-			if errors.Is(err, ErrAllLimited) {
-				rep.Outcome, reason = OutcomeInterrupted, err.Error()
-				rep.Iterations = b.st.Machine.Iteration
-				return rep, err
-			}
+			trig := TrigError
 			rep.Outcome, reason = OutcomeError, err.Error()
 			rep.Iterations = b.st.Machine.Iteration
-			r.logError("%s: %v", m.State, err)
-			return rep, err
+			var envErr *agent.EnvError
+			var histErr *HistoryError
+			switch {
+			case errors.Is(err, ErrInterrupted):
+				trig, rep.Outcome, reason = TrigInterrupted, OutcomeInterrupted, fmt.Sprintf("interrupted in %s during iteration %d", m.State, m.Iteration)
+				b.sayf(report.KindLimit, "■ interrupted: iteration %d recorded as interrupted; run `ralph build` again to resume\n", m.Iteration)
+			case errors.Is(err, ErrAllLimited):
+				trig, rep.Outcome = TrigAllLimited, OutcomeInterrupted
+			case errors.As(err, &envErr):
+				trig = TrigAgentCannotRun
+			case errors.As(err, &histErr):
+				trig = TrigHistoryChanged
+			}
+			if trig != TrigInterrupted && trig != TrigAllLimited {
+				r.logError("%s: %v", m.State, err)
+			}
+			return rep, b.stop(trig, reason, err)
 		}
 		if err := b.transition(ev); err != nil {
 			rep.Outcome, reason = OutcomeError, err.Error()
@@ -308,6 +318,18 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 // OutcomeNeedsHuman ends a run whose remaining tasks are all blocked.
 const OutcomeNeedsHuman Outcome = "needs_human"
 
+// stop ends the run on err by the edge trig into STOPPED, so that the
+// journal and state.json say why it stopped and the next `ralph build`
+// resumes where it was. It returns err, which is what the user is told.
+func (b *builder) stop(trig Trigger, why string, err error) error {
+	if terr := b.transition(Event{Trigger: trig, Detail: why}); terr != nil && !errors.Is(terr, ErrNoTransition) {
+		// The stop could not be recorded; the state on disk is still the
+		// one before it, which resumes just the same.
+		return errors.Join(err, terr)
+	}
+	return err
+}
+
 // transition applies the pure machine to an event, performs the
 // transition's own actions, and persists the new state and the event line
 // before the next state's entry action runs.
@@ -321,12 +343,17 @@ func (b *builder) transition(ev Event) error {
 	if b.st.Metrics.StateMillis == nil {
 		b.st.Metrics.StateMillis = map[State]int64{}
 	}
-	b.st.Metrics.StateMillis[m.State] += now.Sub(b.st.EnteredAt).Milliseconds()
+	if m.State != StateStopped {
+		// Time between a stop and the resume is no time of the run.
+		b.st.Metrics.StateMillis[m.State] += now.Sub(b.st.EnteredAt).Milliseconds()
+	}
 	for _, a := range actions[:len(actions)-1] {
 		b.transitionAction(a, m, next)
 	}
-	if m.State == StateCommit {
-		b.st.CommitToken = "" // the next COMMIT makes its own
+	if m.State == StateCommit && next.State != StateStopped {
+		// The next COMMIT makes its own; a stopped one resumes with its
+		// token, which recognises a commit it already made.
+		b.st.CommitToken = ""
 	}
 	b.st.Machine = next
 	b.st.EnteredAt = now.UTC()
@@ -342,6 +369,9 @@ func (b *builder) transition(ev Event) error {
 	detail := ""
 	if ev.Trigger == TrigImplementFailed || ev.Trigger == TrigTestsFailed || ev.Trigger == TrigACsFailed || next.State == StateBlocker {
 		detail = b.failure
+	}
+	if ev.Detail != "" {
+		detail = ev.Detail
 	}
 	taskID := m.TaskID
 	if taskID == "" {
@@ -443,6 +473,9 @@ func (b *builder) entryPerformers() map[Action]func(context.Context) (Event, err
 		// a SetupRequiredError before the run starts. No event follows.
 		ActSummarize:     func(context.Context) (Event, error) { return Event{}, nil },
 		ActSetupRequired: func(context.Context) (Event, error) { return Event{}, nil },
+		// The run ends in STOPPED; Build has told the user why, and the
+		// next run takes the resumed edge out of it.
+		ActStop: func(context.Context) (Event, error) { return Event{}, nil },
 	}
 }
 
@@ -1914,8 +1947,9 @@ func (b *builder) consumeContext(taskID string) string {
 		return ""
 	}
 	b.event("context hints used in iteration %d (%s)", b.st.Machine.Iteration, taskID)
-	b.em.Emit(report.Event{Kind: report.KindTransition, From: string(StateImplement), To: string(StateImplement), Trigger: "context_used", Task: taskID,
-		Data: map[string]any{"detail": clip(strings.TrimSpace(string(data)), 300)}})
+	// A note, not a transition: using hints is no step of the machine.
+	b.em.Emit(report.Event{Kind: report.KindNote, Task: taskID, Attempt: b.st.Machine.RetryCount + 1,
+		Data: map[string]any{"context_used": clip(strings.TrimSpace(string(data)), 300)}})
 	return strings.TrimSpace(string(data))
 }
 

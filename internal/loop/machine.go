@@ -21,16 +21,26 @@ const (
 	StateValidate            State = "VALIDATE"
 	StateCommit              State = "COMMIT"
 	StateBlocker             State = "BLOCKER"
-	StateExit                State = "EXIT"
-	StateError               State = "ERROR"
+	// StateStopped ends a run that did not reach its end: interrupted, every
+	// agent at its usage limit, an agent that cannot run, history changed
+	// under the run, or an error. Unlike EXIT it is not final: the run stays
+	// unfinished in state.json, Machine.StoppedIn remembers where it was, and
+	// the next `ralph build` takes the resumed edge back there.
+	StateStopped State = "STOPPED"
+	StateExit    State = "EXIT"
+	StateError   State = "ERROR"
 )
 
 // States lists every state in diagram order.
 var States = []State{StateInit, StateMemoryLoad, StateStorySelectFallback, StateStorySelect, StateImplement,
-	StateTest, StateValidate, StateCommit, StateBlocker, StateExit, StateError}
+	StateTest, StateValidate, StateCommit, StateBlocker, StateStopped, StateExit, StateError}
 
 // Terminal reports whether no transition leaves s.
 func (s State) Terminal() bool { return s == StateExit || s == StateError }
+
+// Ends reports whether a run that reaches s ends there: a terminal state,
+// or STOPPED, which the next run leaves.
+func (s State) Ends() bool { return s.Terminal() || s == StateStopped }
 
 // Trigger is what happened in a state: the outcome of its entry action.
 type Trigger string
@@ -59,6 +69,15 @@ const (
 	TrigCommitted         Trigger = "committed"
 	TrigCommitFailed      Trigger = "commit_failed"
 	TrigBlockerLogged     Trigger = "blocker_logged"
+	// The ways a run ends before its work does.
+	TrigIterationLimit Trigger = "iteration_limit"
+	TrigAllLimited     Trigger = "all_agents_limited"
+	TrigAgentCannotRun Trigger = "agent_cannot_run"
+	TrigHistoryChanged Trigger = "history_changed"
+	TrigInterrupted    Trigger = "interrupted"
+	TrigError          Trigger = "error"
+	// TrigResumed leaves STOPPED for the state the run stopped in.
+	TrigResumed Trigger = "resumed"
 )
 
 // Guard chooses between transitions that share a state and a trigger.
@@ -81,12 +100,16 @@ type Transition struct {
 	Label string
 }
 
-// Table is the loop machine, as data. It holds exactly seed 000's
-// transitions plus three the seed describes in prose rather than in its
-// diagram: IMPLEMENT retrying itself ("Failure → retry increment →
-// IMPLEMENT or BLOCKER"), IMPLEMENT committing partial work when the
-// context is exhausted ("Hard Escalation: commit all work, respawn fresh"),
-// and COMMIT failing into BLOCKER ("Git Failure → BLOCKER").
+// Table is the loop machine, as data. It holds seed 000's transitions plus
+// three the seed describes in prose rather than in its diagram: IMPLEMENT
+// retrying itself ("Failure → retry increment → IMPLEMENT or BLOCKER"),
+// IMPLEMENT committing partial work when the context is exhausted ("Hard
+// Escalation: commit all work, respawn fresh"), and COMMIT failing into
+// BLOCKER ("Git Failure → BLOCKER"). After those come the other ways a run
+// ends, so that the diagram shows every one: the iteration limit and the
+// budget end it (EXIT); an interrupt, a usage limit on every agent, an
+// agent that cannot run, changed history and errors stop it where it is
+// (STOPPED), and the next `ralph build` resumes it there.
 var Table = []Transition{
 	{StateInit, TrigProgressFound, GuardNone, StateMemoryLoad, "progress.txt exists"},
 	{StateInit, TrigProgressMissing, GuardNone, StateError, "progress.txt missing (setup required)"},
@@ -112,6 +135,43 @@ var Table = []Transition{
 	{StateCommit, TrigCommitted, GuardNone, StateMemoryLoad, "git commit + memory log"},
 	{StateCommit, TrigCommitFailed, GuardNone, StateBlocker, "git failure"},
 	{StateBlocker, TrigBlockerLogged, GuardNone, StateMemoryLoad, "blocker logged (next task)"},
+
+	// The iteration limit also bounds retries, which never pass through
+	// STORY_SELECT; the budget is checked before every agent run.
+	{StateImplement, TrigIterationLimit, GuardNone, StateExit, "iteration limit reached while retrying"},
+	{StateImplement, TrigBudgetExhausted, GuardNone, StateExit, "budget reached (cost or tokens)"},
+
+	// Stops that need the world to change first; the task is not charged.
+	{StateImplement, TrigAllLimited, GuardNone, StateStopped, "every agent is at its usage limit (resume later)"},
+	{StateImplement, TrigAgentCannotRun, GuardNone, StateStopped, "the agent cannot run (fix it, then ralph build)"},
+	{StateImplement, TrigHistoryChanged, GuardNone, StateStopped, "git history changed under the run (put it back, then ralph build)"},
+
+	// Ctrl-C, or a signal, in a state whose action can be cut short.
+	{StateMemoryLoad, TrigInterrupted, GuardNone, StateStopped, "interrupted"},
+	{StateImplement, TrigInterrupted, GuardNone, StateStopped, "interrupted"},
+	{StateTest, TrigInterrupted, GuardNone, StateStopped, "interrupted"},
+	{StateValidate, TrigInterrupted, GuardNone, StateStopped, "interrupted"},
+	{StateCommit, TrigInterrupted, GuardNone, StateStopped, "interrupted"},
+	{StateBlocker, TrigInterrupted, GuardNone, StateStopped, "interrupted"},
+
+	// An error ralph could not turn into an outcome of the task (a file it
+	// cannot write, a task file it cannot read).
+	{StateMemoryLoad, TrigError, GuardNone, StateStopped, "error"},
+	{StateStorySelect, TrigError, GuardNone, StateStopped, "error"},
+	{StateImplement, TrigError, GuardNone, StateStopped, "error"},
+	{StateTest, TrigError, GuardNone, StateStopped, "error"},
+	{StateValidate, TrigError, GuardNone, StateStopped, "error"},
+	{StateCommit, TrigError, GuardNone, StateStopped, "error"},
+	{StateBlocker, TrigError, GuardNone, StateStopped, "error"},
+
+	// The next `ralph build` goes back to where the run stopped.
+	{StateStopped, TrigResumed, GuardNone, StateMemoryLoad, "ralph build (resume)"},
+	{StateStopped, TrigResumed, GuardNone, StateStorySelect, "ralph build (resume)"},
+	{StateStopped, TrigResumed, GuardNone, StateImplement, "ralph build (resume)"},
+	{StateStopped, TrigResumed, GuardNone, StateTest, "ralph build (resume)"},
+	{StateStopped, TrigResumed, GuardNone, StateValidate, "ralph build (resume)"},
+	{StateStopped, TrigResumed, GuardNone, StateCommit, "ralph build (resume)"},
+	{StateStopped, TrigResumed, GuardNone, StateBlocker, "ralph build (resume)"},
 }
 
 // Action is work the runner does on entering a state.
@@ -135,6 +195,7 @@ const (
 	ActMarkBlocked    Action = "mark_blocked"
 	ActCommitPartial  Action = "commit_partial"
 	ActRecordFeedback Action = "record_feedback"
+	ActStop           Action = "stop"
 )
 
 var entry = map[State]Action{
@@ -147,6 +208,7 @@ var entry = map[State]Action{
 	StateValidate:            ActValidate,
 	StateCommit:              ActCommit,
 	StateBlocker:             ActLogBlocker,
+	StateStopped:             ActStop,
 	StateExit:                ActSummarize,
 	StateError:               ActSetupRequired,
 }
@@ -174,6 +236,17 @@ type Machine struct {
 	// Partial is set while committing work that does not finish the task
 	// (context exhausted): COMMIT then does not mark the task done.
 	Partial bool `json:"partial,omitempty"`
+	// StoppedIn is the state a STOPPED run resumes in.
+	StoppedIn State `json:"stopped_in,omitempty"`
+}
+
+// Resumes is the state the next run continues in: where a stopped run
+// stopped, else the state itself.
+func (m Machine) Resumes() State {
+	if m.State == StateStopped {
+		return m.StoppedIn
+	}
+	return m.State
 }
 
 // Event is an outcome observed by the runner.
@@ -183,6 +256,8 @@ type Event struct {
 	// failed attempts it already has from earlier runs.
 	TaskID     string
 	RetryCount int
+	// Detail says what happened, for the journal: why the run stopped.
+	Detail string
 }
 
 // ErrNoTransition is returned for a trigger that the table does not allow
@@ -210,6 +285,18 @@ func Next(m Machine, ev Event) (Machine, []Action, error) {
 	var actions []Action
 	var chosen Transition
 	switch ev.Trigger {
+	case TrigResumed:
+		// Several rows leave STOPPED on resumed; the machine remembers
+		// which one is its way back.
+		for _, t := range candidates {
+			if t.To == m.StoppedIn {
+				chosen = t
+			}
+		}
+		if chosen.To == "" {
+			return m, nil, fmt.Errorf("%w: %s on %s back to %q", ErrNoTransition, m.State, ev.Trigger, m.StoppedIn)
+		}
+		next.StoppedIn = ""
 	case TrigImplementFailed, TrigTestsFailed, TrigACsFailed:
 		next.RetryCount = m.RetryCount + 1
 		guard := GuardRetriesLeft
@@ -238,10 +325,13 @@ func Next(m Machine, ev Event) (Machine, []Action, error) {
 	case TrigUnresolvable, TrigRunnerMissing, TrigCommitFailed:
 		actions = append(actions, ActRecordFailure)
 	}
-	if chosen.To == StateBlocker {
+	// Stopping and resuming change nothing about the task: a task resumed
+	// in BLOCKER was marked blocked before the stop, and its blocker is
+	// logged, which ends the task, only after the resume.
+	if chosen.To == StateBlocker && m.State != StateStopped {
 		actions = append(actions, ActMarkBlocked)
 	}
-	if (m.State == StateCommit && ev.Trigger == TrigCommitted) || m.State == StateBlocker {
+	if (m.State == StateCommit && ev.Trigger == TrigCommitted) || (m.State == StateBlocker && ev.Trigger == TrigBlockerLogged) {
 		// A landed commit or a logged blocker ends the task: the next one
 		// starts with its own count. A failed commit does not: BLOCKER
 		// still needs to know whose work it is, and it is no success.
@@ -254,8 +344,13 @@ func Next(m Machine, ev Event) (Machine, []Action, error) {
 		next.RetryCount = m.RetryCount + 1
 		next.Partial = false
 	}
+	if chosen.To == StateStopped {
+		next.StoppedIn = m.State
+	}
 	next.State = chosen.To
-	if next.State == StateImplement {
+	// Going back to IMPLEMENT after a stop continues the iteration that
+	// stopped; the resumed run decides whether it was cut short.
+	if next.State == StateImplement && m.State != StateStopped {
 		next.Iteration++
 	}
 	return next, append(actions, EntryAction(next.State)), nil
@@ -270,7 +365,7 @@ func Mermaid() string {
 	for _, t := range Table {
 		fmt.Fprintf(&b, "    %s --> %s: %s\n", t.From, t.To, t.Label)
 	}
-	b.WriteString("    EXIT --> [*]\n    ERROR --> [*]\n")
+	b.WriteString("    EXIT --> [*]\n    ERROR --> [*]\n    STOPPED --> [*]: until the next ralph build\n")
 	return b.String()
 }
 

@@ -11,30 +11,47 @@ import (
 var allTriggers = []Trigger{TrigProgressFound, TrigProgressMissing, TrigMemoryLoaded, TrigMemoryUnavailable,
 	TrigFilesLoaded, TrigTaskSelected, TrigAllComplete, TrigNoneSelectable, TrigBudgetExhausted, TrigCodeWritten,
 	TrigImplementFailed, TrigUnresolvable, TrigContextExhausted, TrigTestsPassed, TrigTestsFailed, TrigRunnerMissing,
-	TrigACsMet, TrigACsFailed, TrigCommitted, TrigCommitFailed, TrigBlockerLogged}
+	TrigACsMet, TrigACsFailed, TrigCommitted, TrigCommitFailed, TrigBlockerLogged,
+	TrigIterationLimit, TrigAllLimited, TrigAgentCannotRun, TrigHistoryChanged, TrigInterrupted, TrigError, TrigResumed}
 
-// The seed's diagram edges, plus the three the seed states in prose.
+// The seed's diagram edges, plus the three the seed states in prose, plus
+// the other ways a run ends (so that the diagram shows all of them).
 var wantPairs = []string{
 	"BLOCKER -> MEMORY_LOAD",
-	"COMMIT -> BLOCKER", // prose: Git Failure -> BLOCKER
+	"BLOCKER -> STOPPED", // interrupted or an error while logging the blocker
+	"COMMIT -> BLOCKER",  // prose: Git Failure -> BLOCKER
 	"COMMIT -> MEMORY_LOAD",
+	"COMMIT -> STOPPED", // interrupted or an error while committing
 	"IMPLEMENT -> BLOCKER",
 	"IMPLEMENT -> COMMIT",    // prose: context exhausted, commit and respawn
+	"IMPLEMENT -> EXIT",      // iteration limit during retries; budget reached
 	"IMPLEMENT -> IMPLEMENT", // prose: failure -> retry increment -> IMPLEMENT
+	"IMPLEMENT -> STOPPED",   // interrupted, all agents limited, agent cannot run, history changed, error
 	"IMPLEMENT -> TEST",
 	"INIT -> ERROR",
 	"INIT -> MEMORY_LOAD",
+	"MEMORY_LOAD -> STOPPED", // interrupted while retrying the memory store, or an error
 	"MEMORY_LOAD -> STORY_SELECT",
 	"MEMORY_LOAD -> STORY_SELECT_FALLBACK",
+	"STOPPED -> BLOCKER", // resumed: the next ralph build goes back where the run stopped
+	"STOPPED -> COMMIT",
+	"STOPPED -> IMPLEMENT",
+	"STOPPED -> MEMORY_LOAD",
+	"STOPPED -> STORY_SELECT",
+	"STOPPED -> TEST",
+	"STOPPED -> VALIDATE",
 	"STORY_SELECT -> EXIT",
 	"STORY_SELECT -> IMPLEMENT",
+	"STORY_SELECT -> STOPPED", // an error reading the task file
 	"STORY_SELECT_FALLBACK -> STORY_SELECT",
 	"TEST -> BLOCKER",
 	"TEST -> IMPLEMENT",
+	"TEST -> STOPPED", // interrupted while the checks run, or an error
 	"TEST -> VALIDATE",
 	"VALIDATE -> BLOCKER",
 	"VALIDATE -> COMMIT",
 	"VALIDATE -> IMPLEMENT",
+	"VALIDATE -> STOPPED", // interrupted while the reviewer runs, or an error
 }
 
 func TestTableHasExactlyTheSeedsEdges(t *testing.T) {
@@ -56,7 +73,7 @@ func TestEveryStateTriggerPair(t *testing.T) {
 				}
 			}
 			for _, retry := range []int{0, 1} {
-				m := Machine{State: s, TaskID: "US-001", RetryCount: retry, MaxRetries: 2}
+				m := Machine{State: s, TaskID: "US-001", RetryCount: retry, MaxRetries: 2, StoppedIn: StateImplement}
 				got, actions, err := Next(m, Event{Trigger: trig, TaskID: "US-002"})
 				if len(rows) == 0 {
 					if !errors.Is(err, ErrNoTransition) || got != m || actions != nil {
@@ -75,6 +92,55 @@ func TestEveryStateTriggerPair(t *testing.T) {
 					t.Errorf("%s on %s: last action %s, want entry action %s", s, trig, last, EntryAction(got.State))
 				}
 			}
+		}
+	}
+}
+
+// A stop keeps everything the resumed run needs: the state it stopped
+// in, the task, its retries and the iteration; resuming goes back there
+// without counting a new iteration, and nothing counts as a failure.
+func TestStopAndResumeReturnWhereTheRunWas(t *testing.T) {
+	stops := map[State][]Trigger{}
+	for _, r := range Table {
+		if r.To == StateStopped {
+			stops[r.From] = append(stops[r.From], r.Trigger)
+		}
+	}
+	for from, trigs := range stops {
+		for _, trig := range trigs {
+			m := Machine{State: from, TaskID: "US-001", RetryCount: 1, MaxRetries: 2, Iteration: 3}
+			stopped, actions, err := Next(m, Event{Trigger: trig})
+			if err != nil || stopped.State != StateStopped || stopped.StoppedIn != from || !slices.Equal(actions, []Action{ActStop}) {
+				t.Errorf("%s on %s: %+v %v %v; want STOPPED remembering %s, no other action", from, trig, stopped, actions, err, from)
+				continue
+			}
+			if !stopped.State.Ends() || stopped.State.Terminal() || stopped.Resumes() != from {
+				t.Errorf("STOPPED must end the run yet not be final, and resume in %s: resumes in %s", from, stopped.Resumes())
+			}
+			back, actions, err := Next(stopped, Event{Trigger: TrigResumed})
+			if err != nil || back != m || actions[len(actions)-1] != EntryAction(from) {
+				t.Errorf("resume after %s on %s: %+v %v %v; want %+v", from, trig, back, actions, err, m)
+			}
+		}
+	}
+	for _, want := range []State{StateMemoryLoad, StateImplement, StateTest, StateValidate, StateCommit, StateBlocker} {
+		if !slices.Contains(stops[want], TrigInterrupted) {
+			t.Errorf("an interrupt in %s has no edge", want)
+		}
+	}
+	if _, _, err := Next(Machine{State: StateStopped}, Event{Trigger: TrigResumed}); !errors.Is(err, ErrNoTransition) {
+		t.Errorf("resuming a stop that does not say where it was: %v; want a refusal", err)
+	}
+}
+
+// The iteration limit during retries and the budget end the run in EXIT,
+// with the task's counts kept for the next run.
+func TestLimitsEndTheRunFromImplement(t *testing.T) {
+	for _, trig := range []Trigger{TrigIterationLimit, TrigBudgetExhausted} {
+		m := Machine{State: StateImplement, TaskID: "US-001", RetryCount: 1, Iteration: 5}
+		got, actions, err := Next(m, Event{Trigger: trig})
+		if err != nil || got.State != StateExit || got.RetryCount != 1 || got.Iteration != 5 || !slices.Equal(actions, []Action{ActSummarize}) {
+			t.Errorf("IMPLEMENT on %s: %+v %v %v; want EXIT with the counts kept", trig, got, actions, err)
 		}
 	}
 }
@@ -181,6 +247,11 @@ func TestMermaidIsGeneratedFromTheTable(t *testing.T) {
 		line := "    " + string(r.From) + " --> " + string(r.To) + ": " + r.Label + "\n"
 		if !strings.Contains(d, line) {
 			t.Errorf("diagram lacks %q", line)
+		}
+	}
+	for _, s := range States {
+		if s.Ends() && !strings.Contains(d, "    "+string(s)+" --> [*]") {
+			t.Errorf("diagram does not show that a run ends in %s", s)
 		}
 	}
 }

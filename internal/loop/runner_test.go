@@ -37,6 +37,8 @@ type fakeGit struct {
 	msgs    []string
 	// commitErr, when set, is what Commit returns.
 	commitErr error
+	// branch is the checked-out branch, "" for main.
+	branch string
 }
 
 // gitReads are the calls every run makes.
@@ -84,7 +86,11 @@ func (g *fakeGit) Snapshot(ctx context.Context) (gitx.Snapshot, error) {
 		dirty = append(dirty, f)
 	}
 	slices.Sort(dirty)
-	return gitx.Snapshot{Head: g.head, Branch: "main", Dirty: dirty}, nil
+	branch := g.branch
+	if branch == "" {
+		branch = "main"
+	}
+	return gitx.Snapshot{Head: g.head, Branch: branch, Dirty: dirty}, nil
 }
 
 func (g *fakeGit) Head(ctx context.Context) (string, error) {
@@ -199,7 +205,8 @@ type step struct {
 	err     error        // the agent could not be run at all
 	limit   *agent.Limit // a usage limit the CLI reported
 	tokens  int64
-	cancel  bool // the user interrupts ralph while the agent runs
+	cancel  bool   // the user interrupts ralph while the agent runs
+	switch_ string // a branch the agent checks out
 }
 
 // fakeAgent plays the steps in order, one per attempt; an attempt beyond
@@ -250,6 +257,11 @@ func (a *fakeAgent) RunAgent(ctx context.Context, spec agent.Spec, n int, prompt
 	out.Result.Signals = s.signals
 	out.Result.Limit = s.limit
 	out.Result.Usage.OutputTokens = s.tokens
+	if s.switch_ != "" {
+		a.git.mu.Lock()
+		a.git.branch = s.switch_
+		a.git.mu.Unlock()
+	}
 	if s.cancel {
 		a.cancel()
 		out.Interrupted = true
@@ -381,6 +393,42 @@ func (r *rig) build() (Report, error) {
 	rep, err := Build(r.ctx, r.ws, r.opts)
 	checkTableSteps(r.t, r.events.of(report.KindTransition))
 	return rep, err
+}
+
+// resume runs the next `ralph build` of the same workspace, with a fresh
+// context; the events of both runs are kept in order.
+func (r *rig) resume() (Report, error) {
+	r.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.t.Cleanup(cancel)
+	r.ctx, r.agent.cancel = ctx, cancel
+	return r.build()
+}
+
+// wantStopped checks that the run stopped by trig in IMPLEMENT, resumable.
+func wantStopped(t *testing.T, r *rig, trig Trigger) *LoopState {
+	t.Helper()
+	steps := r.events.steps()
+	if want := "IMPLEMENT -" + string(trig) + "-> STOPPED"; len(steps) == 0 || steps[len(steps)-1] != want {
+		t.Errorf("last transition %v; want %s", steps, want)
+	}
+	st := r.state()
+	if st.Finished || st.Machine.State != StateStopped || st.Machine.StoppedIn != StateImplement || st.Machine.Resumes() != StateImplement {
+		t.Errorf("state finished %v in %s (stopped in %s); want a resumable stop in IMPLEMENT", st.Finished, st.Machine.State, st.Machine.StoppedIn)
+	}
+	return st
+}
+
+// wantResumedAndDone checks that a resumed run went back to IMPLEMENT and
+// finished the one story.
+func wantResumedAndDone(t *testing.T, r *rig, rep Report, err error) {
+	t.Helper()
+	if err != nil || rep.Outcome != OutcomeComplete || rep.StoriesDone != 1 {
+		t.Fatalf("resumed Build = %+v, %v; want complete", rep, err)
+	}
+	if !slices.Contains(r.events.steps(), "STOPPED -resumed-> IMPLEMENT") {
+		t.Errorf("no resumed edge in %v", r.events.steps())
+	}
 }
 
 func (r *rig) state() *LoopState {
@@ -577,13 +625,48 @@ func TestRunnerAgentCannotRunStops(t *testing.T) {
 	if !errors.As(err, &envErr) || rep.Outcome != OutcomeError {
 		t.Fatalf("Build = %+v, %v; want an environment error", rep, err)
 	}
-	st := r.state()
-	if st.Machine.State != StateImplement || st.Attempt != nil || st.Finished {
-		t.Errorf("state in %s, attempt %+v, finished %v; want IMPLEMENT kept for the next build, the attempt dropped", st.Machine.State, st.Attempt, st.Finished)
+	st := wantStopped(t, r, TrigAgentCannotRun)
+	if st.Attempt != nil {
+		t.Errorf("attempt %+v; want the attempt dropped", st.Attempt)
 	}
 	if tr := st.Tasks["US-001"]; tr != nil && (tr.Failures != 0 || tr.RetryCount != 0 || tr.Blocker != nil) {
 		t.Errorf("the task was charged for the environment's failure: %+v", tr)
 	}
+	if d := st.LastEvent.Data["detail"]; d == nil || !strings.Contains(d.(string), "claude") {
+		t.Errorf("the stop's event says %v; want the agent's failure", st.LastEvent.Data)
+	}
+	// Once the agent runs, the next build resumes the same iteration.
+	r.agent.steps = append(r.agent.steps, step{write: "a.txt", tick: "US-001"})
+	rep, err = r.resume()
+	wantResumedAndDone(t, r, rep, err)
+	if rep.Iterations != 1 {
+		t.Errorf("iterations = %d; want 1: the agent that could not run was no attempt", rep.Iterations)
+	}
+}
+
+// An agent that checks out another branch stops the run by the
+// history_changed edge; nothing is committed on the other branch.
+func TestRunnerHistoryChangedStops(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001", switch_: "other"})
+	_, err := r.build()
+	var hist *HistoryError
+	if !errors.As(err, &hist) {
+		t.Fatalf("Build: %v; want a history error", err)
+	}
+	wantStopped(t, r, TrigHistoryChanged)
+	if r.git.called("Commit") != 0 {
+		t.Errorf("the run committed on a branch it did not start on")
+	}
+}
+
+// An error that is no outcome of the task stops the run by the error edge.
+func TestRunnerErrorStops(t *testing.T) {
+	r := newRig(t, oneStory, step{err: errors.New("fork: resource temporarily unavailable")})
+	rep, err := r.build()
+	if err == nil || rep.Outcome != OutcomeError {
+		t.Fatalf("Build = %+v, %v; want an error", rep, err)
+	}
+	wantStopped(t, r, TrigError)
 }
 
 func TestRunnerUsageLimitCoolsDownAndRotates(t *testing.T) {
@@ -619,9 +702,12 @@ func TestRunnerAllAgentsLimitedStops(t *testing.T) {
 	if !errors.Is(err, ErrAllLimited) || rep.Outcome != OutcomeInterrupted {
 		t.Fatalf("Build = %+v, %v; want ErrAllLimited", rep, err)
 	}
-	if st := r.state(); st.Finished || st.Machine.State != StateImplement {
-		t.Errorf("state finished %v in %s; want the run resumable in IMPLEMENT", st.Finished, st.Machine.State)
-	}
+	wantStopped(t, r, TrigAllLimited)
+	// After the reset the next build resumes the same task.
+	r.opts.Now = func() time.Time { return time.Now().Add(24 * time.Hour) }
+	r.agent.steps = append(r.agent.steps, step{write: "a.txt", tick: "US-001"})
+	rep, err = r.resume()
+	wantResumedAndDone(t, r, rep, err)
 }
 
 func TestRunnerIterationLimit(t *testing.T) {
@@ -646,8 +732,26 @@ func TestRunnerIterationLimitDuringRetries(t *testing.T) {
 	if err != nil || rep.Outcome != OutcomeMaxIterations || rep.Iterations != 1 {
 		t.Fatalf("Build = %+v, %v; want max_iterations after 1 iteration", rep, err)
 	}
-	if st := r.state(); !st.Finished || st.Outcome != OutcomeMaxIterations || st.Tasks["US-001"].RetryCount != 1 {
-		t.Errorf("state = finished %v, outcome %s, task %+v; want max_iterations with the retry count kept", st.Finished, st.Outcome, st.Tasks["US-001"])
+	if st := r.state(); !st.Finished || st.Outcome != OutcomeMaxIterations || st.Tasks["US-001"].RetryCount != 1 || st.Machine.State != StateExit {
+		t.Errorf("state = finished %v, outcome %s in %s, task %+v; want max_iterations in EXIT with the retry count kept", st.Finished, st.Outcome, st.Machine.State, st.Tasks["US-001"])
+	}
+	wantSteps(t, r.events.steps(), concat(toSelect, []string{"STORY_SELECT -task_selected-> IMPLEMENT", "IMPLEMENT -code_written-> TEST",
+		"TEST -tests_passed-> VALIDATE", "VALIDATE -acs_failed-> IMPLEMENT", "IMPLEMENT -iteration_limit-> EXIT"})...)
+}
+
+// The budget is checked before every agent run, retries included: it ends
+// the run from IMPLEMENT.
+func TestRunnerBudgetDuringRetries(t *testing.T) {
+	r := newRig(t, oneStory, step{exit: 2, tokens: 5000})
+	r.opts.Budget = Budget{MaxTokens: 1000}
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeBudget || rep.Iterations != 1 {
+		t.Fatalf("Build = %+v, %v; want budget after 1 iteration", rep, err)
+	}
+	wantSteps(t, r.events.steps(), concat(toSelect, []string{"STORY_SELECT -task_selected-> IMPLEMENT",
+		"IMPLEMENT -implement_failed-> IMPLEMENT", "IMPLEMENT -budget_exhausted-> EXIT"})...)
+	if st := r.state(); !st.Finished || st.Outcome != OutcomeBudget || st.Machine.State != StateExit {
+		t.Errorf("state = finished %v, outcome %s in %s; want budget in EXIT", st.Finished, st.Outcome, st.Machine.State)
 	}
 }
 
@@ -719,12 +823,20 @@ func TestRunnerInterrupted(t *testing.T) {
 	if !errors.Is(err, ErrInterrupted) || rep.Outcome != OutcomeInterrupted {
 		t.Fatalf("Build = %+v, %v; want interrupted", rep, err)
 	}
-	st := r.state()
-	if st.Finished || st.Machine.State != StateImplement || st.Attempt == nil || st.Attempt.TaskID != "US-001" {
-		t.Errorf("state finished %v in %s, attempt %+v; want IMPLEMENT with the attempt kept for the resume", st.Finished, st.Machine.State, st.Attempt)
+	st := wantStopped(t, r, TrigInterrupted)
+	if st.Attempt == nil || st.Attempt.TaskID != "US-001" {
+		t.Errorf("attempt %+v; want the attempt kept for the resume", st.Attempt)
 	}
 	if r.git.called("Commit") != 0 {
 		t.Errorf("an interrupted attempt was committed")
+	}
+	// The next build records the cut-short iteration and runs the task
+	// again as iteration 2.
+	r.agent.steps = append(r.agent.steps, step{write: "a.txt", tick: "US-001"})
+	rep, err = r.resume()
+	wantResumedAndDone(t, r, rep, err)
+	if rep.Iterations != 2 {
+		t.Errorf("iterations = %d; want 2: the interrupted one and its rerun", rep.Iterations)
 	}
 }
 
@@ -750,7 +862,7 @@ func TestEveryActionHasAPerformer(t *testing.T) {
 	seen := map[Action]bool{}
 	for _, tr := range Table {
 		for _, retries := range []int{0, DefaultMaxRetries} {
-			m := Machine{State: tr.From, TaskID: "US-001", RetryCount: retries, MaxRetries: DefaultMaxRetries, Partial: retries > 0}
+			m := Machine{State: tr.From, TaskID: "US-001", RetryCount: retries, MaxRetries: DefaultMaxRetries, Partial: retries > 0, StoppedIn: tr.To}
 			_, actions, err := Next(m, Event{Trigger: tr.Trigger, TaskID: "US-001"})
 			if err != nil {
 				t.Fatal(err)

@@ -26,10 +26,13 @@ func (st *LoopState) validate() error {
 		}
 		return fmt.Errorf("machine.state %q is not a state of the loop (%s)", m.State, strings.Join(names, ", "))
 	}
-	switch m.State {
+	if m.State == StateStopped && (m.StoppedIn == "" || m.StoppedIn.Ends() || !slices.Contains(States, m.StoppedIn)) {
+		return fmt.Errorf("machine.state is STOPPED but machine.stopped_in %q is not a state a run can resume in", m.StoppedIn)
+	}
+	switch m.Resumes() {
 	case StateImplement, StateTest, StateValidate, StateCommit:
 		if m.TaskID == "" {
-			return fmt.Errorf("machine.state is %s but machine.task_id is empty: %s works on one task", m.State, m.State)
+			return fmt.Errorf("machine.state is %s but machine.task_id is empty: %s works on one task", m.Resumes(), m.Resumes())
 		}
 	}
 	if m.TaskID != "" {
