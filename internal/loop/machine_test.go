@@ -276,3 +276,24 @@ func TestFailedCommitKeepsTheTaskAndCountsOneFailure(t *testing.T) {
 		t.Fatalf("leaving BLOCKER must end the task: %+v", m)
 	}
 }
+
+// A state.json that stopped must say where the next build resumes; one
+// that does not is refused on load, before anything is written.
+func TestStoppedStateMustNameWhereItResumes(t *testing.T) {
+	for _, tc := range []struct {
+		m  Machine
+		ok bool
+	}{
+		{Machine{State: StateStopped}, false},
+		{Machine{State: StateStopped, StoppedIn: StateExit}, false},
+		{Machine{State: StateStopped, StoppedIn: "NOWHERE"}, false},
+		{Machine{State: StateStopped, StoppedIn: StateImplement}, false}, // IMPLEMENT works on a task
+		{Machine{State: StateStopped, StoppedIn: StateImplement, TaskID: "US-001"}, true},
+		{Machine{State: StateStopped, StoppedIn: StateMemoryLoad}, true},
+	} {
+		st := &LoopState{RunID: "r1", Machine: tc.m}
+		if err := st.validate(); (err == nil) != tc.ok {
+			t.Errorf("%+v: validate = %v; want ok %v", tc.m, err, tc.ok)
+		}
+	}
+}
