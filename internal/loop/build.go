@@ -25,6 +25,7 @@ import (
 	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
@@ -2059,19 +2060,9 @@ func hasSignal(signals []string, name string) bool {
 	return false
 }
 
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
-func clipTail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-n:]
-}
+// The string helpers every package shares live in internal/text; these
+// names keep the loop's many call sites short.
+var clip, clipTail = text.Clip, text.ClipTail
 
 func clipList(l []string, n int) []string {
 	if len(l) <= n {
@@ -2080,24 +2071,12 @@ func clipList(l []string, n int) []string {
 	return append(append([]string{}, l[:n]...), fmt.Sprintf("and %d more", len(l)-n))
 }
 
-func short(hash string) string {
-	if len(hash) > 7 {
-		return hash[:7]
-	}
-	if hash == "" {
-		return "(none)"
-	}
-	return hash
-}
+// short is a commit as git shows it, "(none)" before the first.
+func short(hash string) string { return text.OrNone(text.ShortHash(hash), "(none)") }
 
-func orNone(s string) string { return orDefault(s, "none") }
+func orNone(s string) string { return text.OrNone(s, "none") }
 
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
+func orDefault(s, d string) string { return text.OrNone(s, d) }
 
 func indentLines(s, prefix string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
