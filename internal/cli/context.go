@@ -7,6 +7,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/session"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/thread"
 	"github.com/ralphloop/ralph/internal/words"
@@ -38,7 +39,14 @@ func newAddContextCmd(env *Env) *cobra.Command {
 			if err := store.AppendFile(ws.Path("context.md"), []byte(line)); err != nil {
 				return err
 			}
-			store.AppendJSONLine(loop.EventsPath(ws), loop.TransitionEvent{Timestamp: env.Now().UTC(), Transition: loop.TransitionEntry{Trigger: "context_added", Detail: hint}})
+			// The journal gets the hint in the one envelope every event has.
+			seq, _ := report.LastSeq(loop.EventsPath(ws))
+			journal := &report.Journal{Path: loop.EventsPath(ws)}
+			report.NewEmitter("cli", "", seq, env.Now, journal).Emit(report.Event{Kind: report.KindNote,
+				Data: map[string]any{"context_added": hint}})
+			if err := journal.Err(); err != nil {
+				return err
+			}
 			fmt.Fprintf(env.IO.Out, "queued for the next iteration's prompt (%s waiting)\n", words.Count(countHints(ws.Path("context.md")), "hint", "hints"))
 			return nil
 		},
