@@ -23,6 +23,7 @@ import (
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/role"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
@@ -1313,21 +1314,40 @@ func (b *builder) review(ctx context.Context, criteria []role.Criterion) (*role.
 	var perr error
 	for try := 1; try <= 2; try++ {
 		n := b.st.Machine.Iteration
-		promptFile := filepath.Join(b.dir, fmt.Sprintf("iter-%d.review-%d.prompt.md", n, try))
-		store.WriteFileAtomic(promptFile, []byte(text), 0o644)
-		logF, _ := os.Create(filepath.Join(b.dir, fmt.Sprintf("iter-%d.review-%d.log", n, try)))
 		b.sayf(report.KindVerdict, "  ── review by %s ──\n", spec.Name)
-		display := b.em.Writer(report.KindAgentOutput)
-		out, err := agent.Run(ctx, agent.Invocation{Spec: spec, Prompt: text, PromptFile: promptFile, Dir: b.ws.Root, Log: logF, Display: display, Timeout: b.opts.AgentTimeout})
-		display.Flush()
-		if logF != nil {
-			logF.Close()
-		}
+		// The reviewer is an agent like the executor: bounded by the idle
+		// limit too, and tagged with the attempt's token, which is on disk,
+		// so that a crash during the review stops it on resume.
+		res, err := runkit.Attempt{
+			Spec:        spec,
+			Prompt:      text,
+			PromptFile:  filepath.Join(b.dir, fmt.Sprintf("iter-%d.review-%d.prompt.md", n, try)),
+			LogFile:     filepath.Join(b.dir, fmt.Sprintf("iter-%d.review-%d.log", n, try)),
+			Dir:         b.ws.Root,
+			Timeout:     b.opts.AgentTimeout,
+			IdleTimeout: b.opts.IdleTimeout,
+			MaxLogBytes: b.opts.MaxLogBytes,
+			Token:       attemptToken(b.id, b.st.Attempt),
+			Events:      b.em,
+			Working:     "reviewer " + spec.Name + " working",
+			Terminal:    b.opts.Terminal,
+		}.Run(ctx)
+		out := res.Outcome
 		if out.Interrupted || ctx.Err() != nil {
 			return nil, ErrInterrupted
 		}
 		if err != nil {
 			return nil, err
+		}
+		if out.TimedOut || out.Idle {
+			// Asking again would only wait out the same limit: the story
+			// has no verdict, and the reason says which limit ended it.
+			why := fmt.Sprintf("reviewer %s killed after %s: iteration timeout %s reached", spec.Name, ranFor(out.Duration), b.opts.AgentTimeout)
+			if out.Idle {
+				why = fmt.Sprintf("reviewer %s killed after %s: no output for %s, the idle limit", spec.Name, ranFor(out.Duration), b.opts.IdleTimeout)
+			}
+			b.logError("iteration %d: %s", n, why)
+			return &role.Verdict{Reasons: []string{role.ReasonNoVerdict, why}}, nil
 		}
 		var v role.Verdict
 		if v, perr = role.ParseVerdict(out.Result.FinalMessage, criteria); perr == nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/words"
@@ -443,41 +444,24 @@ func (r *run) runAgent(ctx context.Context, n int, prompt string) (agent.Outcome
 // runAgentAs runs spec for iteration n. The log is appended to, so that a
 // run repeated after a usage limit keeps the limited run's output too.
 func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt string) (agent.Outcome, string, string, error) {
-	promptFile := r.iterPath(n, "prompt.md")
-	// Failure output fed back into the prompt, or a file the agent wrote,
-	// may quote a secret; neither the agent nor the record gets it.
-	prompt = redact.Default().Redact(prompt)
-	if err := store.WriteFileAtomic(promptFile, []byte(prompt), 0o644); err != nil {
-		return agent.Outcome{}, promptFile, "", err
-	}
-	logFile := r.iterPath(n, "log")
-	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return agent.Outcome{}, promptFile, logFile, err
-	}
-	defer f.Close()
-	// A thinking agent can be silent for minutes: the heartbeat shows it
-	// is alive.
-	beatOut, agentOut := r.em.Writer(report.KindHeartbeat), r.em.Writer(report.KindAgentOutput)
-	beat := heartbeat.Start(beatOut, "agent "+spec.Name+" working", r.opts.Terminal)
-	defer beatOut.Flush()
-	defer beat.Stop()
-	defer agentOut.Flush()
-	out, err := agent.Run(ctx, agent.Invocation{
+	res, err := runkit.Attempt{
 		Spec:        spec,
 		Prompt:      prompt,
-		PromptFile:  promptFile,
+		PromptFile:  r.iterPath(n, "prompt.md"),
+		LogFile:     r.iterPath(n, "log"),
+		AppendLog:   true,
 		Dir:         r.ws.Root,
-		Log:         f,
-		Display:     touchWriter{beat.Writer(), agentOut},
 		Timeout:     r.opts.AgentTimeout,
 		IdleTimeout: r.opts.IdleTimeout,
 		MaxLogBytes: r.opts.MaxLogBytes,
-		OnStart:     r.onAgentStart,
-		Token:       r.agentToken,
-	})
-	r.agentT += out.Duration
-	return out, promptFile, logFile, err
+		// The attempt that holds the token is saved before this call.
+		Token:    r.agentToken,
+		OnStart:  r.onAgentStart,
+		Events:   r.em,
+		Terminal: r.opts.Terminal,
+	}.Run(ctx)
+	r.agentT += res.Duration
+	return res.Outcome, res.PromptFile, res.LogFile, err
 }
 
 // newRecord starts the record of iteration n from the agent's outcome.
