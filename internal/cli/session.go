@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,9 +14,9 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/gitx"
-	"github.com/ralphloop/ralph/internal/heartbeat"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/words"
@@ -372,31 +371,23 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return "", err
 	}
-	promptFile := filepath.Join(logs, c.Name+".prompt.md")
-	if err := store.WriteFileAtomic(promptFile, []byte(c.Prompt), 0o644); err != nil {
-		return "", err
-	}
 	logPath := filepath.Join(logs, c.Name+".log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return "", err
-	}
-	defer logf.Close()
 	a.em.Emit(report.Event{Kind: report.KindIteration, Text: fmt.Sprintf("── %s · agent %s ──\n", c.Role, spec.Name),
 		Data: map[string]any{"role": c.Role, "agent": spec.Name, "name": c.Name}})
-	beatOut, agentOut := a.em.Writer(report.KindHeartbeat), a.em.Writer(report.KindAgentOutput)
-	beat := heartbeat.Start(beatOut, c.Role+" "+spec.Name+" working", a.terminal)
-	out, err := agent.Run(ctx, agent.Invocation{Spec: spec, Prompt: c.Prompt, PromptFile: promptFile, Dir: a.ws.Root,
-		Log: logf, Display: touchWriter{beat.Writer(), agentOut}, Timeout: a.cfg.Agent.Timeout.Duration, IdleTimeout: a.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: a.cfg.Agent.MaxLogBytes,
-		OnStart: c.OnStart, Token: c.Token})
-	agentOut.Flush()
-	beat.Stop()
-	beatOut.Flush()
+	res, err := runkit.Attempt{
+		Spec: spec, Prompt: c.Prompt, Dir: a.ws.Root,
+		PromptFile: filepath.Join(logs, c.Name+".prompt.md"), LogFile: logPath,
+		Timeout: a.cfg.Agent.Timeout.Duration, IdleTimeout: a.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: a.cfg.Agent.MaxLogBytes,
+		Token: c.Token, OnStart: c.OnStart,
+		Events: a.em, Working: c.Role + " " + spec.Name + " working", Terminal: a.terminal,
+		LimitPatterns: a.cfg.Agent.LimitPatterns,
+	}.Run(ctx)
+	out := res.Outcome
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
-	if envErr := agent.EnvironmentFailure(spec, out, err); envErr != nil {
-		return "", envErr
+	if res.EnvFailure != nil {
+		return "", res.EnvFailure
 	}
 	if err != nil {
 		return "", err
@@ -405,11 +396,7 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 		u := out.Result.Usage
 		c.OnUsage(u.InputTokens+u.OutputTokens+u.CacheReadTokens+u.CacheWriteTokens, out.Result.CostUSD)
 	}
-	l := out.Result.Limit
-	if l == nil && (out.ExitCode != 0 || out.Result.IsError) {
-		l = loop.MatchLimit(out.Result, a.cfg.Agent.LimitPatterns)
-	}
-	if l != nil {
+	if l := res.Limit; l != nil {
 		reset := l.ResetsAt
 		if reset.IsZero() {
 			reset = a.env.Now().Add(a.cfg.Agent.LimitCooldown.Duration)
@@ -424,20 +411,6 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 		return "", fmt.Errorf("%s exited with code %d (output in %s)", spec.Name, out.ExitCode, rel)
 	}
 	return out.Result.FinalMessage, nil
-}
-
-// touchWriter tells the heartbeat that the agent showed something (an
-// empty write clears its terminal line and restarts its clock), then sends
-// the text on as agent output events: the heartbeat's own line and the
-// agent's lines stay separate events.
-type touchWriter struct {
-	beat io.Writer
-	out  io.Writer
-}
-
-func (t touchWriter) Write(p []byte) (int, error) {
-	t.beat.Write(p[:0])
-	return t.out.Write(p)
 }
 
 // ---- questions, answer, metrics ----

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/agent"
-	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 )
 
@@ -36,6 +36,11 @@ func (r *Runner) conversationText() string {
 	return b.String()
 }
 
+// agentTokenFile holds the token of the spec agent in progress: it is
+// saved before the agent starts and removed when it ends, so that what a
+// crash of ralph leaves running is found and stopped by the next one.
+const agentTokenFile = "agent.token"
+
 // runAgent runs name (or the configured agent) headless with prompt and
 // returns its final message. The raw output goes to threads/<id>/<kind>.log.
 func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
@@ -43,20 +48,20 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	promptFile := r.path(kind + ".prompt.md")
-	if err := store.WriteFileAtomic(promptFile, []byte(prompt), 0o644); err != nil {
-		return "", err
-	}
-	logf, err := os.OpenFile(r.path(kind+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return "", err
-	}
-	defer logf.Close()
+	r.stopLeftoverAgent()
 	r.note("ralph: running %s for the %s of thread %s", spec.Name, kind, r.t.ID)
-	display := r.env.Events.Writer(report.KindAgentOutput)
-	out, err := agent.Run(r.ctx, agent.Invocation{Spec: spec, Prompt: prompt, PromptFile: promptFile, Dir: r.ws.Root,
-		Log: logf, Display: display, Timeout: r.cfg.Agent.Timeout.Duration, IdleTimeout: r.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: r.cfg.Agent.MaxLogBytes})
-	display.Flush() // a last line without a newline is shown as the agent left it
+	logPath := r.path(kind + ".log")
+	tokenFile := r.path(agentTokenFile)
+	res, err := runkit.Attempt{
+		Spec: spec, Prompt: prompt, Dir: r.ws.Root,
+		PromptFile: r.path(kind + ".prompt.md"), LogFile: logPath,
+		Timeout: r.cfg.Agent.Timeout.Duration, IdleTimeout: r.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: r.cfg.Agent.MaxLogBytes,
+		SaveToken: func(tok string) error { return store.WriteFileAtomic(tokenFile, []byte(tok+"\n"), 0o644) },
+		Events:    r.env.Events,
+	}.Run(r.ctx)
+	// Run stopped whatever carried the token before it returned.
+	os.Remove(tokenFile)
+	out := res.Outcome
 	if r.ctx.Err() != nil {
 		return "", ErrInterrupted
 	}
@@ -64,9 +69,23 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 		return "", err
 	}
 	if out.ExitCode != 0 {
-		return out.Result.FinalMessage, fmt.Errorf("the agent %s exited with code %d (output in %s)", spec.Name, out.ExitCode, r.ws.Rel(r.path(kind+".log")))
+		return out.Result.FinalMessage, fmt.Errorf("the agent %s exited with code %d (output in %s)", spec.Name, out.ExitCode, r.ws.Rel(logPath))
 	}
 	return out.Result.FinalMessage, nil
+}
+
+// stopLeftoverAgent stops a spec agent that a crash of ralph left running
+// (see agentTokenFile): it would still be writing the draft or the spec.
+func (r *Runner) stopLeftoverAgent() {
+	b, err := os.ReadFile(r.path(agentTokenFile))
+	if err != nil {
+		return
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok != "" && agent.StopLeftover(tok, 0, nil).Any() {
+		r.note("ralph: stopped the agent a crashed run of thread %s left behind", r.t.ID)
+	}
+	os.Remove(r.path(agentTokenFile))
 }
 
 // Draft sends one message of the spec conversation to the agent, which
