@@ -9,6 +9,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/words"
 )
 
@@ -114,20 +115,9 @@ func (b *Breaker) open(reason string, now time.Time) {
 
 // MatchLimit looks for a configured limit pattern in the agent's final
 // message and reported errors only: a limit mentioned in code or tool
-// output elsewhere in the stream is not a limit.
-func MatchLimit(res agent.Result, patterns []string) *agent.Limit {
-	hay := strings.ToLower(res.FinalMessage + "\n" + strings.Join(res.Errors, "\n"))
-	for _, p := range patterns {
-		if p != "" && strings.Contains(hay, strings.ToLower(p)) {
-			msg := strings.TrimSpace(res.FinalMessage)
-			if len(res.Errors) > 0 {
-				msg = res.Errors[len(res.Errors)-1]
-			}
-			return &agent.Limit{Kind: "pattern", Message: clip(msg, 300)}
-		}
-	}
-	return nil
-}
+// output elsewhere in the stream is not a limit. It is runkit's, which
+// every runner's attempt uses.
+var MatchLimit = runkit.MatchLimit
 
 // rotation returns the agents in the order they are tried.
 func (b *builder) rotation() []agent.Spec {
