@@ -16,9 +16,12 @@ const DefaultMaxLogBytes = 50 << 20
 // much was cut and then the tail. The start of a log says what the agent
 // set out to do and its end holds the final message, so both are kept.
 type headTailWriter struct {
-	w         io.Writer
-	headLeft  int64
+	w        io.Writer
+	headLeft int64
+	// ring holds the tail; it grows as output arrives, up to size, so a
+	// short run never allocates the whole tail (25 MB by default).
 	ring      []byte
+	size      int
 	next      int   // where the next tail byte goes in ring
 	full      bool  // ring has wrapped at least once
 	overflown int64 // bytes that went through the ring (tail included)
@@ -29,7 +32,7 @@ func newHeadTailWriter(w io.Writer, max int64) *headTailWriter {
 	if max <= 0 {
 		max = DefaultMaxLogBytes
 	}
-	return &headTailWriter{w: w, headLeft: max - max/2, ring: make([]byte, 0, max/2)}
+	return &headTailWriter{w: w, headLeft: max - max/2, size: int(max / 2)}
 }
 
 func (h *headTailWriter) Write(p []byte) (int, error) {
@@ -46,7 +49,7 @@ func (h *headTailWriter) Write(p []byte) (int, error) {
 		return n, nil
 	}
 	h.overflown += int64(len(p))
-	size := cap(h.ring)
+	size := h.size
 	if size == 0 {
 		return n, nil
 	}
@@ -74,7 +77,7 @@ func (h *headTailWriter) Cut() int64 { return h.cut }
 func (h *headTailWriter) Close() error {
 	h.cut = max(0, h.overflown-int64(len(h.ring)))
 	if h.cut > 0 {
-		if _, err := fmt.Fprintf(h.w, "\n… [ralph cut %d bytes of agent output here: the log keeps its first and last %d bytes; [agent] max_log_bytes] …\n", h.cut, cap(h.ring)); err != nil {
+		if _, err := fmt.Fprintf(h.w, "\n… [ralph cut %d bytes of agent output here: the log keeps its first and last %d bytes; [agent] max_log_bytes] …\n", h.cut, h.size); err != nil {
 			return err
 		}
 	}

@@ -63,7 +63,8 @@ func GroupMembers(pgid int) []Process {
 		return nil
 	}
 	for _, pid := range pids() {
-		if p, ok := readProcess(pid); ok && p.PGID == pgid {
+		if p, ok := readStat(pid); ok && p.PGID == pgid {
+			p.Cmd = cmdline(pid, p.Cmd)
 			out = append(out, p)
 		}
 	}
@@ -105,7 +106,9 @@ func StopTagged(tag string, pgid int, keep func(Process) bool, grace time.Durati
 			}
 		}
 		var groups, singles []int
-		if round == 0 && pgid > 1 && pgid != own {
+		// kill(-pgid, 0) says whether the group has any member left without
+		// reading every process's files: after a normal run it has none.
+		if round == 0 && pgid > 1 && pgid != own && syscall.Kill(-pgid, 0) == nil {
 			for _, m := range GroupMembers(pgid) {
 				if keep == nil || keep(m) || (tag != "" && hasTag(m.PID, tag)) {
 					groups = append(groups, pgid)
@@ -197,6 +200,16 @@ func pids() []int {
 // readProcess reads a live process's ids from /proc/PID/stat. Zombies
 // count as gone: they hold no files and can run no code.
 func readProcess(pid int) (Process, bool) {
+	p, ok := readStat(pid)
+	if ok {
+		p.Cmd = cmdline(pid, p.Cmd)
+	}
+	return p, ok
+}
+
+// readStat reads /proc/<pid>/stat only; Cmd holds the short command name
+// (comm), which cmdline turns into the whole command line when needed.
+func readStat(pid int) (Process, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return Process{}, false
@@ -216,7 +229,7 @@ func readProcess(pid int) (Process, bool) {
 	p.PGID, _ = strconv.Atoi(f[2])
 	p.SID, _ = strconv.Atoi(f[3])
 	p.Start, _ = strconv.ParseUint(f[19], 10, 64)
-	p.Cmd = cmdline(pid, string(b[bytes.IndexByte(b, '(')+1:i]))
+	p.Cmd = string(b[bytes.IndexByte(b, '(')+1 : i])
 	return p, true
 }
 
