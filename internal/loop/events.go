@@ -3,7 +3,6 @@ package loop
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/ralphloop/ralph/internal/report"
@@ -97,15 +96,3 @@ func (e *TransitionEvent) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// touchWriter tells the heartbeat that the agent showed something (an
-// empty write clears its terminal line and restarts its clock), then sends
-// the text on as agent output events.
-type touchWriter struct {
-	beat io.Writer
-	out  io.Writer
-}
-
-func (t touchWriter) Write(p []byte) (int, error) {
-	t.beat.Write(p[:0])
-	return t.out.Write(p)
-}
