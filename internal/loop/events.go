@@ -95,4 +95,3 @@ func (e *TransitionEvent) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
-
