@@ -873,11 +873,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 			b.sayf(report.KindLimit, "  ↻ %s is cooling down; using %s for this iteration\n", b.opts.Agent.Name, spec.Name)
 		}
 		out, promptFile, logFile, runErr = b.agents.RunAgent(ctx, spec, n, text)
-		b.st.Metrics.AgentMillis += out.Duration.Milliseconds()
-		b.st.Metrics.Tokens = b.st.Metrics.Tokens.Add(out.Result.Usage)
-		if out.Result.CostKnown {
-			b.st.Metrics.CostUSD += out.Result.CostUSD
-		}
+		b.countUsage(out)
 		if runErr != nil || out.Interrupted || out.TimedOut || out.Idle {
 			// A timeout is ralph's own kill, never a usage limit.
 			break
@@ -1333,6 +1329,9 @@ func (b *builder) review(ctx context.Context, criteria []role.Criterion) (*role.
 			Terminal:    b.opts.Terminal,
 		}.Run(ctx)
 		out := res.Outcome
+		// The reviewer is an agent run like the executor's: its time,
+		// tokens and cost count against the budget.
+		b.countUsage(out)
 		if out.Interrupted || ctx.Err() != nil {
 			return nil, ErrInterrupted
 		}

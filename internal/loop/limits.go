@@ -203,6 +203,17 @@ func (b *builder) waitUntil(ctx context.Context, t time.Time, reason, what strin
 }
 
 // budgetExceeded says which budget the run has used up, "" for none.
+// countUsage adds one agent run's time, tokens and cost to the run's
+// metrics, which the budget is checked against. Every agent run counts:
+// the executor's and the reviewer's.
+func (b *builder) countUsage(out agent.Outcome) {
+	b.st.Metrics.AgentMillis += out.Duration.Milliseconds()
+	b.st.Metrics.Tokens = b.st.Metrics.Tokens.Add(out.Result.Usage)
+	if out.Result.CostKnown {
+		b.st.Metrics.CostUSD += out.Result.CostUSD
+	}
+}
+
 func (b *builder) budgetExceeded() string {
 	bud := b.st.Budget
 	m := b.st.Metrics
