@@ -49,14 +49,18 @@ func (r *Runner) resetWorkspace(old Thread) error {
 	if !r.confirm("This will reset changes. Continue?") {
 		return ErrResetDeclined
 	}
-	// Uncommitted work is stashed, not thrown away (ralph's own folder
-	// is left alone): git stash list shows it.
+	// Uncommitted work is kept, not thrown away (ralph's own folder is
+	// left alone), on a ref of the thread's: never in git stash, which is
+	// the user's and which every worktree of the repository shares.
 	if snap, err := r.ws.Repo.Snapshot(r.bg()); err == nil && !snap.Clean() {
+		ref := "refs/ralph/threads/" + old.ID + "/before-reset"
 		msg := fmt.Sprintf("ralph: thread %s work before reset to baseline", old.ID)
-		if out, err := r.git("stash", "push", "--include-untracked", "-m", msg, "--", ".", ":(exclude).ralph"); err != nil {
-			return fmt.Errorf("reset: git stash: %w", err)
-		} else if !strings.Contains(out, "No local changes") {
-			r.note("uncommitted work stashed: %q (git stash list)", msg)
+		kept, err := r.ws.Repo.SetAside(r.bg(), ref, msg, ".ralph")
+		if err != nil {
+			return fmt.Errorf("reset: keeping the uncommitted work: %w", err)
+		}
+		if kept != "" {
+			r.note("uncommitted work kept at %s: see it with `git show %s`, bring it back with `git cherry-pick --no-commit %s`", ref, ref, ref)
 		}
 	}
 	target := b.Branch
