@@ -874,14 +874,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		}
 		out, promptFile, logFile, runErr = b.agents.RunAgent(ctx, spec, n, text)
 		b.countUsage(out)
-		if runErr != nil || out.Interrupted || out.TimedOut || out.Idle {
-			// A timeout is ralph's own kill, never a usage limit.
-			break
-		}
-		limit, source := out.Result.Limit, "event"
-		if limit == nil && out.ExitCode != 0 {
-			limit, source = MatchLimit(out.Result, b.opts.LimitPatterns), "pattern"
-		}
+		limit, source := runkit.DetectLimit(out, runErr, b.opts.LimitPatterns)
 		if limit == nil {
 			break
 		}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/report"
-	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/words"
 )
 
@@ -112,12 +111,6 @@ func (b *Breaker) open(reason string, now time.Time) {
 	b.State, b.Reason, b.OpenedAt = BreakerOpen, reason, now.UTC()
 	b.Opened++
 }
-
-// MatchLimit looks for a configured limit pattern in the agent's final
-// message and reported errors only: a limit mentioned in code or tool
-// output elsewhere in the stream is not a limit. It is runkit's, which
-// every runner's attempt uses.
-var MatchLimit = runkit.MatchLimit
 
 // rotation returns the agents in the order they are tried.
 func (b *builder) rotation() []agent.Spec {

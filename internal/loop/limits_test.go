@@ -58,19 +58,6 @@ func TestBreakerSameErrorAndDenials(t *testing.T) {
 
 // Patterns are read only from the final message and reported errors: a
 // limit mentioned in tool output or code never counts.
-func TestMatchLimitReadsOnlyFinalMessageAndErrors(t *testing.T) {
-	pats := []string{"usage limit"}
-	if l := MatchLimit(agent.Result{FinalMessage: "I fixed the rate limiter; done"}, pats); l != nil {
-		t.Fatalf("prose without the pattern matched: %+v", l)
-	}
-	if l := MatchLimit(agent.Result{FinalMessage: "You have hit your Usage Limit."}, pats); l == nil {
-		t.Fatal("final message with the pattern did not match")
-	}
-	if l := MatchLimit(agent.Result{Errors: []string{"429: usage limit reached"}}, pats); l == nil || l.Message != "429: usage limit reached" {
-		t.Fatalf("reported error did not match: %+v", l)
-	}
-}
-
 func TestBudgetExceededSaysWhich(t *testing.T) {
 	b := &builder{st: &LoopState{}}
 	b.st.Budget = Budget{MaxTokens: 1000}

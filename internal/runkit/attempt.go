@@ -148,17 +148,28 @@ func (a Attempt) Run(ctx context.Context) (Result, error) {
 	})
 	res.Outcome = out
 	res.EnvFailure = agent.EnvironmentFailure(a.Spec, out, err)
-	if err == nil && !out.Interrupted && !out.TimedOut && !out.Idle {
-		// A timeout is ralph's own kill, never a usage limit.
-		res.Limit, res.LimitSource = out.Result.Limit, "event"
-		if res.Limit == nil && (out.ExitCode != 0 || out.Result.IsError) {
-			res.Limit, res.LimitSource = MatchLimit(out.Result, a.LimitPatterns), "pattern"
-		}
-		if res.Limit == nil {
-			res.LimitSource = ""
+	res.Limit, res.LimitSource = DetectLimit(out, err, a.LimitPatterns)
+	return res, err
+}
+
+// DetectLimit says whether an agent run ended on a usage limit, and how
+// ralph knows ("event": the CLI's structured report; "pattern": a
+// configured pattern in the final message or the errors of a failed run).
+// A timeout, an idle kill or an interrupt is ralph's own stop, never a
+// limit. It returns nil, "" when there was none.
+func DetectLimit(out agent.Outcome, err error, patterns []string) (*agent.Limit, string) {
+	if err != nil || out.Interrupted || out.TimedOut || out.Idle {
+		return nil, ""
+	}
+	if out.Result.Limit != nil {
+		return out.Result.Limit, "event"
+	}
+	if out.ExitCode != 0 || out.Result.IsError {
+		if l := MatchLimit(out.Result, patterns); l != nil {
+			return l, "pattern"
 		}
 	}
-	return res, err
+	return nil, ""
 }
 
 // MatchLimit looks for a usage limit by the configured patterns, for CLIs

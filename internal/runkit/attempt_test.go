@@ -167,3 +167,42 @@ func TestLimitPatternOnlyOnAFailedRun(t *testing.T) {
 		t.Fatalf("limit=%+v err=%v", res.Limit, err)
 	}
 }
+
+func TestMatchLimitReadsOnlyFinalMessageAndErrors(t *testing.T) {
+	pats := []string{"usage limit"}
+	if l := MatchLimit(agent.Result{FinalMessage: "I fixed the rate limiter; done"}, pats); l != nil {
+		t.Fatalf("prose without the pattern matched: %+v", l)
+	}
+	if l := MatchLimit(agent.Result{FinalMessage: "You have hit your Usage Limit."}, pats); l == nil {
+		t.Fatal("final message with the pattern did not match")
+	}
+	if l := MatchLimit(agent.Result{Errors: []string{"429: usage limit reached"}}, pats); l == nil || l.Message != "429: usage limit reached" {
+		t.Fatalf("reported error did not match: %+v", l)
+	}
+}
+
+// Every runner judges limits through DetectLimit: ralph's own kills are
+// never limits, a structured event is, and a pattern only on a failed run.
+func TestDetectLimit(t *testing.T) {
+	pats := []string{"usage limit"}
+	said := agent.Result{FinalMessage: "You have hit your usage limit."}
+	fail := func(o agent.Outcome) agent.Outcome { o.ExitCode = 1; return o }
+	for _, c := range []struct {
+		name   string
+		out    agent.Outcome
+		err    error
+		source string
+	}{
+		{"event", agent.Outcome{Result: agent.Result{Limit: &agent.Limit{Kind: "event"}}}, nil, "event"},
+		{"pattern on a failed run", fail(agent.Outcome{Result: said}), nil, "pattern"},
+		{"pattern on an error result", agent.Outcome{Result: agent.Result{FinalMessage: said.FinalMessage, IsError: true}}, nil, "pattern"},
+		{"pattern on a clean run", agent.Outcome{Result: said}, nil, ""},
+		{"timeout", func() agent.Outcome { o := fail(agent.Outcome{Result: said}); o.TimedOut = true; return o }(), nil, ""},
+		{"idle", func() agent.Outcome { o := fail(agent.Outcome{Result: said}); o.Idle = true; return o }(), nil, ""},
+		{"run error", fail(agent.Outcome{Result: said}), errors.New("boom"), ""},
+	} {
+		if l, source := DetectLimit(c.out, c.err, pats); source != c.source || (l == nil) != (c.source == "") {
+			t.Errorf("%s: DetectLimit = %+v, %q; want source %q", c.name, l, source, c.source)
+		}
+	}
+}
