@@ -8,19 +8,9 @@ import (
 
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
-
-// userOwned are the files in .ralph that a person edits: configuration,
-// guardrails and prompt overrides. ralph never commits a person's pending
-// edits to them inside a story's commit.
-func userOwned(rel string) bool {
-	switch rel {
-	case workspace.DirName + "/config.toml", workspace.DirName + "/guardrails.md":
-		return true
-	}
-	return strings.HasPrefix(rel, workspace.DirName+"/prompts/")
-}
 
 // checkCleanTree refuses a fresh run over uncommitted changes that are not
 // ralph's own (its folder, the task file, the plan), and over pending edits
@@ -44,7 +34,7 @@ func checkCleanTree(ctx context.Context, ws *workspace.Workspace, git GitPort, t
 	var foreign, edited []string
 	for _, f := range snap.Dirty {
 		switch {
-		case userOwned(f) && !isNew[f]:
+		case workspace.PersonOwned(f) && !isNew[f]:
 			edited = append(edited, f)
 		case own[f] || strings.HasPrefix(f, workspace.DirName+"/") || strings.HasPrefix(f, ws.Rel(taskFile)+"/"): // a task folder (.beads) owns its files
 		default:
@@ -53,7 +43,7 @@ func checkCleanTree(ctx context.Context, ws *workspace.Workspace, git GitPort, t
 	}
 	if len(edited) > 0 {
 		return &SetupError{Msg: fmt.Sprintf("%s %s uncommitted changes: commit them first (git commit %s) or undo them (git checkout -- %s); ralph would otherwise commit them inside a story's commit",
-			strings.Join(edited, ", "), plural(len(edited), "has", "have"), strings.Join(edited, " "), strings.Join(edited, " "))}
+			strings.Join(edited, ", "), words.Plural(len(edited), "has", "have"), strings.Join(edited, " "), strings.Join(edited, " "))}
 	}
 	if len(foreign) > 0 {
 		return &SetupError{Msg: fmt.Sprintf("the working tree has uncommitted changes (%s): commit or stash them first, or run with --no-commit", strings.Join(clipList(foreign, 5), ", "))}
@@ -99,11 +89,4 @@ func commitSetup(ctx context.Context, ws *workspace.Workspace, git GitPort, task
 	}
 	say(report.KindRun, fmt.Sprintf("ralph: committed the workspace setup (%s) · commit %s\n", strings.Join(clipList(files, 5), ", "), short(hash)), nil)
 	return nil
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -282,6 +282,18 @@ func (w *Workspace) ensureIgnoreFile() (bool, error) {
 	return wrote, nil
 }
 
+// PersonOwned reports whether rel (relative to the repository) is one of
+// the files in .ralph that a person edits: configuration, guardrails and
+// prompt overrides. ralph never commits a person's pending edits to them
+// inside a task's commit.
+func PersonOwned(rel string) bool {
+	switch rel {
+	case DirName + "/config.toml", DirName + "/guardrails.md":
+		return true
+	}
+	return strings.HasPrefix(rel, DirName+"/prompts/")
+}
+
 // UserChanges returns the paths of dirty that are not ralph's own (outside
 // .ralph/): the uncommitted work a fresh run or thread refuses to start
 // on, since ralph's commits must hold only its own work.
