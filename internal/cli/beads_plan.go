@@ -14,6 +14,7 @@ import (
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
@@ -222,7 +223,7 @@ func beadsMolecule(ctx context.Context, ws *workspace.Workspace, src *tasks.Bead
 	if rec.Molecule != "" {
 		root, err := client.Show(ctx, rec.Molecule)
 		if err == nil && root.Status != beads.StatusClosed {
-			fmt.Fprintf(out, "beads: continuing molecule %s (poured from %s)\n", rec.Molecule, orDash(rec.PouredFrom))
+			fmt.Fprintf(out, "beads: continuing molecule %s (poured from %s)\n", rec.Molecule, text.OrNone(rec.PouredFrom, "-"))
 			return rec.Molecule, nil
 		}
 	}

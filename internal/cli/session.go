@@ -19,6 +19,7 @@ import (
 	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
@@ -286,16 +287,9 @@ func cleanTree(ctx context.Context, ws *workspace.Workspace) (gitx.Snapshot, err
 		return snap, err
 	}
 	if dirty := workspace.UserChanges(snap.Dirty); len(dirty) > 0 {
-		return snap, fmt.Errorf("the work tree has uncommitted changes (%s): commit or stash them first, so that ralph's commits hold only the session's work", strings.Join(clipNames(dirty, 5), ", "))
+		return snap, fmt.Errorf("the work tree has uncommitted changes (%s): commit or stash them first, so that ralph's commits hold only the session's work", strings.Join(text.ClipList(dirty, 5), ", "))
 	}
 	return snap, nil
-}
-
-func clipNames(l []string, n int) []string {
-	if len(l) <= n {
-		return l
-	}
-	return append(append([]string{}, l[:n]...), fmt.Sprintf("and %d more", len(l)-n))
 }
 
 func pathExists(p string) bool {

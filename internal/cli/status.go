@@ -13,6 +13,7 @@ import (
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/spf13/cobra"
 )
@@ -222,7 +223,7 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		case b.WorkRef != "":
 			fmt.Fprintf(out, "; the attempt's work is kept at %s: see it with `git show %s`, bring it back with `git cherry-pick --no-commit %s`", b.WorkRef, b.WorkRef, b.WorkRef)
 		case b.Stash != "":
-			fmt.Fprintf(out, "; the attempt's work is in stash %s", short(b.Stash))
+			fmt.Fprintf(out, "; the attempt's work is in stash %s", text.ShortHash(b.Stash))
 		}
 		fmt.Fprintln(out)
 	}
@@ -263,7 +264,7 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	}
 	if li := rep.LastIteration; li != nil {
 		fmt.Fprintf(out, "last iteration %d (%s, %s): %s · %s · %d in / %d out tokens · $%.4f estimated",
-			li.Iteration, orDash(li.TaskID), li.Agent, li.Status, (time.Duration(li.DurationMillis) * time.Millisecond).Round(100*time.Millisecond),
+			li.Iteration, text.OrNone(li.TaskID, "-"), li.Agent, li.Status, (time.Duration(li.DurationMillis) * time.Millisecond).Round(100*time.Millisecond),
 			li.Tokens.InputTokens, li.Tokens.OutputTokens, li.CostUSD)
 		if len(li.LimitWaits) > 0 {
 			fmt.Fprintf(out, " · %s", words.Count(len(li.LimitWaits), "usage limit", "usage limits"))
@@ -287,20 +288,6 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 
 // waitWords name the reasons of loop.Metrics.WaitMillis in `ralph status`.
 var waitWords = map[string]string{loop.WaitBreaker: "circuit breaker cooldown", loop.WaitLimit: "usage limit reset"}
-
-func short(h string) string {
-	if len(h) > 7 {
-		return h[:7]
-	}
-	return h
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
 
 // lastIteration reads the newest iteration record of a run.
 func lastIteration(runsDir, runID string) *loop.IterationRecord {

@@ -15,6 +15,7 @@ import (
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/thread"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -363,7 +364,7 @@ func (tc *threadCmd) printShow() {
 		if branch == "" {
 			branch = "(detached)"
 		}
-		tc.out("  baseline:  %s on %s, captured %s", short(t.Baseline.CommitSHA), branch, t.Baseline.CapturedAt.Format(time.RFC3339))
+		tc.out("  baseline:  %s on %s, captured %s", text.ShortHash(t.Baseline.CommitSHA), branch, t.Baseline.CapturedAt.Format(time.RFC3339))
 	}
 	if t.Branch != "" {
 		tc.out("  branch:    %s", t.Branch)

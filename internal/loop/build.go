@@ -2074,14 +2074,7 @@ func hasSignal(signals []string, name string) bool {
 
 // The string helpers every package shares live in internal/text; these
 // names keep the loop's many call sites short.
-var clip, clipTail = text.Clip, text.ClipTail
-
-func clipList(l []string, n int) []string {
-	if len(l) <= n {
-		return l
-	}
-	return append(append([]string{}, l[:n]...), fmt.Sprintf("and %d more", len(l)-n))
-}
+var clip, clipTail, clipList = text.Clip, text.ClipTail, text.ClipList
 
 // short is a commit as git shows it, "(none)" before the first.
 func short(hash string) string { return text.OrNone(text.ShortHash(hash), "(none)") }

@@ -4,6 +4,7 @@
 package text
 
 import (
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -57,4 +58,13 @@ func ShortHash(h string) string {
 		return h[:7]
 	}
 	return h
+}
+
+// ClipList keeps the first n items of l and says how many more there were:
+// a list of files or tasks in a message stays short.
+func ClipList(l []string, n int) []string {
+	if len(l) <= n {
+		return l
+	}
+	return append(append([]string{}, l[:n]...), fmt.Sprintf("and %d more", len(l)-n))
 }
