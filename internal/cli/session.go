@@ -240,7 +240,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 			MaxPlanningRetries: cfg.Session.MaxPlanningRetries, MaxGoalChecks: cfg.Session.MaxGoalChecks},
 		Backoff: cfg.Session.RetryBackoff.Duration, MaxAgentRetries: cfg.Session.AgentRetries,
 		MaxLimitWait: sessionMaxLimitWait, MaxTasks: cfg.Session.MaxTasks, Events: em, Now: env.Now,
-		Budget: loop.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
+		Budget: runkit.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
 	}
 	p, err := r.Run(ctx)
 	err = ws.Gone(err, `ralph run "REQUEST"`)

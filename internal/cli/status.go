@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
@@ -52,7 +53,7 @@ type StatusReport struct {
 	PendingHints  int                   `json:"pending_context_hints"`
 	Breaker       *loop.Breaker         `json:"breaker,omitempty"`
 	Cooldowns     map[string]string     `json:"cooldowns"`
-	Budget        *loop.Budget          `json:"budget,omitempty"`
+	Budget        *runkit.Budget        `json:"budget,omitempty"`
 	LastIteration *loop.IterationRecord `json:"last_iteration,omitempty"`
 	Beads         *BeadsStatus          `json:"beads,omitempty"`
 	Session       *SessionStatus        `json:"session,omitempty"`

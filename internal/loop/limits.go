@@ -9,6 +9,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/words"
 )
 
@@ -19,13 +20,6 @@ type LimitWait struct {
 	ResetsAt     time.Time `json:"resets_at"`
 	Source       string    `json:"source"` // "event" (structured) or "pattern"
 	WaitedMillis int64     `json:"waited_ms"`
-}
-
-// Budget bounds a run; it is persisted, so a resumed run honours it.
-type Budget struct {
-	MaxTokens int64         `json:"max_tokens,omitempty"`
-	MaxCost   float64       `json:"max_cost_usd,omitempty"`
-	MaxWall   time.Duration `json:"max_wall_time,omitempty"`
 }
 
 // BreakerConfig sets when the circuit breaker opens and how long it stays
@@ -208,18 +202,10 @@ func (b *builder) countUsage(out agent.Outcome) {
 }
 
 func (b *builder) budgetExceeded() string {
-	bud := b.st.Budget
 	m := b.st.Metrics
-	tokens := m.Tokens.InputTokens + m.Tokens.OutputTokens + m.Tokens.CacheReadTokens + m.Tokens.CacheWriteTokens
-	switch {
-	case bud.MaxTokens > 0 && tokens >= bud.MaxTokens:
-		return fmt.Sprintf("max_tokens (%d of %d tokens used)", tokens, bud.MaxTokens)
-	case bud.MaxCost > 0 && m.CostUSD >= bud.MaxCost:
-		return fmt.Sprintf("max_cost_usd (estimated $%.2f of $%.2f)", m.CostUSD, bud.MaxCost)
-	case bud.MaxWall > 0 && time.Duration(m.TotalMillis)*time.Millisecond >= bud.MaxWall:
-		return fmt.Sprintf("max_wall_time (%s of %s)", (time.Duration(m.TotalMillis) * time.Millisecond).Round(time.Second), bud.MaxWall)
-	}
-	return ""
+	return b.st.Budget.Exceeded(runkit.Spent{
+		Tokens:  m.Tokens.InputTokens + m.Tokens.OutputTokens + m.Tokens.CacheReadTokens + m.Tokens.CacheWriteTokens,
+		CostUSD: m.CostUSD, Wall: time.Duration(m.TotalMillis) * time.Millisecond})
 }
 
 // earliestCooldown lists the agents cooling down, for messages.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/runkit"
 )
 
 func TestBreakerOpensOnNoProgressAndRecoversHalfOpen(t *testing.T) {
@@ -60,17 +61,17 @@ func TestBreakerSameErrorAndDenials(t *testing.T) {
 // limit mentioned in tool output or code never counts.
 func TestBudgetExceededSaysWhich(t *testing.T) {
 	b := &builder{st: &LoopState{}}
-	b.st.Budget = Budget{MaxTokens: 1000}
+	b.st.Budget = runkit.Budget{MaxTokens: 1000}
 	b.st.Metrics.Tokens = agent.Usage{InputTokens: 900, OutputTokens: 200}
 	if got := b.budgetExceeded(); got != "max_tokens (1100 of 1000 tokens used)" {
 		t.Fatalf("got %q", got)
 	}
-	b.st.Budget = Budget{MaxCost: 1}
+	b.st.Budget = runkit.Budget{MaxCost: 1}
 	b.st.Metrics.CostUSD = 0.5
 	if got := b.budgetExceeded(); got != "" {
 		t.Fatalf("under budget reported %q", got)
 	}
-	b.st.Budget = Budget{MaxWall: time.Minute}
+	b.st.Budget = runkit.Budget{MaxWall: time.Minute}
 	b.st.Metrics.TotalMillis = 61000
 	if got := b.budgetExceeded(); got != "max_wall_time (1m1s of 1m0s)" {
 		t.Fatalf("got %q", got)

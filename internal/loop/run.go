@@ -101,7 +101,7 @@ type Options struct {
 	// checks are then one line updated in place, not a line per interval.
 	Terminal bool
 	// Budget bounds the run; zero fields are no bound.
-	Budget Budget
+	Budget runkit.Budget
 	// Breaker configures the circuit breaker.
 	Breaker BreakerConfig
 	// OnFailingBaseline decides what a check that already fails on the

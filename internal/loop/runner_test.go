@@ -16,6 +16,7 @@ import (
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -743,7 +744,7 @@ func TestRunnerIterationLimitDuringRetries(t *testing.T) {
 // the run from IMPLEMENT.
 func TestRunnerBudgetDuringRetries(t *testing.T) {
 	r := newRig(t, oneStory, step{exit: 2, tokens: 5000})
-	r.opts.Budget = Budget{MaxTokens: 1000}
+	r.opts.Budget = runkit.Budget{MaxTokens: 1000}
 	rep, err := r.build()
 	if err != nil || rep.Outcome != OutcomeBudget || rep.Iterations != 1 {
 		t.Fatalf("Build = %+v, %v; want budget after 1 iteration", rep, err)
@@ -757,7 +758,7 @@ func TestRunnerBudgetDuringRetries(t *testing.T) {
 
 func TestRunnerBudget(t *testing.T) {
 	r := newRig(t, twoStories, step{write: "a.txt", tick: "US-001", tokens: 5000})
-	r.opts.Budget = Budget{MaxTokens: 1000}
+	r.opts.Budget = runkit.Budget{MaxTokens: 1000}
 	rep, err := r.build()
 	if err != nil || rep.Outcome != OutcomeBudget {
 		t.Fatalf("Build = %+v, %v; want budget", rep, err)

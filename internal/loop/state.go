@@ -14,6 +14,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
@@ -60,7 +61,7 @@ type LoopState struct {
 	// Cooldowns holds, per agent, when it may be used again after a usage
 	// limit; they outlive runs.
 	Cooldowns map[string]time.Time `json:"cooldowns,omitempty"`
-	Budget    Budget               `json:"budget"`
+	Budget    runkit.Budget        `json:"budget"`
 	Breaker   Breaker              `json:"breaker"`
 	// Baseline is how ralph's checks fared on the tree the run started
 	// from, before any agent worked on it. Kept here so that a resume

@@ -19,6 +19,7 @@ import (
 	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/role"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
@@ -105,7 +106,7 @@ type Runner struct {
 	MaxLimitWait time.Duration
 	// Budget bounds what the session spends across resumes: tokens, the
 	// cost estimate and wall time; zero fields are no limit.
-	Budget loop.Budget
+	Budget runkit.Budget
 	// MaxTasks bounds the tasks of a session (0: DefaultMaxTasks): roles
 	// that keep discovering work cannot grow the list without end. Tasks
 	// past it are not added, and the session says so.

@@ -178,6 +178,7 @@ beads.json
 .tmp/
 events.jsonl
 state.json
+cooldowns.json*
 lock
 memory.db*
 memory.jsonl

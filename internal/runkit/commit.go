@@ -1,0 +1,80 @@
+package runkit
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/ralphloop/ralph/internal/gitx"
+)
+
+// CommitGit is the part of git a commit needs; *gitx.Repo has it, and the
+// runners' git ports do.
+type CommitGit interface {
+	AddAll(ctx context.Context) error
+	Commit(ctx context.Context, message string) (string, error)
+	LastCommit(ctx context.Context) (hash, message string, err error)
+}
+
+// Trailer is one "Key: Value" line at the end of a commit message that
+// ties the commit to ralph's records (Ralph-Task, Ralph-Run, ...).
+type Trailer struct{ Key, Value string }
+
+// Message is a commit message ralph writes.
+type Message struct {
+	Subject string
+	// Body comes between the subject and the trailers; "" for none.
+	Body     string
+	Trailers []Trailer
+}
+
+// Text returns the message with token as its Ralph-Commit trailer, the
+// last line; "" leaves it out.
+func (m Message) Text(token string) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimSpace(m.Subject) + "\n\n")
+	if body := strings.TrimSpace(m.Body); body != "" {
+		b.WriteString(body + "\n\n")
+	}
+	for _, t := range m.Trailers {
+		fmt.Fprintf(&b, "%s: %s\n", t.Key, t.Value)
+	}
+	if token != "" {
+		fmt.Fprintf(&b, "%s: %s\n", gitx.CommitTrailer, token)
+	}
+	return b.String()
+}
+
+// Committed reports whether HEAD is the commit ralph made with token
+// before a crash. Only the token proves it: the task and run trailers are
+// in the agent's prompt, and an agent that copies them into its own commit
+// must not have that commit taken for ralph's.
+func Committed(ctx context.Context, g CommitGit, token string) (string, bool) {
+	if token == "" {
+		return "", false
+	}
+	hash, msg, err := g.LastCommit(ctx)
+	if err != nil || !gitx.HasCommitToken(msg, token) {
+		return "", false
+	}
+	return hash, true
+}
+
+// Commit stages every change and commits it with m. A fresh token goes to
+// save before the commit is made, so that a crash between the commit and
+// the runner's own record of it is recognised by Committed on the next
+// start, and the work is never committed twice. Hooks run; a commit they
+// refuse returns their error with the index left staged for the caller to
+// undo. Nothing staged returns an error matching gitx.ErrNothingToCommit.
+func Commit(ctx context.Context, g CommitGit, m Message, save func(token string) error) (string, error) {
+	if err := g.AddAll(ctx); err != nil {
+		return "", fmt.Errorf("git add: %w", err)
+	}
+	token := gitx.NewCommitToken()
+	if save != nil {
+		if err := save(token); err != nil {
+			return "", err
+		}
+	}
+	return g.Commit(ctx, m.Text(token))
+}
