@@ -203,9 +203,10 @@ func (b *builder) countUsage(out agent.Outcome) {
 
 func (b *builder) budgetExceeded() string {
 	m := b.st.Metrics
+	before := b.opts.SpentBefore
 	return b.st.Budget.Exceeded(runkit.Spent{
-		Tokens:  m.Tokens.InputTokens + m.Tokens.OutputTokens + m.Tokens.CacheReadTokens + m.Tokens.CacheWriteTokens,
-		CostUSD: m.CostUSD, Wall: time.Duration(m.TotalMillis) * time.Millisecond})
+		Tokens:  before.Tokens + m.Tokens.InputTokens + m.Tokens.OutputTokens + m.Tokens.CacheReadTokens + m.Tokens.CacheWriteTokens,
+		CostUSD: before.CostUSD + m.CostUSD, Wall: before.Wall + time.Duration(m.TotalMillis)*time.Millisecond})
 }
 
 // earliestCooldown lists the agents cooling down, for messages.

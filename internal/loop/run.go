@@ -102,6 +102,11 @@ type Options struct {
 	Terminal bool
 	// Budget bounds the run; zero fields are no bound.
 	Budget runkit.Budget
+	// SpentBefore is what the caller's own agent runs spent before this
+	// run (a thread's spec, assessment and polish agents): it counts
+	// against Budget with the run's own usage, since every agent run of
+	// every machine is paid for.
+	SpentBefore runkit.Spent
 	// Breaker configures the circuit breaker.
 	Breaker BreakerConfig
 	// OnFailingBaseline decides what a check that already fails on the

@@ -889,3 +889,19 @@ func TestEveryActionHasAPerformer(t *testing.T) {
 		t.Errorf("only %d actions seen; the enumeration is broken", len(seen))
 	}
 }
+
+// What the caller's agents spent before the run (a thread's spec agents)
+// counts against the budget: a run that starts over it ends before any
+// agent of its own is asked.
+func TestRunnerBudgetCountsWhatWasSpentBefore(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001", tokens: 10})
+	r.opts.Budget = runkit.Budget{MaxTokens: 1000}
+	r.opts.SpentBefore = runkit.Spent{Tokens: 1000}
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeBudget {
+		t.Fatalf("Build = %+v, %v; want budget", rep, err)
+	}
+	if st := r.state(); st.Metrics.Tokens.OutputTokens != 0 {
+		t.Errorf("the agent ran (%d tokens) although the budget was spent before the run", st.Metrics.Tokens.OutputTokens)
+	}
+}
