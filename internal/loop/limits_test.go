@@ -60,7 +60,7 @@ func TestBreakerSameErrorAndDenials(t *testing.T) {
 // Patterns are read only from the final message and reported errors: a
 // limit mentioned in tool output or code never counts.
 func TestBudgetExceededSaysWhich(t *testing.T) {
-	b := &builder{st: &LoopState{}}
+	b := &builder{run: &run{}, st: &LoopState{}}
 	b.st.Budget = runkit.Budget{MaxTokens: 1000}
 	b.st.Metrics.Tokens = agent.Usage{InputTokens: 900, OutputTokens: 200}
 	if got := b.budgetExceeded(); got != "max_tokens (1100 of 1000 tokens used)" {
