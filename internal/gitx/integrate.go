@@ -1,0 +1,163 @@
+package gitx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// This file holds what ralph's merge queue does to integrate a task's work
+// in its own integration worktree: squash the task branch's changes into a
+// patch, apply it on the tip of the target branch with a three-way merge,
+// and move the target branch forward only from the commit it was seen at.
+
+// RevParse resolves rev to a commit hash.
+func (r *Repo) RevParse(ctx context.Context, rev string) (string, error) {
+	if strings.HasPrefix(rev, "-") {
+		return "", fmt.Errorf("gitx: invalid revision %q", rev)
+	}
+	out, err := r.git(ctx, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+	if err != nil {
+		return "", fmt.Errorf("gitx: %s is not a commit: %w", rev, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// DetachAt puts the work tree's HEAD, detached, at rev and makes its index
+// and files match rev exactly, removing untracked files (ignored ones
+// stay). It is for ralph's integration worktree only, which holds nothing
+// of anyone's: never call it on a person's checkout.
+func (r *Repo) DetachAt(ctx context.Context, rev string) error {
+	if strings.HasPrefix(rev, "-") {
+		return fmt.Errorf("gitx: invalid revision %q", rev)
+	}
+	if _, err := r.git(ctx, "checkout", "--quiet", "--force", "--detach", rev); err != nil {
+		return err
+	}
+	if _, err := r.git(ctx, "reset", "--quiet", "--hard", rev); err != nil {
+		return err
+	}
+	_, err := r.git(ctx, "clean", "-fdq")
+	return err
+}
+
+// SquashDiff returns the changes from base to tip as one binary patch,
+// leaving out the paths (and folders) in exclude.
+func (r *Repo) SquashDiff(ctx context.Context, base, tip string, exclude ...string) ([]byte, error) {
+	if err := checkRevs(base, tip); err != nil {
+		return nil, err
+	}
+	args := []string{"diff", "--binary", "--no-color", "--no-ext-diff", "--full-index", base, tip, "--", "."}
+	for _, e := range exclude {
+		args = append(args, ":(exclude)"+e)
+	}
+	return r.git(ctx, args...)
+}
+
+// ApplyConflict is a patch that did not apply cleanly on the tip: the
+// files both sides changed. The work tree is left as it was before.
+type ApplyConflict struct {
+	Files []string
+	// Said is what git said, for the agent asked to redo the work.
+	Said string
+}
+
+func (e *ApplyConflict) Error() string {
+	return "conflict in " + strings.Join(e.Files, ", ")
+}
+
+// ApplyThreeWay applies patch to the index and files, falling back to a
+// three-way merge for hunks that do not apply as they are. A conflict
+// undoes the attempt (the tree and index return to HEAD) and returns an
+// *ApplyConflict naming the conflicting files. An empty patch applies as
+// nothing.
+func (r *Repo) ApplyThreeWay(ctx context.Context, patch []byte) error {
+	if len(bytes.TrimSpace(patch)) == 0 {
+		return nil
+	}
+	sr, ok := r.Runner.(StdinRunner)
+	if !ok {
+		return errors.New("gitx: applying a patch needs a runner that takes stdin")
+	}
+	_, err := sr.GitStdin(ctx, r.Dir, bytes.NewReader(patch), "apply", "--3way", "--index", "--whitespace=nowarn", "-")
+	if err == nil {
+		return nil
+	}
+	var ee *ExitError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	files, _ := r.paths(ctx, "diff", "--name-only", "--diff-filter=U", "-z")
+	if len(files) == 0 {
+		// A hunk that did not apply at all (the file is gone on the
+		// tip) names its file in git's message.
+		files = rejectedFiles(ee.Stderr)
+	}
+	if _, rerr := r.git(ctx, "reset", "--quiet", "--hard", "HEAD"); rerr != nil {
+		return fmt.Errorf("%w (and undoing the attempt failed: %v)", err, rerr)
+	}
+	_, _ = r.git(ctx, "clean", "-fdq")
+	return &ApplyConflict{Files: files, Said: strings.TrimSpace(ee.Stderr)}
+}
+
+// rejectedFiles picks the file names out of git apply's "error: patch
+// failed: FILE:LINE" and "error: FILE: does not exist in index" lines.
+func rejectedFiles(stderr string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for line := range strings.Lines(stderr) {
+		line = strings.TrimSpace(line)
+		var f string
+		switch {
+		case strings.HasPrefix(line, "error: patch failed: "):
+			f = strings.TrimPrefix(line, "error: patch failed: ")
+			if i := strings.LastIndexByte(f, ':'); i > 0 {
+				f = f[:i]
+			}
+		case strings.HasPrefix(line, "error: ") && strings.Contains(line, ": does not exist in index"):
+			f = strings.TrimSuffix(strings.TrimPrefix(line, "error: "), ": does not exist in index")
+		default:
+			continue
+		}
+		if f != "" && !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// MoveBranch moves refs/heads/branch to to, only if it is still at from:
+// a branch someone moved meanwhile is left alone and reported with
+// ErrBranchMoved.
+func (r *Repo) MoveBranch(ctx context.Context, branch, to, from string) error {
+	if err := checkRevs(to, from); err != nil {
+		return err
+	}
+	if strings.HasPrefix(branch, "-") || branch == "" {
+		return fmt.Errorf("gitx: invalid branch %q", branch)
+	}
+	_, err := r.git(ctx, "update-ref", "-m", "ralph: land", "refs/heads/"+branch, to, from)
+	var ee *ExitError
+	if errors.As(err, &ee) && (strings.Contains(ee.Stderr, "but expected") || strings.Contains(ee.Stderr, "is at")) {
+		return fmt.Errorf("%w: %s", ErrBranchMoved, strings.TrimSpace(ee.Stderr))
+	}
+	return err
+}
+
+// ErrBranchMoved says a branch was not where ralph last saw it.
+var ErrBranchMoved = errors.New("the branch moved")
+
+// SyncCheckout brings the index and files of a work tree whose checked-out
+// branch moved from from to to (by MoveBranch) up to date, as a
+// fast-forward would: a two-tree merge that refuses to overwrite a file
+// changed in the work tree since.
+func (r *Repo) SyncCheckout(ctx context.Context, from, to string) error {
+	if err := checkRevs(from, to); err != nil {
+		return err
+	}
+	_, err := r.git(ctx, "read-tree", "-m", "-u", from, to)
+	return err
+}
