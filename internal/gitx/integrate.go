@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
@@ -160,4 +161,80 @@ func (r *Repo) SyncCheckout(ctx context.Context, from, to string) error {
 	}
 	_, err := r.git(ctx, "read-tree", "-m", "-u", from, to)
 	return err
+}
+
+// GitPath returns the absolute path of name inside the repository's git
+// folder (MERGE_HEAD, rebase-merge, ...), as git resolves it for this
+// work tree.
+func (r *Repo) GitPath(ctx context.Context, name string) (string, error) {
+	out, err := r.git(ctx, "rev-parse", "--git-path", name)
+	if err != nil {
+		return "", err
+	}
+	p := strings.TrimSpace(string(out))
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(r.Dir, p)
+	}
+	return p, nil
+}
+
+// UpdateRef points ref (a full name under refs/) at commit, creating it
+// when missing. ralph uses its own refs only (refs/ralph/...).
+func (r *Repo) UpdateRef(ctx context.Context, ref, commit string) error {
+	if !strings.HasPrefix(ref, "refs/") {
+		return fmt.Errorf("gitx: %q is not a full ref name", ref)
+	}
+	if err := checkRevs("", commit); err != nil {
+		return err
+	}
+	_, err := r.git(ctx, "update-ref", ref, commit)
+	return err
+}
+
+// ResetTo moves the checked-out branch of ralph's own worktree to rev and
+// makes its files match, removing untracked files. Never call it on a
+// person's checkout.
+func (r *Repo) ResetTo(ctx context.Context, rev string) error {
+	if strings.HasPrefix(rev, "-") {
+		return fmt.Errorf("gitx: invalid revision %q", rev)
+	}
+	if _, err := r.git(ctx, "reset", "--quiet", "--hard", rev); err != nil {
+		return err
+	}
+	_, err := r.git(ctx, "clean", "-fdq")
+	return err
+}
+
+// AttachWorktree adds a worktree at path with the existing branch checked
+// out.
+func (r *Repo) AttachWorktree(ctx context.Context, path, branch string) error {
+	if strings.HasPrefix(branch, "-") || strings.HasPrefix(path, "-") {
+		return fmt.Errorf("gitx: invalid worktree %q or branch %q", path, branch)
+	}
+	_, err := r.git(ctx, "worktree", "add", "--quiet", path, branch)
+	return err
+}
+
+// AddDetachedWorktree adds a worktree at path with HEAD detached at rev:
+// the merge queue's integration worktree, which holds no branch, so the
+// target branch stays free to be checked out by the person.
+func (r *Repo) AddDetachedWorktree(ctx context.Context, path, rev string) error {
+	if strings.HasPrefix(rev, "-") || strings.HasPrefix(path, "-") {
+		return fmt.Errorf("gitx: invalid worktree %q or revision %q", path, rev)
+	}
+	_, err := r.git(ctx, "worktree", "add", "--quiet", "--detach", path, rev)
+	return err
+}
+
+// CommitMessage returns the hash and full message of the commit rev names.
+func (r *Repo) CommitMessage(ctx context.Context, rev string) (hash, message string, err error) {
+	if strings.HasPrefix(rev, "-") {
+		return "", "", fmt.Errorf("gitx: invalid revision %q", rev)
+	}
+	out, err := r.git(ctx, "log", "-1", "--format=%H%n%B", rev, "--")
+	if err != nil {
+		return "", "", err
+	}
+	hash, message, _ = strings.Cut(string(out), "\n")
+	return hash, message, nil
 }

@@ -164,6 +164,33 @@ func (e *Emitter) EmitAfter(ev Event, persist func(Event) error) (Event, error) 
 	return ev, nil
 }
 
+// Forward numbers an event another emitter stamped (a worker's loop) in
+// this emitter's sequence and run, and hands it to the sinks. Its machine,
+// worker, task and the rest stay as they were, so the run's one stream
+// tells which machine and worker said it; the other run's id goes into
+// Data as "origin_run".
+func (e *Emitter) Forward(ev Event) Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.seq++
+	if ev.Run != "" && ev.Run != e.run {
+		data := make(map[string]any, len(ev.Data)+1)
+		for k, v := range ev.Data {
+			data[k] = v
+		}
+		data["origin_run"] = ev.Run
+		ev.Data = data
+	}
+	ev.V, ev.Seq, ev.Run = SchemaVersion, e.seq, e.run
+	if ev.Time.IsZero() {
+		ev.Time = e.now().UTC()
+	}
+	for _, s := range e.sinks {
+		s.Emit(ev)
+	}
+	return ev
+}
+
 // Writer returns a writer that emits each line written to it as an event
 // of kind, Text holding the line with its newline. A write's last piece
 // without a newline is emitted as it is, so that a terminal status line

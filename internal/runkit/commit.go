@@ -13,6 +13,12 @@ import (
 type CommitGit interface {
 	AddAll(ctx context.Context) error
 	Commit(ctx context.Context, message string) (string, error)
+	CommitReader
+}
+
+// CommitReader reads the last commit of a branch or work tree: what
+// Committed looks at.
+type CommitReader interface {
 	LastCommit(ctx context.Context) (hash, message string, err error)
 }
 
@@ -49,7 +55,7 @@ func (m Message) Text(token string) string {
 // before a crash. Only the token proves it: the task and run trailers are
 // in the agent's prompt, and an agent that copies them into its own commit
 // must not have that commit taken for ralph's.
-func Committed(ctx context.Context, g CommitGit, token string) (string, bool) {
+func Committed(ctx context.Context, g CommitReader, token string) (string, bool) {
 	if token == "" {
 		return "", false
 	}
