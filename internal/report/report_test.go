@@ -149,3 +149,38 @@ func TestWriterMakesOneEventPerLine(t *testing.T) {
 type sinkFunc func(Event)
 
 func (f sinkFunc) Emit(e Event) { f(e) }
+
+// A worker's loop events join the parallel run's stream: numbered in its
+// one sequence under its run id, keeping the machine, worker and task that
+// said them, and the loop's own run id as origin_run.
+func TestForwardRenumbersAWorkersEvents(t *testing.T) {
+	var got collect
+	run := NewEmitter("engine", "par-1", 10, nil, &got)
+	worker := NewEmitter("loop", "loop-7", 0, nil, sinkFunc(func(ev Event) {
+		ev.Worker, ev.Task = "w2", "US-003"
+		run.Forward(ev)
+	}))
+	run.Emit(Event{Kind: KindRun, Text: "start\n"})
+	data := map[string]any{"k": 1}
+	worker.Emit(Event{Kind: KindTransition, From: "IMPLEMENT", To: "TEST", Data: data})
+	run.Emit(Event{Kind: KindSummary})
+	if len(got.evs) != 3 {
+		t.Fatalf("got %d events", len(got.evs))
+	}
+	for i, ev := range got.evs {
+		if ev.Seq != int64(11+i) || ev.Run != "par-1" {
+			t.Errorf("event %d: seq %d run %q; want %d in par-1", i, ev.Seq, ev.Run, 11+i)
+		}
+	}
+	f := got.evs[1]
+	if f.Machine != "loop" || f.Worker != "w2" || f.Task != "US-003" || f.From != "IMPLEMENT" || f.Data["origin_run"] != "loop-7" || f.Data["k"] != 1 {
+		t.Errorf("forwarded event = %+v", f)
+	}
+	if _, ok := data["origin_run"]; ok {
+		t.Error("Forward wrote into the caller's Data map")
+	}
+}
+
+type sinkFunc func(Event)
+
+func (f sinkFunc) Emit(ev Event) { f(ev) }
