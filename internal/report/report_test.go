@@ -180,7 +180,3 @@ func TestForwardRenumbersAWorkersEvents(t *testing.T) {
 		t.Error("Forward wrote into the caller's Data map")
 	}
 }
-
-type sinkFunc func(Event)
-
-func (f sinkFunc) Emit(ev Event) { f(ev) }
