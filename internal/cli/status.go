@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"sort"
@@ -98,9 +99,19 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	if h, held := store.Held(ws.LockPath()); held {
 		rep.Running, rep.Holder = true, h
 	}
-	st, err := loop.HomeOf(ws).Load()
+	home := loop.HomeOf(ws)
+	st, err := home.Load()
 	if err != nil {
 		return err
+	}
+	// The cooldowns are the workspace's, recorded by whichever run met
+	// the limit, and outlive the state of any one run.
+	rests, err := home.RestingAgents(env.Now())
+	if err != nil {
+		return err
+	}
+	for name, r := range rests {
+		rep.Cooldowns[name] = r.Until.UTC().Format(time.RFC3339)
 	}
 	src, srcErr := resolveSource(ws, cfg, opts.Tasks, "")
 	if ue := (*UsageError)(nil); errors.As(srcErr, &ue) {
@@ -134,11 +145,6 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		rep.Metrics = &m
 		br, bud := st.Breaker, st.Budget
 		rep.Breaker, rep.Budget = &br, &bud
-		for name, t := range st.Cooldowns {
-			if t.After(env.Now()) {
-				rep.Cooldowns[name] = t.UTC().Format(time.RFC3339)
-			}
-		}
 		rep.LastIteration = lastIteration(ws.RunsDir(), st.RunID)
 		ids := make([]string, 0, len(st.Tasks))
 		for id := range st.Tasks {
@@ -197,6 +203,7 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	}
 	printBeadsStatus(out, rep.Beads)
 	if st == nil {
+		printCooldowns(out, rep.Cooldowns)
 		return nil
 	}
 	fmt.Fprintf(out, "state: %s · iteration %d/%d · elapsed %s\n", rep.State, rep.Iteration, rep.MaxIterations, (time.Duration(rep.ElapsedMillis) * time.Millisecond).Round(time.Second))
@@ -260,9 +267,7 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		}
 		fmt.Fprintln(out, line)
 	}
-	for name, t := range rep.Cooldowns {
-		fmt.Fprintf(out, "cooling down: %s until %s (usage limit)\n", name, t)
-	}
+	printCooldowns(out, rep.Cooldowns)
 	if li := rep.LastIteration; li != nil {
 		fmt.Fprintf(out, "last iteration %d (%s, %s): %s · %s · %d in / %d out tokens · $%.4f estimated",
 			li.Iteration, text.OrNone(li.TaskID, "-"), li.Agent, li.Status, (time.Duration(li.DurationMillis) * time.Millisecond).Round(100*time.Millisecond),
@@ -285,6 +290,18 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 		fmt.Fprintf(out, "context hints queued for the next iteration: %d\n", rep.PendingHints)
 	}
 	return nil
+}
+
+// printCooldowns shows the agents resting after a usage limit, by name.
+func printCooldowns(out io.Writer, cooldowns map[string]string) {
+	names := make([]string, 0, len(cooldowns))
+	for name := range cooldowns {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(out, "cooling down: %s until %s (usage limit)\n", name, cooldowns[name])
+	}
 }
 
 // waitWords name the reasons of loop.Metrics.WaitMillis in `ralph status`.

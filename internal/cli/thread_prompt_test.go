@@ -145,9 +145,14 @@ func TestStuckPromptOnTerminal(t *testing.T) {
 		if err := store.WriteJSON(filepath.Join(thread.Dir(tc.dir, "t1"), "config.json"), conf); err != nil {
 			t.Fatal(err)
 		}
-		st := &loop.LoopState{SchemaVersion: loop.StateSchemaVersion, RunID: "run-1", Machine: loop.Machine{State: loop.StateExit}, Finished: true,
-			Cooldowns: map[string]time.Time{"fake": testNow.Add(5 * time.Hour)}}
+		st := &loop.LoopState{SchemaVersion: loop.StateSchemaVersion, RunID: "run-1", Machine: loop.Machine{State: loop.StateExit}, Finished: true}
 		if err := store.WriteJSON(loop.StatePath(tc.ws), st); err != nil {
+			t.Fatal(err)
+		}
+		// The rest is in the workspace's shared record, where every run
+		// reads it. It is hours past the test clock and the real one: the
+		// record drops rests long past by the real clock.
+		if err := loop.HomeOf(tc.ws).Cooldowns().Set("fake", time.Now().Add(5*time.Hour), "5-hour limit"); err != nil {
 			t.Fatal(err)
 		}
 		wantNeedsHuman(t, tc.stuckPrompt())

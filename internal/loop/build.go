@@ -231,7 +231,6 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		if prior != nil {
 			b.st.Tasks = prior.Tasks
 			b.st.Feedback = prior.Feedback
-			b.st.Cooldowns = prior.Cooldowns
 			b.st.Breaker = prior.Breaker
 			if b.st.Tasks == nil {
 				b.st.Tasks = map[string]*TaskRecord{}
@@ -849,7 +848,11 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		// every configured agent is, wait for the first to be free.
 		var ok bool
 		var until time.Time
-		spec, ok, until = b.availableAgent(b.opts.now())
+		var err error
+		spec, ok, until, err = b.availableAgent(b.opts.now())
+		if err != nil {
+			return Event{}, err
+		}
 		if !ok && b.opts.MaxLimitWait > 0 && until.Sub(b.opts.now()) > b.opts.MaxLimitWait {
 			err := fmt.Errorf("%w: every agent is cooling down after a usage limit (%s)", ErrAllLimited, b.cooldownSummary())
 			b.sayf(report.KindLimit, "  ⏸ %v; not waiting longer than %s\n", err, b.opts.MaxLimitWait)
@@ -878,7 +881,11 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		if limit == nil {
 			break
 		}
-		waits = append(waits, b.coolDown(spec, limit, source, b.opts.now()))
+		wait, err := b.coolDown(spec, limit, source, b.opts.now())
+		if err != nil {
+			return Event{}, err
+		}
+		waits = append(waits, wait)
 		b.event("iteration %d: %s hit a usage limit; the same task runs again", n, spec.Name)
 	}
 	CrashPoint("agent-exited")

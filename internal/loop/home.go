@@ -1,8 +1,13 @@
 package loop
 
 import (
+	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
+	"time"
 
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -46,6 +51,38 @@ func (h *Home) LockPath() string { return filepath.Join(h.Dir, "lock") }
 
 // RunsDir holds one folder per run.
 func (h *Home) RunsDir() string { return filepath.Join(h.Dir, "runs") }
+
+// Cooldowns is the record of the agents resting after a usage limit,
+// kept beside the state and shared by every run from this home: a limit is
+// the account's, so an agent limited by one run is not asked by another
+// before its reset.
+func (h *Home) Cooldowns() *runkit.Cooldowns { return runkit.OpenCooldowns(h.Dir) }
+
+// RestingAgents returns the agents resting after a usage limit at now. An
+// unreadable record is an error that says what to do, never an empty
+// answer: asking a limited agent again burns its quota.
+func (h *Home) RestingAgents(now time.Time) (map[string]runkit.Rest, error) {
+	all, err := h.Cooldowns().All(now)
+	return all, h.cooldownsErr(err)
+}
+
+// cooldownsErr words an error of the cooldowns file for the person who has
+// to fix it: the file as they would type it, and what to do.
+func (h *Home) cooldownsErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	path := h.Cooldowns().Path()
+	rel := path
+	if h.ws != nil {
+		rel = h.ws.Rel(path)
+	}
+	msg := strings.ReplaceAll(err.Error(), path, rel)
+	if errors.As(err, new(*store.SchemaError)) {
+		return errors.New(msg)
+	}
+	return fmt.Errorf("%s; ralph keeps there which agents rest after a usage limit and cannot go on without it: undo the change, or remove the file, which lets every agent be asked again at once", msg)
+}
 
 // Load reads the state; no state yet returns nil and no error.
 func (h *Home) Load() (*LoopState, error) { return h.load() }

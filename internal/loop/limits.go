@@ -3,8 +3,7 @@ package loop
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
@@ -111,26 +110,28 @@ func (b *builder) rotation() []agent.Spec {
 	return append([]agent.Spec{b.opts.Agent}, b.opts.Fallbacks...)
 }
 
-// availableAgent returns the first agent that is not cooling down, or, when
-// all are, the time the first of them is free again.
-func (b *builder) availableAgent(now time.Time) (agent.Spec, bool, time.Time) {
-	var earliest time.Time
-	for _, s := range b.rotation() {
-		until, ok := b.st.Cooldowns[s.Name]
-		if !ok || !until.After(now) {
-			delete(b.st.Cooldowns, s.Name)
-			return s, true, time.Time{}
-		}
-		if earliest.IsZero() || until.Before(earliest) {
-			earliest = until
-		}
+// availableAgent returns the first agent of the rotation that is not
+// resting after a usage limit, or, when all are, the time the first of them
+// is free again. The rests are the home's shared record, read afresh, so an
+// agent another run of this workspace found limited is not asked either.
+func (b *builder) availableAgent(now time.Time) (agent.Spec, bool, time.Time, error) {
+	rot := b.rotation()
+	names := make([]string, len(rot))
+	for i, s := range rot {
+		names[i] = s.Name
 	}
-	return agent.Spec{}, false, earliest
+	name, ok, free, err := b.home.Cooldowns().Pick(names, now)
+	if err != nil || !ok {
+		return agent.Spec{}, false, free, b.home.cooldownsErr(err)
+	}
+	return rot[slices.Index(names, name)], true, time.Time{}, nil
 }
 
-// coolDown records a limit: the agent rests until the reset time it gave,
-// or for the configured cooldown.
-func (b *builder) coolDown(spec agent.Spec, l *agent.Limit, source string, now time.Time) LimitWait {
+// coolDown records a limit in the shared record: the agent rests until the
+// reset time it gave, or for the configured cooldown. A rest that could
+// not be recorded stops the run, since the limited agent would be asked
+// again at once.
+func (b *builder) coolDown(spec agent.Spec, l *agent.Limit, source string, now time.Time) (LimitWait, error) {
 	reset := l.ResetsAt
 	if reset.IsZero() || !reset.After(now) {
 		d := b.opts.LimitCooldown
@@ -139,18 +140,21 @@ func (b *builder) coolDown(spec agent.Spec, l *agent.Limit, source string, now t
 		}
 		reset = now.Add(d)
 	}
-	if b.st.Cooldowns == nil {
-		b.st.Cooldowns = map[string]time.Time{}
-	}
-	b.st.Cooldowns[spec.Name] = reset.UTC()
-	b.home.save(b.st)
 	msg := l.Message
 	if msg == "" {
 		msg = l.Kind
 	}
+	c := b.home.Cooldowns()
+	if err := c.Set(spec.Name, reset, clip(msg, 300)); err != nil {
+		return LimitWait{}, b.home.cooldownsErr(err)
+	}
+	// Another run may have recorded a later reset: that one holds.
+	if until, ok := c.Until(spec.Name, now); ok {
+		reset = until
+	}
 	b.logError("agent %s hit a usage limit (%s): cooling down until %s", spec.Name, clip(msg, 200), reset.Local().Format("2006-01-02 15:04:05"))
 	b.sayf(report.KindLimit, "  ⏸ %s hit a usage limit: cooling down until %s\n", spec.Name, reset.Local().Format("15:04:05"))
-	return LimitWait{Agent: spec.Name, Message: clip(msg, 300), ResetsAt: reset.UTC(), Source: source}
+	return LimitWait{Agent: spec.Name, Message: clip(msg, 300), ResetsAt: reset.UTC(), Source: source}, nil
 }
 
 // waitUntil sleeps until t, showing a countdown, and returns early with
@@ -173,23 +177,11 @@ func (b *builder) waitUntil(ctx context.Context, t time.Time, reason, what strin
 		b.st.EnteredAt = b.st.EnteredAt.Add(waited)
 		b.home.save(b.st)
 	}()
-	step := 30 * time.Second
-	for {
-		left := time.Until(t)
-		if left <= 0 {
-			return nil
-		}
+	return runkit.Wait(ctx, t, 0, func(left time.Duration) {
 		b.sayf(report.KindWait, "  … %s: %s left (until %s)\n", what, left.Round(time.Second), t.Local().Format("15:04:05"))
-		wait := min(left, step)
-		select {
-		case <-ctx.Done():
-			return ErrInterrupted
-		case <-time.After(wait):
-		}
-	}
+	})
 }
 
-// budgetExceeded says which budget the run has used up, "" for none.
 // countUsage adds one agent run's time, tokens and cost to the run's
 // metrics, which the budget is checked against. Every agent run counts:
 // the executor's and the reviewer's.
@@ -201,6 +193,7 @@ func (b *builder) countUsage(out agent.Outcome) {
 	}
 }
 
+// budgetExceeded says which budget the run has used up, "" for none.
 func (b *builder) budgetExceeded() string {
 	m := b.st.Metrics
 	before := b.opts.SpentBefore
@@ -209,12 +202,8 @@ func (b *builder) budgetExceeded() string {
 		CostUSD: before.CostUSD + m.CostUSD, Wall: before.Wall + time.Duration(m.TotalMillis)*time.Millisecond})
 }
 
-// earliestCooldown lists the agents cooling down, for messages.
+// cooldownSummary lists the agents resting after a usage limit, for
+// messages.
 func (b *builder) cooldownSummary() string {
-	var parts []string
-	for name, t := range b.st.Cooldowns {
-		parts = append(parts, fmt.Sprintf("%s until %s", name, t.Local().Format("15:04:05")))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
+	return b.home.Cooldowns().Summary(b.opts.now())
 }

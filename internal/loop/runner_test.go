@@ -371,7 +371,11 @@ func newRig(t *testing.T, prd string, steps ...step) *rig {
 	r := &rig{t: t, ws: &workspace.Workspace{Root: dir}, git: g, checks: &fakeChecks{codes: map[string][]int{}}, events: &events{}, ctx: ctx}
 	r.agent = &fakeAgent{t: t, root: dir, prd: prdPath, git: g, steps: steps, cancel: cancel}
 	var mu sync.Mutex
-	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	// The clock runs hours behind the real one: the shared cooldowns
+	// record drops rests more than a day past by the real clock, and a
+	// wait sleeps by it, so rests the runner records are kept and a wait
+	// for one is already over when it starts.
+	clock := time.Now().Add(-6 * time.Hour).Truncate(time.Second)
 	r.opts = Options{
 		MaxIterations: 10, PRDPath: prdPath, PlanPath: filepath.Join(dir, ".ralph", "IMPLEMENTATION_PLAN.md"),
 		// "true" is on every PATH: the check that the agent is installed
@@ -683,8 +687,11 @@ func TestRunnerUsageLimitCoolsDownAndRotates(t *testing.T) {
 		t.Errorf("agents run = %v; want main, then spare while main cools down", r.agent.specs)
 	}
 	st := r.state()
-	if until, ok := st.Cooldowns["main"]; !ok || !until.After(st.StartedAt) {
-		t.Errorf("cooldowns = %v; want main cooling down", st.Cooldowns)
+	if until, ok := HomeOf(r.ws).Cooldowns().Until("main", st.StartedAt); !ok || !until.After(st.StartedAt) {
+		t.Errorf("main rests until %v (%v); want main cooling down in the shared record", until, ok)
+	}
+	if st.Cooldowns != nil {
+		t.Errorf("state.json holds cooldowns %v; the shared record keeps them", st.Cooldowns)
 	}
 	if tr := st.Tasks["US-001"]; tr == nil || tr.Failures != 0 {
 		t.Errorf("a usage limit counted as a failed attempt: %+v", tr)
@@ -709,6 +716,113 @@ func TestRunnerAllAgentsLimitedStops(t *testing.T) {
 	r.agent.steps = append(r.agent.steps, step{write: "a.txt", tick: "US-001"})
 	rep, err = r.resume()
 	wantResumedAndDone(t, r, rep, err)
+}
+
+// limitedElsewhere records, as another run of r's workspace would, that
+// agent rests until until after a usage limit.
+func limitedElsewhere(t *testing.T, r *rig, agent string, until time.Time) {
+	t.Helper()
+	if err := os.MkdirAll(r.ws.Dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := HomeOf(r.ws).Cooldowns().Set(agent, until, "5-hour limit reached"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An agent limited by another run of the workspace (a thread's loop, a
+// second build) is in the shared record before this run starts: it is not
+// asked; the fallback works instead.
+func TestRunnerAgentLimitedByAnotherRunIsNotAsked(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001"})
+	r.opts.Fallbacks = []agent.Spec{{Name: "spare", Headless: []string{"true"}}}
+	limitedElsewhere(t, r, "main", r.opts.Now().Add(time.Hour))
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("Build = %+v, %v; want complete", rep, err)
+	}
+	if !slices.Equal(r.agent.specs, []string{"spare"}) {
+		t.Errorf("agents run = %v; want only spare: main rests after another run's limit", r.agent.specs)
+	}
+}
+
+// A state.json written by an older ralph keeps its cooldowns: they move to
+// the shared record, so the limited agent is still not asked, and the
+// state is written without them.
+func TestRunnerOlderStateCooldownsMoveToTheSharedRecord(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001"})
+	r.opts.Fallbacks = []agent.Spec{{Name: "spare", Headless: []string{"true"}}}
+	reset := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	old := fmt.Sprintf(`{"schema_version": 1, "run_id": "old", "machine": {"state": "EXIT"}, "finished": true, "tasks": {}, "metrics": {},
+		"cooldowns": {"main": %q, "gone": "2000-01-01T00:00:00Z"}}`, reset.Format(time.RFC3339))
+	if err := os.MkdirAll(r.ws.Dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(StatePath(r.ws), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("Build = %+v, %v; want complete", rep, err)
+	}
+	if !slices.Equal(r.agent.specs, []string{"spare"}) {
+		t.Errorf("agents run = %v; want only spare: main's cooldown from the older state holds", r.agent.specs)
+	}
+	all, err := HomeOf(r.ws).RestingAgents(time.Now())
+	if err != nil || len(all) != 1 || !all["main"].Until.Equal(reset) {
+		t.Errorf("shared record = %v, %v; want main until %s, and no rest long past", all, err, reset)
+	}
+	if b, _ := os.ReadFile(StatePath(r.ws)); strings.Contains(string(b), `"cooldowns"`) {
+		t.Errorf("state.json still has cooldowns:\n%s", b)
+	}
+}
+
+// With no agent free, the run stops as when its own agents were limited,
+// without asking any.
+func TestRunnerAllAgentsLimitedByAnotherRunStops(t *testing.T) {
+	r := newRig(t, oneStory)
+	r.opts.MaxLimitWait = time.Minute
+	limitedElsewhere(t, r, "main", r.opts.Now().Add(time.Hour))
+	rep, err := r.build()
+	if !errors.Is(err, ErrAllLimited) || rep.Outcome != OutcomeInterrupted {
+		t.Fatalf("Build = %+v, %v; want ErrAllLimited", rep, err)
+	}
+	if !strings.Contains(err.Error(), "main until ") {
+		t.Errorf("the error %q does not say which agent rests until when", err)
+	}
+	if len(r.agent.specs) != 0 {
+		t.Errorf("agents run = %v; want none", r.agent.specs)
+	}
+	wantStopped(t, r, TrigAllLimited)
+}
+
+// Or, with no bound on the wait, it waits, visibly, for the other run's
+// limit to reset and then asks the agent.
+func TestRunnerWaitsForAnotherRunsLimit(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001"})
+	r.opts.Now = time.Now // the wait sleeps by the real clock
+	limitedElsewhere(t, r, "main", time.Now().Add(1500*time.Millisecond))
+	start := time.Now()
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("Build = %+v, %v; want complete", rep, err)
+	}
+	if waited := time.Since(start); waited < time.Second {
+		t.Errorf("the run finished after %s, before main's reset", waited)
+	}
+	if !slices.Equal(r.agent.specs, []string{"main"}) {
+		t.Errorf("agents run = %v; want main once, after its reset", r.agent.specs)
+	}
+	var shown []string
+	for _, ev := range r.events.of(report.KindWait) {
+		shown = append(shown, ev.Text)
+	}
+	if text := strings.Join(shown, ""); !strings.Contains(text, "all agents are limited (main until ") || !strings.Contains(text, "  … waiting for a usage limit to reset: ") {
+		t.Errorf("the wait was not shown: %q", text)
+	}
+	if st := r.state(); st.Metrics.WaitMillis[WaitLimit] < 1000 {
+		t.Errorf("waiting = %v; want the wait for the reset counted as waiting", st.Metrics.WaitMillis)
+	}
 }
 
 func TestRunnerIterationLimit(t *testing.T) {

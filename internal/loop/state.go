@@ -58,8 +58,10 @@ type LoopState struct {
 	Neo4jConnected bool    `json:"neo4j_connected"`
 	MemoryStore    string  `json:"memory_store,omitempty"`
 	Metrics        Metrics `json:"metrics"`
-	// Cooldowns holds, per agent, when it may be used again after a usage
-	// limit; they outlive runs.
+	// Cooldowns is where an older ralph kept, per agent, when it may be
+	// used again after a usage limit. Load moves them to the home's shared
+	// record (Home.Cooldowns), which every run reads, and leaves this
+	// empty, so it is no longer written.
 	Cooldowns map[string]time.Time `json:"cooldowns,omitempty"`
 	Budget    runkit.Budget        `json:"budget"`
 	Breaker   Breaker              `json:"breaker"`
@@ -237,6 +239,14 @@ func (h *Home) load() (*LoopState, error) {
 	if err := st.validate(); err != nil {
 		rel := h.ws.Rel(h.StatePath())
 		return nil, fmt.Errorf("%s: %w%s", rel, err, cannotGoOn(rel))
+	}
+	if len(st.Cooldowns) > 0 {
+		// Written by a ralph that kept cooldowns per run: they move to the
+		// shared record, never shortening one kept there. Should the move
+		// fail they stay here, and are written back, rather than be lost.
+		if err := h.Cooldowns().Merge(st.Cooldowns, time.Now()); err == nil {
+			st.Cooldowns = nil
+		}
 	}
 	return &st, nil
 }
