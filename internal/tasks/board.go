@@ -126,17 +126,10 @@ func (b *Board) Select() (sel Selection, finished []string, ok bool, reason stri
 		return Selection{}, nil, false, "all stories complete"
 	}
 	stories := b.Stories
-	done := make(map[string]bool, len(stories))
-	isFinished := make([]bool, len(stories))
+	done, isFinished := doneStories(stories)
 	for i := range stories {
-		s := &stories[i]
-		switch {
-		case s.Status == StatusComplete:
-			done[s.ID] = true
-		case (s.Status == StatusInProgress || s.Status == StatusNotStarted) && allSubtasksDone(s.Subtasks):
-			isFinished[i] = true
-			done[s.ID] = true
-			finished = append(finished, s.ID)
+		if isFinished[i] {
+			finished = append(finished, stories[i].ID)
 		}
 	}
 
@@ -186,6 +179,60 @@ func (b *Board) Select() (sel Selection, finished []string, ok bool, reason stri
 		}
 	}
 	return sel, finished, true, ""
+}
+
+// ReadyStories returns every story of the board that a worker could start
+// now, in the order Select would pick them, leaving out the ids in inFlight
+// (the stories already being worked). It is Select for a scheduler that
+// keeps several tasks going: with an empty inFlight its first story is the
+// one Select picks, and removing each pick in turn walks the rest.
+//
+// The rules are Select's: stories in progress come first in file order,
+// whatever their dependencies, because started work is finished first;
+// then not-started stories whose every DependsOn is complete (or finished
+// by its subtasks), by priority and file order. Blocked and complete
+// stories are never ready, and neither is a story whose subtasks are all
+// done: Select reports those as finished, to be marked complete, not
+// worked. A dependency that is in flight is not done, so its dependants
+// wait for it to land.
+//
+// The returned stories are copies of the board's, but share its slices
+// (criteria, subtasks, dependencies); the result is nil when nothing is
+// ready.
+func ReadyStories(b Board, inFlight map[string]bool) []Story {
+	stories := b.Stories
+	done, finished := doneStories(stories)
+	var ready []Story
+	for i := range stories {
+		if stories[i].Status == StatusInProgress && !finished[i] && !inFlight[stories[i].ID] {
+			ready = append(ready, stories[i])
+		}
+	}
+	for _, i := range notStartedOrder(stories) {
+		if !finished[i] && !inFlight[stories[i].ID] && depsDone(stories[i].DependsOn, done) {
+			ready = append(ready, stories[i])
+		}
+	}
+	return ready
+}
+
+// doneStories returns the ids of the stories that count as done for their
+// dependants, and marks finished[i] the stories that are done only because
+// all their subtasks are (their status does not say so yet).
+func doneStories(stories []Story) (done map[string]bool, finished []bool) {
+	done = make(map[string]bool, len(stories))
+	finished = make([]bool, len(stories))
+	for i := range stories {
+		s := &stories[i]
+		switch {
+		case s.Status == StatusComplete:
+			done[s.ID] = true
+		case (s.Status == StatusInProgress || s.Status == StatusNotStarted) && allSubtasksDone(s.Subtasks):
+			finished[i] = true
+			done[s.ID] = true
+		}
+	}
+	return done, finished
 }
 
 // allSubtasksDone reports whether a story has subtasks and all are done; a

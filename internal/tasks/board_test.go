@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -186,5 +187,126 @@ func TestStatusValid(t *testing.T) {
 		if s.Valid() {
 			t.Errorf("%q is valid", s)
 		}
+	}
+}
+
+// TestReadyStoriesEightStoriesTwoDependOnAThird is issue 15's board: eight
+// markdown stories, US-004 and US-007 waiting for US-002. A scheduler with
+// three workers starts three ready stories, never one whose dependency has
+// not landed, and never one already in flight.
+func TestReadyStoriesEightStoriesTwoDependOnAThird(t *testing.T) {
+	var ls []string
+	for i := 1; i <= 8; i++ {
+		ls = append(ls, fmt.Sprintf("### [ ] US-%03d: Story %d", i, i))
+		if i == 4 || i == 7 {
+			ls = append(ls, "Depends: US-002")
+		}
+	}
+	path := writeTemp(t, "prd.md", lines(ls...))
+	src := Open(KindMarkdown, path)
+
+	ids := func(stories []Story) []string {
+		var out []string
+		for _, s := range stories {
+			out = append(out, s.ID)
+		}
+		return out
+	}
+	check := func(what string, got []Story, want ...string) {
+		t.Helper()
+		if !reflect.DeepEqual(ids(got), want) {
+			t.Errorf("%s: ready %q, want %q", what, ids(got), want)
+		}
+	}
+
+	b := mustLoad(t, src)
+	check("at the start", ReadyStories(*b, nil), "US-001", "US-002", "US-003", "US-005", "US-006", "US-008")
+	if sel, _, _, _ := b.Select(); sel.Story.ID != ReadyStories(*b, nil)[0].ID {
+		t.Errorf("Select picks %s, but ReadyStories starts with %s", sel.Story.ID, ReadyStories(*b, nil)[0].ID)
+	}
+	inFlight := map[string]bool{"US-001": true, "US-002": true, "US-003": true}
+	check("with three in flight", ReadyStories(*b, inFlight), "US-005", "US-006", "US-008")
+
+	// US-001 lands; US-002 is still in flight, so its dependants wait.
+	if err := src.MarkDone("US-001", "", testNow); err != nil {
+		t.Fatal(err)
+	}
+	delete(inFlight, "US-001")
+	check("US-001 landed, US-002 in flight", ReadyStories(*mustLoad(t, src), inFlight), "US-005", "US-006", "US-008")
+
+	// US-002 lands: both stories that depend on it become ready.
+	if err := src.MarkDone("US-002", "", testNow); err != nil {
+		t.Fatal(err)
+	}
+	delete(inFlight, "US-002")
+	check("US-002 landed", ReadyStories(*mustLoad(t, src), inFlight), "US-004", "US-005", "US-006", "US-007", "US-008")
+
+	for _, id := range []string{"US-003", "US-004", "US-005", "US-006", "US-007", "US-008"} {
+		if err := src.MarkDone(id, "", testNow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ReadyStories(*mustLoad(t, src), nil); got != nil {
+		t.Errorf("every story done, but ready: %q", ids(got))
+	}
+}
+
+// TestReadyStoriesFollowsSelect checks ReadyStories against Select's rules
+// on boards of every status: walking Select while taking each pick out of
+// play yields exactly ReadyStories' order.
+func TestReadyStoriesFollowsSelect(t *testing.T) {
+	boards := map[string][]Story{
+		"in progress first, whatever its dependencies": {
+			st("A", StatusNotStarted), st("B", StatusInProgress, deps("A")), st("C", StatusInProgress),
+		},
+		"priorities, blocked and complete": {
+			st("A", StatusNotStarted, prio(2)), st("B", StatusBlocked), st("C", StatusNotStarted, prio(1)),
+			st("D", StatusComplete), st("E", StatusNotStarted, deps("D")), st("F", StatusNotStarted, deps("B")),
+		},
+		"a story finished by its subtasks counts as done, and is not worked": {
+			st("A", StatusInProgress, subs(true, true)), st("B", StatusNotStarted, deps("A")), st("C", StatusNotStarted, subs(true, false)),
+		},
+	}
+	want := map[string][]string{
+		"in progress first, whatever its dependencies":                       {"B", "C", "A"},
+		"priorities, blocked and complete":                                   {"C", "A", "E"},
+		"a story finished by its subtasks counts as done, and is not worked": {"B", "C"},
+	}
+	for name, stories := range boards {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, s := range ReadyStories(Board{Stories: stories}, nil) {
+				got = append(got, s.ID)
+			}
+			if !reflect.DeepEqual(got, want[name]) {
+				t.Fatalf("ready %q, want %q", got, want[name])
+			}
+			// Select, each pick marked blocked so it is out of play, must
+			// walk the same order.
+			walk := append([]Story(nil), stories...)
+			var picks []string
+			for {
+				sel, _, ok, _ := (&Board{Stories: walk}).Select()
+				if !ok {
+					break
+				}
+				picks = append(picks, sel.Story.ID)
+				for i := range walk {
+					if walk[i].ID == sel.Story.ID {
+						walk[i].Status = StatusBlocked
+					}
+				}
+			}
+			if !reflect.DeepEqual(picks, got) {
+				t.Errorf("Select walks %q, ReadyStories says %q", picks, got)
+			}
+			for _, id := range got {
+				for _, s := range ReadyStories(Board{Stories: stories}, map[string]bool{id: true}) {
+					if s.ID == id {
+						t.Errorf("%s is in flight but listed as ready", id)
+					}
+				}
+			}
+		})
 	}
 }

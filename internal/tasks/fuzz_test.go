@@ -26,11 +26,29 @@ func FuzzPRDMarkdown(f *testing.F) {
 	f.Add([]byte("### [x] US-001: Show finished items\n- [X] the list shows [x] next to finished items\n"))
 	f.Add([]byte(examplePRD))
 	f.Add([]byte("\uFEFF### [ ] US-001: Mark [x] in the title\r\n  * [x] criterion (verify: `grep -q '[x]' out`)\r\n\t+ [X]\tTab [X]\r\n- [ ] open [X]\r\n## Notes\n- [x] not a criterion\n### [X] US-002: B\n```\n- [x] in a fence\n```\n- [x] b1\n"))
+	f.Add([]byte(dependsPRD))
+	f.Add([]byte("### [ ] US-1: A\r\n- **Depends on:** US-2,US-3\r\n- [x] c\r\n### [x] US-2: B\r\ndepends: none\r\n### [ ] US-3: C\r\n  * Depends: US-2 \r\n- [X] d\r\n"))
+	f.Add([]byte("### [ ] US-1: A\nDepends: US-2\n### [ ] US-2: B\nDepends on: US-1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > maxFuzzInput {
 			return
 		}
 		prd, err := ParseMarkdown("", data)
+		if err == nil {
+			// What ralph's scheduler relies on: every dependency is a
+			// story of the file, and none is the story itself.
+			ids := map[string]bool{}
+			for _, s := range prd.Stories {
+				ids[s.ID] = true
+			}
+			for _, s := range prd.Stories {
+				for _, d := range s.DependsOn {
+					if !ids[d] || d == s.ID {
+						t.Fatalf("story %s depends on %q, which is itself or no story of the PRD", s.ID, d)
+					}
+				}
+			}
+		}
 		if err != nil {
 			if _, err2 := SetStoryDone(data, "US-1", true); err2 == nil {
 				t.Fatalf("SetStoryDone edited a PRD that does not parse (%v)", err)

@@ -87,8 +87,10 @@ func LoadMarkdown(path string) (*PRD, error) {
 // ParseMarkdown parses PRD markdown read from path (used only in errors and
 // stored in PRD.Path). Every problem is reported as a *ParseError naming the
 // line: invalid UTF-8, a heading that looks like a story but is malformed, a
-// duplicate story id, or a file without any story. A returned PRD therefore
-// always has at least one story and unique ids.
+// duplicate story id, a Depends line naming something that is not a story
+// id or no story of the file, a dependency cycle, or a file without any
+// story. A returned PRD therefore always has at least one story, unique ids
+// and dependencies that can be done in some order.
 //
 // The strings in the result share one copy of data, so callers may reuse data
 // afterwards.
@@ -203,6 +205,10 @@ func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 		criteria      = make([]Criterion, 0, maxCriteria)
 		criteriaStart = make([]int, 0, maxStories)
 		storyLineByID = make(map[string]int, maxStories)
+		// deps[i] are story i's Depends references with their positions,
+		// for checkGraph. It is made at the first Depends line, so the many
+		// PRDs without one pay nothing for it.
+		deps [][]depRef
 
 		inStory    bool // a story block is open and collecting lines
 		blockStart int  // byte offset of the open story's heading
@@ -274,6 +280,9 @@ func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 				checkboxOffsets = append(checkboxOffsets, lineStart+len("### ["))
 				criteriaStart = append(criteriaStart, len(criteria))
 				doneBoxStart = append(doneBoxStart, len(doneBoxes))
+				if deps != nil {
+					deps = append(deps, nil)
+				}
 				inStory = true
 				blockStart = lineStart
 				blockEnd = lineEnd
@@ -285,6 +294,17 @@ func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 			continue
 		}
 		blockEnd = lineEnd
+		if value, at, ok := dependsValue(line); ok {
+			refs, err := parseDepends(path, lineNo, line, value, at, stories[len(stories)-1].ID)
+			if err != nil {
+				return nil, boxes, err
+			}
+			if deps == nil {
+				deps = make([][]depRef, len(stories), maxStories)
+			}
+			deps[len(deps)-1] = append(deps[len(deps)-1], refs...)
+			continue
+		}
 		if criterion, box, ok := matchCriterion(line); ok {
 			criterion.Line = lineNo
 			criteria = append(criteria, criterion)
@@ -301,6 +321,17 @@ func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 			hint = fmt.Sprintf("the code fence opened on line %d is never closed, which hides everything after it; %s", fence.line, hint)
 		}
 		return nil, boxes, &ParseError{Path: path, Msg: "no stories found", Hint: hint}
+	}
+
+	if deps != nil {
+		for i, refs := range deps {
+			for _, r := range refs {
+				stories[i].DependsOn = append(stories[i].DependsOn, r.id)
+			}
+		}
+		if err := checkGraph(path, dependsKey, stories, deps); err != nil {
+			return nil, boxes, err
+		}
 	}
 
 	boxes = markdownBoxes{story: checkboxOffsets, done: doneBoxes, doneStart: doneBoxStart}
@@ -467,6 +498,77 @@ func matchCriterion(line string) (c Criterion, box int, ok bool) {
 	}
 	text, verify := splitVerify(text)
 	return Criterion{Text: text, Done: done, Verify: verify}, box, true
+}
+
+// dependsKey names the Depends line in graph errors ("fix the id in Depends
+// or add the missing story").
+const dependsKey = "Depends"
+
+// dependsExample is the Depends line shown to users who got one wrong.
+const dependsExample = "Depends: US-001, US-002"
+
+// dependsValue recognises a story's Depends line and returns the text after
+// its colon and that text's byte offset in line. The key is "Depends" or
+// "Depends on" in any case, optionally indented, after a list marker, or
+// in bold ("**Depends on:** US-001"), because that is how people and agents
+// write such a line in a PRD; anything else is description text.
+func dependsValue(line string) (value string, at int, ok bool) {
+	s := trimIndent(line)
+	if len(s) >= 2 && (s[0] == '-' || s[0] == '*' || s[0] == '+') && (s[1] == ' ' || s[1] == '\t') {
+		s = trimIndent(s[1:])
+	}
+	// Cheap first test: most lines of a PRD start with some other letter.
+	if s == "" || (s[0]|0x20 != 'd' && s[0] != '*' && s[0] != '_') {
+		return "", 0, false
+	}
+	colon := strings.IndexByte(s, ':')
+	if colon < 0 {
+		return "", 0, false
+	}
+	key := strings.Fields(strings.Trim(s[:colon], "*_ \t"))
+	switch {
+	case len(key) == 1 && strings.EqualFold(key[0], "depends"):
+	case len(key) == 2 && strings.EqualFold(key[0], "depends") && strings.EqualFold(key[1], "on"):
+	default:
+		return "", 0, false
+	}
+	// "**Depends:** US-001" closes the bold after the colon.
+	value = strings.TrimLeft(s[colon+1:], "*_")
+	return value, len(line) - len(value), true
+}
+
+// parseDepends reads the story ids of a Depends line: ids separated by
+// commas and/or blanks. An empty list and "none" mean no dependencies. Any
+// other word is an error rather than description text, because ignoring a
+// dependency someone meant would let the story start too early.
+func parseDepends(path string, lineNo int, line, value string, at int, storyID string) ([]depRef, error) {
+	if strings.EqualFold(strings.TrimSpace(value), "none") {
+		return nil, nil
+	}
+	var refs []depRef
+	for i := 0; i < len(value); {
+		c := value[i]
+		if c == ',' || c == ' ' || c == '\t' || c == '\r' {
+			i++
+			continue
+		}
+		end := i
+		for end < len(value) && value[end] != ',' && value[end] != ' ' && value[end] != '\t' && value[end] != '\r' {
+			end++
+		}
+		tok := value[i:end]
+		col := utf8.RuneCountInString(line[:at+i]) + 1
+		if storyIDLength(tok) != len(tok) {
+			return nil, &ParseError{
+				Path: path, Line: lineNo, Column: col,
+				Msg:  fmt.Sprintf("story %s: %q in its Depends line is not a story id", storyID, tok),
+				Hint: fmt.Sprintf("list the ids of stories in this PRD, like %q, or reword the line so that it does not start with \"Depends:\"", dependsExample),
+			}
+		}
+		refs = append(refs, depRef{id: tok, at: position{line: lineNo, col: col}})
+		i = end
+	}
+	return refs, nil
 }
 
 // verifyMarker opens the acceptance command suffix of a markdown criterion.

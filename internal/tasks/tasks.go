@@ -29,8 +29,23 @@
 // end with "(verify: `command`)", an acceptance command ralph can run; the
 // suffix is not part of the criterion's text.
 //
-// Nothing inside a fenced code block (``` or ~~~) is ever a heading or a
-// criterion, so PRDs can quote the format in examples safely.
+// A story may name the stories that must be done before it starts with a
+// line in its block, outside any code fence:
+//
+//	Depends: US-001, US-002
+//
+// The key is case-insensitive, "Depends on:" works too, and so do a list
+// marker or bold around the key ("- **Depends on:** US-001"); the ids are
+// separated by commas and/or blanks, and "none" or nothing means no
+// dependencies. The ids fill Story.DependsOn as prd.json's dependsOn and
+// progress.txt's depends_on do, so Board.Select and ReadyStories hold the
+// story back until they are done. An id of no story in the file, a word that
+// is not an id, or a cycle is refused with the line and column. Stories
+// without such a line are independent. The editors never change the line.
+//
+// Nothing inside a fenced code block (``` or ~~~) is ever a heading, a
+// criterion or a Depends line, so PRDs can quote the format in examples
+// safely.
 package tasks
 
 import "errors"
