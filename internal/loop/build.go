@@ -1374,8 +1374,10 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	}
 	// COMMIT may run again after a crash: every step below is idempotent,
 	// and a commit that already landed for this iteration is recognised by
-	// its trailers rather than made twice.
-	if hash, ok := b.alreadyCommitted(bg); ok {
+	// the token saved before it was made, never by the task and run
+	// trailers, which are in the agent's prompt and which an agent can copy
+	// into a commit of its own.
+	if hash, ok := runkit.Committed(bg, b.git, b.st.CommitToken); ok {
 		// A crash may have come between the commit and the audit note.
 		if a, ok := b.src.(Auditor); ok && !m.Partial {
 			b.audit(bg, a, story.ID, hash)
@@ -1418,17 +1420,23 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			return Event{}, err
 		}
 		if len(snap.Dirty) > 0 {
-			if err := b.git.AddAll(bg); err != nil {
-				return Event{Trigger: TrigCommitFailed}, b.fail("git add: "+err.Error(), "", "permanent")
-			}
-			b.st.CommitToken = gitx.NewCommitToken()
-			if err := b.home.save(b.st); err != nil {
-				return Event{}, err
-			}
-			msg := b.commitMessage(taskID, story, m.Partial, eventID)
-			hash, err = b.git.Commit(bg, msg)
-			if err != nil && !errors.Is(err, gitx.ErrNothingToCommit) {
-				return Event{Trigger: TrigCommitFailed}, b.commitFailed(taskBytes, err)
+			var saved bool
+			var saveErr error
+			hash, err = runkit.Commit(bg, b.git, b.commitMessage(taskID, story, m.Partial, eventID), func(token string) error {
+				b.st.CommitToken = token
+				saveErr = b.home.save(b.st)
+				saved = saveErr == nil
+				return saveErr
+			})
+			switch {
+			case saveErr != nil:
+				// Nothing was committed: a commit whose token is not on
+				// disk would be made again after a crash.
+				return Event{}, saveErr
+			case err != nil && !saved:
+				return Event{Trigger: TrigCommitFailed}, b.commitFailed(taskBytes, "git add failed (a lock in .git may have refused it)", err)
+			case err != nil && !errors.Is(err, gitx.ErrNothingToCommit):
+				return Event{Trigger: TrigCommitFailed}, b.commitFailed(taskBytes, "git commit failed (a pre-commit hook or a lock in .git refused it)", err)
 			}
 		}
 		if hash == "" {
@@ -1468,10 +1476,11 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 }
 
 // commitFailed records a commit git refused (a pre-commit hook, an
-// index.lock an agent left behind) as the task's failure: the task file
-// loses the done mark ralph had just set, and the reason carries what git
-// and the hook said, so the person who unblocks the task knows what to fix.
-func (b *builder) commitFailed(taskBytes []byte, err error) error {
+// index.lock an agent left behind), or the staging before it, as the
+// task's failure: the task file loses the done mark ralph had just set,
+// and the reason says what failed (what) and what git and the hook said,
+// so the person who unblocks the task knows what to fix.
+func (b *builder) commitFailed(taskBytes []byte, what string, err error) error {
 	if taskBytes != nil {
 		if werr := store.WriteFileAtomic(b.src.Path(), taskBytes, 0o644); werr != nil {
 			b.logError("could not put back %s after the failed commit: %v", b.ws.Rel(b.src.Path()), werr)
@@ -1483,45 +1492,29 @@ func (b *builder) commitFailed(taskBytes []byte, err error) error {
 		said = ee.Stderr
 	}
 	b.git.Unstage(context.Background()) // unstage; the work stays in the tree
-	return b.fail("git commit failed (a pre-commit hook or a lock in .git refused it): "+clip(strings.Join(strings.Fields(said), " "), 200), said, "permanent")
+	return b.fail(what+": "+clip(strings.Join(strings.Fields(said), " "), 200), said, "permanent")
 }
 
-func (b *builder) commitMessage(taskID string, story tasks.Story, partial bool, eventID string) string {
-	subject := taskID + ": " + story.Title
+// commitMessage is the message of a task's commit: the subject, the
+// acceptance criteria report, and the trailers that tie the commit to
+// ralph's records. runkit.Commit adds the Ralph-Commit token last.
+func (b *builder) commitMessage(taskID string, story tasks.Story, partial bool, eventID string) runkit.Message {
+	m := runkit.Message{Subject: taskID + ": " + story.Title}
 	if b.sel.Subtask != nil {
-		subject = taskID + ": " + b.sel.Subtask.Title
+		m.Subject = taskID + ": " + b.sel.Subtask.Title
 	}
 	if partial {
-		subject = taskID + ": partial work (context exhausted)"
+		m.Subject = taskID + ": partial work (context exhausted)"
 	}
-	var body strings.Builder
 	if b.rec != nil && b.rec.ACReport != "" {
-		body.WriteString("Acceptance criteria:\n" + b.rec.ACReport + "\n\n")
+		m.Body = "Acceptance criteria:\n" + b.rec.ACReport
 	}
-	fmt.Fprintf(&body, "Ralph-Task: %s\nRalph-Story: %s\nRalph-Run: %s\nRalph-Iteration: %d\n", taskID, story.ID, b.id, b.st.Machine.Iteration)
+	m.Trailers = []runkit.Trailer{{Key: "Ralph-Task", Value: taskID}, {Key: "Ralph-Story", Value: story.ID},
+		{Key: "Ralph-Run", Value: b.id}, {Key: "Ralph-Iteration", Value: strconv.Itoa(b.st.Machine.Iteration)}}
 	if eventID != "" {
-		fmt.Fprintf(&body, "Ralph-Memory-Event: %s\n", eventID)
+		m.Trailers = append(m.Trailers, runkit.Trailer{Key: "Ralph-Memory-Event", Value: eventID})
 	}
-	if b.st.CommitToken != "" {
-		fmt.Fprintf(&body, "%s: %s\n", gitx.CommitTrailer, b.st.CommitToken)
-	}
-	return subject + "\n\n" + body.String()
-}
-
-// alreadyCommitted reports whether HEAD is the commit this COMMIT made
-// before a crash. It is recognised by the token ralph saved in its state
-// just before committing, never by the task and run trailers: those are
-// in the agent's prompt, and an agent that copies them into its own
-// commit must not have that commit taken for ralph's.
-func (b *builder) alreadyCommitted(ctx context.Context) (string, bool) {
-	if b.st.CommitToken == "" {
-		return "", false
-	}
-	hash, msg, err := b.git.LastCommit(ctx)
-	if err != nil || !gitx.HasCommitToken(msg, b.st.CommitToken) {
-		return "", false
-	}
-	return hash, true
+	return m
 }
 
 func (b *builder) attemptHead() string {

@@ -6,6 +6,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/runkit"
 )
 
 // The ports are what the loop's runner does to the world outside its own
@@ -41,6 +42,10 @@ type GitPort interface {
 	// commit leaves staged goes back to being plain changes.
 	Unstage(ctx context.Context) error
 }
+
+// A GitPort is what runkit.Commit and runkit.Committed need: the loop
+// commits a task as every runner does.
+var _ runkit.CommitGit = GitPort(nil)
 
 // CheckPort runs one of ralph's checks in dir.
 type CheckPort interface {

@@ -36,8 +36,8 @@ type fakeGit struct {
 	dirty   map[string]bool
 	commits []gitx.Commit
 	msgs    []string
-	// commitErr, when set, is what Commit returns.
-	commitErr error
+	// commitErr and addErr, when set, are what Commit and AddAll return.
+	commitErr, addErr error
 	// branch is the checked-out branch, "" for main.
 	branch string
 }
@@ -105,7 +105,7 @@ func (g *fakeGit) AddAll(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.call("AddAll")
-	return nil
+	return g.addErr
 }
 
 func (g *fakeGit) Commit(ctx context.Context, message string) (string, error) {
@@ -619,6 +619,62 @@ func TestRunnerCommitFailsBlocksTheTask(t *testing.T) {
 	}
 	prd, _ := os.ReadFile(r.opts.PRDPath)
 	if strings.Contains(string(prd), "### [x]") {
+		t.Errorf("a story whose commit failed reads as done:\n%s", prd)
+	}
+}
+
+// ralph's commits say what was done and tie it to ralph's records, with
+// the token that recognises the commit after a crash last: the partial
+// work of an exhausted context, then the verified story with its
+// acceptance criteria.
+func TestRunnerCommitMessages(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", signals: []string{"CONTEXT_EXHAUSTED"}}, step{write: "a.txt", tick: "US-001"})
+	rep, err := r.build()
+	if err != nil || len(r.git.msgs) != 2 {
+		t.Fatalf("Build = %+v, %v, %d commits; want the partial work and the story committed", rep, err, len(r.git.msgs))
+	}
+	id := rep.RunID
+	want := []string{
+		"US-001: partial work (context exhausted)\n\nRalph-Task: US-001\nRalph-Story: US-001\nRalph-Run: " + id + "\nRalph-Iteration: 1\nRalph-Commit: ",
+		"US-001: First story\n\nAcceptance criteria:\nAC-1: a.txt says good - ✓ checked by the agent; ralph's checks passed\n\n" +
+			"Ralph-Task: US-001\nRalph-Story: US-001\nRalph-Run: " + id + "\nRalph-Iteration: 2\nRalph-Memory-Event: evt-" + id + "-2\nRalph-Commit: ",
+	}
+	tokens := map[string]bool{}
+	for i, msg := range r.git.msgs {
+		body, token, _ := strings.Cut(msg, gitx.CommitTrailer+": ")
+		if body+gitx.CommitTrailer+": " != want[i] || !strings.HasSuffix(token, "\n") || strings.Contains(strings.TrimSuffix(token, "\n"), "\n") || len(token) < 9 {
+			t.Errorf("commit %d:\n%q\nwant\n%q followed by a token on the last line", i+1, msg, want[i])
+		}
+		tokens[token] = true
+	}
+	if len(tokens) != 2 {
+		t.Errorf("the two commits share their token: %v", tokens)
+	}
+}
+
+// A staging git refuses (an index.lock an agent left) fails the commit as a
+// refused commit does: the task is blocked with what git said, its done
+// mark is taken back, and nothing stays staged.
+func TestRunnerGitAddFailsBlocksTheTask(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001"})
+	r.git.allowed["Unstage"] = true
+	r.git.allowed["SetAside"] = true
+	r.git.addErr = &gitx.ExitError{Stderr: "fatal: Unable to create '.git/index.lock': File exists."}
+	rep, err := r.build()
+	if !errors.Is(err, ErrNeedsHuman) {
+		t.Fatalf("Build = %+v, %v; want needs_human: the commit fails", rep, err)
+	}
+	if !slices.Contains(r.events.steps(), "COMMIT -commit_failed-> BLOCKER") {
+		t.Fatalf("no commit_failed edge in %v", r.events.steps())
+	}
+	bl := r.state().Tasks["US-001"].Blocker
+	if bl == nil || !strings.Contains(bl.Reason, "git add failed") || !strings.Contains(bl.Reason, "index.lock': File exists.") {
+		t.Fatalf("blocker = %+v; want the failed git add and what git said", bl)
+	}
+	if r.git.called("Commit") != 0 || r.git.called("Unstage") != 1 {
+		t.Errorf("commits %d, unstaged %d times; want no commit and the index emptied", r.git.called("Commit"), r.git.called("Unstage"))
+	}
+	if prd, _ := os.ReadFile(r.opts.PRDPath); strings.Contains(string(prd), "### [x]") {
 		t.Errorf("a story whose commit failed reads as done:\n%s", prd)
 	}
 }
