@@ -19,7 +19,6 @@ import (
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/memory"
-	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/role"
@@ -1776,12 +1775,6 @@ func closeRunRecord(home *Home, st *LoopState) {
 	rec.Iterations = st.Machine.Iteration
 	store.WriteJSON(p, rec)
 }
-
-// sameDir reports whether process pid works inside root, so that a
-// recorded process group id that was reused by an unrelated program after a
-// reboot is never killed. It is asked of every member of the group, not
-// only of its leader, which may have exited while its children work on.
-func sameDir(pid int, root string) bool { return proc.WorksIn(pid, root) }
 
 // ensureRecord rebuilds the iteration record after a resume into TEST,
 // VALIDATE or COMMIT.

@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/ralphloop/ralph/internal/agent"
-	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
 )
 
 // attemptToken is the tag put in the environment of every process of an
@@ -22,9 +21,10 @@ func attemptToken(runID string, a *Attempt) string {
 }
 
 // stopLeftoverAgent stops what an attempt's agent left running when ralph
-// died: every process carrying the attempt's token, wherever it went, and
-// the recorded process group when one of its members is tagged or works in
-// the repository. It says what it stopped; a process that had left the
+// died (runkit.StopLeftover): every process carrying the attempt's token,
+// wherever it went, and the recorded process group when one of its members
+// is tagged or works in the repository, never a group number reused by an
+// unrelated program. It says what it stopped; a process that had left the
 // group (setsid) is named, because it shows the agent tried to outlive its
 // run.
 func (b *builder) stopLeftoverAgent(a *Attempt) {
@@ -32,7 +32,7 @@ func (b *builder) stopLeftoverAgent(a *Attempt) {
 	if a.AgentDone {
 		pgid = 0 // ralph saw the group end; the number may be reused
 	}
-	st := agent.StopLeftover(attemptToken(b.id, a), pgid, func(p proc.Process) bool { return sameDir(p.PID, b.ws.Root) })
+	st := runkit.StopLeftover(attemptToken(b.id, a), pgid, b.ws.Root)
 	if !st.Any() {
 		return
 	}
