@@ -838,8 +838,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		b.home.save(b.st)
 	}
 	var waits []LimitWait
-	var out agent.Outcome
-	var promptFile, logFile string
+	var res runkit.Result
 	var runErr error
 	var spec agent.Spec
 	for {
@@ -874,13 +873,12 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		if spec.Name != b.opts.Agent.Name {
 			b.sayf(report.KindLimit, "  ↻ %s is cooling down; using %s for this iteration\n", b.opts.Agent.Name, spec.Name)
 		}
-		out, promptFile, logFile, runErr = b.agents.RunAgent(ctx, spec, n, text)
-		b.countUsage(out)
-		limit, source := runkit.DetectLimit(out, runErr, b.opts.LimitPatterns)
-		if limit == nil {
+		res, runErr = b.agents.RunAgent(ctx, spec, n, text)
+		b.countUsage(res.Outcome)
+		if res.Limit == nil {
 			break
 		}
-		wait, err := b.coolDown(spec, limit, source, b.opts.now())
+		wait, err := b.coolDown(spec, res.Limit, res.LimitSource, b.opts.now())
 		if err != nil {
 			return Event{}, err
 		}
@@ -889,11 +887,12 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	}
 	CrashPoint("agent-exited")
 	b.agentToken = ""
+	out, promptFile, logFile := res.Outcome, res.PromptFile, res.LogFile
 	for _, p := range out.Strays {
 		b.sayf(report.KindRun, "  ! stopped %s: the agent started it outside its process group and it was still running\n", p)
 		b.logError("iteration %d (%s): stopped %s, which the agent had started outside its process group", n, taskID, p)
 	}
-	if envErr := agent.EnvironmentFailure(spec, out, runErr); envErr != nil {
+	if envErr := res.EnvFailure; envErr != nil {
 		// The agent could not run at all: every task would fail the same
 		// way, so none is charged (no attempt, retry, blocker or breaker
 		// trip). The iteration is recorded and the attempt dropped; the

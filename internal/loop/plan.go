@@ -73,8 +73,9 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 		r.sayf(report.KindIteration, "\n── planning iteration %d/%d · agent %s ──\n", n, opts.MaxIterations, opts.Agent.Name)
 		r.event("planning iteration %d started with agent %s", n, opts.Agent.Name)
 		started := opts.now()
-		out, promptFile, logFile, runErr := r.runAgent(ctx, n, text)
-		rec := r.newRecord(n, started, out, promptFile, logFile)
+		res, runErr := r.runAgent(ctx, n, text)
+		out, logFile := res.Outcome, res.LogFile
+		rec := r.newRecord(n, started, out, res.PromptFile, logFile)
 		if runErr != nil && !out.Interrupted {
 			rec.Status, rec.Reason = StatusAgentError, runErr.Error()
 			r.logError("planning iteration %d: %v", n, runErr)

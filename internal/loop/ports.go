@@ -18,10 +18,13 @@ import (
 // the runner over the table without starting a process.
 
 // AgentPort runs one agent attempt of iteration n with prompt, and returns
-// its outcome and the files that hold the prompt and the agent's log ("" if
-// there are none). An error means the agent could not be run or waited for.
+// what runkit.Attempt returns: the outcome, the files that hold the prompt
+// and the agent's log ("" if there are none), and the attempt's judgement
+// of a usage limit (Limit) and of an agent that cannot run at all
+// (EnvFailure), which the runner acts on rather than judging again. An
+// error means the agent could not be run or waited for.
 type AgentPort interface {
-	RunAgent(ctx context.Context, spec agent.Spec, n int, prompt string) (out agent.Outcome, promptFile, logFile string, err error)
+	RunAgent(ctx context.Context, spec agent.Spec, n int, prompt string) (runkit.Result, error)
 }
 
 // GitPort is the part of a git repository the loop uses: *gitx.Repo, plus
@@ -67,11 +70,11 @@ func (execChecks) RunCheck(ctx context.Context, dir string, c check.Check) check
 	return check.Run(ctx, dir, c)
 }
 
-// runAgentPort is the real AgentPort: agent.Run with the run's prompt file,
-// log, timeouts and process-group records.
+// runAgentPort is the real AgentPort: runkit.Attempt with the run's prompt
+// file, log, timeouts and process-group records.
 type runAgentPort struct{ r *run }
 
-func (p runAgentPort) RunAgent(ctx context.Context, spec agent.Spec, n int, prompt string) (agent.Outcome, string, string, error) {
+func (p runAgentPort) RunAgent(ctx context.Context, spec agent.Spec, n int, prompt string) (runkit.Result, error) {
 	return p.r.runAgentAs(ctx, spec, n, prompt)
 }
 

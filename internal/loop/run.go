@@ -442,13 +442,13 @@ func (r *run) iterPath(n int, ext string) string {
 
 // runAgent writes the prompt, runs the agent and returns its outcome. The
 // raw output goes to iter-N.log, the readable part to the terminal.
-func (r *run) runAgent(ctx context.Context, n int, prompt string) (agent.Outcome, string, string, error) {
+func (r *run) runAgent(ctx context.Context, n int, prompt string) (runkit.Result, error) {
 	return r.runAgentAs(ctx, r.opts.Agent, n, prompt)
 }
 
 // runAgentAs runs spec for iteration n. The log is appended to, so that a
 // run repeated after a usage limit keeps the limited run's output too.
-func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt string) (agent.Outcome, string, string, error) {
+func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt string) (runkit.Result, error) {
 	res, err := runkit.Attempt{
 		Spec:        spec,
 		Prompt:      prompt,
@@ -462,11 +462,12 @@ func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt str
 		// The attempt that holds the token is saved before this call.
 		Token:    r.agentToken,
 		OnStart:  r.onAgentStart,
-		Events:   r.em,
-		Terminal: r.opts.Terminal,
+		Events:        r.em,
+		Terminal:      r.opts.Terminal,
+		LimitPatterns: r.opts.LimitPatterns,
 	}.Run(ctx)
 	r.agentT += res.Duration
-	return res.Outcome, res.PromptFile, res.LogFile, err
+	return res, err
 }
 
 // newRecord starts the record of iteration n from the agent's outcome.

@@ -205,6 +205,9 @@ type step struct {
 	exit    int
 	err     error        // the agent could not be run at all
 	limit   *agent.Limit // a usage limit the CLI reported
+	// envFail is the attempt's judgement that the agent cannot run
+	// (runkit.Result.EnvFailure), whatever the outcome shows.
+	envFail *agent.EnvError
 	tokens  int64
 	cancel  bool   // the user interrupts ralph while the agent runs
 	switch_ string // a branch the agent checks out
@@ -224,7 +227,19 @@ type fakeAgent struct {
 	cancel  context.CancelFunc
 }
 
-func (a *fakeAgent) RunAgent(ctx context.Context, spec agent.Spec, n int, prompt string) (agent.Outcome, string, string, error) {
+// RunAgent plays the next step and judges its outcome as runkit.Attempt
+// does: a usage limit, and an agent that cannot run at all.
+func (a *fakeAgent) RunAgent(ctx context.Context, spec agent.Spec, n int, prompt string) (runkit.Result, error) {
+	out, err := a.play(spec, n, prompt)
+	res := runkit.Result{Outcome: out, EnvFailure: agent.EnvironmentFailure(spec, out, err)}
+	res.Limit, res.LimitSource = runkit.DetectLimit(out, err, nil)
+	if s := a.steps[a.calls-1]; s.envFail != nil {
+		res.EnvFailure = s.envFail
+	}
+	return res, err
+}
+
+func (a *fakeAgent) play(spec agent.Spec, n int, prompt string) (agent.Outcome, error) {
 	a.specs = append(a.specs, spec.Name)
 	a.prompts = append(a.prompts, prompt)
 	if a.calls >= len(a.steps) {
@@ -236,7 +251,7 @@ func (a *fakeAgent) RunAgent(ctx context.Context, spec agent.Spec, n int, prompt
 	out.ExitCode = s.exit
 	out.Duration = time.Second
 	if s.err != nil {
-		return out, "", "", s.err
+		return out, s.err
 	}
 	if s.write != "" {
 		if err := os.WriteFile(filepath.Join(a.root, s.write), []byte(fmt.Sprintf("attempt %d\n", a.calls)), 0o644); err != nil {
@@ -267,7 +282,7 @@ func (a *fakeAgent) RunAgent(ctx context.Context, spec agent.Spec, n int, prompt
 		a.cancel()
 		out.Interrupted = true
 	}
-	return out, "", "", nil
+	return out, nil
 }
 
 // fakeChecks plays, per check name, the exit codes of its runs in order;
@@ -702,6 +717,22 @@ func TestRunnerAgentCannotRunStops(t *testing.T) {
 	wantResumedAndDone(t, r, rep, err)
 	if rep.Iterations != 1 {
 		t.Errorf("iterations = %d; want 1: the agent that could not run was no attempt", rep.Iterations)
+	}
+}
+
+// The runner acts on the attempt's judgement that the agent cannot run
+// (runkit.Result.EnvFailure), made in one place for every machine: the run
+// stops, saying what to do, and the task is not charged.
+func TestRunnerStopsOnTheAttemptsEnvFailure(t *testing.T) {
+	envErr := &agent.EnvError{Agent: "main", Kind: agent.EnvAuth, Detail: "401 Unauthorized", Hint: "log in with `main login`"}
+	r := newRig(t, oneStory, step{exit: 1, envFail: envErr})
+	rep, err := r.build()
+	if !errors.Is(err, envErr) || rep.Outcome != OutcomeError || !strings.Contains(err.Error(), "main login") {
+		t.Fatalf("Build = %+v, %v; want the attempt's environment failure", rep, err)
+	}
+	st := wantStopped(t, r, TrigAgentCannotRun)
+	if tr := st.Tasks["US-001"]; tr != nil && (tr.Failures != 0 || tr.RetryCount != 0 || tr.Blocker != nil) {
+		t.Errorf("the task was charged for the environment's failure: %+v", tr)
 	}
 }
 
