@@ -460,8 +460,8 @@ func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt str
 		IdleTimeout: r.opts.IdleTimeout,
 		MaxLogBytes: r.opts.MaxLogBytes,
 		// The attempt that holds the token is saved before this call.
-		Token:    r.agentToken,
-		OnStart:  r.onAgentStart,
+		Token:         r.agentToken,
+		OnStart:       r.onAgentStart,
 		Events:        r.em,
 		Terminal:      r.opts.Terminal,
 		LimitPatterns: r.opts.LimitPatterns,
