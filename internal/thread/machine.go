@@ -115,6 +115,7 @@ const (
 	VerbClaimDone      Verb = "claim_done"      // Running: the model output its promise tag
 	VerbInterrupt      Verb = "interrupt"       // Running: Ctrl+C
 	VerbStuck          Verb = "stuck"           // Running, Verifying: no way forward
+	VerbLoopFailed     Verb = "loop_failed"     // Running: the loop stopped on an error that is not the work's
 	VerbResume         Verb = "resume"          // Paused
 	VerbReconfigure    Verb = "reconfigure"     // Paused, Stuck
 	VerbCriteriaFailed Verb = "criteria_failed" // Verifying: iterations remain
@@ -188,8 +189,9 @@ type Transition struct {
 	Label string
 }
 
-// Table is the thread machine, as data: exactly the edges of seed 003's
-// diagram, one row per edge. Actors follow the seed's transition tables
+// Table is the thread machine, as data: the edges of seed 003's diagram,
+// one row per edge, and one row the seed leaves out (loop_failed), so that
+// every way the thread's work can end is a row. Actors follow the seed's transition tables
 // ("User ..." is human, "AI found issues" and "Model outputs promise tag" are
 // agent, check outcomes are system), with three user steps made system rows
 // that quick mode takes by itself, because the seed's quick mode skips
@@ -212,6 +214,12 @@ var Table = []Transition{
 	{PhaseConfiguring, VerbStart, PhaseRunning, ActorSystem, CheckpointNone, AutoQuick, false, "start loop"},
 	{PhaseRunning, VerbClaimDone, PhaseVerifying, ActorAgent, CheckpointNone, AutoNever, false, "model claims done"},
 	{PhaseRunning, VerbInterrupt, PhasePaused, ActorHuman, CheckpointNone, AutoNever, false, "user interrupt"},
+	// Not in the seed's diagram, which shows only the work's own endings:
+	// the loop can also stop on something outside the work (an agent that
+	// cannot run, git history changed under it, a broken task file). That
+	// is no failed attempt, so not Stuck; the thread waits where the
+	// person can fix it and resume, as after an interrupt.
+	{PhaseRunning, VerbLoopFailed, PhasePaused, ActorSystem, CheckpointNone, AutoNever, false, "the loop failed (fix it, then resume)"},
 	{PhasePaused, VerbResume, PhaseRunning, ActorHuman, CheckpointNone, AutoNever, false, "resume"},
 	{PhasePaused, VerbReconfigure, PhaseConfiguring, ActorHuman, CheckpointNone, AutoNever, false, "reconfigure"},
 	{PhaseVerifying, VerbCriteriaFailed, PhaseRunning, ActorSystem, CheckpointNone, AutoNever, false, "criteria failed, iterations remain"},
@@ -364,6 +372,13 @@ type Event struct {
 	// Stuck describes the failed attempt, with stuck. When nil, the thread
 	// records the spec version and iteration it knows.
 	Stuck *StuckInfo
+	// Reason says in words why ralph raised the event (why the thread is
+	// stuck, why the loop failed): it is shown, and journaled with the
+	// transition.
+	Reason string
+	// Err, when set, is what the command ends with once the thread has
+	// taken the event: the interrupt, or the loop's failure with what to do.
+	Err error
 }
 
 // Action is work the runner does for a transition.
