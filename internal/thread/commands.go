@@ -157,6 +157,12 @@ func (r *Runner) Do(name, msg string, settled func() error) error {
 		}
 		return settled()
 	}
+	raiseAndSettle := func(ev Event) error {
+		if err := r.raise(ev, c.Name); err != nil {
+			return err
+		}
+		return settled()
+	}
 
 	if c.Name == "review" && phase == PhasePendingReview {
 		r.printReview()
@@ -173,20 +179,15 @@ func (r *Runner) Do(name, msg string, settled func() error) error {
 	}
 	ev := Event{Verb: mv, Source: SourceHuman}
 	switch c.Name {
-	case "assess":
-		if err := r.apply(ev, c.Name); err != nil {
+	case "assess", "polish":
+		// The phase these enter is a spec agent's work: with the budget
+		// spent, the command is refused before the thread moves.
+		if err := r.checkBudget(specWork[c.Name]); err != nil {
 			return err
 		}
-		if err := r.assess(); err != nil {
-			return err
-		}
-		return settled()
 	case "start":
 		if phase == PhaseFinalized {
-			if err := r.implementAs(SourceHuman, c.Name); err != nil {
-				return err
-			}
-			if err := r.drive(); err != nil {
+			if err := r.raise(r.implementEvent(SourceHuman), c.Name); err != nil {
 				return err
 			}
 			if r.t.Phase.Type != PhaseConfiguring {
@@ -196,10 +197,7 @@ func (r *Runner) Do(name, msg string, settled func() error) error {
 		if err := r.configure(); err != nil {
 			return err
 		}
-		if err := r.apply(Event{Verb: VerbStart, Source: SourceHuman}, c.Name); err != nil {
-			return err
-		}
-		return driveAndSettle()
+		return raiseAndSettle(Event{Verb: VerbStart, Source: SourceHuman})
 	case "reconfigure":
 		if err := r.apply(ev, c.Name); err != nil {
 			return err
@@ -225,10 +223,7 @@ func (r *Runner) Do(name, msg string, settled func() error) error {
 				return err
 			}
 		}
-		if err := r.apply(ev, c.Name); err != nil {
-			return err
-		}
-		return driveAndSettle()
+		return raiseAndSettle(ev)
 	case "resume":
 		if r.hasConfigOptions() {
 			return usageErrorf("resume keeps the configuration: use `ralph thread reconfigure` to change it")
@@ -243,15 +238,16 @@ func (r *Runner) Do(name, msg string, settled func() error) error {
 		if err := r.addStory("RV", "Review changes", []string{msg}); err != nil {
 			return err
 		}
-		AppendMessage(r.dir, r.t.ID, Message{Role: "reviewer", Content: msg, At: r.env.Now().UTC(), SpecVersion: r.t.SpecVersion})
+		AppendMessage(r.dir, r.t.ID, Message{Role: "reviewer", Content: msg, At: r.now().UTC(), SpecVersion: r.t.SpecVersion})
 	}
 	// The other commands, pause among them when no ralph runs the loop
 	// (it was killed), only record the transition and go on from it.
-	if err := r.apply(ev, c.Name); err != nil {
-		return err
-	}
-	return driveAndSettle()
+	return raiseAndSettle(ev)
 }
+
+// specWork names the spec agent run of the commands that start one, as
+// runAgent's kind.
+var specWork = map[string]string{"assess": "assessment", "polish": "polish"}
 
 func (r *Runner) hasConfigOptions() bool {
 	return len(r.opts.Agents) > 0 || r.opts.MaxIterations > 0 || len(r.opts.Verifiers) > 0

@@ -11,15 +11,18 @@
 // hand (the workspace reset needs the old baseline), and only then saves the
 // new thread. If an action fails the old thread stays on disk.
 //
-// Runner is that runner. It performs the phases ralph works in itself:
-// preflight, the loop run (through the loop package), verification,
-// polish, and the spec conversation and assessment by an agent; and the
-// actions of the human commands: the baseline and branch, the reset to the
-// baseline, the proposed commit. What it needs from the command line (the
-// agent a name means, the loop's options, a person's yes) comes in through
-// Env as plain values and functions, so that this package never depends on
-// the command line. Errors that call for a particular exit status are
-// typed (ErrInterrupted, UsageError); the command line maps them.
+// Runner is that runner. Every action has one performer (performers.go):
+// the steps ahead of the save, what the person is told, and the work of
+// the phase an action enters: preflight, the loop run, verification,
+// polish, the assessment, quick mode's automatic steps. The work's
+// outcome is the thread's next event, so every way the work ends is a row
+// of the table. The runner reaches the spec agents, the loop, git and the
+// checks through ports (ports.go). What it needs from the command line
+// (the agent a name means, the loop's options, a person's yes) comes in
+// through Env as plain values and functions, so that this package never
+// depends on the command line. Errors that call for a particular exit
+// status are typed (ErrInterrupted, UsageError, BudgetError); the command
+// line maps them.
 package thread
 
 import (

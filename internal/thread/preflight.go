@@ -18,32 +18,26 @@ import (
 
 // ---- Finalized → Preflight ----
 
-// implementAs begins implementation: the baseline is recorded (kept when
-// the thread's branch is already checked out with a baseline), the branch
-// is created by the capture_baseline action, and preflight runs, at once
-// unless a person asked for it (Do drives then).
-func (r *Runner) implementAs(src Source, verb string) error {
+// implementEvent is the event that begins implementation, raised by src:
+// the baseline is recorded (kept when the thread's branch is already
+// checked out with a baseline), and the branch is created by the
+// capture_baseline action. Preflight, the new phase's work, follows.
+func (r *Runner) implementEvent(src Source) Event {
 	ctx := r.bg()
 	ev := Event{Verb: VerbImplement, Source: src}
-	head, _ := r.ws.Repo.Head(ctx)
+	head, _ := r.repo.Head(ctx)
 	branch := r.currentBranch()
 	if head != "" {
 		if branch == BranchName(r.t.ID) && r.t.Baseline != nil {
 			b := *r.t.Baseline
 			ev.Baseline = &b
 		} else {
-			ev.Baseline = &Baseline{Branch: branch, CommitSHA: head, CapturedAt: r.env.Now().UTC()}
+			ev.Baseline = &Baseline{Branch: branch, CommitSHA: head, CapturedAt: r.now().UTC()}
 			r.warnThreadBaseline(branch)
 		}
 		ev.Branch = BranchName(r.t.ID)
 	}
-	if err := r.apply(ev, verb); err != nil {
-		return err
-	}
-	if src != SourceHuman {
-		return r.drive()
-	}
-	return nil
+	return ev
 }
 
 // warnThreadBaseline warns when the baseline is another thread's branch
@@ -65,9 +59,10 @@ func (r *Runner) warnThreadBaseline(branch string) {
 	r.say(report.KindWarning, "warning: the baseline is %s, another thread's branch that is not merged anywhere yet: this thread builds on its work. To start from your main branch instead, check it out before `ralph thread start`.", branch)
 }
 
+// git runs a git command in the work tree through the git port, to the
+// end even after Ctrl+C.
 func (r *Runner) git(args ...string) (string, error) {
-	out, err := r.ws.Repo.Runner.Git(r.bg(), r.ws.Root, args...)
-	return strings.TrimSpace(string(out)), err
+	return r.repo.Git(r.bg(), args...)
 }
 
 func (r *Runner) currentBranch() string {
@@ -118,7 +113,7 @@ func (r *Runner) preflightFailures() []string {
 	t := r.t
 	ctx := r.bg()
 	// 1. git state
-	snap, err := r.ws.Repo.Snapshot(ctx)
+	snap, err := r.repo.Snapshot(ctx)
 	if err != nil {
 		fails = append(fails, "git: "+err.Error())
 	} else {
@@ -194,12 +189,13 @@ func (r *Runner) preflightFailures() []string {
 	return fails
 }
 
-func (r *Runner) preflight() error {
+// preflight is the Preflight phase's work: its checks decide the event.
+func (r *Runner) preflight() (Event, error) {
 	r.note("preflight: git state, baseline, spec, tools, conflicts")
 	fails := r.preflightFailures()
 	if len(fails) > 0 {
-		return r.apply(Event{Verb: VerbChecksFail, Source: SourceSystem, Failures: fails}, "checks_fail")
+		return Event{Verb: VerbChecksFail, Source: SourceSystem, Failures: fails}, nil
 	}
 	r.note("  ✓ all preflight checks pass (baseline %s on %s, branch %s)", text.ShortHash(r.t.Baseline.CommitSHA), text.OrNone(r.t.Baseline.Branch, "(detached)"), r.t.Branch)
-	return r.apply(Event{Verb: VerbChecksPass, Source: SourceSystem}, "checks_pass")
+	return Event{Verb: VerbChecksPass, Source: SourceSystem}, nil
 }

@@ -10,62 +10,9 @@ import (
 	"github.com/ralphloop/ralph/internal/words"
 )
 
-// What the runner tells the person as the thread moves. Each report is
-// printed after the new phase is saved, so that it describes the thread
-// as it is on disk.
-
-// after reports what the new phase means for the person.
-func (r *Runner) after(a Action) {
-	t := r.t
-	switch a {
-	case ActFreezeSpec:
-		r.note("spec v%d frozen: %s", t.SpecVersion, r.ws.Rel(SpecPath(r.dir, t.ID, t.SpecVersion)))
-		if t.Mode == ModeMethodical {
-			r.note("next: ralph thread start (or ralph thread reopen)")
-		}
-	case ActDraftSpec:
-		r.note("next: ralph thread draft \"...\" / spec FILE, then finalize (or assess first)")
-	case ActReportPreflight:
-		for _, f := range t.Phase.Failures {
-			r.note("  ✗ %s", f)
-		}
-	case ActAwaitHuman:
-		r.ReportPaused()
-	case ActRecordStuck:
-		r.ReportStuck()
-	case ActOfferPolish:
-		if t.Mode == ModeMethodical {
-			r.note("implemented and verified: next: ralph thread polish (docs/tests) or ralph thread review")
-		}
-	case ActRequestReview:
-		r.printReview()
-	case ActPrepareCommit:
-		r.note("proposed commit message (%s):", r.ws.Rel(r.path("commit_msg.txt")))
-		for _, l := range strings.Split(strings.TrimRight(r.commitMessage(), "\n"), "\n") {
-			r.note("    %s", l)
-		}
-		r.note("next: ralph thread commit: the thread's work becomes one commit with this message (you commit; ralph never pushes or merges)")
-	case ActCommit:
-		conf := r.loadConf()
-		what := "nothing left to commit"
-		if conf.CommitSHA != "" {
-			what = "committed " + text.ShortHash(conf.CommitSHA)
-		}
-		base := "your branch"
-		if t.Baseline != nil && t.Baseline.Branch != "" {
-			base = t.Baseline.Branch
-		}
-		r.note("done: %s; the work is on branch %s. Merge it yourself, e.g. git checkout %s && git merge %s",
-			what, BranchName(t.ID), base, BranchName(t.ID))
-		if conf.CommitSHA != "" {
-			r.note("the per-story commits are kept at %s (git log %s)", StoriesRef(t.ID), StoriesRef(t.ID))
-		}
-	case ActArchive:
-		if t.Phase.Type == PhaseAbandoned && t.Branch != "" {
-			r.note("abandoned; branch %s is kept: delete it with git branch -D %s when you no longer need it", t.Branch, t.Branch)
-		}
-	}
-}
+// What the runner tells the person about a phase: the boxes and the review
+// that the performers show on entering it (performers.go) and that `ralph
+// thread show` shows again.
 
 // printReview shows what a reviewer needs: the commits and the diff since
 // the baseline, the verification evidence and ralph's recommendation.

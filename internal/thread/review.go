@@ -13,17 +13,17 @@ import (
 // commitHumanEdits commits what a person changed on the thread's branch,
 // so that the loop, which refuses a dirty tree, can go on from it.
 func (r *Runner) commitHumanEdits(what string) error {
-	snap, err := r.ws.Repo.Snapshot(r.bg())
+	snap, err := r.repo.Snapshot(r.bg())
 	if err != nil || snap.Clean() {
 		return err
 	}
 	if r.t.Branch != "" && r.currentBranch() != r.t.Branch {
 		return fmt.Errorf("you are on %q, not the thread's branch %s: git checkout %s first", r.currentBranch(), r.t.Branch, r.t.Branch)
 	}
-	if err := r.ws.Repo.AddAll(r.bg()); err != nil {
+	if err := r.repo.AddAll(r.bg()); err != nil {
 		return err
 	}
-	sha, err := r.ws.Repo.Commit(r.bg(), fmt.Sprintf("%s: %s\n\nRalph-Thread: %s\n", r.t.Title, what, r.t.ID))
+	sha, err := r.repo.Commit(r.bg(), fmt.Sprintf("%s: %s\n\nRalph-Thread: %s\n", r.t.Title, what, r.t.ID))
 	if err != nil {
 		return err
 	}
@@ -52,10 +52,10 @@ func (r *Runner) resetWorkspace(old Thread) error {
 	// Uncommitted work is kept, not thrown away (ralph's own folder is
 	// left alone), on a ref of the thread's: never in git stash, which is
 	// the user's and which every worktree of the repository shares.
-	if snap, err := r.ws.Repo.Snapshot(r.bg()); err == nil && !snap.Clean() {
+	if snap, err := r.repo.Snapshot(r.bg()); err == nil && !snap.Clean() {
 		ref := "refs/ralph/threads/" + old.ID + "/before-reset"
 		msg := fmt.Sprintf("ralph: thread %s work before reset to baseline", old.ID)
-		kept, err := r.ws.Repo.SetAside(r.bg(), ref, msg, ".ralph")
+		kept, err := r.repo.SetAside(r.bg(), ref, msg, ".ralph")
 		if err != nil {
 			return fmt.Errorf("reset: keeping the uncommitted work: %w", err)
 		}
@@ -139,7 +139,7 @@ func (r *Runner) commitWork() error {
 	}
 	ctx, base := r.bg(), r.t.Baseline.CommitSHA
 	conf := r.loadConf()
-	head, err := r.ws.Repo.Head(ctx)
+	head, err := r.repo.Head(ctx)
 	if err != nil {
 		return err
 	}
@@ -157,14 +157,14 @@ func (r *Runner) commitWork() error {
 	if err := r.commitHumanEdits("uncommitted work at commit"); err != nil {
 		return err
 	}
-	if head, err = r.ws.Repo.Head(ctx); err != nil {
+	if head, err = r.repo.Head(ctx); err != nil {
 		return err
 	}
 	conf.CommitSHA = ""
 	if head == base {
 		return r.saveConf(conf) // nothing was changed: nothing to commit
 	}
-	if ok, err := r.ws.Repo.IsAncestor(ctx, base, head); err != nil {
+	if ok, err := r.repo.IsAncestor(ctx, base, head); err != nil {
 		return err
 	} else if !ok {
 		return fmt.Errorf("%s no longer descends from the thread's baseline %s (was it rebased?): ralph squashes only baseline..HEAD; commit it yourself, then `ralph thread abandon`", r.currentBranchOr(head), text.ShortHash(base))

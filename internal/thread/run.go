@@ -3,7 +3,6 @@ package thread
 import (
 	"errors"
 	"fmt"
-	"github.com/ralphloop/ralph/internal/report"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/words"
@@ -34,6 +35,12 @@ type RunConfig struct {
 	// failed verifications.
 	Extra     int    `json:"extra,omitempty"`
 	CommitSHA string `json:"commit_sha,omitempty"`
+	// SpecTokens and SpecCostUSD are what the thread's spec agents (the
+	// conversation, the assessment, polish) have used: every agent run
+	// counts against [budget], so each loop run of the thread starts
+	// with them spent.
+	SpecTokens  int64   `json:"spec_tokens,omitempty"`
+	SpecCostUSD float64 `json:"spec_cost_usd,omitempty"`
 	// CommandAgent is the agent AGENT_CMD gave as a command line when the
 	// thread was configured. Such an agent has no name to look up again,
 	// so its command is kept: a resume in a shell without AGENT_CMD runs
@@ -202,18 +209,18 @@ func (r *Runner) retireLoopState(keepRun bool) error {
 	return home.ForgetStories(command, ids)
 }
 
-// runLoop runs the loop over the thread's PRD copy, resuming the thread's
-// unfinished run if there is one, and turns its outcome into the thread's
-// next event. The iterations of all runs of the thread count against its
-// configured maximum.
-func (r *Runner) runLoop() error {
+// runLoop is the Running phase's work: it runs the loop over the thread's
+// PRD copy, resuming the thread's unfinished run if there is one, and
+// turns how the loop ended into the thread's next event. The iterations of
+// all runs of the thread count against its configured maximum.
+func (r *Runner) runLoop() (Event, error) {
 	conf := r.effectiveConf()
 	if _, err := os.Stat(r.prdPath()); err != nil || conf.PRDSpecVersion != r.t.SpecVersion {
 		if err := r.retireLoopState(false); err != nil {
-			return err
+			return Event{}, err
 		}
 		if err := r.copySpecToPRD(&conf); err != nil {
-			return err
+			return Event{}, err
 		}
 	}
 	if r.t.Assisted {
@@ -221,12 +228,12 @@ func (r *Runner) runLoop() error {
 		// edits are verified first (against the thread's PRD copy, made
 		// above if no run had made it yet), and the agent runs only if
 		// that fails.
-		return r.apply(Event{Verb: VerbClaimDone, Source: SourceHuman}, "claim_done")
+		return Event{Verb: VerbClaimDone, Source: SourceHuman}, nil
 	}
 	rel := r.ws.Rel(r.prdPath())
 	prior, err := loop.HomeOf(r.ws).Load()
 	if err != nil {
-		return err
+		return Event{}, err
 	}
 	resuming := prior != nil && !prior.Finished && prior.TaskFile == rel
 	base := r.t.Phase.Iteration
@@ -243,58 +250,44 @@ func (r *Runner) runLoop() error {
 		}
 		conf.RunID, conf.RunBase = prior.RunID, base
 		if err := r.saveConf(conf); err != nil {
-			return err
+			return Event{}, err
 		}
 		r.note("thread %s: the loop run %s had finished every story before ralph stopped; verifying it", r.t.ID, prior.RunID)
-		return r.apply(Event{Verb: VerbClaimDone, Source: SourceAgent, Iteration: base + prior.Machine.Iteration, RunID: prior.RunID}, "claim_done")
+		return Event{Verb: VerbClaimDone, Source: SourceAgent, Iteration: base + prior.Machine.Iteration, RunID: prior.RunID}, nil
 	}
 	remaining := conf.MaxIterations - base
 	if !resuming {
 		// A new run needs a clean tree: what the last attempt left on the
 		// thread's branch is committed there.
 		if err := r.commitHumanEdits("work in progress before a new run"); err != nil {
-			return err
+			return Event{}, err
 		}
 		if remaining <= 0 {
-			return r.stuck(base, fmt.Sprintf("no iterations left (%d of %d used)", base, conf.MaxIterations), nil)
+			return r.stuckEvent(base, fmt.Sprintf("no iterations left (%d of %d used)", base, conf.MaxIterations), nil), nil
 		}
 		if err := r.retireLoopState(false); err != nil {
-			return err
+			return Event{}, err
 		}
 	}
 	if err := r.saveConf(conf); err != nil {
-		return err
+		return Event{}, err
 	}
 	if why := r.agentsExhausted(conf.Agents); why != "" {
-		return r.stuck(base, why, nil)
+		return r.stuckEvent(base, why, nil), nil
 	}
 	if spec, err := ReadSpec(r.dir, r.t.ID, r.t.SpecVersion); err == nil {
 		if p := specPromise(spec); p != "" && p != "COMPLETE" && !resuming {
 			store.AppendFile(r.ws.Path("context.md"), []byte(fmt.Sprintf("- (thread %s) when every story is done, end your final message with <promise>%s</promise> on a line of its own\n", r.t.ID, p)))
 		}
 	}
-	primary, err := r.agentSpec(conf.Agents[0])
+	opts, err := r.loopOptions(conf, rel, remaining)
 	if err != nil {
-		return err
+		// The loop cannot even be set up (an agent of the thread's
+		// configuration is unknown, a bad setting): as when it fails.
+		return r.loopFailed(base, "", err), nil
 	}
-	opts, err := r.env.LoopOptions(r.ctx, primary, rel, max(remaining, 1))
-	if err != nil {
-		return err
-	}
-	opts.RequirePlan = false
-	// A blocked story makes the thread stuck, which assist resolves.
-	opts.UnblockHint = "ralph thread assist"
-	opts.Fallbacks = nil
-	for _, name := range conf.Agents[1:] {
-		f, err := r.agentSpec(name)
-		if err != nil {
-			return err
-		}
-		opts.Fallbacks = append(opts.Fallbacks, f)
-	}
-	opts.MaxLimitWait = maxLimitWait
 	r.note("running the loop for thread %s: spec v%d, iterations %d/%d used", r.t.ID, r.t.SpecVersion, base, conf.MaxIterations)
-	rep, runErr := loop.Build(r.ctx, r.ws, opts)
+	rep, runErr := r.loops.Build(r.ctx, r.ws, opts)
 	// The loop journaled its own events with its own numbers: the
 	// thread's next event follows them, so that seq keeps increasing.
 	if last, err := report.LastSeq(loop.EventsPath(r.ws)); err == nil {
@@ -307,33 +300,67 @@ func (r *Runner) runLoop() error {
 	}
 	if r.t.Phase.Type != PhaseRunning {
 		r.note("thread %s is %s now; the loop's outcome (%s) is not applied", r.t.ID, r.t.Phase.Type, rep.Outcome)
-		return nil
+		return Event{}, nil
 	}
 	used := base + rep.Iterations
 	if rep.RunID != "" {
 		conf.RunID, conf.RunBase = rep.RunID, base
 		if err := r.saveConf(conf); err != nil {
-			return err
+			return Event{}, err
 		}
 	}
 	switch {
 	case errors.Is(runErr, loop.ErrInterrupted):
-		if err := r.apply(Event{Verb: VerbInterrupt, Source: SourceHuman, Iteration: used, RunID: rep.RunID}, "pause"); err != nil {
-			return err
-		}
-		return interruptedf("thread %s paused; nothing is lost: ralph thread resume | reconfigure | abandon", r.t.ID)
+		return Event{Verb: VerbInterrupt, Source: SourceHuman, Iteration: used, RunID: rep.RunID,
+			Err: interruptedf("thread %s paused; nothing is lost: ralph thread resume | reconfigure | abandon", r.t.ID)}, nil
 	case errors.Is(runErr, loop.ErrAllLimited):
-		return r.stuck(used, runErr.Error(), nil)
+		return r.stuckEvent(used, runErr.Error(), nil), nil
 	case errors.Is(runErr, loop.ErrNeedsHuman) || rep.Outcome == loop.OutcomeNeedsHuman:
-		return r.stuck(used, "only blocked stories are left", nil)
+		return r.stuckEvent(used, "only blocked stories are left", nil), nil
 	case runErr != nil:
-		return fmt.Errorf("the loop stopped: %w (thread %s stays Running: fix it, then `ralph thread resume`)", runErr, r.t.ID)
+		return r.loopFailed(used, rep.RunID, runErr), nil
 	case rep.Outcome == loop.OutcomeMaxIterations || rep.Outcome == loop.OutcomeBudget:
-		return r.stuck(used, rep.Reason, nil)
+		return r.stuckEvent(used, rep.Reason, nil), nil
 	case rep.Outcome == loop.OutcomeComplete:
-		return r.apply(Event{Verb: VerbClaimDone, Source: SourceAgent, Iteration: used, RunID: rep.RunID}, "claim_done")
+		return Event{Verb: VerbClaimDone, Source: SourceAgent, Iteration: used, RunID: rep.RunID}, nil
 	}
-	return fmt.Errorf("the loop ended with outcome %q; thread %s stays Running: `ralph thread resume`", rep.Outcome, r.t.ID)
+	return r.loopFailed(used, rep.RunID, fmt.Errorf("the loop ended with outcome %q, which this ralph does not know", rep.Outcome)), nil
+}
+
+// loopOptions configures the loop run of the thread as `ralph build` would,
+// with the thread's agents, at most remaining iterations, and what the
+// thread's spec agents spent already counted against the budget.
+func (r *Runner) loopOptions(conf RunConfig, rel string, remaining int) (loop.Options, error) {
+	primary, err := r.agentSpec(conf.Agents[0])
+	if err != nil {
+		return loop.Options{}, err
+	}
+	opts, err := r.env.LoopOptions(r.ctx, primary, rel, max(remaining, 1))
+	if err != nil {
+		return loop.Options{}, err
+	}
+	opts.RequirePlan = false
+	// A blocked story makes the thread stuck, which assist resolves.
+	opts.UnblockHint = "ralph thread assist"
+	opts.Fallbacks = nil
+	for _, name := range conf.Agents[1:] {
+		f, err := r.agentSpec(name)
+		if err != nil {
+			return loop.Options{}, err
+		}
+		opts.Fallbacks = append(opts.Fallbacks, f)
+	}
+	opts.MaxLimitWait = maxLimitWait
+	opts.SpentBefore = r.specSpent()
+	return opts, nil
+}
+
+// loopFailed is the event of a loop that stopped on err, something outside
+// the work (an agent that cannot run, history changed under the run): the
+// thread pauses, and the command ends with err and what to do.
+func (r *Runner) loopFailed(used int, runID string, err error) Event {
+	return Event{Verb: VerbLoopFailed, Source: SourceSystem, Iteration: used, RunID: runID, Reason: oneLineErr(err),
+		Err: fmt.Errorf("the loop stopped: %w (thread %s is Paused: fix it, then `ralph thread resume`)", err, r.t.ID)}
 }
 
 // maxLimitWait is the longest a thread's loop waits for a usage limit to
@@ -342,27 +369,34 @@ func (r *Runner) runLoop() error {
 var maxLimitWait = 10 * time.Minute
 
 // agentsExhausted says why no configured agent can run within
-// maxLimitWait (the cooldowns in .ralph/state.json), "" when one can.
+// maxLimitWait, "" when one can. The rests are the workspace's shared
+// cooldowns, which every run and machine records and honours.
 func (r *Runner) agentsExhausted(agents []string) string {
-	st, err := loop.HomeOf(r.ws).Load()
-	if err != nil || st == nil || len(agents) == 0 {
+	if len(agents) == 0 {
 		return ""
 	}
-	limit := r.env.Now().Add(maxLimitWait)
+	now := r.now()
+	rests, err := runkit.OpenCooldowns(r.ws.Dir()).All(now)
+	if err != nil {
+		return "" // the loop reports an unreadable record itself
+	}
+	limit := now.Add(maxLimitWait)
 	var parts []string
 	for _, name := range agents {
-		until, ok := st.Cooldowns[name]
-		if !ok || !until.After(limit) {
+		rest, ok := rests[name]
+		if !ok || !rest.Until.After(limit) {
 			return ""
 		}
-		parts = append(parts, fmt.Sprintf("%s until %s", name, until.Local().Format("15:04:05")))
+		parts = append(parts, fmt.Sprintf("%s until %s", name, rest.Until.Local().Format("15:04:05")))
 	}
 	return fmt.Sprintf("%v: every agent is cooling down after a usage limit (%s)", loop.ErrAllLimited, strings.Join(parts, ", "))
 }
 
-// stuck records what the failed attempt leaves and moves to Stuck.
-func (r *Runner) stuck(used int, reason string, ev *Evidence) error {
-	r.note("stuck: %s", reason)
+// stuckEvent is the event that sends the thread to Stuck, with what the
+// failed attempt reached: the criteria of the verification ev when there
+// is one, else those ticked in the PRD copy. The record_stuck action keeps
+// the rest (the reason, the closest output, the diff).
+func (r *Runner) stuckEvent(used int, reason string, ev *Evidence) Event {
 	info := StuckInfo{SpecVersion: r.t.SpecVersion, Iterations: used}
 	if ev != nil {
 		for _, it := range ev.Items {
@@ -386,21 +420,7 @@ func (r *Runner) stuck(used int, reason string, ev *Evidence) error {
 			}
 		}
 	}
-	if out := r.closestOutput(); out != "" {
-		info.ClosestOutput = r.ws.Rel(out)
-	}
-	if r.t.Baseline != nil {
-		diff, _ := r.git("diff", r.t.Baseline.CommitSHA, "--", ".", ":(exclude).ralph")
-		if untracked, _ := r.git("ls-files", "--others", "--exclude-standard", "--", ".", ":(exclude).ralph"); untracked != "" {
-			diff += "\n# untracked files (not in the diff above):\n# " + strings.ReplaceAll(untracked, "\n", "\n# ")
-		}
-		p := r.path("stuck.diff")
-		if err := store.WriteFileAtomic(p, []byte(diff+"\n"), 0o644); err == nil {
-			info.DiffPath = r.ws.Rel(p)
-		}
-	}
-	store.WriteFileAtomic(r.path("stuck_reason.txt"), []byte(reason+"\n"), 0o644)
-	return r.apply(Event{Verb: VerbStuck, Source: SourceSystem, Iteration: used, Stuck: &info}, "stuck")
+	return Event{Verb: VerbStuck, Source: SourceSystem, Iteration: used, Stuck: &info, Reason: reason}
 }
 
 // StuckReason is why the thread last got stuck, "" when it never did.

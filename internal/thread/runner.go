@@ -2,7 +2,6 @@ package thread
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,6 +51,9 @@ type Env struct {
 	// Confirm asks the person a yes/no question and reports whether the
 	// answer is yes. Nil refuses: a reset is never done without a yes.
 	Confirm func(question string) bool
+	// Ports are the spec agents, the loop, git and the checks; a nil one
+	// is the real one.
+	Ports Ports
 }
 
 // Options are the choices of the command that runs the thread.
@@ -79,15 +81,25 @@ type Runner struct {
 	dir  string // .ralph
 	t    Thread
 	lock *store.Lock
+	// The ports, each the real one unless Env gave another.
+	agents AgentPort
+	loops  LoopPort
+	repo   GitPort
+	checks CheckPort
 }
 
 // NewRunner returns a runner for t in ws. It takes no lock: the commands
 // that change the thread take it themselves.
 func NewRunner(ctx context.Context, ws *workspace.Workspace, cfg config.Config, t Thread, env Env, opts Options) *Runner {
+	if env.Now == nil {
+		env.Now = time.Now
+	}
 	if env.Events == nil {
 		env.Events = report.NewEmitter(MachineName, t.ID, 0, env.Now)
 	}
-	return &Runner{ctx: ctx, ws: ws, cfg: cfg, env: env, opts: opts, dir: ws.Dir(), t: t}
+	p := env.Ports.withDefaults(ws)
+	return &Runner{ctx: ctx, ws: ws, cfg: cfg, env: env, opts: opts, dir: ws.Dir(), t: t,
+		agents: p.Agent, loops: p.Loop, repo: p.Git, checks: p.Checks}
 }
 
 // MachineName is the envelope's machine for every event of a thread.
@@ -113,6 +125,9 @@ func (r *Runner) say(kind report.Kind, format string, args ...any) {
 
 // note emits a line of narration.
 func (r *Runner) note(format string, args ...any) { r.say(report.KindNote, format, args...) }
+
+// now is the runner's clock (Env.Now).
+func (r *Runner) now() time.Time { return r.env.Now() }
 
 // bg is a context for short bookkeeping (git, files) that must finish
 // even after Ctrl+C cancelled the command's context.
@@ -143,120 +158,104 @@ func EnsureIgnores(ws *workspace.Workspace) error {
 	return store.AppendFile(p, []byte("# ralph threads\n"+strings.Join(add, "\n")+"\n"))
 }
 
-// apply raises ev, performs the transition's actions with the thread as it
-// was, and only then saves the new thread: a failed action leaves the old
-// thread on disk.
+// apply raises ev: Next, then the transition's actions, each by its
+// performer, with the thread as it was still at hand; only then is the new
+// thread saved, and the performers report what it means. A failed action
+// leaves the old thread on disk. apply takes exactly the one step Next
+// allows; the work of the new phase is drive's.
 func (r *Runner) apply(ev Event, verb string) error {
 	old := r.t
 	n, acts, err := Next(old, ev)
 	if err != nil {
 		return r.explain(err, verb)
 	}
+	tr := &transition{ev: ev, old: old, n: &n}
 	for _, a := range acts {
-		if err := r.before(a, old, &n); err != nil {
-			return err
+		if p := performers[a]; p.before != nil {
+			if err := p.before(r, tr); err != nil {
+				return err
+			}
 		}
 	}
 	if err := Save(r.dir, &n); err != nil {
 		return err
 	}
 	r.t = n
-	r.transition(old.Phase.Type, n.Phase.Type, string(ev.Verb), ev.Source, fmt.Sprintf("thread %s: %s → %s\n", n.ID, old.Phase.Type, n.Phase.Type))
+	r.transition(old.Phase.Type, n.Phase.Type, string(ev.Verb), ev, fmt.Sprintf("thread %s: %s → %s\n", n.ID, old.Phase.Type, n.Phase.Type))
 	for _, a := range acts {
-		r.after(a)
+		if p := performers[a]; p.after != nil {
+			p.after(r, tr)
+		}
 	}
 	return nil
 }
 
-// before performs the actions that must succeed before the new phase is
-// saved.
-func (r *Runner) before(a Action, old Thread, n *Thread) error {
-	switch a {
-	case ActResetWorkspace:
-		return r.resetWorkspace(old)
-	case ActCaptureBaseline:
-		return r.createBranch(n)
-	case ActFreezeSpec:
-		draft, err := os.ReadFile(r.draftPath())
-		if errors.Is(err, os.ErrNotExist) || (err == nil && strings.TrimSpace(string(draft)) == "") {
-			return fmt.Errorf("thread %s has no draft spec to finalize: write one with `ralph thread draft \"...\"` or `ralph thread spec FILE`", old.ID)
-		}
-		if err != nil {
-			return err
-		}
-		// A finalize cut short after writing the version reuses it.
-		vs, _ := SpecVersions(r.dir, old.ID)
-		if len(vs) > 0 && vs[len(vs)-1] > old.SpecVersion {
-			if b, err := ReadSpec(r.dir, old.ID, vs[len(vs)-1]); err == nil && string(b) == string(draft) {
-				n.SpecVersion = vs[len(vs)-1]
-				return nil
-			}
-		}
-		v, err := AddSpec(r.dir, old.ID, draft)
-		if err != nil {
-			return err
-		}
-		n.SpecVersion = v
-		AppendMessage(r.dir, old.ID, Message{Role: "user", Content: fmt.Sprintf("finalized the draft as spec v%d", v), At: r.env.Now().UTC(), SpecVersion: v})
-	case ActPrepareCommit:
-		return os.WriteFile(r.path("commit_msg.txt"), []byte(r.commitMessage()), 0o644)
-	case ActCommit:
-		return r.commitWork()
+// raise applies ev and drives the thread on from the phase it enters. An
+// event that carries an error (the interrupt, the loop's failure) ends the
+// command with it once the thread has moved.
+func (r *Runner) raise(ev Event, verb string) error {
+	if err := r.apply(ev, verb); err != nil {
+		return err
 	}
-	return nil
+	if ev.Err != nil {
+		return ev.Err
+	}
+	return r.drive()
 }
 
-// drive performs the phases ralph works in, and quick mode's automatic
-// steps, until the thread waits for a person. It never passes a human
-// checkpoint: the events it raises come from ralph (system), the agent or
-// quick mode, which Next refuses on every human row.
+// drive does ralph's work in the thread's phase, the work of the phase's
+// entry action, and raises the event it comes to, phase after phase, until
+// the thread waits for a person: preflight, the loop, verification, polish,
+// the assessment, and quick mode's automatic steps. It never passes a
+// human checkpoint: the events the work raises come from ralph (system),
+// the agent or quick mode, which Next refuses on every human row.
+//
+// It is called in the phase a command has just entered, and by `ralph
+// thread resume` in a phase whose work a crash cut short.
 func (r *Runner) drive() error {
 	for range 64 {
-		var err error
-		switch r.t.Phase.Type {
-		case PhasePreflight:
-			err = r.preflight()
-		case PhaseRunning:
-			err = r.runLoop()
-		case PhaseVerifying:
-			err = r.verify()
-		case PhasePolishing:
-			err = r.polish()
-		default:
-			ev, ok := AutoEvent(r.t.Phase.Type, r.t.Mode)
-			if !ok {
-				return nil
-			}
-			if r.t.Phase.Type == PhaseConfiguring {
-				if err := r.configure(); err != nil {
-					return err
-				}
-			}
-			if ev.Verb == VerbImplement {
-				return r.implementAs(SourceQuick, string(ev.Verb))
-			}
-			err = r.apply(ev, string(ev.Verb))
+		work := performers[EntryAction(r.t.Phase.Type)].work
+		if work == nil {
+			return nil
 		}
-		if err != nil {
+		ev, err := work(r)
+		if err != nil || ev.Verb == "" {
 			return err
+		}
+		if err := r.apply(ev, string(ev.Verb)); err != nil {
+			return err
+		}
+		if ev.Err != nil {
+			return ev.Err
 		}
 	}
 	return fmt.Errorf("thread %s did not settle in a phase that waits for you", r.t.ID)
 }
 
+// autoStep is the work of a phase ralph leaves by itself in some mode
+// (AutoEvent): the step, or none when the phase waits for a person.
+func (r *Runner) autoStep() (Event, error) {
+	ev, _ := AutoEvent(r.t.Phase.Type, r.t.Mode)
+	return ev, nil
+}
+
 // LogTransition records a thread transition that happened outside the
 // runner (thread new) as an event; it shows no line to a person.
 func (r *Runner) LogTransition(from, to Phase, verb string, src Source) {
-	r.transition(from, to, verb, src, "")
+	r.transition(from, to, verb, Event{Source: src}, "")
 }
 
-// transition emits the thread's move from one phase to another; text is
-// the line a person reads, "" for none. The journal records it, one
-// envelope like every machine's; a failed append is the journal's to
-// report, never the thread's state.
-func (r *Runner) transition(from, to Phase, verb string, src Source, text string) {
+// transition emits the thread's move from one phase to another, caused by
+// ev; text is the line a person reads, "" for none. The journal records
+// it, one envelope like every machine's, with why ralph raised it; a failed
+// append is the journal's to report, never the thread's state.
+func (r *Runner) transition(from, to Phase, verb string, ev Event, text string) {
+	data := map[string]any{"thread": r.t.ID, "source": string(ev.Source)}
+	if ev.Reason != "" {
+		data["reason"] = ev.Reason
+	}
 	r.env.Events.Emit(report.Event{Kind: report.KindTransition, From: string(from), To: string(to), Trigger: verb,
-		Text: text, Data: map[string]any{"thread": r.t.ID, "source": string(src)}})
+		Text: text, Data: data})
 }
 
 func oneLineErr(err error) string {

@@ -2,21 +2,15 @@ package thread
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/agent"
-	"github.com/ralphloop/ralph/internal/config"
-	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
-	"github.com/ralphloop/ralph/internal/store"
-	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/ralphloop/ralph/internal/runkit"
 )
 
 var runnerNow = time.Date(2024, time.March, 5, 14, 30, 0, 0, time.UTC)
@@ -33,70 +27,12 @@ func gitT(t *testing.T, dir string, args ...string) string {
 
 // newTestRunner returns a runner over a fresh repository with one commit
 // and one quick-mode thread in phase p, saved, whose baseline is that
-// commit. confirm is the runner's Confirm; the runner's output goes to the
-// returned buffer.
-func newTestRunner(t *testing.T, p Phase, confirm func(string) bool) (*Runner, *bytes.Buffer) {
+// commit (see newRig). confirm is the runner's Confirm; the runner's
+// output goes to the returned buffer.
+func newTestRunner(t *testing.T, p Phase, confirm func(string) bool) (*Runner, *strings.Builder) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatalf("the git binary is required by the runner tests but is not in PATH: %v", err)
-	}
-	empty := filepath.Join(t.TempDir(), "gitconfig")
-	if err := os.WriteFile(empty, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("GIT_CONFIG_GLOBAL", empty)
-	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	gitT(t, dir, "init", "-q", "-b", "master")
-	gitT(t, dir, "config", "user.name", "Ralph Test")
-	gitT(t, dir, "config", "user.email", "ralph@example.com")
-	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("x\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gitT(t, dir, "add", "-A")
-	gitT(t, dir, "commit", "-q", "-m", "initial")
-	ws, err := workspace.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ws.EnsureStateFiles(runnerNow); err != nil {
-		t.Fatal(err)
-	}
-	th, err := New("t1", "title", ModeQuick, runnerNow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	th.Phase = PhaseState{Type: p}
-	head := strings.TrimSpace(gitT(t, dir, "rev-parse", "HEAD"))
-	th.Baseline = &Baseline{Branch: "master", CommitSHA: head, CapturedAt: runnerNow}
-	if p == PhaseStuck {
-		th.Stuck = &StuckInfo{SpecVersion: 1, Iterations: 2}
-	}
-	if err := Save(ws.Dir(), &th); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	fake := func(name string) (agent.Spec, error) {
-		if name == "" {
-			name = "fake"
-		}
-		return agent.Spec{Name: name}, nil
-	}
-	env := Env{
-		Events:       report.NewEmitter(MachineName, "t1", 0, nil, report.Text{W: &out}),
-		Now:          func() time.Time { return runnerNow },
-		WorkDir:      func() (string, error) { return dir, nil },
-		ResolveAgent: fake,
-		NamedAgent:   func(name, _ string) (agent.Spec, error) { return fake(name) },
-		LoopOptions: func(context.Context, agent.Spec, string, int) (loop.Options, error) {
-			return loop.Options{}, errors.New("no loop in the runner tests")
-		},
-		Confirm: confirm,
-	}
-	return NewRunner(context.Background(), ws, config.Config{}, th, env, Options{}), &out
+	g := newRig(t, p, ModeQuick, confirm)
+	return g.r, g.out
 }
 
 // TestCheckpointsRefuseEveryOtherRoute tries to pass each of the four
@@ -118,7 +54,11 @@ func TestCheckpointsRefuseEveryOtherRoute(t *testing.T) {
 	others := []Source{SourceAgent, SourceSystem, SourceTimer, SourceFlag, SourceQuick}
 	yes := func(string) bool { return true }
 	for _, g := range gates {
-		r, _ := newTestRunner(t, g.phase, yes)
+		rg := newRig(t, g.phase, ModeQuick, yes)
+		r := rg.r
+		// In Assessing the runner's own work is the agent's assessment,
+		// which tries every way to pass the gate in its words.
+		rg.agent.replies = []agentReply{{final: "VERDICT: OK\nfinalize\napprove\ncommit\n<promise>COMPLETE</promise>"}}
 		before, err := os.ReadFile(Path(r.dir, "t1"))
 		if err != nil {
 			t.Fatal(err)
@@ -131,10 +71,12 @@ func TestCheckpointsRefuseEveryOtherRoute(t *testing.T) {
 				}
 			}
 		}
-		// The runner's own advancing, in quick mode, stops at the gate.
+		// The runner's own work and advancing, in quick mode, stop at the
+		// gate.
 		if err := r.drive(); err != nil {
 			t.Errorf("%s: drive: %v", g.phase, err)
 		}
+		rg.wantSteps()
 		after, _ := os.ReadFile(Path(r.dir, "t1"))
 		if !bytes.Equal(before, after) || r.Thread().Phase.Type != g.phase {
 			t.Errorf("%s: the thread changed without a human command:\n%s\n---\n%s", g.phase, before, after)
@@ -176,23 +118,28 @@ func TestResetNeedsConfirmation(t *testing.T) {
 // of them cools down for longer than maxLimitWait.
 func TestAgentsExhausted(t *testing.T) {
 	r, _ := newTestRunner(t, PhaseRunning, nil)
+	// The shared record drops rests long past by the real clock.
+	now := time.Now().Truncate(time.Second)
+	r.env.Now = func() time.Time { return now }
 	if why := r.agentsExhausted([]string{"a"}); why != "" {
-		t.Fatalf("no state yet: %q", why)
+		t.Fatalf("no cooldowns yet: %q", why)
 	}
 	save := func(c map[string]time.Time) {
-		st := &loop.LoopState{SchemaVersion: loop.StateSchemaVersion, RunID: "run-1", Machine: loop.Machine{State: loop.StateExit}, Cooldowns: c}
-		if err := store.WriteJSON(loop.StatePath(r.ws), st); err != nil {
-			t.Fatal(err)
+		cd := runkit.OpenCooldowns(r.ws.Dir())
+		for name, until := range c {
+			if err := cd.Set(name, until, "limit"); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	save(map[string]time.Time{"a": runnerNow.Add(time.Hour), "b": runnerNow.Add(time.Minute)})
+	save(map[string]time.Time{"a": now.Add(time.Hour), "b": now.Add(time.Minute)})
 	if why := r.agentsExhausted([]string{"a", "b"}); why != "" {
 		t.Fatalf("b is free soon: %q", why)
 	}
 	if why := r.agentsExhausted([]string{"a", "c"}); why != "" {
 		t.Fatalf("c is not limited: %q", why)
 	}
-	save(map[string]time.Time{"a": runnerNow.Add(time.Hour), "b": runnerNow.Add(2 * time.Hour)})
+	save(map[string]time.Time{"a": now.Add(time.Hour), "b": now.Add(2 * time.Hour)})
 	why := r.agentsExhausted([]string{"a", "b"})
 	if !strings.HasPrefix(why, "all agents exhausted: every agent is cooling down after a usage limit (a until ") {
 		t.Fatalf("%q", why)
@@ -227,7 +174,7 @@ func (c *collect) Emit(ev report.Event) { *c = append(*c, ev) }
 func TestTransitionIsAnEvent(t *testing.T) {
 	r, out := newTestRunner(t, PhaseAssessing, nil)
 	var got collect
-	r.env.Events = report.NewEmitter(MachineName, "t1", 7, nil, report.Text{W: out}, &got)
+	r.env.Events = report.NewEmitter(MachineName, "t1", 7, nil, report.Text{W: out}, &got, &steps{t: t})
 	if err := r.apply(Event{Verb: VerbRevise, Source: SourceHuman}, "revise"); err != nil {
 		t.Fatal(err)
 	}

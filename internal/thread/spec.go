@@ -36,32 +36,45 @@ func (r *Runner) conversationText() string {
 	return b.String()
 }
 
-// agentTokenFile holds the token of the spec agent in progress: it is
-// saved before the agent starts and removed when it ends, so that what a
-// crash of ralph leaves running is found and stopped by the next one.
+// agentTokenFile records the spec agent in progress (runkit.AgentFile: its
+// token, saved before it starts, and its process group once it runs); it
+// is removed when the agent ends, so that what a crash of ralph leaves
+// running is found and stopped by the next spec agent run.
 const agentTokenFile = "agent.token"
+
+func (r *Runner) agentFile() runkit.AgentFile { return runkit.AgentFile(r.path(agentTokenFile)) }
 
 // runAgent runs name (or the configured agent) headless with prompt and
 // returns its final message. The raw output goes to threads/<id>/<kind>.log.
+// It refuses to start once the [budget] is spent, and what the agent uses
+// counts against it (specSpent).
 func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 	spec, err := r.env.ResolveAgent(name)
 	if err != nil {
 		return "", err
 	}
+	if err := r.checkBudget(kind); err != nil {
+		return "", err
+	}
 	r.stopLeftoverAgent()
 	r.note("ralph: running %s for the %s of thread %s", spec.Name, kind, r.t.ID)
 	logPath := r.path(kind + ".log")
-	tokenFile := r.path(agentTokenFile)
-	res, err := runkit.Attempt{
+	f := r.agentFile()
+	var token string
+	res, err := r.agents.RunAgent(r.ctx, runkit.Attempt{
 		Spec: spec, Prompt: prompt, Dir: r.ws.Root,
 		PromptFile: r.path(kind + ".prompt.md"), LogFile: logPath,
 		Timeout: r.cfg.Agent.Timeout.Duration, IdleTimeout: r.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: r.cfg.Agent.MaxLogBytes,
-		SaveToken: func(tok string) error { return store.WriteFileAtomic(tokenFile, []byte(tok+"\n"), 0o644) },
+		SaveToken: func(tok string) error { token = tok; return f.Save(0, tok) },
+		OnStart:   func(pgid int) { _ = f.Save(pgid, token) },
 		Events:    r.env.Events,
-	}.Run(r.ctx)
+	})
 	// Run stopped whatever carried the token before it returned.
-	os.Remove(tokenFile)
+	f.Clear()
 	out := res.Outcome
+	if uerr := r.addSpecUsage(out); uerr != nil && err == nil {
+		err = uerr
+	}
 	if r.ctx.Err() != nil {
 		return "", ErrInterrupted
 	}
@@ -77,15 +90,61 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 // stopLeftoverAgent stops a spec agent that a crash of ralph left running
 // (see agentTokenFile): it would still be writing the draft or the spec.
 func (r *Runner) stopLeftoverAgent() {
-	b, err := os.ReadFile(r.path(agentTokenFile))
-	if err != nil {
-		return
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok != "" && agent.StopLeftover(tok, 0, nil).Any() {
+	if st, found := r.agentFile().StopRecorded(r.ws.Root); found && st.Any() {
 		r.note("ralph: stopped the agent a crashed run of thread %s left behind", r.t.ID)
 	}
-	os.Remove(r.path(agentTokenFile))
+}
+
+// BudgetError refuses a spec agent run of a thread whose [budget] is
+// spent. Nothing has changed when it is returned.
+type BudgetError struct {
+	ID, Kind, Why string
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("not running the agent for the %s of thread %s: the [budget] is spent: %s; raise it in .ralph/config.toml to go on", e.Kind, e.ID, e.Why)
+}
+
+// budget is the [budget] of the configuration: the same bound `ralph
+// build` gives the loop.
+func (r *Runner) budget() runkit.Budget {
+	b := r.cfg.Budget
+	return runkit.Budget{MaxTokens: b.MaxTokens, MaxCost: b.MaxCostUSD, MaxWall: b.MaxWallTime.Duration}
+}
+
+// specSpent is what the thread's spec agents have used, as config.json
+// records it. Every loop run of the thread counts it against its budget
+// too (loop.Options.SpentBefore).
+func (r *Runner) specSpent() runkit.Spent {
+	c := r.loadConf()
+	return runkit.Spent{Tokens: c.SpecTokens, CostUSD: c.SpecCostUSD}
+}
+
+// checkBudget refuses a spec agent run for kind when the spec agents
+// have used the budget up.
+func (r *Runner) checkBudget(kind string) error {
+	if why := r.budget().Exceeded(r.specSpent()); why != "" {
+		return &BudgetError{ID: r.t.ID, Kind: kind, Why: why}
+	}
+	return nil
+}
+
+// addSpecUsage records what one spec agent run used in config.json: the
+// tokens of every kind, and the cost when the agent reported one.
+func (r *Runner) addSpecUsage(out agent.Outcome) error {
+	u := out.Result.Usage
+	tokens := u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
+	cost := 0.0
+	if out.Result.CostKnown {
+		cost = out.Result.CostUSD
+	}
+	if tokens == 0 && cost == 0 {
+		return nil
+	}
+	c := r.loadConf()
+	c.SpecTokens += tokens
+	c.SpecCostUSD += cost
+	return r.saveConf(c)
 }
 
 // Draft sends one message of the spec conversation to the agent, which
@@ -104,7 +163,11 @@ func (r *Runner) Draft(msg string) error {
 	if msg == "" {
 		return usageErrorf("no message and no terminal: ralph thread draft \"what the spec should say\"")
 	}
-	if err := AppendMessage(r.dir, r.t.ID, Message{Role: "user", Content: msg, At: r.env.Now().UTC()}); err != nil {
+	// Refused before the message is kept: a refusal changes nothing.
+	if err := r.checkBudget("draft"); err != nil {
+		return err
+	}
+	if err := AppendMessage(r.dir, r.t.ID, Message{Role: "user", Content: msg, At: r.now().UTC()}); err != nil {
 		return err
 	}
 	prompt := fmt.Sprintf(`You are writing the spec of one feature or fix with a person: %q.
@@ -132,7 +195,7 @@ Latest message from the person:
 			}
 		}
 	}
-	if err := AppendMessage(r.dir, r.t.ID, Message{Role: "assistant", Content: reply, At: r.env.Now().UTC()}); err != nil {
+	if err := AppendMessage(r.dir, r.t.ID, Message{Role: "assistant", Content: reply, At: r.now().UTC()}); err != nil {
 		return err
 	}
 	if _, err := os.Stat(r.draftPath()); err != nil {
@@ -177,19 +240,22 @@ func (r *Runner) draftInteractive(rel string) error {
 	if err != nil {
 		return err
 	}
+	if err := r.checkBudget("draft"); err != nil {
+		return err
+	}
 	prompt := fmt.Sprintf("Help the person write the spec of %q. Write it to %s.\n\n%s\n\nConversation so far:\n%s",
 		r.t.Title, rel, specFormat, r.conversationText())
 	promptFile := r.path("draft.prompt.md")
 	if err := store.WriteFileAtomic(promptFile, []byte(prompt), 0o644); err != nil {
 		return err
 	}
-	AppendMessage(r.dir, r.t.ID, Message{Role: "user", Content: "(interactive session with " + spec.Name + ")", At: r.env.Now().UTC()})
+	AppendMessage(r.dir, r.t.ID, Message{Role: "user", Content: "(interactive session with " + spec.Name + ")", At: r.now().UTC()})
 	code, err := r.env.Interactive(r.ctx, spec, promptFile, prompt, r.ws.Root)
 	if err != nil {
 		return err
 	}
 	content, _ := os.ReadFile(r.draftPath())
-	AppendMessage(r.dir, r.t.ID, Message{Role: "assistant", Content: fmt.Sprintf("(interactive session ended with code %d; draft is %d bytes)", code, len(content)), At: r.env.Now().UTC()})
+	AppendMessage(r.dir, r.t.ID, Message{Role: "assistant", Content: fmt.Sprintf("(interactive session ended with code %d; draft is %d bytes)", code, len(content)), At: r.now().UTC()})
 	r.note("draft: %s; next: ralph thread assess | finalize", rel)
 	return nil
 }
@@ -222,7 +288,7 @@ func (r *Runner) ImportSpec(file string) error {
 	if err := store.WriteFileAtomic(r.draftPath(), b, 0o644); err != nil {
 		return err
 	}
-	if err := AppendMessage(r.dir, r.t.ID, Message{Role: "user", Content: "imported the draft from " + file + ":\n" + string(b), At: r.env.Now().UTC()}); err != nil {
+	if err := AppendMessage(r.dir, r.t.ID, Message{Role: "user", Content: "imported the draft from " + file + ":\n" + string(b), At: r.now().UTC()}); err != nil {
 		return err
 	}
 	r.note("draft of thread %s is now %s (%s)", r.t.ID, file, r.ws.Rel(r.draftPath()))
@@ -230,10 +296,11 @@ func (r *Runner) ImportSpec(file string) error {
 	return nil
 }
 
-// assess asks the agent to review the draft. Its advice is shown, never
-// acted on, except that a reply ending in "VERDICT: REVISE" sends the
-// thread back to drafting (the seed's "AI found issues").
-func (r *Runner) assess() error {
+// assess is the Assessing phase's work: the agent reviews the draft. Its
+// advice is shown, never acted on, except that a reply ending in
+// "VERDICT: REVISE" sends the thread back to drafting (the seed's "AI
+// found issues"); otherwise the thread waits for the person.
+func (r *Runner) assess() (Event, error) {
 	draft, err := os.ReadFile(r.draftPath())
 	if err != nil {
 		draft = nil
@@ -248,20 +315,20 @@ Spec of %q:
 %s`, specFormat, r.t.Title, orEmpty(string(draft)))
 	reply, err := r.runAgent(r.opts.Agent, "assessment", prompt)
 	if err != nil {
-		return err
+		return Event{}, err
 	}
 	if err := store.WriteFileAtomic(r.path("assessment.md"), []byte(reply+"\n"), 0o644); err != nil {
-		return err
+		return Event{}, err
 	}
-	AppendMessage(r.dir, r.t.ID, Message{Role: "assessor", Content: reply, At: r.env.Now().UTC()})
+	AppendMessage(r.dir, r.t.ID, Message{Role: "assessor", Content: reply, At: r.now().UTC()})
 	// The agent's reply was on the terminal as it ran: printing it again
 	// would show the assessment twice.
 	r.note("assessment (advice only) saved in %s", r.ws.Rel(r.path("assessment.md")))
 	if verdictRevise(reply) {
-		return r.apply(Event{Verb: VerbRevise, Source: SourceAgent}, "revise")
+		return Event{Verb: VerbRevise, Source: SourceAgent}, nil
 	}
 	r.note("next: ralph thread finalize (you decide) | revise")
-	return nil
+	return Event{}, nil
 }
 
 func verdictRevise(reply string) bool {
@@ -273,9 +340,9 @@ func verdictRevise(reply string) bool {
 	return false
 }
 
-// polish lets the agent add docs and tests; then the thread is
-// Implemented again and waits for review.
-func (r *Runner) polish() error {
+// polish is the Polishing phase's work: the agent adds docs and tests;
+// then the thread is Implemented again and waits for review.
+func (r *Runner) polish() (Event, error) {
 	spec, _ := ReadSpec(r.dir, r.t.ID, r.t.SpecVersion)
 	prompt := fmt.Sprintf(`Polish the implementation of %q before review: add documentation and tests
 where they are missing, and clean up. Do not change behaviour.
@@ -283,9 +350,9 @@ where they are missing, and clean up. Do not change behaviour.
 Spec:
 %s`, r.t.Title, spec)
 	if _, err := r.runAgent(r.opts.Agent, "polish", prompt); err != nil {
-		return err
+		return Event{}, err
 	}
 	// The polish stays uncommitted: it is reviewed with the rest and
 	// committed by `ralph thread commit` with the proposed message.
-	return r.apply(Event{Verb: VerbPolishDone, Source: SourceAgent}, "polish_done")
+	return Event{Verb: VerbPolishDone, Source: SourceAgent}, nil
 }

@@ -2,7 +2,6 @@ package thread
 
 import (
 	"fmt"
-	"github.com/ralphloop/ralph/internal/report"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 )
@@ -47,7 +47,7 @@ func (r *Runner) RecommendApprove() bool {
 	return r.t.Mode == ModeQuick && ev != nil && ev.Passed
 }
 
-// verify checks the PRD copy's stories and criteria (with their verify
+// verify is the Verifying phase's work. It checks the PRD copy's stories and criteria (with their verify
 // commands), the configured verifiers and the spec's promise, and writes
 // the evidence. On a failure with iterations left it reopens the failed
 // stories (or adds one) and sends the thread back to Running; without
@@ -58,7 +58,7 @@ func (r *Runner) RecommendApprove() bool {
 // command, or ticked by the person), ticked or not, and no promise is
 // asked for, since no agent claimed anything. The stories that pass are
 // ticked in the PRD copy so that a later run does not redo them.
-func (r *Runner) verify() error {
+func (r *Runner) verify() (Event, error) {
 	conf := r.effectiveConf()
 	assisted := r.t.Assisted
 	if assisted {
@@ -66,15 +66,15 @@ func (r *Runner) verify() error {
 	} else {
 		r.note("verifying thread %s: criteria, verifiers and the promise", r.t.ID)
 	}
-	ev := &Evidence{SchemaVersion: 1, RunID: conf.RunID, At: r.env.Now().UTC()}
+	ev := &Evidence{SchemaVersion: 1, RunID: conf.RunID, At: r.now().UTC()}
 	var failedStories, passedUnticked []string
 	b, err := os.ReadFile(r.prdPath())
 	if err != nil {
-		return err
+		return Event{}, err
 	}
 	prd, err := tasks.ParseMarkdown(r.ws.Rel(r.prdPath()), b)
 	if err != nil {
-		return err
+		return Event{}, err
 	}
 	for _, s := range prd.Stories {
 		var items []EvidenceItem
@@ -82,7 +82,7 @@ func (r *Runner) verify() error {
 		for _, c := range s.Criteria {
 			item := EvidenceItem{Name: s.ID + ": " + c.Text, Passed: s.Done || (assisted && c.Done)}
 			if c.Verify != "" {
-				res := check.Run(r.ctx, r.ws.Root, check.Check{Name: c.Verify, Run: c.Verify, Timeout: r.cfg.Agent.Timeout.Duration})
+				res := r.checks.RunCheck(r.ctx, r.ws.Root, check.Check{Name: c.Verify, Run: c.Verify, Timeout: r.cfg.Agent.Timeout.Duration})
 				item.Passed = res.Passed()
 				item.Detail = "verify: " + c.Verify + tailDetail(res)
 			}
@@ -103,7 +103,7 @@ func (r *Runner) verify() error {
 	}
 	allStories := len(failedStories) == 0
 	for _, v := range conf.Verifiers {
-		res := check.Run(r.ctx, r.ws.Root, check.Check{Name: v, Run: v})
+		res := r.checks.RunCheck(r.ctx, r.ws.Root, check.Check{Name: v, Run: v})
 		ev.Items = append(ev.Items, EvidenceItem{Name: "verifier: " + v, Passed: res.Passed(), Detail: tailDetail(res)})
 	}
 	spec, _ := ReadSpec(r.dir, r.t.ID, r.t.SpecVersion)
@@ -119,10 +119,10 @@ func (r *Runner) verify() error {
 		}
 	}
 	if r.ctx.Err() != nil {
-		return interruptedf("interrupted while verifying; thread %s stays Verifying: `ralph thread resume` verifies again", r.t.ID)
+		return Event{}, interruptedf("interrupted while verifying; thread %s stays Verifying: `ralph thread resume` verifies again", r.t.ID)
 	}
 	if err := store.WriteJSON(r.path("evidence.json"), ev); err != nil {
-		return err
+		return Event{}, err
 	}
 	for _, it := range ev.Items {
 		mark := "✓"
@@ -140,16 +140,16 @@ func (r *Runner) verify() error {
 			}
 		}
 		if err := store.WriteFileAtomic(r.prdPath(), data, 0o644); err != nil {
-			return err
+			return Event{}, err
 		}
 		b = data
 	}
 	if ev.Passed {
-		return r.apply(Event{Verb: VerbCriteriaPassed, Source: SourceSystem}, "criteria_passed")
+		return Event{Verb: VerbCriteriaPassed, Source: SourceSystem}, nil
 	}
 	used := r.t.Phase.Iteration
 	if used >= conf.MaxIterations {
-		return r.stuck(used, fmt.Sprintf("verification failed with no iterations left (%d of %d used)", used, conf.MaxIterations), ev)
+		return r.stuckEvent(used, fmt.Sprintf("verification failed with no iterations left (%d of %d used)", used, conf.MaxIterations), ev), nil
 	}
 	// Send the loop back to work: reopen the stories that failed, or add
 	// one for failures no story owns.
@@ -170,7 +170,7 @@ func (r *Runner) verify() error {
 			}
 		}
 		if err := store.WriteFileAtomic(r.prdPath(), data, 0o644); err != nil {
-			return err
+			return Event{}, err
 		}
 	} else {
 		crit := []string{"every verifier passes"}
@@ -178,11 +178,11 @@ func (r *Runner) verify() error {
 			crit[0] += " and the final message ends with <promise>" + promise + "</promise>"
 		}
 		if err := r.addStory("VF", "Fix what verification found", crit); err != nil {
-			return err
+			return Event{}, err
 		}
 	}
 	store.AppendFile(r.ws.Path("context.md"), []byte(fmt.Sprintf("- (thread %s) verification failed: %s\n", r.t.ID, strings.Join(failures, "; "))))
-	return r.apply(Event{Verb: VerbCriteriaFailed, Source: SourceSystem}, "criteria_failed")
+	return Event{Verb: VerbCriteriaFailed, Source: SourceSystem}, nil
 }
 
 func tailDetail(res check.Result) string {
