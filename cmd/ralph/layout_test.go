@@ -27,6 +27,8 @@ var layer = map[string]int{
 	"internal/config": 2, "internal/memory": 2, "internal/check": 2, "internal/agent": 2,
 	"internal/beads": 2, "internal/report": 2, "internal/role": 2,
 	"internal/tasks": 3, "internal/workspace": 3,
+	// where parallel workers' worktrees live and what goes in them
+	"internal/worktree": 3,
 	// what every runner shares: the agent attempt
 	"internal/runkit": 3,
 	// the machines and their runners
