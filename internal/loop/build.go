@@ -143,7 +143,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	if err := agentInstalled(opts.Agent); err != nil {
 		return rep, err
 	}
-	prior, err := homeFor(ws, opts.Home).Load()
+	prior, err := homeFor(ws, opts).Load()
 	if err != nil {
 		return rep, err
 	}
@@ -159,7 +159,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		}
 	}
 	if prior != nil && prior.Finished {
-		closeRunRecord(homeFor(ws, opts.Home), prior)
+		closeRunRecord(homeFor(ws, opts), prior)
 	}
 	resumeID := ""
 	if resume {
@@ -237,6 +237,9 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			if b.st.Feedback == nil {
 				b.st.Feedback = map[string]string{}
 			}
+		}
+		if opts.OnlyStory != "" && opts.Feedback != "" && b.st.Feedback[opts.OnlyStory] == "" {
+			b.st.Feedback[opts.OnlyStory] = opts.Feedback
 		}
 		if err := b.takeBaseline(ctx); err != nil {
 			rep.Outcome, reason = OutcomeError, err.Error()
@@ -600,6 +603,9 @@ func (b *builder) reloadBoard() error {
 	if err != nil {
 		return err
 	}
+	if only := b.opts.OnlyStory; only != "" {
+		board.Stories = onlyStory(board.Stories, only)
+	}
 	for i := range board.Stories {
 		s := &board.Stories[i]
 		for _, id := range storyTaskIDs(*s) {
@@ -628,6 +634,19 @@ func (b *builder) reloadBoard() error {
 		}
 	}
 	b.board = board
+	return nil
+}
+
+// onlyStory keeps story id of stories, alone: a parallel worker's loop
+// works that one task. Its dependencies are the scheduler's to honour (it
+// hands out only ready tasks), and they are not on the shortened board.
+func onlyStory(stories []tasks.Story, id string) []tasks.Story {
+	for _, s := range stories {
+		if s.ID == id {
+			s.DependsOn = nil
+			return []tasks.Story{s}
+		}
+	}
 	return nil
 }
 

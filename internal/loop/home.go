@@ -25,19 +25,25 @@ import (
 type Home struct {
 	// Dir is the folder that holds the state.
 	Dir string
-	ws  *workspace.Workspace
+	// Shared holds the cooldowns shared with other runs; "" is Dir.
+	Shared string
+	ws     *workspace.Workspace
 }
 
 // HomeOf is the home of the work tree ws: its .ralph folder.
 func HomeOf(ws *workspace.Workspace) *Home { return &Home{Dir: ws.Dir(), ws: ws} }
 
-// homeFor is the home a run over ws uses: dir when one was given
-// (Options.Home), else the work tree's own.
-func homeFor(ws *workspace.Workspace, dir string) *Home {
-	if dir == "" {
-		return HomeOf(ws)
+// homeFor is the home a run over ws uses: opts.Home when one was given,
+// else the work tree's own; its cooldowns are opts.SharedHome's when set.
+func homeFor(ws *workspace.Workspace, opts Options) *Home {
+	h := HomeOf(ws)
+	if opts.Home != "" {
+		h = &Home{Dir: ws.Abs(opts.Home), ws: ws}
 	}
-	return &Home{Dir: ws.Abs(dir), ws: ws}
+	if opts.SharedHome != "" {
+		h.Shared = ws.Abs(opts.SharedHome)
+	}
+	return h
 }
 
 // StatePath is the home's state.json.
@@ -56,7 +62,12 @@ func (h *Home) RunsDir() string { return filepath.Join(h.Dir, "runs") }
 // kept beside the state and shared by every run from this home: a limit is
 // the account's, so an agent limited by one run is not asked by another
 // before its reset.
-func (h *Home) Cooldowns() *runkit.Cooldowns { return runkit.OpenCooldowns(h.Dir) }
+func (h *Home) Cooldowns() *runkit.Cooldowns {
+	if h.Shared != "" {
+		return runkit.OpenCooldowns(h.Shared)
+	}
+	return runkit.OpenCooldowns(h.Dir)
+}
 
 // RestingAgents returns the agents resting after a usage limit at now. An
 // unreadable record is an error that says what to do, never an empty

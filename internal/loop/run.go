@@ -64,6 +64,17 @@ type Options struct {
 	// and run records, apart from the work tree the agent changes (see
 	// Home); "" means the work tree's own .ralph.
 	Home string
+	// SharedHome is the folder whose cooldowns.json the run shares with
+	// other runs (a parallel build's workers share the checkout's
+	// .ralph); "" is the run's own home.
+	SharedHome string
+	// OnlyStory limits the run to one story of the task file: a parallel
+	// worker's. The run is complete when that story is done.
+	OnlyStory string
+	// Feedback is put in the prompt of the run's first attempt at
+	// OnlyStory: why an earlier attempt elsewhere was sent back (the
+	// merge queue's conflict or failed check).
+	Feedback string
 	// UnblockHint is the command a person runs after fixing a blocked
 	// task by hand; "" means `ralph unblock ID`. A thread's loop sets its
 	// own, since unblock does not apply there.
@@ -317,7 +328,7 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 	if _, err := ws.EnsureStateFiles(opts.now()); err != nil {
 		return nil, err
 	}
-	home := homeFor(ws, opts.Home)
+	home := homeFor(ws, opts)
 	if err := os.MkdirAll(home.Dir, 0o755); err != nil {
 		return nil, err
 	}

@@ -1106,3 +1106,39 @@ func TestRunnerBudgetCountsWhatWasSpentBefore(t *testing.T) {
 		t.Errorf("the agent ran (%d tokens) although the budget was spent before the run", st.Metrics.Tokens.OutputTokens)
 	}
 }
+
+// A parallel worker's loop works only its story, in a home of its own,
+// with the merge queue's reason in its first prompt, and shares the
+// checkout's cooldowns: an agent limited by another worker is not asked.
+func TestRunnerWorkerOfAParallelBuild(t *testing.T) {
+	r := newRig(t, twoStories, step{write: "b.txt", tick: "US-002"})
+	shared := t.TempDir()
+	r.opts.Home = filepath.Join(t.TempDir(), "worker-home")
+	r.opts.SharedHome = shared
+	r.opts.OnlyStory = "US-002"
+	r.opts.Feedback = "could not land: conflict in b.txt"
+	r.opts.Fallbacks = []agent.Spec{{Name: "spare", Headless: []string{"true"}}}
+	if err := runkit.OpenCooldowns(shared).Set("main", time.Now().Add(time.Hour), "limited by w1"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeComplete || rep.Iterations != 1 {
+		t.Fatalf("Build = %+v, %v; want US-002 alone, complete in one iteration", rep, err)
+	}
+	if !slices.Equal(r.agent.specs, []string{"spare"}) {
+		t.Errorf("agents run = %v; want spare: main rests in the shared record", r.agent.specs)
+	}
+	if len(r.agent.prompts) != 1 || !strings.Contains(r.agent.prompts[0], "US-002") || !strings.Contains(r.agent.prompts[0], "conflict in b.txt") {
+		t.Errorf("prompt lacks the story or the queue's reason:\n%s", strings.Join(r.agent.prompts, "\n---\n"))
+	}
+	prd, _ := os.ReadFile(r.opts.PRDPath)
+	if !strings.Contains(string(prd), "[ ] US-001") {
+		t.Errorf("the worker touched another story:\n%s", prd)
+	}
+	if _, err := os.Stat(filepath.Join(r.opts.Home, "state.json")); err != nil {
+		t.Errorf("the worker's state is not in its own home: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(r.ws.Dir(), "state.json")); err == nil {
+		t.Error("the worker wrote the checkout's state.json")
+	}
+}
