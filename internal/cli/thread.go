@@ -305,7 +305,7 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 			if name == "retry" && tc.r.Thread().Mode != thread.ModeQuick && configFlagsSet(cmd) {
 				return usageErrorf("a methodical thread waits in Configuring after its preflight: give --agent, --max-iterations and --verify to `ralph thread start`")
 			}
-			return tc.runVerb(name, strings.TrimSpace(strings.Join(rest, " ")))
+			return threadExit(tc.runVerb(name, strings.TrimSpace(strings.Join(rest, " "))))
 		},
 	}
 	// Each verb lists only the flags it acts on: a flag that a verb
@@ -352,6 +352,16 @@ mode the thread then waits in Configuring: give them to 'ralph thread start'.`
 	return cmd
 }
 
+// threadExit gives a spec agent run refused for a spent [budget] the exit
+// status of every budget reached with work left.
+func threadExit(err error) error {
+	var be *thread.BudgetError
+	if errors.As(err, &be) {
+		return &ExitError{Code: ExitLimit, Msg: err.Error()}
+	}
+	return err
+}
+
 // configFlagsSet reports whether the command line gave a configuration
 // flag (--agent, --max-iterations, --verify).
 func configFlagsSet(cmd *cobra.Command) bool {
@@ -390,7 +400,7 @@ the agent runs interactively. Finalize the draft with 'ralph thread finalize'.`,
 			if err := tc.r.Require("draft"); err != nil {
 				return err
 			}
-			return tc.r.Draft(strings.TrimSpace(strings.Join(args, " ")))
+			return threadExit(tc.r.Draft(strings.TrimSpace(strings.Join(args, " "))))
 		},
 	}
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to talk with (default: the configured one)")
