@@ -211,7 +211,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		}
 		if prev, err := sessionDir(ws, ""); err == nil {
 			if p, err := session.Load(prev); err == nil && !p.State.Final() {
-				note = fmt.Sprintf("note: session %s was left at %s; ralph run --resume --session %s continues it\n", p.State.SessionID, p.State.Current, p.State.SessionID)
+				note = fmt.Sprintf("note: session %s was left at %s; ralph run --resume --session %s continues it\n", p.State.SessionID, p.State.Resumes(), p.State.SessionID)
 			}
 		}
 		id := session.NewID(env.Now())
@@ -239,7 +239,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		Policy: session.Policy{MaxTaskAttempts: cfg.Session.MaxTaskAttempts, MaxQACycles: cfg.Session.MaxQACycles,
 			MaxPlanningRetries: cfg.Session.MaxPlanningRetries, MaxGoalChecks: cfg.Session.MaxGoalChecks},
 		Backoff: cfg.Session.RetryBackoff.Duration, MaxAgentRetries: cfg.Session.AgentRetries,
-		MaxLimitWait: sessionMaxLimitWait, MaxTasks: cfg.Session.MaxTasks, Events: em, Now: env.Now,
+		MaxLimitWait: sessionMaxLimitWait, MaxTasks: cfg.Session.MaxTasks, Events: em,
 		Budget: runkit.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
 	}
 	p, err := r.Run(ctx)
@@ -248,15 +248,17 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		err = fmt.Errorf("the session's events could not all be written to %s: %w", ws.Rel(journal.Path), jerr)
 	}
 	var budget *session.BudgetError
+	// A session that stopped is told by where it resumes.
+	at := p.State.Resumes()
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, loop.ErrInterrupted) || ctx.Err() != nil:
-		em.Emit(report.Event{Kind: report.KindSummary, Data: map[string]any{"interrupted": true, "state": string(p.State.Current)},
-			Text: fmt.Sprintf("interrupted: session %s is saved at %s; ralph run --resume continues it\n", p.State.SessionID, p.State.Current)})
+		em.Emit(report.Event{Kind: report.KindSummary, Data: map[string]any{"interrupted": true, "state": string(at)},
+			Text: fmt.Sprintf("interrupted: session %s is saved at %s; ralph run --resume continues it\n", p.State.SessionID, at)})
 		return &ExitError{Code: ExitInterrupted, Msg: "interrupted"}
 	case errors.As(err, &budget):
-		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("session %s stopped at %s: %v", p.State.SessionID, p.State.Current, err)}
+		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("session %s stopped at %s: %v", p.State.SessionID, at, err)}
 	case errors.Is(err, session.ErrWaitingForAnswers):
 		return &ExitError{Code: ExitNeedsHuman, Msg: "session " + p.State.SessionID + " waits for answers: ralph questions, ralph answer ID \"...\", then ralph run --resume"}
 	case errors.Is(err, session.ErrFailed):
@@ -358,6 +360,9 @@ type agentInvoker struct {
 	em       *report.Emitter
 	terminal bool
 }
+
+// Agent names role's agent: its usage limits are recorded under that name.
+func (a *agentInvoker) Agent(role string) string { return a.specs[role].Name }
 
 func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, error) {
 	spec := a.specs[c.Role]
@@ -600,7 +605,7 @@ func activeSessionStatus(ws *workspace.Workspace, now time.Time) *SessionStatus 
 	if err != nil {
 		return nil
 	}
-	st := &SessionStatus{ID: p.State.SessionID, Request: session.Request(dir), State: string(p.State.Current), Done: p.State.Done,
+	st := &SessionStatus{ID: p.State.SessionID, Request: session.Request(dir), State: string(p.State.Resumes()), Done: p.State.Done,
 		Reason: p.State.Reason, CurrentTask: p.State.CurrentTaskID, Attempt: p.State.CurrentAttemptNumber, QACycles: p.State.QACycleCount}
 	st.Tasks, st.TasksDone = p.Counts()
 	qs, _ := session.LoadQuestions(dir)

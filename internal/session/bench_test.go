@@ -21,6 +21,8 @@ type benchInvoker struct {
 	n    int
 }
 
+func (benchInvoker) Agent(string) string { return "bench" }
+
 func (b benchInvoker) Invoke(_ context.Context, c session.Call) (string, error) {
 	switch c.Role {
 	case "planner":

@@ -12,6 +12,7 @@ import (
 // status or verdict that selects it.
 type Edge struct {
 	From, To State
+	Trigger  Trigger
 	Label    string
 }
 
@@ -20,49 +21,10 @@ type Edge struct {
 // returns the distinct edges sorted. It is generated from the code, so the
 // diagram cannot drift from the machine.
 func Edges() []Edge {
-	p := Policy{}.WithDefaults()
-	var starts []OrchestratorState
-	for _, st := range States {
-		for _, atLimit := range []bool{false, true} {
-			s := OrchestratorState{Current: st, CurrentTaskID: "task-1", CurrentAttemptNumber: 1}
-			if atLimit {
-				s.CurrentAttemptNumber = p.MaxTaskAttempts
-				s.QACycleCount = p.MaxQACycles
-				s.PlanningRetries = p.MaxPlanningRetries
-				s.GoalChecks = p.MaxGoalChecks - 1
-			}
-			starts = append(starts, s)
-		}
-	}
-	var events []Event
-	for _, tr := range []Trigger{SessionResolved, CriticalError, PlannerCompleted, NewRequirements, TaskSelected,
-		NoTasksRemaining, ExecutorCompleted, ReviewerCompleted, HolisticCheckPassed, HolisticCheckFailed, InvalidResponse} {
-		for _, status := range []string{"", role.StatusCompleted, role.StatusNeedsQACycle, role.StatusBlocked} {
-			for _, verdict := range []string{"", role.VerdictQualified, role.VerdictFailed} {
-				for _, tasks := range []int{0, 1, 2} { // none; all done; some left
-					for _, fresh := range []bool{false, true} {
-						for _, resume := range []State{"", Planning, Executing, Reviewing, Complete} {
-							for _, attempt := range []int{1, p.MaxTaskAttempts + 1} {
-								events = append(events, Event{Type: tr, Status: status, Verdict: verdict,
-									HasTasks: tasks > 0, HasUncompletedTasks: tasks == 2, NewSession: fresh,
-									ResumeAt: resume, TaskID: "task-1", Attempt: attempt})
-							}
-						}
-					}
-				}
-			}
-		}
-	}
 	seen := map[Edge]bool{}
-	for _, s := range starts {
-		for _, e := range events {
-			n, _, err := Next(s, e, p)
-			if err != nil {
-				continue
-			}
-			seen[Edge{From: s.Current, To: n.Current, Label: edgeLabel(e, n)}] = true
-		}
-	}
+	explore(func(s OrchestratorState, e Event, n OrchestratorState, _ []Action) {
+		seen[Edge{From: s.Current, To: n.Current, Trigger: e.Type, Label: edgeLabel(e, n)}] = true
+	})
 	out := make([]Edge, 0, len(seen))
 	for e := range seen {
 		out = append(out, e)
@@ -80,6 +42,62 @@ func Edges() []Edge {
 	return out
 }
 
+// explore calls f with every transition Next makes from the states and
+// events Edges explores, and the actions it returns.
+func explore(f func(s OrchestratorState, e Event, n OrchestratorState, acts []Action)) {
+	p := Policy{}.WithDefaults()
+	var starts []OrchestratorState
+	for _, st := range States {
+		for _, in := range []State{"", Planning, Executing, Reviewing, Complete} {
+			if (st == Stopped) != (in != "") {
+				continue
+			}
+			for _, atLimit := range []bool{false, true} {
+				for _, pendingQA := range []bool{false, true} {
+					s := OrchestratorState{Current: st, StoppedIn: in, CurrentTaskID: "task-1", CurrentAttemptNumber: 1, PendingQA: pendingQA}
+					if atLimit {
+						s.CurrentAttemptNumber = p.MaxTaskAttempts
+						s.QACycleCount = p.MaxQACycles
+						s.PlanningRetries = p.MaxPlanningRetries
+						s.GoalChecks = p.MaxGoalChecks - 1
+					}
+					starts = append(starts, s)
+				}
+			}
+		}
+	}
+	var events []Event
+	triggers := []Trigger{SessionResolved, CriticalError, PlannerCompleted, NewRequirements, TaskSelected,
+		NoTasksRemaining, ExecutorCompleted, ReviewerCompleted, HolisticCheckPassed, HolisticCheckFailed, InvalidResponse, Resumed}
+	for _, tr := range append(triggers, StopTriggers...) {
+		for _, status := range []string{"", role.StatusCompleted, role.StatusNeedsQACycle, role.StatusBlocked} {
+			for _, verdict := range []string{"", role.VerdictQualified, role.VerdictFailed} {
+				for _, tasks := range []int{0, 1, 2} { // none; all done; some left
+					for _, fresh := range []bool{false, true} {
+						for _, resume := range []State{"", Planning, Executing, Reviewing, Complete} {
+							for _, attempt := range []int{1, p.MaxTaskAttempts + 1} {
+								for _, found := range [][]role.NewTask{nil, {{Title: "more"}}} {
+									events = append(events, Event{Type: tr, Status: status, Verdict: verdict,
+										HasTasks: tasks > 0, HasUncompletedTasks: tasks == 2, NewSession: fresh,
+										ResumeAt: resume, TaskID: "task-1", Attempt: attempt, NewTasks: found})
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, s := range starts {
+		for _, e := range events {
+			n, acts, err := Next(s, e, p)
+			if err == nil {
+				f(s, e, n, acts)
+			}
+		}
+	}
+}
+
 func edgeLabel(e Event, n OrchestratorState) string {
 	l := string(e.Type)
 	switch {
@@ -92,7 +110,10 @@ func edgeLabel(e Event, n OrchestratorState) string {
 	case e.Type == ReviewerCompleted:
 		l += " (" + e.Verdict + ")"
 	}
-	if n.Current == Failed && e.Type != CriticalError && e.Status != role.StatusBlocked {
+	// Every way into Failed but a critical error and a blocked planner
+	// is a retry limit reached. The test is on what selects the edge, not
+	// on event fields the trigger ignores.
+	if n.Current == Failed && e.Type != CriticalError && (e.Type != PlannerCompleted || e.Status != role.StatusBlocked) {
 		l += ", limit reached"
 	}
 	if n.Done {
@@ -129,6 +150,6 @@ func Mermaid() string {
 	for _, k := range order {
 		fmt.Fprintf(&b, "    %s --> %s: %s\n", k.from, k.to, strings.Join(labels[k], " / "))
 	}
-	b.WriteString("    Complete --> [*]: goal check passed\n    Failed --> [*]\n")
+	b.WriteString("    Complete --> [*]: goal check passed\n    Failed --> [*]\n    Stopped --> [*]: until ralph run --resume\n")
 	return b.String()
 }

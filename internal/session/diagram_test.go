@@ -10,8 +10,9 @@ import (
 // prose (resume to Executing or Complete, a failed holistic check back to
 // Planning), plus ralph's: a task selected within Executing, a resume at
 // any live state, the retry limits that fail the session from Executing,
-// Reviewing and Complete, a critical error from every live state, and the
-// goal check re-run after an invalid answer.
+// Reviewing and Complete, a critical error where ralph finds one, the goal
+// check re-run after an invalid answer, and every way a run stops before
+// the session ends, into Stopped from where roles run and back.
 var wantPairs = []string{
 	"Initializing -> Planning", "Initializing -> Failed", // seed diagram
 	"Planning -> Planning", "Planning -> Executing", "Planning -> Failed",
@@ -20,6 +21,8 @@ var wantPairs = []string{
 	"Initializing -> Executing", "Initializing -> Complete", "Complete -> Planning", // seed tables
 	"Initializing -> Reviewing", "Executing -> Executing", "Executing -> Failed", // ralph
 	"Reviewing -> Failed", "Complete -> Complete", "Complete -> Failed",
+	"Planning -> Stopped", "Executing -> Stopped", "Reviewing -> Stopped", "Complete -> Stopped",
+	"Stopped -> Planning", "Stopped -> Executing", "Stopped -> Reviewing", "Stopped -> Complete",
 }
 
 func TestEdgesAreTheSeedsPlusDocumentedOnes(t *testing.T) {
@@ -49,6 +52,10 @@ func TestMermaidLabelsTheSeedsTriggers(t *testing.T) {
 		"Complete --> Planning: holistic_check_failed\n",
 		"planner_completed (blocked) /",
 		"    Failed --> [*]\n",
+		"    Executing --> Stopped: agent_cannot_run / budget_exhausted / interrupted / unexpected_error / usage_limit\n",
+		"    Planning --> Stopped: agent_cannot_run / budget_exhausted / interrupted / unexpected_error / usage_limit / waiting_for_answers\n",
+		"    Stopped --> Reviewing: resumed\n",
+		"    Stopped --> [*]: until ralph run --resume\n",
 	} {
 		if !strings.Contains(m, line) {
 			t.Errorf("diagram lacks %q:\n%s", line, m)

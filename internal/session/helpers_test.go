@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -83,6 +84,11 @@ func writes(t *testing.T, root, file, content, text string) func(context.Context
 }
 
 var errUnexpected = errors.New("fake invoker: unexpected call")
+
+// fakeAgentName is the agent of every role of a fakeInvoker.
+const fakeAgentName = "fake"
+
+func (f *fakeInvoker) Agent(string) string { return fakeAgentName }
 
 func (f *fakeInvoker) Invoke(ctx context.Context, c session.Call) (string, error) {
 	f.mu.Lock()
@@ -162,8 +168,9 @@ func clipLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// fakeClock is the runner's Now and Sleep: Now stands still, Sleep records
-// the wait and moves the clock on by it without sleeping.
+// fakeClock is the runner's clock: Now stands still, Wait records the wait
+// and moves the clock on by it without sleeping, telling show the time
+// left in steps as runkit.Wait does.
 type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time
@@ -176,14 +183,21 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+func (c *fakeClock) Wait(ctx context.Context, d time.Duration, show func(left time.Duration)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.sleeps = append(c.sleeps, d)
-	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	for left := d; left > 0; left -= runkit.WaitStep {
+		if show != nil {
+			show(left)
+		}
+		c.mu.Lock()
+		c.now = c.now.Add(min(left, runkit.WaitStep))
+		c.mu.Unlock()
+	}
 	return nil
 }
 
@@ -286,12 +300,13 @@ func newSessionEnv(t testing.TB, request string) *sessionEnv {
 // runner returns a runner of the session with the given invoker: 1s
 // backoff, 3 retries, usage limits up to 10 minutes waited out.
 func (e *sessionEnv) runner(t testing.TB, inv session.Invoker) *session.Runner {
-	return &session.Runner{
-		WS: e.ws, Dir: e.dir, Invoker: inv,
+	r := &session.Runner{
+		WS: e.ws, Dir: e.dir, Invoker: inv, Clock: e.clock,
 		Backoff: time.Second, MaxAgentRetries: 3, MaxLimitWait: 10 * time.Minute,
 		Events: report.NewEmitter(session.MachineName, testSessionID, 0, e.clock.Now, report.Text{W: testWriter{t}}),
-		Now:    e.clock.Now, Sleep: e.clock.Sleep,
 	}
+	session.ObserveEdges(r, func(edge session.Edge) { covered.add(t, edge) })
+	return r
 }
 
 // progress reads progress.md back as a resume would.
@@ -347,6 +362,19 @@ func (e *sessionEnv) commitsOf(t *testing.T, task string) []string {
 	t.Helper()
 	out := git(t, e.ws.Root, "log", "--format=%H", "--grep=^Ralph-Task: "+task+"$")
 	return strings.Fields(out)
+}
+
+// wantStopped fails the test unless progress.md says the session stopped
+// in state, with task and attempt, to resume there.
+func wantStopped(t *testing.T, p session.Progress, state session.State, task string, attempt int) {
+	t.Helper()
+	if p.State.Current != session.Stopped {
+		t.Errorf("progress.md is at %s, want Stopped (in %s)", p.State.Current, state)
+	}
+	s := p.State
+	s.Current = s.Resumes()
+	p.State = s
+	wantState(t, p, state, task, attempt)
 }
 
 // wantState fails the test unless progress.md is at state with task and

@@ -13,6 +13,7 @@ package session
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ralphloop/ralph/internal/role"
 )
@@ -29,10 +30,16 @@ const (
 	Reviewing    State = "Reviewing"
 	Complete     State = "Complete"
 	Failed       State = "Failed"
+	// Stopped is ralph's, not the seed's: a run of the session ended
+	// before the session did (the budget, a usage limit, an agent that
+	// cannot run, an interrupt, an unexpected error, questions for a
+	// person). It is not final: StoppedIn remembers where the session
+	// was, and `ralph run --resume` takes the resumed edge back there.
+	Stopped State = "Stopped"
 )
 
-// States lists every state in the seed's order.
-var States = []State{Initializing, Planning, Executing, Reviewing, Complete, Failed}
+// States lists every state in the seed's order, then ralph's Stopped.
+var States = []State{Initializing, Planning, Executing, Reviewing, Complete, Failed, Stopped}
 
 // Trigger names what happened; it is the "trigger" of a transition log line.
 type Trigger string
@@ -52,7 +59,44 @@ const (
 	// InvalidResponse is a role whose result stayed malformed after being
 	// asked again; it counts as that role's failure.
 	InvalidResponse Trigger = "invalid_response"
+
+	// The ways a run of the session ends before the session does; each
+	// leads to Stopped from the state the session was in.
+	//
+	// BudgetExhausted: a [budget] limit was reached before a role run.
+	BudgetExhausted Trigger = "budget_exhausted"
+	// UsageLimit: a role's agent is at a usage limit that resets later
+	// than the session waits in place, or keeps reporting limits.
+	UsageLimit Trigger = "usage_limit"
+	// AgentCannotRun: a role's agent cannot run at all (not installed,
+	// not logged in, bad flags): the environment's failure, no attempt.
+	AgentCannotRun Trigger = "agent_cannot_run"
+	// Interrupted: the person stopped ralph (Ctrl-C, SIGTERM).
+	Interrupted Trigger = "interrupted"
+	// UnexpectedError: anything else that stops the run (a role run that
+	// failed every retry, git or a file that could not be written). The
+	// seed's "error" trigger is a critical error, which fails the session;
+	// this one only stops the run.
+	UnexpectedError Trigger = "unexpected_error"
+	// WaitingForAnswers: the questioner queued questions only a person
+	// can answer (ralph answer).
+	WaitingForAnswers Trigger = "waiting_for_answers"
+	// Resumed leaves Stopped for the state the session stopped in.
+	Resumed Trigger = "resumed"
 )
+
+// StopTriggers are the triggers that lead to Stopped.
+var StopTriggers = []Trigger{BudgetExhausted, UsageLimit, AgentCannotRun, Interrupted, UnexpectedError, WaitingForAnswers}
+
+// Stops reports whether t ends a run of the session in Stopped.
+func (t Trigger) Stops() bool {
+	for _, s := range StopTriggers {
+		if t == s {
+			return true
+		}
+	}
+	return false
+}
 
 // Event is the input of Next.
 type Event struct {
@@ -75,9 +119,9 @@ type Event struct {
 	// TaskID and Attempt come with task_selected.
 	TaskID  string
 	Attempt int
-	// NewTasks counts tasks a role discovered (reviewer, executor, goal
+	// NewTasks are tasks a role discovered (reviewer, executor, goal
 	// check); they are added to tasks.md and progress.md.
-	NewTasks int
+	NewTasks []role.NewTask
 	// Reason says why, for blocked, failed and error events.
 	Reason string
 }
@@ -107,10 +151,21 @@ type OrchestratorState struct {
 	Done bool
 	// Reason says why the session Failed.
 	Reason string
+	// StoppedIn is the state a Stopped session resumes in.
+	StoppedIn State
 }
 
 // Final reports whether the session has ended.
 func (s OrchestratorState) Final() bool { return s.Done || s.Current == Failed }
+
+// Resumes is the state the session is in for a person: where a Stopped
+// session stopped (and resumes), else the current state.
+func (s OrchestratorState) Resumes() State {
+	if s.Current == Stopped && s.StoppedIn != "" {
+		return s.StoppedIn
+	}
+	return s.Current
+}
 
 // Policy is the retry policy (seed 002's RetryPolicy). Zero fields take
 // the seed's defaults.
@@ -154,7 +209,11 @@ func (p Policy) ShouldRetryTask(attempt int) bool { return attempt < p.MaxTaskAt
 // ShouldContinueQA reports whether Q&A cycle number n+1 may run after n.
 func (p Policy) ShouldContinueQA(cycles int) bool { return cycles < p.MaxQACycles }
 
-// Action is a side effect the runner performs for a transition.
+// Action is a side effect the runner performs for a transition. Next
+// returns them in the order they are performed. The runner performs the
+// changes to ralph's records (Records) while it makes the transition,
+// before progress.md records it; the others after, and the last of those
+// leads to the next event.
 type Action string
 
 // The actions.
@@ -163,16 +222,53 @@ const (
 	InvokeQuestioner Action = "invoke_questioner" // then the planner in QA_COORDINATE
 	SelectTask       Action = "select_task"
 	InvokeExecutor   Action = "invoke_executor"
-	InvokeReviewer   Action = "invoke_reviewer"
-	MarkInReview     Action = "mark_in_review" // [ ] -> [P]
-	MarkDone         Action = "mark_done"      // [P] -> [x], after ralph's commit
-	MarkRework       Action = "mark_rework"    // [P] -> [ ], rework counter +1
-	AddTasks         Action = "add_tasks"      // to tasks.md and progress.md
+	InvokeReviewer   Action = "invoke_reviewer" // ralph's checks, then the reviewer
+	CommitTask       Action = "commit_task"     // ralph's commit of a Qualified task
+	MarkInReview     Action = "mark_in_review"  // [ ] -> [P]
+	MarkDone         Action = "mark_done"       // [P] -> [x], after ralph's commit
+	MarkRework       Action = "mark_rework"     // [P] -> [ ], rework counter +1
+	AddTasks         Action = "add_tasks"       // to tasks.md and progress.md
 	RunGoalCheck     Action = "run_goal_check"
 	ReturnSummary    Action = "return_summary"
 	LogBlockers      Action = "log_blockers"
 	PromptUser       Action = "prompt_user"
 )
+
+// Records reports whether a changes ralph's records of the session (its
+// commits, marks and task list), which the transition that returns it
+// makes before it is saved: a crash leaves either both or neither.
+func (a Action) Records() bool {
+	switch a {
+	case CommitTask, MarkInReview, MarkDone, MarkRework, AddTasks:
+		return true
+	}
+	return false
+}
+
+// EntryActions is what a session entering or resuming in s does first:
+// the role of its state. A resume (after a crash or from Stopped) has no
+// other record of it.
+func EntryActions(s OrchestratorState) []Action {
+	switch s.Current {
+	case Planning:
+		if s.PendingQA {
+			return []Action{InvokeQuestioner, InvokePlanner}
+		}
+		return []Action{InvokePlanner}
+	case Executing:
+		if s.CurrentTaskID == "" {
+			return []Action{SelectTask}
+		}
+		return []Action{InvokeExecutor}
+	case Reviewing:
+		return []Action{InvokeReviewer}
+	case Complete:
+		if !s.Done {
+			return []Action{RunGoalCheck}
+		}
+	}
+	return nil
+}
 
 // IllegalError is an event that has no transition from the current state.
 type IllegalError struct {
@@ -189,16 +285,37 @@ func (e *IllegalError) Error() string {
 // current state does not accept is an *IllegalError and leaves s unchanged.
 func Next(s OrchestratorState, e Event, p Policy) (OrchestratorState, []Action, error) {
 	p = p.WithDefaults()
-	if s.Final() {
-		return s, nil, &IllegalError{From: s.Current, Event: e.Type}
-	}
-	if e.Type == CriticalError {
-		return fail(s, e.Reason), []Action{LogBlockers, PromptUser}, nil
-	}
 	illegal := func() (OrchestratorState, []Action, error) {
 		return s, nil, &IllegalError{From: s.Current, Event: e.Type}
 	}
+	if s.Final() {
+		return illegal()
+	}
 	n := s
+	switch {
+	case s.Current == Stopped:
+		// Only a resume leaves Stopped, back to where the session was.
+		if e.Type != Resumed || !resumable(s.StoppedIn) {
+			return illegal()
+		}
+		n.Current, n.StoppedIn = s.StoppedIn, ""
+		return n, EntryActions(n), nil
+	case e.Type.Stops():
+		// A run can stop wherever a role runs; questions for a person
+		// come up only while planning.
+		if !resumable(s.Current) || (e.Type == WaitingForAnswers && s.Current != Planning) {
+			return illegal()
+		}
+		n.Current, n.StoppedIn = Stopped, s.Current
+		return n, nil, nil
+	case e.Type == CriticalError:
+		// Ralph finds a critical error while setting the session up (its
+		// request is gone) or at a task (it is gone from tasks.md).
+		if s.Current != Initializing && s.Current != Executing && s.Current != Reviewing {
+			return illegal()
+		}
+		return fail(s, e.Reason), []Action{LogBlockers, PromptUser}, nil
+	}
 	switch s.Current {
 	case Initializing:
 		if e.Type != SessionResolved {
@@ -207,7 +324,7 @@ func Next(s OrchestratorState, e Event, p Policy) (OrchestratorState, []Action, 
 		switch {
 		case !e.NewSession && resumable(e.ResumeAt):
 			n.Current = e.ResumeAt
-			return n, nil, nil
+			return n, EntryActions(n), nil
 		case e.NewSession || !e.HasTasks:
 			n.Current, n.PlannerMode = Planning, role.ModeInitialize
 			if !e.NewSession {
@@ -244,9 +361,6 @@ func Next(s OrchestratorState, e Event, p Policy) (OrchestratorState, []Action, 
 				return fail(n, "planner blocked: "+e.Reason), []Action{LogBlockers, PromptUser}, nil
 			}
 			return illegal()
-		case NewRequirements:
-			n.PlannerMode = role.ModeUpdate
-			return n, []Action{InvokePlanner}, nil
 		case InvalidResponse:
 			return planningRetry(n, p, "the "+e.Role+" gave no valid result")
 		}
@@ -273,11 +387,11 @@ func Next(s OrchestratorState, e Event, p Policy) (OrchestratorState, []Action, 
 			switch e.Status {
 			case role.StatusCompleted:
 				n.Current = Reviewing
-				acts := []Action{MarkInReview, InvokeReviewer}
-				if e.NewTasks > 0 {
+				acts := []Action{MarkInReview}
+				if len(e.NewTasks) > 0 {
 					acts = append(acts, AddTasks)
 				}
-				return n, acts, nil
+				return n, append(acts, InvokeReviewer), nil
 			case role.StatusBlocked:
 				// The attempt is spent; the planner adds corrective tasks.
 				n.Blockers = append(append([]string{}, s.Blockers...), e.Reason)
@@ -301,24 +415,24 @@ func Next(s OrchestratorState, e Event, p Policy) (OrchestratorState, []Action, 
 		if e.Type != ReviewerCompleted {
 			return illegal()
 		}
-		var acts []Action
 		switch e.Verdict {
 		case role.VerdictQualified:
 			n.Current, n.CurrentTaskID, n.CurrentAttemptNumber = Executing, "", 0
-			acts = []Action{MarkDone}
-		case role.VerdictFailed:
-			var err error
-			n, acts, err = rework(n, p, e.Reason)
-			if err != nil || n.Current == Failed {
-				return n, acts, err
+			acts := []Action{CommitTask, MarkDone}
+			if len(e.NewTasks) > 0 {
+				acts = append(acts, AddTasks)
 			}
-		default:
-			return illegal()
+			return n, append(acts, SelectTask), nil
+		case role.VerdictFailed:
+			n, acts, err := rework(n, p, e.Reason)
+			if n.Current == Executing && len(e.NewTasks) > 0 {
+				// The tasks the reviewer found join the list before the
+				// task's next attempt.
+				acts = slices.Insert(acts, len(acts)-1, AddTasks)
+			}
+			return n, acts, err
 		}
-		if e.NewTasks > 0 {
-			acts = append(acts, AddTasks)
-		}
-		return n, append(acts, SelectTask), nil
+		return illegal()
 
 	case Complete:
 		switch e.Type {
@@ -350,8 +464,8 @@ func resumable(st State) bool {
 }
 
 // rework sends the current task back to [ ] with its attempt number
-// incremented, or fails the session when the policy allows no more
-// attempts.
+// incremented, for the executor to try again at once, or fails the
+// session when the policy allows no more attempts.
 func rework(n OrchestratorState, p Policy, reason string) (OrchestratorState, []Action, error) {
 	if !p.ShouldRetryTask(n.CurrentAttemptNumber) {
 		task := n.CurrentTaskID
@@ -359,7 +473,7 @@ func rework(n OrchestratorState, p Policy, reason string) (OrchestratorState, []
 	}
 	n.Current = Executing
 	n.CurrentAttemptNumber++
-	return n, []Action{MarkRework}, nil
+	return n, []Action{MarkRework, InvokeExecutor}, nil
 }
 
 // replan goes back to Planning (UPDATE) from Executing. The task is
@@ -369,7 +483,7 @@ func replan(n OrchestratorState, e Event) (OrchestratorState, []Action, error) {
 	n.Current, n.PlannerMode = Planning, role.ModeUpdate
 	n.CurrentTaskID, n.CurrentAttemptNumber = "", 0
 	acts := []Action{MarkRework}
-	if e.NewTasks > 0 {
+	if len(e.NewTasks) > 0 {
 		acts = append(acts, AddTasks)
 	}
 	return n, append(acts, InvokePlanner), nil

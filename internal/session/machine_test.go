@@ -2,7 +2,9 @@ package session
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,19 +84,71 @@ func TestResumeContinuesAtTheSavedStateWithItsCounters(t *testing.T) {
 		if n.Current != st || n.CurrentTaskID != "task-2" || n.CurrentAttemptNumber != 2 || n.QACycleCount != 1 || n.PlanningRetries != 1 {
 			t.Fatalf("resume at %s: %+v", st, n)
 		}
-		if len(acts) != 0 {
-			t.Fatalf("resume at %s: actions %v, want none (the state's handler runs its role)", st, acts)
+		if !reflect.DeepEqual(acts, EntryActions(n)) || len(acts) == 0 {
+			t.Fatalf("resume at %s: actions %v, want the state's entry actions %v", st, acts, EntryActions(n))
 		}
 	}
 }
 
-func TestCriticalErrorFailsFromEveryLiveState(t *testing.T) {
-	for _, st := range []State{Initializing, Planning, Executing, Reviewing, Complete} {
+// A critical error fails the session where ralph can find one: setting it
+// up, and at a task gone from tasks.md.
+func TestCriticalErrorFailsWhereRalphFindsOne(t *testing.T) {
+	for _, st := range []State{Initializing, Executing, Reviewing} {
 		n, acts := mustNext(t, in(st), Event{Type: CriticalError, Reason: "disk full"})
 		if n.Current != Failed || n.Reason != "disk full" || !n.Final() {
 			t.Fatalf("%s + error = %+v, want Failed with the reason", st, n)
 		}
 		wantActions(t, acts, LogBlockers, PromptUser)
+	}
+	for _, st := range []State{Planning, Complete} {
+		if _, _, err := Next(in(st), Event{Type: CriticalError}, policy); err == nil {
+			t.Errorf("%s accepted a critical error, which the runner never finds there", st)
+		}
+	}
+}
+
+// Every way a run ends before the session does leads to Stopped from the
+// states where roles run, keeping the counters; the resume goes back there
+// with that state's entry actions, and nothing else leaves Stopped.
+func TestStopsAndResumes(t *testing.T) {
+	for _, st := range []State{Planning, Executing, Reviewing, Complete} {
+		for _, trig := range StopTriggers {
+			s := reviewing("task-2", 2)
+			s.Current, s.QACycleCount, s.PendingQA = st, 1, st == Planning
+			n, acts, err := Next(s, Event{Type: trig}, policy)
+			if trig == WaitingForAnswers && st != Planning {
+				if err == nil {
+					t.Errorf("%s + %s accepted; questions for a person come up only while planning", st, trig)
+				}
+				continue
+			}
+			if err != nil || n.Current != Stopped || n.StoppedIn != st || len(acts) != 0 || n.Final() {
+				t.Fatalf("%s + %s = %+v, %v, %v; want Stopped in %s, no action", st, trig, n, acts, err, st)
+			}
+			if n.Resumes() != st || n.CurrentTaskID != "task-2" || n.CurrentAttemptNumber != 2 || n.QACycleCount != 1 {
+				t.Errorf("%s + %s lost the session's place: %+v", st, trig, n)
+			}
+			back, acts := mustNext(t, n, Event{Type: Resumed})
+			want := s
+			if !reflect.DeepEqual(back, want) {
+				t.Errorf("resumed from %s: %+v, want %+v", st, back, want)
+			}
+			wantActions(t, acts, EntryActions(want)...)
+		}
+	}
+	stopped := OrchestratorState{Current: Stopped, StoppedIn: Executing}
+	for _, trig := range append([]Trigger{SessionResolved, CriticalError, TaskSelected, InvalidResponse}, StopTriggers...) {
+		if _, _, err := Next(stopped, Event{Type: trig, TaskID: "task-1", Attempt: 1}, policy); err == nil {
+			t.Errorf("Stopped accepted %s; only resumed leaves it", trig)
+		}
+	}
+	if _, _, err := Next(OrchestratorState{Current: Stopped}, Event{Type: Resumed}, policy); err == nil {
+		t.Errorf("a Stopped session that does not say where it stopped was resumed")
+	}
+	for _, st := range []State{Initializing, Failed} {
+		if _, _, err := Next(in(st), Event{Type: Interrupted}, policy); err == nil {
+			t.Errorf("%s + interrupted was accepted", st)
+		}
 	}
 }
 
@@ -165,13 +219,7 @@ func TestPlannerBlockedFails(t *testing.T) {
 }
 
 func TestNewRequirementsReplanWithUpdate(t *testing.T) {
-	n, acts := mustNext(t, in(Planning), Event{Type: NewRequirements})
-	if n.Current != Planning || n.PlannerMode != role.ModeUpdate {
-		t.Fatalf("got %+v", n)
-	}
-	wantActions(t, acts, InvokePlanner)
-
-	n, acts = mustNext(t, executing("task-1", 1), Event{Type: NewRequirements})
+	n, acts := mustNext(t, executing("task-1", 1), Event{Type: NewRequirements})
 	if n.Current != Planning || n.PlannerMode != role.ModeUpdate {
 		t.Fatalf("from Executing: %+v", n)
 	}
@@ -200,8 +248,8 @@ func TestWhenExecutorCompletes_ThenTransitionsToReviewing(t *testing.T) {
 	}
 	wantActions(t, acts, MarkInReview, InvokeReviewer)
 
-	_, acts = mustNext(t, executing("task-1", 1), Event{Type: ExecutorCompleted, Status: role.StatusCompleted, NewTasks: 2})
-	wantActions(t, acts, MarkInReview, InvokeReviewer, AddTasks)
+	_, acts = mustNext(t, executing("task-1", 1), Event{Type: ExecutorCompleted, Status: role.StatusCompleted, NewTasks: make([]role.NewTask, 2)})
+	wantActions(t, acts, MarkInReview, AddTasks, InvokeReviewer)
 }
 
 func TestExecutorBlockedReplans(t *testing.T) {
@@ -228,7 +276,7 @@ func TestWhenReviewerQualifies_ThenTransitionsToExecuting(t *testing.T) {
 	if n.CurrentTaskID != "" || n.CurrentAttemptNumber != 0 {
 		t.Fatalf("task not cleared for the next selection: %+v", n)
 	}
-	wantActions(t, acts, MarkDone, SelectTask)
+	wantActions(t, acts, CommitTask, MarkDone, SelectTask)
 }
 
 func TestFailedVerdictIncrementsTheAttempt(t *testing.T) {
@@ -236,12 +284,14 @@ func TestFailedVerdictIncrementsTheAttempt(t *testing.T) {
 	if n.Current != Executing || n.CurrentTaskID != "task-1" || n.CurrentAttemptNumber != 2 {
 		t.Fatalf("got %+v, want Executing task-1 attempt 2", n)
 	}
-	wantActions(t, acts, MarkRework, SelectTask)
+	wantActions(t, acts, MarkRework, InvokeExecutor)
 }
 
 func TestReviewerDiscoveredTasksAreAdded(t *testing.T) {
-	_, acts := mustNext(t, reviewing("task-1", 1), Event{Type: ReviewerCompleted, Verdict: role.VerdictQualified, NewTasks: 1})
-	wantActions(t, acts, MarkDone, AddTasks, SelectTask)
+	_, acts := mustNext(t, reviewing("task-1", 1), Event{Type: ReviewerCompleted, Verdict: role.VerdictQualified, NewTasks: make([]role.NewTask, 1)})
+	wantActions(t, acts, CommitTask, MarkDone, AddTasks, SelectTask)
+	_, acts = mustNext(t, reviewing("task-1", 1), Event{Type: ReviewerCompleted, Verdict: role.VerdictFailed, NewTasks: make([]role.NewTask, 1)})
+	wantActions(t, acts, MarkRework, AddTasks, InvokeExecutor)
 }
 
 func TestTaskFailedThreeTimesFails(t *testing.T) {
@@ -263,7 +313,7 @@ func TestInvalidExecutorOrReviewerResultIsAFailedAttempt(t *testing.T) {
 		if n.Current != Executing || n.CurrentAttemptNumber != 2 {
 			t.Fatalf("from %s: %+v", s.Current, n)
 		}
-		wantActions(t, acts, MarkRework)
+		wantActions(t, acts, MarkRework, InvokeExecutor)
 	}
 }
 
@@ -279,7 +329,7 @@ func TestHolisticCheckPassedEndsTheSession(t *testing.T) {
 }
 
 func TestHolisticCheckFailedReplansWithMissingTasks(t *testing.T) {
-	n, acts := mustNext(t, in(Complete), Event{Type: HolisticCheckFailed, NewTasks: 1, Reason: "no docs"})
+	n, acts := mustNext(t, in(Complete), Event{Type: HolisticCheckFailed, NewTasks: make([]role.NewTask, 1), Reason: "no docs"})
 	if n.Current != Planning || n.PlannerMode != role.ModeUpdate || n.GoalChecks != 1 {
 		t.Fatalf("got %+v", n)
 	}
@@ -303,11 +353,12 @@ func TestIllegalEventsChangeNothing(t *testing.T) {
 		ExecutorCompleted, ReviewerCompleted, HolisticCheckPassed, HolisticCheckFailed, InvalidResponse}
 	legal := map[State]map[Trigger]bool{
 		Initializing: {SessionResolved: true},
-		Planning:     {PlannerCompleted: true, NewRequirements: true, InvalidResponse: true},
+		Planning:     {PlannerCompleted: true, InvalidResponse: true},
 		Executing:    {TaskSelected: true, NoTasksRemaining: true, ExecutorCompleted: true, NewRequirements: true, InvalidResponse: true},
 		Reviewing:    {ReviewerCompleted: true, InvalidResponse: true},
 		Complete:     {HolisticCheckPassed: true, HolisticCheckFailed: true, InvalidResponse: true},
 		Failed:       {},
+		Stopped:      {},
 	}
 	for _, st := range States {
 		for _, tr := range all {
@@ -343,5 +394,55 @@ func TestUnknownStatusOrVerdictIsIllegal(t *testing.T) {
 		if _, _, err := Next(tc.s, tc.e, policy); err == nil {
 			t.Errorf("%s + %+v was accepted", tc.s.Current, tc.e)
 		}
+	}
+}
+
+// TestEveryActionHasAPerformer enumerates every action Next can return,
+// from every state and event the diagram explores, and the entry actions
+// of every state, and fails for one the runner has no performer for, or
+// whose kind (a change of ralph's records, made with the transition, or
+// work after it) does not match where the runner performs it.
+func TestEveryActionHasAPerformer(t *testing.T) {
+	r := &Runner{}
+	records, work := r.recordPerformers(), r.workPerformers()
+	check := func(where string, acts []Action) {
+		t.Helper()
+		afterRecords := false
+		for _, a := range acts {
+			switch {
+			case a.Records() && records[a] == nil:
+				t.Errorf("%s: %s changes ralph's records but has no record performer", where, a)
+			case !a.Records() && work[a] == nil:
+				t.Errorf("%s: %s has no performer in the runner", where, a)
+			}
+			if a.Records() && afterRecords {
+				t.Errorf("%s: %s comes after work in %v; the records are made with the transition, before any work", where, a, acts)
+			}
+			afterRecords = afterRecords || !a.Records()
+		}
+	}
+	seen := map[Action]bool{}
+	explore(func(s OrchestratorState, e Event, n OrchestratorState, acts []Action) {
+		for _, a := range acts {
+			seen[a] = true
+		}
+		check(fmt.Sprintf("%s -%s-> %s", s.Current, e.Type, n.Current), acts)
+		if !n.Final() && n.Current != Stopped && !slices.ContainsFunc(acts, func(a Action) bool { return !a.Records() }) {
+			t.Errorf("%s -%s-> %s leaves the runner nothing to do: %v", s.Current, e.Type, n.Current, acts)
+		}
+	})
+	for _, st := range States {
+		for _, s := range []OrchestratorState{in(st), executing("task-1", 1)} {
+			s.Current = st
+			check("entry of "+string(st), EntryActions(s))
+		}
+	}
+	for a := range records {
+		if !a.Records() {
+			t.Errorf("%s has a record performer but is not a record action", a)
+		}
+	}
+	if len(seen) < 14 {
+		t.Errorf("only %d actions seen; the enumeration is broken", len(seen))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,13 @@ type Progress struct {
 	LastEvent *loop.TransitionEvent
 }
 
+// clone is a copy of p that shares no slice with it.
+func (p Progress) clone() Progress {
+	p.Tasks = slices.Clone(p.Tasks)
+	p.State.Blockers = slices.Clone(p.State.Blockers)
+	return p
+}
+
 // Task returns the record of id, or nil.
 func (p *Progress) Task(id string) *TaskRecord {
 	for i := range p.Tasks {
@@ -94,6 +102,7 @@ func (p Progress) Render() []byte {
 	field := func(k, v string) { fmt.Fprintf(&b, "- %s: %s\n", k, v) }
 	field("Session", s.SessionID)
 	field("State", string(s.Current))
+	field("Stopped in", orDash(string(s.StoppedIn)))
 	field("Current task", orDash(s.CurrentTaskID))
 	field("Attempt", strconv.Itoa(s.CurrentAttemptNumber))
 	field("Planner mode", orDash(s.PlannerMode))
@@ -177,6 +186,8 @@ func ParseProgress(path string, data []byte) (Progress, error) {
 				if !validState(s.Current) {
 					return p, bad("unknown state %q", v)
 				}
+			case "Stopped in":
+				s.StoppedIn = State(v)
 			case "Current task":
 				s.CurrentTaskID = v
 			case "Attempt":
@@ -276,6 +287,9 @@ func ParseProgress(path string, data []byte) (Progress, error) {
 	}
 	if p.State.SessionID == "" || p.State.Current == "" {
 		return p, fmt.Errorf("%s: no session or state line; the file is written by ralph: start a new session with ralph run \"request\"", path)
+	}
+	if s := p.State; (s.Current == Stopped) != resumable(s.StoppedIn) {
+		return p, fmt.Errorf("%s: the state is %s but the line \"Stopped in\" says %q; the file is written by ralph: restore it from the session's transitions.jsonl (its last line says where the session was) or start a new session", path, s.Current, orDash(string(s.StoppedIn)))
 	}
 	return p, nil
 }

@@ -12,9 +12,8 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
-	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/errs"
 	"github.com/ralphloop/ralph/internal/loop"
-	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/report"
@@ -51,8 +50,12 @@ type Call struct {
 type Invoker interface {
 	// Invoke returns the role's final message. An error is a failed run
 	// (crash, network, non-zero exit), retried with backoff; a
-	// *LimitError is a usage limit; ctx's error means interrupted.
+	// *LimitError is a usage limit; an *agent.EnvError an agent that
+	// cannot run at all; ctx's error means interrupted.
 	Invoke(ctx context.Context, c Call) (string, error)
+	// Agent names the agent that runs role, as its usage limits are
+	// recorded in the workspace's shared cooldowns; "" for none.
+	Agent(role string) string
 }
 
 // LimitError is a role run stopped by a usage limit.
@@ -89,12 +92,19 @@ var (
 // MachineName is the envelope's machine for every event of a session.
 const MachineName = "session"
 
-// Runner drives one session from its folder. Every field except Events,
-// Now and Sleep is required.
+// Runner drives one session from its folder: it performs the actions
+// Next returns, through its ports, and turns each outcome into the next
+// event. WS, Dir and Invoker are required; a nil port is the real one.
 type Runner struct {
 	WS      *workspace.Workspace
 	Dir     string // the session folder
 	Invoker Invoker
+	// Git is the repository (nil: WS.Repo), Checker runs ralph's checks
+	// (nil: as processes), Clock tells the time and waits (nil: the
+	// system's, with runkit.Wait).
+	Git     GitPort
+	Checker CheckPort
+	Clock   Clock
 	Checks  []check.Check
 	Policy  Policy
 	// Backoff is the first wait after a failed role run; it doubles up to
@@ -115,22 +125,15 @@ type Runner struct {
 	// events of machine "session" whose run is the session id; the
 	// caller's sinks render them. Nil tells no one.
 	Events *report.Emitter
-	Now    func() time.Time
-	Sleep  func(ctx context.Context, d time.Duration) error
 
 	prog    Progress
 	started time.Time
 	spent   int64 // RunMillis when this Run started
-	runs    int
-	pending pendingResult
-}
-
-// pendingResult carries what the role that caused a transition reported,
-// for the actions that need it (added tasks, rework reasons).
-type pendingResult struct {
-	newTasks []role.NewTask
-	trigger  Trigger
-	verdict  string
+	// todo is what the last transition left to do: the actions of Next
+	// that run after it is recorded, in order.
+	todo []Action
+	// observe, when set (by tests), sees every transition made.
+	observe func(Edge)
 }
 
 // DefaultMaxTasks is the default bound on a session's tasks.
@@ -209,12 +212,7 @@ func Request(dir string) string {
 	return strings.TrimSpace(string(b))
 }
 
-func (r *Runner) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
+func (r *Runner) now() time.Time { return r.clock().Now() }
 
 // say emits a line a person reads, with data for programs; the event
 // names the task the session is on.
@@ -231,8 +229,12 @@ func (r *Runner) emit(ev report.Event) {
 }
 
 // Run drives the session until it is done, failed, waiting for a person or
-// interrupted. It returns the final progress; the error is nil only when
-// the holistic check passed.
+// stopped. It returns the final progress; the error is nil only when the
+// holistic check passed. Every way a run ends is a transition: a run that
+// stops before the session ends leaves it Stopped, where the next Run
+// resumes it; the error says why, as the caller maps it to an exit code
+// (loop.ErrInterrupted, *BudgetError, *LimitError, *agent.EnvError,
+// ErrWaitingForAnswers, ErrFailed).
 func (r *Runner) Run(ctx context.Context) (Progress, error) {
 	r.Policy = r.Policy.WithDefaults()
 	p, err := Load(r.Dir)
@@ -246,56 +248,129 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 	r.started, r.spent = r.now(), p.RunMillis
 	r.stopLeftoverAgent()
 	if p.State.Final() {
+		if p.State.Done {
+			r.summary(ctx)
+		}
 		return p, r.finalError()
 	}
-	if p.State.Current == Initializing {
-		if err := r.resolve(ctx, true); err != nil {
-			return r.prog, err
+	if p.State.Current != Initializing {
+		r.say(report.KindRun, map[string]any{"resumed": true, "state": string(p.State.Resumes())},
+			"ralph: resuming session %s at %s", p.State.SessionID, p.State.Resumes())
+	}
+	switch p.State.Current {
+	case Initializing:
+		err = r.resolve(ctx, true)
+	case Stopped:
+		err = r.fire(ctx, Event{Type: Resumed}, "")
+	default:
+		// A session a crash left in a state resolves to it again.
+		err = r.resolve(ctx, false)
+	}
+	perform := r.workPerformers()
+	for err == nil && len(r.todo) > 0 {
+		if ctx.Err() != nil && !r.prog.State.Final() {
+			err = loop.ErrInterrupted
+			break
 		}
-	} else {
-		r.say(report.KindRun, map[string]any{"resumed": true, "state": string(p.State.Current)},
-			"ralph: resuming session %s at %s", p.State.SessionID, p.State.Current)
-		if err := r.resolve(ctx, false); err != nil {
-			return r.prog, err
+		a := r.todo[0]
+		r.todo = r.todo[1:]
+		if f := perform[a]; f != nil {
+			err = f(ctx)
+		} else {
+			err = fmt.Errorf("session %s: ralph has no performer for the action %s", r.prog.State.SessionID, a)
 		}
 	}
-	for !r.prog.State.Final() {
-		if err := ctx.Err(); err != nil {
-			return r.prog, loop.ErrInterrupted
-		}
-		var err error
-		switch r.prog.State.Current {
-		case Planning:
-			err = r.plan(ctx)
-		case Executing:
-			err = r.execute(ctx)
-		case Reviewing:
-			err = r.review(ctx)
-		case Complete:
-			err = r.goalCheck(ctx)
-		default:
-			err = fmt.Errorf("session in unexpected state %s", r.prog.State.Current)
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return r.prog, loop.ErrInterrupted
-			}
-			return r.prog, err
-		}
+	if err == nil && !r.prog.State.Final() && r.prog.State.Current != Stopped {
+		err = fmt.Errorf("session %s has nothing left to do at %s", r.prog.State.SessionID, r.prog.State.Current)
+	}
+	if err != nil {
+		return r.prog, r.stop(ctx, err)
 	}
 	return r.prog, r.finalError()
 }
 
+// stopErr ends a run of the session by trigger, with detail for the
+// transition; err is what the caller gets.
+type stopErr struct {
+	trigger Trigger
+	detail  string
+	err     error
+}
+
+func (e *stopErr) Error() string { return e.err.Error() }
+func (e *stopErr) Unwrap() error { return e.err }
+
+// stopCause is the trigger that ends the run for err, the detail its
+// transition records, and the error the caller gets.
+func stopCause(ctx context.Context, err error) (Trigger, string, error) {
+	var (
+		se     *stopErr
+		budget *BudgetError
+		envErr *agent.EnvError
+		limit  *LimitError
+	)
+	switch {
+	case ctx.Err() != nil || errors.Is(err, errs.ErrInterrupted):
+		return Interrupted, "", loop.ErrInterrupted
+	case errors.As(err, &se):
+		return se.trigger, se.detail, se.err
+	case errors.As(err, &budget):
+		return BudgetExhausted, budget.Why, err
+	case errors.As(err, &envErr):
+		return AgentCannotRun, envErr.Error(), err
+	case errors.As(err, &limit):
+		return UsageLimit, limit.Error(), err
+	}
+	return UnexpectedError, err.Error(), err
+}
+
+// stop records that this run of the session ends: the edge from where the
+// session is to Stopped, by err's trigger, so that the journal and the
+// diagram show it and the next Run resumes there. It returns the error
+// for the caller. A session that is not where a run can stop (it never
+// resolved, or it is already stopped or ended) records nothing.
+func (r *Runner) stop(ctx context.Context, err error) error {
+	trig, detail, err := stopCause(ctx, err)
+	if _, _, illegal := Next(r.prog.State, Event{Type: trig}, r.Policy); illegal != nil {
+		return err
+	}
+	if ferr := r.fire(context.WithoutCancel(ctx), Event{Type: trig, Reason: detail}, detail); ferr != nil {
+		return fmt.Errorf("%w (and progress.md could not record the stop: %v)", err, ferr)
+	}
+	return err
+}
+
 func (r *Runner) finalError() error {
-	s := r.prog.State
-	if s.Done {
-		total, _ := r.prog.Counts()
-		r.say(report.KindSummary, map[string]any{"complete": true, "tasks": total},
-			"✓ session %s complete: %s done, goal check passed", s.SessionID, words.Count(total, "task", "tasks"))
+	if r.prog.State.Done {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", ErrFailed, s.Reason)
+	return fmt.Errorf("%w: %s", ErrFailed, r.prog.State.Reason)
 }
+
+// summary is ReturnSummary: the session's success, told.
+func (r *Runner) summary(context.Context) error {
+	s := r.prog.State
+	total, _ := r.prog.Counts()
+	r.say(report.KindSummary, map[string]any{"complete": true, "tasks": total},
+		"✓ session %s complete: %s done, goal check passed", s.SessionID, words.Count(total, "task", "tasks"))
+	return nil
+}
+
+// logBlockers is LogBlockers: why the session failed goes to errors.log.
+func (r *Runner) logBlockers(context.Context) error {
+	s := r.prog.State
+	_ = r.WS.LogError(r.now(), fmt.Sprintf("session %s failed: %s", s.SessionID, s.Reason))
+	return nil
+}
+
+// promptUser is PromptUser. A runner never talks to a person directly:
+// Run returns ErrFailed with the reason, and its caller tells the person
+// what to fix (the CLI's message names progress.md and the reports).
+func (r *Runner) promptUser(context.Context) error { return nil }
+
+// requestMissing is the critical error of a session without a request:
+// nothing can plan, do or judge it.
+const requestMissing = "request.md is missing or empty: the session has no request to work on"
 
 // resolve is Initializing: a new session plans, a resumed one continues
 // where progress.md says.
@@ -310,15 +385,74 @@ func (r *Runner) resolve(ctx context.Context, fresh bool) error {
 		// Resuming logs Initializing -> the saved state, counters kept.
 		r.prog.State.Current = Initializing
 	}
-	return r.fire(ev, "")
+	if Request(r.Dir) == "" {
+		return r.fire(ctx, Event{Type: CriticalError, Reason: requestMissing}, requestMissing)
+	}
+	return r.fire(ctx, ev, "")
 }
 
-// fire applies an event: Next, the actions that change files, then the
-// progress write and the log line, in that order, so that a crash after
-// the write resumes past this transition and a crash before it repeats it.
-func (r *Runner) fire(e Event, detail string) error {
-	if err := r.syncMarks(); err != nil {
-		return err
+// transition is one step of the machine, for the actions that record it.
+type transition struct {
+	from, next OrchestratorState
+	event      Event
+	task       string
+}
+
+// recordPerformers perform the actions that change ralph's records (see
+// Action.Records), while fire makes the transition.
+func (r *Runner) recordPerformers() map[Action]func(context.Context, transition) error {
+	return map[Action]func(context.Context, transition) error{
+		CommitTask: r.commitTask,
+		MarkInReview: func(_ context.Context, t transition) error {
+			return r.setMark(t.task, tasks.MarkInReview)
+		},
+		MarkDone: func(_ context.Context, t transition) error {
+			return r.setMark(t.task, tasks.MarkDone)
+		},
+		MarkRework: func(_ context.Context, t transition) error {
+			if rec := r.prog.Task(t.task); rec != nil {
+				rec.Failures++
+				if t.event.Type == ReviewerCompleted && t.event.Verdict == role.VerdictFailed {
+					rec.Reworks++
+				}
+			}
+			return r.setMark(t.task, tasks.MarkTodo)
+		},
+		AddTasks: func(_ context.Context, t transition) error {
+			_, err := r.addTasks(t.event.NewTasks)
+			return err
+		},
+	}
+}
+
+// workPerformers perform the other actions, after the transition is
+// recorded; each role's performer ends with the event its result makes.
+func (r *Runner) workPerformers() map[Action]func(context.Context) error {
+	return map[Action]func(context.Context) error{
+		InvokePlanner:    r.plan,
+		InvokeQuestioner: r.questions,
+		SelectTask:       r.selectTask,
+		InvokeExecutor:   r.execute,
+		InvokeReviewer:   r.review,
+		RunGoalCheck:     r.goalCheck,
+		ReturnSummary:    r.summary,
+		LogBlockers:      r.logBlockers,
+		PromptUser:       r.promptUser,
+	}
+}
+
+// fire applies an event: Next, the actions that change ralph's records,
+// then the progress write and the log line, in that order, so that a
+// crash after the write resumes past this transition and a crash before
+// it repeats it. The actions that run after the transition are left in
+// r.todo. A failure before the write leaves the session as it was.
+func (r *Runner) fire(ctx context.Context, e Event, detail string) error {
+	if !e.Type.Stops() {
+		// A stop is recorded even when tasks.md is broken: that may be
+		// why the run stops.
+		if err := r.syncMarks(); err != nil {
+			return err
+		}
 	}
 	from := r.prog.State
 	next, acts, err := Next(from, e, r.Policy)
@@ -329,10 +463,24 @@ func (r *Runner) fire(e Event, detail string) error {
 	if task == "" {
 		task = next.CurrentTaskID
 	}
+	before := r.prog.clone()
+	undo := func(err error) error {
+		// The commit's token stays: the commit it names may be made.
+		token := r.prog.CommitToken
+		r.prog = before
+		r.prog.CommitToken = token
+		return err
+	}
 	r.prog.State = next
+	records := r.recordPerformers()
+	var todo []Action
 	for _, a := range acts {
-		if err := r.act(a, task, e); err != nil {
-			return err
+		if !a.Records() {
+			todo = append(todo, a)
+			continue
+		}
+		if err := records[a](ctx, transition{from: from, next: next, event: e, task: task}); err != nil {
+			return undo(err)
 		}
 	}
 	ev := loop.TransitionEvent{Timestamp: r.now().UTC(), SessionID: next.SessionID, Transition: loop.TransitionEntry{
@@ -345,8 +493,9 @@ func (r *Runner) fire(e Event, detail string) error {
 	// below is repaired from it on resume.
 	r.prog.LastEvent = &ev
 	if err := r.save(); err != nil {
-		return err
+		return undo(err)
 	}
+	r.todo = todo
 	loop.CrashPoint("session-saved")
 	if err := store.AppendJSONLine(TransitionsPath(r.Dir), ev); err != nil {
 		return err
@@ -366,61 +515,35 @@ func (r *Runner) fire(e Event, detail string) error {
 	}
 	r.emit(report.Event{Kind: report.KindTransition, From: ev.Transition.From, To: ev.Transition.To, Trigger: ev.Transition.Trigger,
 		Task: task, Attempt: ev.Transition.AttemptNumber, Data: data, Text: line + ")\n"})
-	loop.CrashHook()
-	if next.Current == Failed {
-		_ = r.WS.LogError(r.now(), fmt.Sprintf("session %s failed: %s", next.SessionID, next.Reason))
+	if r.observe != nil {
+		r.observe(Edge{From: from.Current, To: next.Current, Trigger: e.Type, Label: edgeLabel(e, next)})
 	}
+	loop.CrashHook()
 	return nil
 }
 
 // save writes progress.md with the time spent so far.
 func (r *Runner) save() error {
+	return r.saveAt(r.prog.State)
+}
+
+// saveAt writes progress.md with the session in state s.
+func (r *Runner) saveAt(s OrchestratorState) error {
 	now := r.now()
 	r.prog.UpdatedAt = now
 	if !r.started.IsZero() {
 		r.prog.RunMillis = r.spent + now.Sub(r.started).Milliseconds()
 	}
-	return store.WriteFileAtomic(ProgressPath(r.Dir), r.prog.Render(), 0o644)
+	p := r.prog
+	p.State = s
+	return store.WriteFileAtomic(ProgressPath(r.Dir), p.Render(), 0o644)
 }
 
 // budgetExceeded names the [budget] limit the session reached, "" when
-// none.
+// none: what every role run of the session spent, across resumes.
 func (r *Runner) budgetExceeded() string {
-	b, p := r.Budget, r.prog
-	run := time.Duration(r.spent)*time.Millisecond + r.now().Sub(r.started)
-	switch {
-	case b.MaxTokens > 0 && p.Tokens >= b.MaxTokens:
-		return fmt.Sprintf("max_tokens (%d of %d tokens used)", p.Tokens, b.MaxTokens)
-	case b.MaxCost > 0 && p.CostUSD >= b.MaxCost:
-		return fmt.Sprintf("max_cost_usd (estimated $%.2f of $%.2f)", p.CostUSD, b.MaxCost)
-	case b.MaxWall > 0 && run >= b.MaxWall:
-		return fmt.Sprintf("max_wall_time (%s of %s)", run.Round(time.Second), b.MaxWall)
-	}
-	return ""
-}
-
-// act performs one action that changes the session's files. Role runs
-// are not actions here: the state handlers run them.
-func (r *Runner) act(a Action, task string, e Event) error {
-	switch a {
-	case MarkInReview:
-		return r.setMark(task, tasks.MarkInReview)
-	case MarkDone:
-		return r.setMark(task, tasks.MarkDone)
-	case MarkRework:
-		if t := r.prog.Task(task); t != nil {
-			t.Failures++
-			if e.Type == ReviewerCompleted && e.Verdict == role.VerdictFailed {
-				t.Reworks++
-			}
-		}
-		return r.setMark(task, tasks.MarkTodo)
-	case AddTasks:
-		_, err := r.addTasks(r.pending.newTasks)
-		r.pending.newTasks = nil
-		return err
-	}
-	return nil
+	return r.Budget.Exceeded(runkit.Spent{Tokens: r.prog.Tokens, CostUSD: r.prog.CostUSD,
+		Wall: time.Duration(r.spent)*time.Millisecond + r.now().Sub(r.started)})
 }
 
 // syncMarks makes tasks.md agree with ralph's records: a mark an agent
@@ -595,7 +718,8 @@ const (
 )
 
 // invoke runs a role, retrying failed runs with exponential backoff and
-// sitting out short usage limits.
+// sitting out short usage limits, its own and those the workspace's
+// shared cooldowns record for its agent.
 func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, error) {
 	wait := r.Backoff
 	if wait <= 0 {
@@ -604,18 +728,19 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 	limits := 0
 	for try := 0; ; try++ {
 		if why := r.budgetExceeded(); why != "" {
-			_ = r.save()
 			return "", &BudgetError{Why: why}
 		}
-		r.runs++
+		if err := r.awaitCooldown(ctx, roleName); err != nil {
+			return "", err
+		}
 		name := fmt.Sprintf("%03d-%s", r.nextRunNumber(), roleName)
 		token := agent.NewToken()
-		if err := r.recordAgent(0, token); err != nil {
+		if err := r.agentFile().Save(0, token); err != nil {
 			return "", err
 		}
 		final, err := r.Invoker.Invoke(ctx, Call{Role: roleName, Prompt: redact.Default().Redact(text), Name: name, Token: token,
-			OnStart: func(pgid int) { _ = r.recordAgent(pgid, token) }, OnUsage: r.addUsage})
-		_ = os.Remove(r.path(agentPGIDFile))
+			OnStart: func(pgid int) { _ = r.agentFile().Save(pgid, token) }, OnUsage: r.addUsage})
+		r.agentFile().Clear()
 		if err == nil {
 			return final, nil
 		}
@@ -630,6 +755,11 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 		}
 		var le *LimitError
 		if errors.As(err, &le) {
+			if !le.ResetsAt.IsZero() {
+				// The limit is the account's: every run of the workspace
+				// leaves the agent alone until it resets.
+				_ = r.cooldowns().Set(le.Agent, le.ResetsAt, le.Message)
+			}
 			if le.ResetsAt.IsZero() || le.ResetsAt.Sub(r.now()) > r.MaxLimitWait {
 				return "", fmt.Errorf("%w; the session is saved: resume it with ralph run --resume once the limit resets", err)
 			}
@@ -643,7 +773,7 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 			d := max(le.ResetsAt.Sub(r.now()), minLimitWait)
 			r.say(report.KindLimit, map[string]any{"role": roleName, "agent": le.Agent, "resets_at": le.ResetsAt.UTC(), "wait_seconds": d.Seconds()},
 				"ralph: %v; waiting %s", err, d.Round(time.Second))
-			if err := r.sleep(ctx, d); err != nil {
+			if err := r.wait(ctx, d, "usage limit of "+le.Agent); err != nil {
 				return "", err
 			}
 			continue
@@ -653,48 +783,79 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 		}
 		r.say(report.KindWarning, map[string]any{"role": roleName, "error": err.Error(), "retry": try + 1, "max_retries": r.MaxAgentRetries},
 			"ralph: the %s run failed (%v); retrying in %s (%d/%d)", roleName, err, wait, try+1, r.MaxAgentRetries)
-		if err := r.sleep(ctx, wait); err != nil {
+		if err := r.wait(ctx, wait, "retry of the "+roleName); err != nil {
 			return "", err
 		}
 		wait *= 2
 	}
 }
 
+func (r *Runner) cooldowns() *runkit.Cooldowns { return runkit.OpenCooldowns(r.WS.Dir()) }
+
+// awaitCooldown is the shared cooldown of the role's agent, before it is
+// asked: a limit it hit in another run (the loop's, another session's)
+// resting until within MaxLimitWait is waited out; a longer one stops the
+// session as the agent's own long limit does.
+func (r *Runner) awaitCooldown(ctx context.Context, roleName string) error {
+	name := r.Invoker.Agent(roleName)
+	if name == "" {
+		return nil
+	}
+	rests, err := r.cooldowns().All(r.now())
+	if err != nil {
+		return err
+	}
+	rest, ok := rests[name]
+	if !ok {
+		return nil
+	}
+	le := &LimitError{Agent: name, ResetsAt: rest.Until, Message: text.OrNone(rest.Why, "recorded in "+r.WS.Rel(r.cooldowns().Path()))}
+	left := rest.Until.Sub(r.now())
+	if left > r.MaxLimitWait {
+		return fmt.Errorf("%w; the session is saved: resume it with ralph run --resume once the limit resets", le)
+	}
+	r.say(report.KindLimit, map[string]any{"role": roleName, "agent": name, "resets_at": rest.Until.UTC(), "wait_seconds": left.Seconds()},
+		"ralph: %v; waiting %s", le, left.Round(time.Second))
+	return r.wait(ctx, left, "usage limit of "+name)
+}
+
+// wait waits d through the clock. The line that starts a wait says how
+// long it is; a long one then shows, as wait events, that it is alive.
+func (r *Runner) wait(ctx context.Context, d time.Duration, what string) error {
+	until, first := r.now().Add(d), true
+	return r.clock().Wait(ctx, d, func(left time.Duration) {
+		if first {
+			first = false
+			return
+		}
+		r.say(report.KindWait, map[string]any{"waiting_for": what, "left_seconds": left.Round(time.Second).Seconds()},
+			"  … %s: %s left (until %s)", what, left.Round(time.Second), until.Local().Format("15:04:05"))
+	})
+}
+
 // agentPGIDFile holds the process group of the role run in progress.
 const agentPGIDFile = "agent.pgid"
+
+// agentFile records the role run in progress: its token before the agent
+// starts, its process group once it runs. A crash at any instant after
+// that leaves what finds the agent.
+func (r *Runner) agentFile() runkit.AgentFile { return runkit.AgentFile(r.path(agentPGIDFile)) }
 
 func (r *Runner) addUsage(tokens int64, cost float64) {
 	r.prog.Tokens += tokens
 	r.prog.CostUSD += cost
 }
 
-// recordAgent writes the role run's process group (0 before it starts) and
-// the token in its agent's environment. The token is written before the
-// agent starts: a crash at any instant after that leaves what finds it.
-func (r *Runner) recordAgent(pgid int, token string) error {
-	return store.WriteFileAtomic(r.path(agentPGIDFile), []byte(strconv.Itoa(pgid)+" "+token+"\n"), 0o644)
-}
-
-// stopLeftoverAgent runs on every start: a role run whose process group is
-// still recorded was cut short by a crash of ralph, which does not stop
-// the agent; one still working in the repository would race the resumed
-// session, so it is stopped, and the cut-short run is noted in the task's
-// report.
+// stopLeftoverAgent runs on every start: a role run still recorded was cut
+// short by a crash of ralph, which does not stop the agent; one still
+// working in the repository would race the resumed session, so it is
+// stopped, and the cut-short run is noted in the task's report.
 func (r *Runner) stopLeftoverAgent() {
-	b, err := os.ReadFile(r.path(agentPGIDFile))
-	if err != nil {
+	pgid, _, _ := r.agentFile().Read()
+	st, found := r.agentFile().StopRecorded(r.WS.Root)
+	if !found {
 		return
 	}
-	// "PGID TOKEN"; a file from an older ralph holds the group only.
-	f := strings.Fields(string(b))
-	pgid, token := 0, ""
-	if len(f) > 0 {
-		pgid, _ = strconv.Atoi(f[0])
-	}
-	if len(f) > 1 {
-		token = f[1]
-	}
-	st := agent.StopLeftover(token, pgid, func(p proc.Process) bool { return proc.WorksIn(p.PID, r.WS.Root) })
 	if st.Any() {
 		g := pgid
 		if len(st.Groups) > 0 {
@@ -705,14 +866,13 @@ func (r *Runner) stopLeftoverAgent() {
 	for _, p := range st.Escaped {
 		r.say(report.KindNote, map[string]any{"process": p.String()}, "ralph: stopped %s, which had left the agent's process group", p)
 	}
-	if s := r.prog.State; s.CurrentTaskID != "" && (s.Current == Executing || s.Current == Reviewing) {
+	if s := r.prog.State; s.CurrentTaskID != "" && (s.Resumes() == Executing || s.Resumes() == Reviewing) {
 		who := "Executor"
-		if s.Current == Reviewing {
+		if s.Resumes() == Reviewing {
 			who = "Review"
 		}
 		r.report(s.CurrentTaskID, s.CurrentAttemptNumber, who+" (interrupted)", "ralph stopped during this run; it is run again.")
 	}
-	_ = os.Remove(r.path(agentPGIDFile))
 }
 
 // nextRunNumber numbers role runs across resumes by counting the logs
@@ -728,28 +888,11 @@ func (r *Runner) nextRunNumber() int {
 	return n + 1
 }
 
-func (r *Runner) sleep(ctx context.Context, d time.Duration) error {
-	if r.Sleep != nil {
-		return r.Sleep(ctx, d)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// plan is Planning: a pending Q&A cycle first, then the planner.
+// plan is InvokePlanner: the planner, unless questions wait for a person
+// (the questioner, InvokeQuestioner, runs before it when a Q&A cycle is
+// pending).
 func (r *Runner) plan(ctx context.Context) error {
 	s := r.prog.State
-	if s.PendingQA {
-		if err := r.questions(ctx); err != nil {
-			return err
-		}
-	}
 	if open, err := r.openQuestions(); err != nil {
 		return err
 	} else if len(open) > 0 {
@@ -766,7 +909,7 @@ func (r *Runner) plan(ctx context.Context) error {
 		return err
 	}
 	if !ok {
-		return r.fire(Event{Type: InvalidResponse, Role: role.Planner, Reason: why}, "invalid: "+why)
+		return r.fire(ctx, Event{Type: InvalidResponse, Role: role.Planner, Reason: why}, "invalid: "+why)
 	}
 	detail := res.Status
 	switch res.Status {
@@ -786,7 +929,7 @@ func (r *Runner) plan(ctx context.Context) error {
 		detail += ": " + strings.Join(res.Blockers, "; ")
 		r.prog.State.Blockers = append(r.prog.State.Blockers, res.Blockers...)
 	}
-	return r.fire(Event{Type: PlannerCompleted, Status: res.Status, HasTasks: len(r.prog.Tasks) > 0,
+	return r.fire(ctx, Event{Type: PlannerCompleted, Status: res.Status, HasTasks: len(r.prog.Tasks) > 0,
 		HasUncompletedTasks: r.prog.HasUncompleted(), Reason: strings.Join(res.Blockers, "; ")}, detail)
 }
 
@@ -876,7 +1019,8 @@ func (r *Runner) rewriteTasks(ts []tasks.SessionTask) error {
 	return store.WriteFileAtomic(tasksPath(r.Dir), tasks.RenderTasksMD(text.OneLine(r.prog.Title), ts), 0o644)
 }
 
-// questions runs the questioner on the planner's open questions. Its
+// questions is InvokeQuestioner: the questioner on the planner's open
+// questions. Its
 // answers go to qa.md; questions only a person can answer are queued.
 func (r *Runner) questions(ctx context.Context) error {
 	res, ok, why, err := r.ask(ctx, prompt.Questioner, role.Questioner, map[string]string{"QUESTIONS": r.lastQuestions()})
@@ -922,7 +1066,7 @@ func (r *Runner) waitForAnswers(open []Question) error {
 	}
 	fmt.Fprintf(&b, "answer with: ralph answer %s \"...\"   then: ralph run --resume\n", open[0].ID)
 	r.emit(report.Event{Kind: report.KindWait, Text: b.String(), Data: map[string]any{"questions": ids}})
-	return ErrWaitingForAnswers
+	return &stopErr{trigger: WaitingForAnswers, detail: strings.Join(ids, ", "), err: ErrWaitingForAnswers}
 }
 
 // qaText is everything asked and answered so far, human answers included.
@@ -968,27 +1112,34 @@ func bullets(items []string) string {
 	return b.String()
 }
 
-// execute is Executing: select a task, or run the executor on it.
+// selectTask is SelectTask: the first task not done, in the order of
+// tasks.md, or none left.
+func (r *Runner) selectTask(ctx context.Context) error {
+	ts, err := r.sessionTasks()
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		rec := r.prog.Task(t.ID)
+		if rec != nil && rec.Mark != tasks.MarkDone {
+			return r.fire(ctx, Event{Type: TaskSelected, TaskID: t.ID, Attempt: rec.Failures + 1}, text.OneLine(t.Title))
+		}
+	}
+	return r.fire(ctx, Event{Type: NoTasksRemaining}, "")
+}
+
+// execute is InvokeExecutor: the executor on the current task.
 func (r *Runner) execute(ctx context.Context) error {
 	s := r.prog.State
 	ts, err := r.sessionTasks()
 	if err != nil {
 		return err
 	}
-	if s.CurrentTaskID == "" {
-		for _, t := range ts {
-			rec := r.prog.Task(t.ID)
-			if rec != nil && rec.Mark != tasks.MarkDone {
-				return r.fire(Event{Type: TaskSelected, TaskID: t.ID, Attempt: rec.Failures + 1}, text.OneLine(t.Title))
-			}
-		}
-		return r.fire(Event{Type: NoTasksRemaining}, "")
-	}
 	task, ok := findTask(ts, s.CurrentTaskID)
 	if !ok {
-		return r.fire(Event{Type: CriticalError, Reason: "task " + s.CurrentTaskID + " is no longer in tasks.md"}, "")
+		return r.fire(ctx, Event{Type: CriticalError, Reason: "task " + s.CurrentTaskID + " is no longer in tasks.md"}, "")
 	}
-	head, err := r.WS.Repo.Head(context.WithoutCancel(ctx))
+	head, err := r.git().Head(context.WithoutCancel(ctx))
 	if err != nil {
 		return err
 	}
@@ -1010,22 +1161,18 @@ func (r *Runner) execute(ctx context.Context) error {
 	}
 	if !ok {
 		r.report(task.ID, s.CurrentAttemptNumber, "Executor", "no valid result: "+why)
-		return r.fire(Event{Type: InvalidResponse, Role: role.Executor, Reason: why}, "invalid: "+why)
+		return r.fire(ctx, Event{Type: InvalidResponse, Role: role.Executor, Reason: why}, "invalid: "+why)
 	}
 	r.report(task.ID, s.CurrentAttemptNumber, "Executor ("+res.Status+")", res.Summary+blockersText(res.Blockers))
-	r.pending.newTasks = res.NewTasks
 	if res.NewRequirements && res.Status != role.StatusBlocked {
 		r.prog.State.Blockers = append(r.prog.State.Blockers, "new requirements found while doing "+task.ID+": "+res.Summary)
-		if _, err := r.addTasks(res.NewTasks); err != nil {
-			return err
-		}
 		r.prog.TaskBase = ""
-		return r.fire(Event{Type: NewRequirements}, "new requirements: "+res.Summary)
+		return r.fire(ctx, Event{Type: NewRequirements, NewTasks: res.NewTasks}, "new requirements: "+res.Summary)
 	}
 	if res.Status == role.StatusBlocked {
 		r.prog.TaskBase = ""
 	}
-	return r.fire(Event{Type: ExecutorCompleted, Status: res.Status, NewTasks: len(res.NewTasks),
+	return r.fire(ctx, Event{Type: ExecutorCompleted, Status: res.Status, NewTasks: res.NewTasks,
 		Reason: task.ID + ": " + strings.Join(res.Blockers, "; ")}, res.Status+detailSuffix(res.Blockers))
 }
 
@@ -1088,16 +1235,16 @@ func (r *Runner) feedback(task string) string {
 	return "Earlier attempts at this task (" + r.WS.Rel(reportPath(r.Dir, task)) + "):\n\n" + string(b)
 }
 
-// review is Reviewing: ralph's checks, then the reviewer, then ralph's
-// commit of a qualified task.
+// review is InvokeReviewer: ralph's checks, then the reviewer. A
+// Qualified verdict's transition commits the task (CommitTask).
 func (r *Runner) review(ctx context.Context) error {
 	s := r.prog.State
 	bg := context.WithoutCancel(ctx)
 	// A crash after ralph's commit but before progress.md recorded it:
 	// the commit carries the token saved just before it was made. The
 	// task trailers alone prove nothing: an executor can copy them.
-	if hash, msg, err := r.WS.Repo.LastCommit(bg); err == nil && gitx.HasCommitToken(msg, r.prog.CommitToken) {
-		return r.qualified(s.CurrentTaskID, hash, nil)
+	if _, ok := runkit.Committed(bg, r.git(), r.prog.CommitToken); ok {
+		return r.fire(ctx, Event{Type: ReviewerCompleted, Verdict: role.VerdictQualified}, "Qualified")
 	}
 	ts, err := r.sessionTasks()
 	if err != nil {
@@ -1105,9 +1252,9 @@ func (r *Runner) review(ctx context.Context) error {
 	}
 	task, ok := findTask(ts, s.CurrentTaskID)
 	if !ok {
-		return r.fire(Event{Type: CriticalError, Reason: "task " + s.CurrentTaskID + " is no longer in tasks.md"}, "")
+		return r.fire(ctx, Event{Type: CriticalError, Reason: "task " + s.CurrentTaskID + " is no longer in tasks.md"}, "")
 	}
-	results, passed := check.RunAll(ctx, r.WS.Root, r.Checks)
+	results, passed := r.checker().RunAll(ctx, r.WS.Root, r.Checks)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -1116,9 +1263,9 @@ func (r *Runner) review(ctx context.Context) error {
 		last := results[len(results)-1]
 		reason := fmt.Sprintf("ralph's check %q failed (exit %d): %s", last.Check.Name, last.ExitCode, text.Clip(strings.TrimSpace(last.Output), 400))
 		r.report(task.ID, s.CurrentAttemptNumber, "Review (Failed by ralph's checks)", reason)
-		return r.fire(Event{Type: ReviewerCompleted, Verdict: role.VerdictFailed, Reason: reason}, "Failed: "+reason)
+		return r.fire(ctx, Event{Type: ReviewerCompleted, Verdict: role.VerdictFailed, Reason: reason}, "Failed: "+reason)
 	}
-	diff, err := r.WS.Repo.Diff(bg, r.prog.TaskBase, false, 60_000)
+	diff, err := r.git().Diff(bg, r.prog.TaskBase, false, 60_000)
 	if err != nil {
 		return err
 	}
@@ -1132,38 +1279,39 @@ func (r *Runner) review(ctx context.Context) error {
 	}
 	if !ok {
 		r.report(task.ID, s.CurrentAttemptNumber, "Review", "no valid verdict: "+why)
-		return r.fire(Event{Type: InvalidResponse, Role: role.Reviewer, Reason: "reviewer gave no verdict: " + why}, "invalid: "+why)
+		return r.fire(ctx, Event{Type: InvalidResponse, Role: role.Reviewer, Reason: "reviewer gave no verdict: " + why}, "invalid: "+why)
 	}
 	r.report(task.ID, s.CurrentAttemptNumber, "Review ("+res.Verdict+")", strings.TrimSpace(res.Summary+"\n\n"+bullets(res.Reasons)))
 	if res.Verdict == role.VerdictFailed {
-		r.pending.newTasks = res.NewTasks
-		return r.fire(Event{Type: ReviewerCompleted, Verdict: role.VerdictFailed, NewTasks: len(res.NewTasks),
+		return r.fire(ctx, Event{Type: ReviewerCompleted, Verdict: role.VerdictFailed, NewTasks: res.NewTasks,
 			Reason: strings.Join(res.Reasons, "; ")}, "Failed: "+strings.Join(res.Reasons, "; "))
 	}
-	hash, err := r.commit(bg, task)
+	return r.fire(ctx, Event{Type: ReviewerCompleted, Verdict: role.VerdictQualified, NewTasks: res.NewTasks}, "Qualified")
+}
+
+// commitTask is CommitTask: ralph's commit of the task's work, made before
+// the Qualified transition is recorded. The token saved with the session
+// still in Reviewing is in the commit, so that a crash in between is
+// recognised on resume and the work is never committed twice. A task that
+// changed nothing has no commit.
+func (r *Runner) commitTask(ctx context.Context, t transition) error {
+	ctx = context.WithoutCancel(ctx)
+	hash, err := r.taskCommit(ctx, t)
 	if err != nil {
 		return err
 	}
-	return r.qualified(task.ID, hash, res.NewTasks)
-}
-
-func (r *Runner) qualified(task, hash string, newTasks []role.NewTask) error {
-	if t := r.prog.Task(task); t != nil {
-		t.Commit = shortHash(hash)
+	if rec := r.prog.Task(t.task); rec != nil {
+		rec.Commit = shortHash(hash)
 	}
-	r.prog.TaskBase, r.prog.CommitToken = "", ""
-	r.pending.newTasks = newTasks
-	return r.fire(Event{Type: ReviewerCompleted, Verdict: role.VerdictQualified, NewTasks: len(newTasks)}, "Qualified")
+	r.prog.TaskBase = ""
+	return nil
 }
 
-func (r *Runner) trailers(task string, attempt int) string {
-	return fmt.Sprintf("Ralph-Session: %s\nRalph-Task: %s\nRalph-Attempt: %d\n", r.prog.State.SessionID, task, attempt)
-}
-
-// commit records the task's work; a task that changed nothing has no
-// commit.
-func (r *Runner) commit(ctx context.Context, task tasks.SessionTask) (string, error) {
-	snap, err := r.WS.Repo.Snapshot(ctx)
+func (r *Runner) taskCommit(ctx context.Context, t transition) (string, error) {
+	if hash, ok := runkit.Committed(ctx, r.git(), r.prog.CommitToken); ok {
+		return hash, nil
+	}
+	snap, err := r.git().Snapshot(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -1175,15 +1323,26 @@ func (r *Runner) commit(ctx context.Context, task tasks.SessionTask) (string, er
 		}
 		return "", nil
 	}
-	if err := r.WS.Repo.AddAll(ctx); err != nil {
+	ts, err := r.sessionTasks()
+	if err != nil {
 		return "", err
 	}
-	r.prog.CommitToken = gitx.NewCommitToken()
-	if err := r.save(); err != nil {
-		return "", err
+	task, ok := findTask(ts, t.task)
+	if !ok {
+		return "", fmt.Errorf("task %s is no longer in %s: ralph cannot name its commit", t.task, r.WS.Rel(tasksPath(r.Dir)))
 	}
-	msg := fmt.Sprintf("%s: %s\n\n%s%s: %s\n", task.ID, text.Clip(text.OneLine(task.Title), 60), r.trailers(task.ID, r.prog.State.CurrentAttemptNumber), gitx.CommitTrailer, r.prog.CommitToken)
-	return r.WS.Repo.Commit(ctx, msg)
+	msg := runkit.Message{
+		Subject: fmt.Sprintf("%s: %s", task.ID, text.Clip(text.OneLine(task.Title), 60)),
+		Trailers: []runkit.Trailer{
+			{Key: "Ralph-Session", Value: t.from.SessionID},
+			{Key: "Ralph-Task", Value: task.ID},
+			{Key: "Ralph-Attempt", Value: strconv.Itoa(t.from.CurrentAttemptNumber)},
+		},
+	}
+	return runkit.Commit(ctx, r.git(), msg, func(token string) error {
+		r.prog.CommitToken = token
+		return r.saveAt(t.from)
+	})
 }
 
 func (r *Runner) lastSection(task string) string {
@@ -1210,11 +1369,11 @@ func checksText(results []check.Result) string {
 	return b.String()
 }
 
-// goalCheck is Complete: a holistic pass over the request and the diff
+// goalCheck is RunGoalCheck: a holistic pass over the request and the diff
 // since the session's baseline.
 func (r *Runner) goalCheck(ctx context.Context) error {
 	bg := context.WithoutCancel(ctx)
-	stat, err := r.WS.Repo.Diff(bg, r.prog.Baseline, true, 20_000)
+	stat, err := r.git().Diff(bg, r.prog.Baseline, true, 20_000)
 	if err != nil {
 		return err
 	}
@@ -1226,15 +1385,14 @@ func (r *Runner) goalCheck(ctx context.Context) error {
 		return err
 	}
 	if !ok {
-		return r.fire(Event{Type: InvalidResponse, Role: role.GoalCheck, Reason: why}, "invalid: "+why)
+		return r.fire(ctx, Event{Type: InvalidResponse, Role: role.GoalCheck, Reason: why}, "invalid: "+why)
 	}
 	if res.Status == role.StatusPassed {
-		return r.fire(Event{Type: HolisticCheckPassed}, "passed")
+		return r.fire(ctx, Event{Type: HolisticCheckPassed}, "passed")
 	}
 	reason := strings.Join(res.Reasons, "; ")
-	r.pending.newTasks = res.NewTasks
 	r.prog.State.Blockers = append(r.prog.State.Blockers, "goal check: "+reason)
-	return r.fire(Event{Type: HolisticCheckFailed, NewTasks: len(res.NewTasks), Reason: reason}, "failed: "+reason)
+	return r.fire(ctx, Event{Type: HolisticCheckFailed, NewTasks: res.NewTasks, Reason: reason}, "failed: "+reason)
 }
 
 func shortHash(h string) string {

@@ -158,9 +158,13 @@ func TestRunStopsAtLongUsageLimit(t *testing.T) {
 				t.Errorf("slept %v at a limit longer than MaxLimitWait", s)
 			}
 			p := e.progress(t)
-			wantState(t, p, session.Executing, "task-1", 1)
+			wantStopped(t, p, session.Executing, "task-1", 1)
 			if rec := record(t, p, "task-1"); rec.Mark != tasks.MarkTodo || rec.Failures != 0 {
 				t.Errorf("task-1 is %+v after the limit; want [ ] with no failures", rec)
+			}
+			if tc.reset > 0 {
+				// Past the reset, which the shared cooldowns record.
+				e.clock.now = e.clock.now.Add(tc.reset)
 			}
 
 			// The resume continues at the executor: no second plan.
@@ -176,20 +180,24 @@ func TestRunStopsAtLongUsageLimit(t *testing.T) {
 	}
 }
 
-// Failed runs are retried with exponential backoff; when the retries run
-// out Run stops, naming the role and how to resume, and progress.md is as
-// it was before the run.
+// Failed runs are retried with exponential backoff, progress.md unchanged;
+// when the retries run out Run stops, naming the role and how to resume,
+// and progress.md says the session stopped where it was.
 func TestRunRetriesFailedRunsWithBackoff(t *testing.T) {
 	e := newSessionEnv(t, greetRequest)
 	crash := errors.New("agent exited with status 1")
-	var before string
+	var before, after string
 	inv := newInvoker(t)
 	inv.on(role.Planner, "Mode: INITIALIZE", 1, says(plannerOneTask))
 	inv.on(role.Executor, exec1, 1, func(context.Context, session.Call) (string, error) {
 		before = e.progressText(t)
 		return "", crash
 	})
-	inv.on(role.Executor, exec1, 3, fails(crash))
+	inv.on(role.Executor, exec1, 2, fails(crash))
+	inv.on(role.Executor, exec1, 1, func(context.Context, session.Call) (string, error) {
+		after = e.progressText(t)
+		return "", crash
+	})
 	_, err := e.runner(t, inv).Run(context.Background())
 	inv.allUsed()
 	if err == nil {
@@ -209,11 +217,11 @@ func TestRunRetriesFailedRunsWithBackoff(t *testing.T) {
 	if got, want := e.clock.slept(), []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}; !slices.Equal(got, want) {
 		t.Errorf("slept %v, want %v", got, want)
 	}
-	if after := e.progressText(t); after != before {
+	if after != before {
 		t.Errorf("progress.md changed while retrying:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	p := e.progress(t)
-	wantState(t, p, session.Executing, "task-1", 1)
+	wantStopped(t, p, session.Executing, "task-1", 1)
 	if rec := record(t, p, "task-1"); rec.Failures != 0 {
 		t.Errorf("failed runs counted as failed attempts: task-1 has %d failures", rec.Failures)
 	}
@@ -262,7 +270,7 @@ func interruptedAtReview(t *testing.T) *sessionEnv {
 
 func TestRunResumeRecognisesCommitBeforeCrash(t *testing.T) {
 	e := interruptedAtReview(t)
-	wantState(t, e.progress(t), session.Reviewing, "task-1", 1)
+	wantStopped(t, e.progress(t), session.Reviewing, "task-1", 1)
 	if m := e.mark(t, "task-1"); m != tasks.MarkInReview {
 		t.Fatalf("tasks.md marks task-1 %q in review, want [P]", m)
 	}
@@ -325,9 +333,9 @@ func TestRunResumeIgnoresCommitOfOtherAttempt(t *testing.T) {
 	}
 }
 
-// An interrupt during the executor's run leaves progress.md at Executing
-// with the task and attempt; the resume re-runs that executor, not the
-// planner.
+// An interrupt during the executor's run leaves progress.md stopped in
+// Executing with the task and attempt; the resume re-runs that executor,
+// not the planner.
 func TestRunInterruptedDuringExecutorResumes(t *testing.T) {
 	e := newSessionEnv(t, greetRequest)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -348,13 +356,13 @@ func TestRunInterruptedDuringExecutorResumes(t *testing.T) {
 		t.Errorf("an interrupted run was retried: slept %v", s)
 	}
 	text := e.progressText(t)
-	for _, want := range []string{"- State: Executing\n", "- Current task: task-1\n", "- Attempt: 1\n"} {
+	for _, want := range []string{"- State: Stopped\n- Stopped in: Executing\n", "- Current task: task-1\n", "- Attempt: 1\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("progress.md lacks %q:\n%s", want, text)
 		}
 	}
 	p := e.progress(t)
-	wantState(t, p, session.Executing, "task-1", 1)
+	wantStopped(t, p, session.Executing, "task-1", 1)
 	if rec := record(t, p, "task-1"); rec.Failures != 0 || rec.Mark != tasks.MarkTodo {
 		t.Errorf("task-1 is %+v after the interrupt; want [ ] and no failures", rec)
 	}
@@ -524,8 +532,8 @@ func TestRunStopsAtTheTokenBudget(t *testing.T) {
 	if p.Tokens != 1500 || p.CostUSD != 0.02 {
 		t.Errorf("progress.md spent %d tokens, $%.2f; want 1500 and $0.02 (kept for the resume)", p.Tokens, p.CostUSD)
 	}
-	if p.State.Current != session.Executing {
-		t.Errorf("stopped at %s, want Executing (the executor was not run)", p.State.Current)
+	if p.State.Resumes() != session.Executing {
+		t.Errorf("stopped at %s, want Executing (the executor was not run)", p.State.Resumes())
 	}
 	inv.allUsed()
 	// Raised, the budget lets the resumed session go on from there.
@@ -571,7 +579,7 @@ func TestRunStopsAtOnceWhenTheAgentCannotRun(t *testing.T) {
 		t.Errorf("slept %v: an agent that cannot run was retried", got)
 	}
 	p := e.progress(t)
-	wantState(t, p, session.Executing, "task-1", 1)
+	wantStopped(t, p, session.Executing, "task-1", 1)
 	if rec := record(t, p, "task-1"); rec.Failures != 0 {
 		t.Errorf("task-1 has %d failures; an agent that cannot run must not count", rec.Failures)
 	}
