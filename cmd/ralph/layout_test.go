@@ -34,11 +34,13 @@ var layer = map[string]int{
 	// the machines and their runners
 	"internal/loop":    4,
 	"internal/session": 5, "internal/thread": 5,
+	// runs above the machines: parallel workers and the merge queue
+	"internal/engine": 6,
 	// commands
-	"internal/cli": 6, "cmd/ralph": 7,
+	"internal/cli": 7, "cmd/ralph": 8,
 	// tests' own packages sit on top
-	"internal/testing/clitest": 8, "internal/testing/modelserver": 8, "internal/beads/beadstest": 8,
-	"internal/e2e/crash": 9, "internal/e2e/realagents": 9, "internal/e2e/beads": 9,
+	"internal/testing/clitest": 9, "internal/testing/modelserver": 9, "internal/beads/beadstest": 9,
+	"internal/e2e/crash": 10, "internal/e2e/realagents": 10, "internal/e2e/beads": 10,
 }
 
 // goPackages lists the module's package folders with their non-test

@@ -130,38 +130,8 @@ func rejectedFiles(stderr string) []string {
 	return out
 }
 
-// MoveBranch moves refs/heads/branch to to, only if it is still at from:
-// a branch someone moved meanwhile is left alone and reported with
-// ErrBranchMoved.
-func (r *Repo) MoveBranch(ctx context.Context, branch, to, from string) error {
-	if err := checkRevs(to, from); err != nil {
-		return err
-	}
-	if strings.HasPrefix(branch, "-") || branch == "" {
-		return fmt.Errorf("gitx: invalid branch %q", branch)
-	}
-	_, err := r.git(ctx, "update-ref", "-m", "ralph: land", "refs/heads/"+branch, to, from)
-	var ee *ExitError
-	if errors.As(err, &ee) && (strings.Contains(ee.Stderr, "but expected") || strings.Contains(ee.Stderr, "is at")) {
-		return fmt.Errorf("%w: %s", ErrBranchMoved, strings.TrimSpace(ee.Stderr))
-	}
-	return err
-}
-
 // ErrBranchMoved says a branch was not where ralph last saw it.
 var ErrBranchMoved = errors.New("the branch moved")
-
-// SyncCheckout brings the index and files of a work tree whose checked-out
-// branch moved from from to to (by MoveBranch) up to date, as a
-// fast-forward would: a two-tree merge that refuses to overwrite a file
-// changed in the work tree since.
-func (r *Repo) SyncCheckout(ctx context.Context, from, to string) error {
-	if err := checkRevs(from, to); err != nil {
-		return err
-	}
-	_, err := r.git(ctx, "read-tree", "-m", "-u", from, to)
-	return err
-}
 
 // GitPath returns the absolute path of name inside the repository's git
 // folder (MERGE_HEAD, rebase-merge, ...), as git resolves it for this
@@ -202,16 +172,6 @@ func (r *Repo) ResetTo(ctx context.Context, rev string) error {
 		return err
 	}
 	_, err := r.git(ctx, "clean", "-fdq")
-	return err
-}
-
-// AttachWorktree adds a worktree at path with the existing branch checked
-// out.
-func (r *Repo) AttachWorktree(ctx context.Context, path, branch string) error {
-	if strings.HasPrefix(branch, "-") || strings.HasPrefix(path, "-") {
-		return fmt.Errorf("gitx: invalid worktree %q or branch %q", path, branch)
-	}
-	_, err := r.git(ctx, "worktree", "add", "--quiet", path, branch)
 	return err
 }
 

@@ -81,36 +81,6 @@ func TestSquashAndApplyOnTheTip(t *testing.T) {
 	}
 }
 
-// The target moves only from where ralph saw it; the person's checkout of
-// it follows as a fast-forward would.
-func TestMoveBranchOnlyFromWhereItWasSeen(t *testing.T) {
-	ctx := context.Background()
-	r := newRepo(t)
-	write(t, r, "a.txt", "a\n")
-	old := commitAll(t, r, "one")
-	w := integration(t, r, old)
-	write(t, w, "b.txt", "b\n")
-	landed := commitAll(t, w, "two")
-	if err := r.MoveBranch(ctx, "main", landed, landed); !errors.Is(err, ErrBranchMoved) {
-		t.Errorf("MoveBranch from a stale position = %v; want ErrBranchMoved", err)
-	}
-	if err := r.MoveBranch(ctx, "main", landed, old); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.SyncCheckout(ctx, old, landed); err != nil {
-		t.Fatal(err)
-	}
-	if s := snapshot(t, r); !s.Clean() || s.Head != landed || s.Branch != "main" {
-		t.Errorf("checkout after the move: %+v; want clean on main at the landed commit", s)
-	}
-	if h, err := r.RevParse(ctx, "main"); err != nil || h != landed {
-		t.Errorf("RevParse(main) = %s, %v", h, err)
-	}
-	if _, err := r.RevParse(ctx, "--all"); err == nil {
-		t.Error("RevParse took an option for a revision")
-	}
-}
-
 func TestRejectedFiles(t *testing.T) {
 	got := rejectedFiles("error: patch failed: src/x.go:12\nerror: src/x.go: patch does not apply\nerror: gone.txt: does not exist in index\n")
 	if !slices.Equal(got, []string{"src/x.go", "gone.txt"}) {

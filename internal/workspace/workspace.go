@@ -179,6 +179,7 @@ beads.json
 events.jsonl
 state.json
 cooldowns.json*
+parallel.json
 lock
 memory.db*
 memory.jsonl

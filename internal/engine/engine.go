@@ -1,0 +1,479 @@
+// Package engine runs a build with several workers at once: a scheduler
+// hands ready tasks to workers, each running the loop machine for its one
+// task in its own git worktree on its own branch, and a merge queue lands
+// verified work on the target branch one task at a time, in a worktree of
+// its own, only when the configured checks pass on the integrated result.
+//
+// A task is done only when its commit is on the target branch. The
+// workers never touch the person's checkout, the task file or progress.md
+// of the target: the merge queue writes those once per landed task, in the
+// task's one commit.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/errs"
+	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/text"
+	"github.com/ralphloop/ralph/internal/words"
+	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/ralphloop/ralph/internal/worktree"
+)
+
+// MachineName is the envelope's machine for the engine's own events (a
+// worker started, a task landed); the workers' events keep "loop".
+const MachineName = "engine"
+
+// DefaultRetryLimit is how many attempts a task gets at landing: each
+// time the merge queue cannot integrate it (a conflict, a check that fails
+// only after integration) it is sent back to a worker on the new tip,
+// until the limit, when it needs review.
+const DefaultRetryLimit = 3
+
+// DefaultMinFreeDisk is the least free space a parallel run starts with:
+// every worktree is a full checkout.
+const DefaultMinFreeDisk = 500 << 20
+
+// Options configures a parallel build.
+type Options struct {
+	// Workers is how many tasks are worked at once (at least 1).
+	Workers int
+	// WS is the person's checkout; its .ralph is the run's state home.
+	WS *workspace.Workspace
+	// Source is the task file in the person's checkout. Its path below
+	// the repository is opened in every worktree.
+	Source tasks.Source
+	// Checks run on the integrated result before the target moves;
+	// CheckTimeout bounds each (0: none beyond the check's own).
+	Checks []check.Check
+	// WorktreeRoot holds the worktrees; "" is worktree.DefaultRoot.
+	WorktreeRoot string
+	// RetryLimit is how many attempts a task gets at landing (0:
+	// DefaultRetryLimit; 1: a task that cannot be integrated needs
+	// review at once).
+	RetryLimit int
+	// MaxIterations bounds the agent runs of all workers together.
+	MaxIterations int
+	// MaxRetries is the loop's failed attempts that block a task; each
+	// worker's loop gets at most MaxRetries+1 iterations.
+	MaxRetries int
+	// MinFreeDisk refuses a start with less free space (0: the default).
+	MinFreeDisk int64
+	// LoopOptions returns the loop options for one worker: the command
+	// line's wiring of agents, checks and limits for a loop over src in
+	// ws. The engine sets Home, OnlyStory, the iteration bound and the
+	// sink itself.
+	LoopOptions func(ws *workspace.Workspace, src tasks.Source) loop.Options
+	// Build runs one worker's loop; nil is loop.Build (tests put a fake).
+	Build func(ctx context.Context, ws *workspace.Workspace, opts loop.Options) (loop.Report, error)
+	// Sink receives every event: the engine's and, marked with their
+	// worker, the workers' loops'.
+	Sink report.Sink
+	Now  func() time.Time
+}
+
+// Report is how a parallel build ended.
+type Report struct {
+	RunID       string
+	Outcome     loop.Outcome
+	Reason      string
+	Landed      int
+	NeedsReview []string
+	Blocked     []string
+	Left        int
+	Iterations  int
+	Elapsed     time.Duration
+}
+
+// ErrInsideWorktree refuses a parallel build started from one of ralph's
+// own worktrees: its worktrees would nest inside another run's.
+var ErrInsideWorktree = errors.New("this folder is one of ralph's worktrees")
+
+type engine struct {
+	o       Options
+	repo    *gitx.Repo
+	home    string
+	reg     *Registry
+	em      *report.Emitter
+	journal *report.Journal
+	prdRel  string
+	integ   *gitx.Repo
+	used    int // iterations of every worker so far
+	start   time.Time
+}
+
+// result is what a worker hands back to the scheduler.
+type result struct {
+	id  string
+	rep loop.Report
+	err error
+}
+
+// Run runs a parallel build until every task landed, or nothing more can
+// be done (blocked tasks, tasks that need review, the iteration limit),
+// or ctx is cancelled.
+func Run(ctx context.Context, o Options) (Report, error) {
+	if o.Workers < 1 {
+		return Report{}, errs.Usagef("--workers must be at least 1, got %d", o.Workers)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Build == nil {
+		o.Build = loop.Build
+	}
+	if o.RetryLimit <= 0 {
+		o.RetryLimit = DefaultRetryLimit
+	}
+	if o.MinFreeDisk <= 0 {
+		o.MinFreeDisk = DefaultMinFreeDisk
+	}
+	e := &engine{o: o, repo: o.WS.Repo, home: o.WS.Dir(), start: o.Now()}
+	rel, err := filepath.Rel(o.WS.Root, o.Source.Path())
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return Report{}, errs.Usagef("the task file %s is outside the repository: a parallel build opens it in every worktree, so it must be committed in the repository", o.Source.Path())
+	}
+	e.prdRel = filepath.ToSlash(rel)
+	lock, err := store.TryLock(o.WS.LockPath(), fmt.Sprintf("ralph build --workers %d", o.Workers))
+	if err != nil {
+		return Report{}, err
+	}
+	defer lock.Unlock()
+	if err := e.preflight(ctx); err != nil {
+		return Report{}, err
+	}
+	if err := e.open(ctx); err != nil {
+		return Report{}, err
+	}
+	rep, err := e.schedule(ctx)
+	rep.RunID, rep.Elapsed = e.reg.RunID, o.Now().Sub(e.start)
+	return rep, err
+}
+
+// preflight refuses what a parallel build cannot start from, changing
+// nothing.
+func (e *engine) preflight(ctx context.Context) error {
+	if worktree.IsInside(e.o.WS.Root) {
+		return errs.Usagef("%s: %w; run ralph from the repository's own checkout", e.o.WS.Root, ErrInsideWorktree)
+	}
+	snap, err := e.repo.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case snap.Branch == "":
+		return errs.Usagef("HEAD is detached: check out the branch the tasks should land on (git checkout BRANCH), then run again")
+	case len(snap.Unmerged) > 0:
+		return errs.Usagef("a merge or rebase is in progress (%s): finish or abort it first", strings.Join(text.ClipList(snap.Unmerged, 3), ", "))
+	}
+	if user := workspace.UserChanges(snap.Dirty); len(user) > 0 {
+		return errs.Usagef("the work tree has uncommitted changes (%s): commit or stash them first; ralph's workers start from the branch's last commit", strings.Join(text.ClipList(user, 3), ", "))
+	}
+	for _, p := range []string{"MERGE_HEAD", "rebase-merge", "rebase-apply", "CHERRY_PICK_HEAD"} {
+		if gp, err := e.repo.GitPath(ctx, p); err == nil {
+			if _, err := os.Stat(gp); err == nil {
+				return errs.Usagef("a git operation is in progress (%s exists): finish or abort it first", p)
+			}
+		}
+	}
+	if _, err := e.o.Source.Load(); err != nil {
+		return fmt.Errorf("cannot read the task file: %w", err)
+	}
+	root := e.worktreeBase()
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("cannot create the worktree folder %s: %w", root, err)
+	}
+	if free, err := store.FreeBytes(root); err == nil && int64(free) < e.o.MinFreeDisk {
+		return fmt.Errorf("only %d MB free on the disk of %s; a parallel build needs at least %d MB ([build] min_free_disk): free some space or lower the limit",
+			free>>20, root, e.o.MinFreeDisk>>20)
+	}
+	return nil
+}
+
+func (e *engine) worktreeBase() string { return worktree.Root(e.o.WS.Root, e.o.WorktreeRoot) }
+
+// open loads the unfinished run to resume, or starts a new one, and
+// starts the event journal.
+func (e *engine) open(ctx context.Context) error {
+	snap, _ := e.repo.Snapshot(ctx)
+	reg, ok, err := LoadRegistry(e.home)
+	if err != nil {
+		return err
+	}
+	resumed := ok && !reg.Finished && reg.Target == snap.Branch
+	if !resumed {
+		reg = &Registry{RunID: newRunID(e.o.Now()), Target: snap.Branch, Start: snap.Head, Checkout: snap.Head,
+			Workers: e.o.Workers, Tasks: map[string]*TaskRecord{}, StartedAt: e.o.Now().UTC()}
+		reg.WorktreeRoot = filepath.Join(e.worktreeBase(), reg.RunID)
+	}
+	reg.Workers = e.o.Workers
+	e.reg = reg
+	last, _ := report.LastSeq(filepath.Join(e.home, "events.jsonl"))
+	e.journal = &report.Journal{Path: filepath.Join(e.home, "events.jsonl")}
+	e.em = report.NewEmitter(MachineName, reg.RunID, last, e.o.Now, e.o.Sink, e.journal)
+	if err := reg.save(e.home); err != nil {
+		return err
+	}
+	if resumed {
+		e.say(report.KindRun, nil, "ralph: resuming parallel run %s on %s (%s landed so far)", reg.RunID, reg.Target, words.Count(reg.Count(Landed), "task", "tasks"))
+		return e.reconcile(ctx)
+	}
+	e.say(report.KindRun, map[string]any{"workers": e.o.Workers, "target": reg.Target, "worktrees": reg.WorktreeRoot},
+		"ralph: parallel build %s: %s landing on %s; worktrees in %s", reg.RunID, words.Count(e.o.Workers, "worker", "workers"), reg.Target, reg.WorktreeRoot)
+	return nil
+}
+
+func newRunID(now time.Time) string {
+	return now.UTC().Format("20060102-150405") + "-" + gitx.NewCommitToken()[:6]
+}
+
+// say emits one line of the engine's own narration.
+func (e *engine) say(kind report.Kind, data map[string]any, format string, args ...any) {
+	e.em.Emit(report.Event{Kind: kind, Data: data, Text: fmt.Sprintf(format, args...) + "\n"})
+}
+
+// sayTask emits a line about one task, marked with its worker.
+func (e *engine) sayTask(t *TaskRecord, kind report.Kind, data map[string]any, format string, args ...any) {
+	e.em.Emit(report.Event{Kind: kind, Worker: t.Worker, Task: t.ID, Attempt: t.Attempt, Data: data,
+		Text: fmt.Sprintf(format, args...) + "\n"})
+}
+
+// save writes the registry; a failure to record is fatal for the run,
+// since a crash after it would lose track of work.
+func (e *engine) save() error { return e.reg.save(e.home) }
+
+// schedule keeps up to Workers tasks in flight and lands each verified
+// one, until nothing is left to start or land.
+func (e *engine) schedule(ctx context.Context) (Report, error) {
+	results := make(chan result)
+	active := map[string]bool{}
+	slots := make([]string, e.o.Workers) // slot i works slots[i]; "" is free
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Work a crash left verified but not landed lands first; tasks it
+	// left in a worker's hands go first to the workers, which resume
+	// their loops.
+	var pending []*TaskRecord
+	for _, t := range e.reg.Sorted() {
+		switch t.State {
+		case Queued:
+			if err := e.land(ctx, t); err != nil {
+				return e.end(ctx, err)
+			}
+		case Working:
+			pending = append(pending, t)
+		}
+	}
+	var runErr error
+	stopping := false
+	for {
+		if !stopping && runErr == nil {
+			board, err := e.o.Source.Load()
+			if err != nil {
+				runErr = fmt.Errorf("cannot read the task file: %w", err)
+				stopping = true
+			} else {
+				for free := freeSlot(slots); free >= 0; free = freeSlot(slots) {
+					t := e.next(board, active, &pending)
+					if t == nil {
+						break
+					}
+					if e.used >= e.o.MaxIterations && e.o.MaxIterations > 0 {
+						break
+					}
+					t.Worker = fmt.Sprintf("w%d", free+1)
+					slots[free] = t.ID
+					active[t.ID] = true
+					ws, opts, err := e.prepare(ctx, t)
+					if err != nil {
+						slots[free] = ""
+						delete(active, t.ID)
+						t.State, t.Reason = Blocked, "its worktree could not be made: "+err.Error()
+						e.sayTask(t, report.KindBlocker, nil, "[%s %s] ✗ %s", t.Worker, t.ID, t.Reason)
+						_ = e.save()
+						continue
+					}
+					go func(t TaskRecord, opts loop.Options, ws *workspace.Workspace) {
+						rep, err := e.o.Build(wctx, ws, opts)
+						results <- result{id: t.ID, rep: rep, err: err}
+					}(*t, opts, ws)
+				}
+			}
+		}
+		if len(active) == 0 {
+			break
+		}
+		var res result
+		select {
+		case res = <-results:
+		case <-ctx.Done():
+			stopping = true
+			cancel()
+			res = <-results
+		}
+		t := e.reg.Tasks[res.id]
+		for i, id := range slots {
+			if id == res.id {
+				slots[i] = ""
+			}
+		}
+		delete(active, res.id)
+		e.used += res.rep.Iterations
+		t.Iterations += res.rep.Iterations
+		if err := e.finishWork(ctx, t, res); err != nil && runErr == nil {
+			runErr = err
+			stopping = true
+			cancel()
+		}
+		if ctx.Err() != nil {
+			stopping = true
+		}
+		if err := e.save(); err != nil && runErr == nil {
+			runErr, stopping = err, true
+			cancel()
+		}
+	}
+	return e.end(ctx, runErr)
+}
+
+func freeSlot(slots []string) int {
+	for i, s := range slots {
+		if s == "" {
+			return i
+		}
+	}
+	return -1
+}
+
+// next returns the task a free worker takes: one a crash left in flight
+// first, then the first ready story of the board that no worker has and
+// that has not landed, been blocked or been set aside for review.
+func (e *engine) next(board *tasks.Board, active map[string]bool, pending *[]*TaskRecord) *TaskRecord {
+	for len(*pending) > 0 {
+		t := (*pending)[0]
+		*pending = (*pending)[1:]
+		if !active[t.ID] {
+			return t
+		}
+	}
+	skip := map[string]bool{}
+	for id := range active {
+		skip[id] = true
+	}
+	for id, t := range e.reg.Tasks {
+		if t.State != SentBack && t.State != Working {
+			skip[id] = true
+		}
+	}
+	for _, s := range tasks.ReadyStories(*board, skip) {
+		t := e.reg.Tasks[s.ID]
+		if t == nil {
+			t = &TaskRecord{ID: s.ID, Title: s.Title, Branch: branchName(e.reg.RunID, s.ID)}
+			e.reg.Tasks[s.ID] = t
+		}
+		return t
+	}
+	return nil
+}
+
+// branchName is the task's branch: ralph/<run>/<task>.
+func branchName(run, task string) string { return "ralph/" + run + "/" + task }
+
+// finishWork records what a worker's loop ended with, and lands the task
+// when its loop verified and committed it.
+func (e *engine) finishWork(ctx context.Context, t *TaskRecord, res result) error {
+	switch {
+	case errors.Is(res.err, errs.ErrInterrupted) || ctx.Err() != nil:
+		// The worker's loop saved its state; the next start resumes it.
+		t.State = Working
+		return nil
+	case res.err != nil:
+		t.State, t.Reason = Blocked, text.OneLine(res.err.Error())
+		e.sayTask(t, report.KindBlocker, map[string]any{"error": res.err.Error()}, "[%s %s] ✗ the worker stopped: %s", t.Worker, t.ID, text.Clip(t.Reason, 300))
+		return nil
+	case res.rep.Outcome != loop.OutcomeComplete:
+		t.State, t.Reason = Blocked, res.rep.Reason
+		if t.Reason == "" {
+			t.Reason = string(res.rep.Outcome)
+		}
+		e.sayTask(t, report.KindBlocker, map[string]any{"outcome": string(res.rep.Outcome)}, "[%s %s] ■ not done: %s (its work stays on branch %s)", t.Worker, t.ID, t.Reason, t.Branch)
+		return nil
+	}
+	t.State = Queued
+	if err := e.save(); err != nil {
+		return err
+	}
+	return e.land(ctx, t)
+}
+
+// end closes the run: the report, the registry's outcome and the
+// journal's summary.
+func (e *engine) end(ctx context.Context, runErr error) (Report, error) {
+	rep := Report{Iterations: e.used}
+	for _, t := range e.reg.Sorted() {
+		switch t.State {
+		case Landed:
+			rep.Landed++
+		case NeedsReview:
+			rep.NeedsReview = append(rep.NeedsReview, t.ID)
+		case Blocked:
+			rep.Blocked = append(rep.Blocked, t.ID)
+		}
+	}
+	if board, err := e.o.Source.Load(); err == nil {
+		rep.Left = board.Remaining()
+	}
+	switch {
+	case ctx.Err() != nil:
+		rep.Outcome, rep.Reason = loop.OutcomeInterrupted, "interrupted"
+		runErr = errs.ErrInterrupted
+	case runErr != nil:
+		rep.Outcome, rep.Reason = loop.OutcomeError, runErr.Error()
+	case rep.Left == 0:
+		rep.Outcome, rep.Reason = loop.OutcomeComplete, "every task landed"
+	case len(rep.NeedsReview) > 0 || len(rep.Blocked) > 0:
+		rep.Outcome = loop.OutcomeNeedsHuman
+		rep.Reason = fmt.Sprintf("%s left: %s", words.Count(rep.Left, "task", "tasks"), e.stuckText(rep))
+	case e.o.MaxIterations > 0 && e.used >= e.o.MaxIterations:
+		rep.Outcome = loop.OutcomeMaxIterations
+		rep.Reason = fmt.Sprintf("reached %s with %s left", words.Count(e.o.MaxIterations, "iteration", "iterations"), words.Count(rep.Left, "task", "tasks"))
+	default:
+		rep.Outcome = loop.OutcomeNeedsHuman
+		rep.Reason = fmt.Sprintf("%s left that no worker can start (their dependencies are not done)", words.Count(rep.Left, "task", "tasks"))
+	}
+	if rep.Outcome != loop.OutcomeInterrupted && rep.Outcome != loop.OutcomeError {
+		e.reg.Finished = true
+		e.removeIntegration(context.WithoutCancel(ctx))
+	}
+	e.reg.Outcome, e.reg.Reason = string(rep.Outcome), rep.Reason
+	if err := e.save(); err != nil && runErr == nil {
+		runErr = err
+	}
+	e.em.Emit(report.Event{Kind: report.KindSummary, Data: map[string]any{"outcome": string(rep.Outcome), "landed": rep.Landed,
+		"needs_review": rep.NeedsReview, "blocked": rep.Blocked, "left": rep.Left, "iterations": rep.Iterations},
+		Text: fmt.Sprintf("ralph: %s: %s landed, %s left (%s)\n", rep.Outcome, words.Count(rep.Landed, "task", "tasks"), words.Count(rep.Left, "task", "tasks"), rep.Reason)})
+	return rep, runErr
+}
+
+func (e *engine) stuckText(rep Report) string {
+	var parts []string
+	if len(rep.NeedsReview) > 0 {
+		parts = append(parts, "needs review: "+strings.Join(rep.NeedsReview, ", "))
+	}
+	if len(rep.Blocked) > 0 {
+		parts = append(parts, "blocked: "+strings.Join(rep.Blocked, ", "))
+	}
+	return strings.Join(parts, "; ") + " (ralph status shows why)"
+}

@@ -1,0 +1,371 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+func TestMain(m *testing.M) {
+	os.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
+	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	os.Exit(m.Run())
+}
+
+func gitT(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// rig is a repository with a markdown PRD and a fake worker: Build does
+// what a worker's loop does once the agent is done (the story's edits,
+// the story ticked in the worktree's PRD, one commit on the branch),
+// without any agent.
+type rig struct {
+	t    *testing.T
+	ws   *workspace.Workspace
+	opts Options
+	// edit is what each story's "agent" writes, by story id and attempt.
+	edit func(dir, story string, attempt int, feedback string)
+	// outcome overrides a story's loop outcome (default complete).
+	outcome map[string]loop.Outcome
+
+	mu        sync.Mutex
+	running   int
+	maxActive int
+	started   []string          // story ids in the order workers began
+	feedback  map[string]string // the feedback each story's last attempt got
+	attempts  map[string]int
+	events    []report.Event
+}
+
+func newRig(t *testing.T, prd string) *rig {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("the git binary is required by the engine tests but is not in PATH: %v", err)
+	}
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "repo")
+	os.MkdirAll(dir, 0o755)
+	gitT(t, dir, "init", "-q", "-b", "main")
+	gitT(t, dir, "config", "user.name", "Ralph Test")
+	gitT(t, dir, "config", "user.email", "ralph@example.com")
+	os.WriteFile(filepath.Join(dir, "PRD.md"), []byte(prd), 0o644)
+	os.WriteFile(filepath.Join(dir, "shared.txt"), []byte("one\ntwo\nthree\n"), 0o644)
+	ctx := context.Background()
+	ws, err := workspace.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ws.EnsureStateFiles(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	gitT(t, dir, "add", "-A")
+	gitT(t, dir, "commit", "-q", "-m", "initial")
+	r := &rig{t: t, ws: ws, feedback: map[string]string{}, attempts: map[string]int{}, outcome: map[string]loop.Outcome{}}
+	r.edit = func(dir, story string, attempt int, feedback string) {
+		os.WriteFile(filepath.Join(dir, strings.ToLower(story)+".txt"), []byte(story+"\n"), 0o644)
+	}
+	r.opts = Options{
+		Workers:      3,
+		WS:           ws,
+		Source:       tasks.Open(tasks.KindMarkdown, filepath.Join(dir, "PRD.md")),
+		WorktreeRoot: filepath.Join(base, "worktrees"),
+		MinFreeDisk:  1,
+		LoopOptions:  func(ws *workspace.Workspace, src tasks.Source) loop.Options { return loop.Options{} },
+		Build:        r.build,
+		Sink:         r,
+	}
+	return r
+}
+
+func (r *rig) Emit(ev report.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+}
+
+func (r *rig) build(ctx context.Context, ws *workspace.Workspace, opts loop.Options) (loop.Report, error) {
+	id := opts.OnlyStory
+	r.mu.Lock()
+	r.running++
+	r.maxActive = max(r.maxActive, r.running)
+	r.started = append(r.started, id)
+	r.attempts[id]++
+	n := r.attempts[id]
+	r.feedback[id] = opts.Feedback
+	out := r.outcome[id]
+	r.mu.Unlock()
+	defer func() { r.mu.Lock(); r.running--; r.mu.Unlock() }()
+	time.Sleep(30 * time.Millisecond) // let the other workers overlap
+	if out != "" && out != loop.OutcomeComplete {
+		return loop.Report{Outcome: out, Iterations: 1, Reason: "blocked by the test"}, nil
+	}
+	if opts.Home == "" || !strings.HasPrefix(ws.Root, r.opts.WorktreeRoot) {
+		r.t.Errorf("%s: worker in %s with home %q; want a worktree under %s and a home of its own", id, ws.Root, opts.Home, r.opts.WorktreeRoot)
+	}
+	r.edit(ws.Root, id, n, opts.Feedback)
+	if err := opts.Source.MarkDone(id, "", time.Now()); err != nil {
+		return loop.Report{}, err
+	}
+	// A worker's loop also appends to progress.md: the queue must not
+	// let that make tasks conflict.
+	f, _ := os.OpenFile(filepath.Join(ws.Root, ".ralph", "progress.md"), os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintf(f, "%s done by its worker\n", id)
+	f.Close()
+	gitT(r.t, ws.Root, "add", "-A")
+	gitT(r.t, ws.Root, "commit", "-q", "-m", id+": work")
+	return loop.Report{Outcome: loop.OutcomeComplete, Iterations: 1}, nil
+}
+
+func (r *rig) run() (Report, error) {
+	r.t.Helper()
+	return Run(context.Background(), r.opts)
+}
+
+func (r *rig) git(args ...string) string { return gitT(r.t, r.ws.Root, args...) }
+
+// subjects lists the target's commits after the initial one, oldest
+// first.
+func (r *rig) subjects() []string {
+	out := r.git("log", "--reverse", "--format=%s", "main")
+	lines := strings.Split(out, "\n")
+	return lines[1:]
+}
+
+func stories(n int, depends map[int]string) string {
+	var b strings.Builder
+	b.WriteString("# PRD\n\n")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "### [ ] US-%03d: story %d\n- [ ] works\n", i, i)
+		if d, ok := depends[i]; ok {
+			fmt.Fprintf(&b, "Depends: %s\n", d)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// Eight stories, two of them depending on a third, three workers: every
+// story lands as exactly one commit, no dependent starts before what it
+// depends on landed, the checkout ends clean on main with everything, and
+// no worktree or branch is left.
+func TestEightStoriesThreeWorkers(t *testing.T) {
+	r := newRig(t, stories(8, map[int]string{7: "US-003", 8: "US-003"}))
+	rep, err := r.run()
+	if err != nil || rep.Outcome != loop.OutcomeComplete || rep.Landed != 8 || rep.Left != 0 {
+		t.Fatalf("Run = %+v, %v; want all 8 landed", rep, err)
+	}
+	subj := r.subjects()
+	if len(subj) != 8 {
+		t.Fatalf("main has %d commits after the initial one, want 8:\n%s", len(subj), strings.Join(subj, "\n"))
+	}
+	landedAt := map[string]int{}
+	for i, s := range subj {
+		id, _, _ := strings.Cut(s, ":")
+		if _, dup := landedAt[id]; dup {
+			t.Errorf("%s landed twice", id)
+		}
+		landedAt[id] = i
+	}
+	for _, dep := range []string{"US-007", "US-008"} {
+		if landedAt[dep] < landedAt["US-003"] {
+			t.Errorf("%s landed before US-003, which it depends on", dep)
+		}
+		if i := slices.Index(r.started, dep); i < 0 {
+			t.Errorf("%s never started", dep)
+		}
+	}
+	if r.maxActive < 2 || r.maxActive > 3 {
+		t.Errorf("at most %d workers ran at once; want 2-3 of 3", r.maxActive)
+	}
+	if st := r.git("status", "--porcelain"); st != "" {
+		t.Errorf("the checkout is not clean:\n%s", st)
+	}
+	if b := r.git("rev-parse", "--abbrev-ref", "HEAD"); b != "main" {
+		t.Errorf("the checkout is on %s, want main", b)
+	}
+	for i := 1; i <= 8; i++ {
+		if _, err := os.Stat(filepath.Join(r.ws.Root, fmt.Sprintf("us-%03d.txt", i))); err != nil {
+			t.Errorf("the checkout lacks story %d's work: %v", i, err)
+		}
+	}
+	prd, _ := os.ReadFile(filepath.Join(r.ws.Root, "PRD.md"))
+	if strings.Contains(string(prd), "### [ ]") {
+		t.Errorf("the PRD on main still has open stories:\n%s", prd)
+	}
+	if b := r.git("branch", "--list", "ralph/*"); b != "" {
+		t.Errorf("branches left: %s", b)
+	}
+	if wl := r.git("worktree", "list", "--porcelain"); strings.Count(wl, "worktree ") != 1 {
+		t.Errorf("worktrees left:\n%s", wl)
+	}
+	progress, _ := os.ReadFile(filepath.Join(r.ws.Root, ".ralph", "progress.md"))
+	if n := strings.Count(string(progress), "landed by ralph's merge queue"); n != 8 {
+		t.Errorf("progress.md has %d landing entries, want 8", n)
+	}
+	if strings.Contains(string(progress), "done by its worker") {
+		t.Error("a worker's own progress.md lines reached main")
+	}
+}
+
+// Two stories that change the same line: one lands, the other is sent
+// back with the conflict in its prompt, redone on the new tip, and lands.
+func TestConflictIsRetriedOnTheNewTip(t *testing.T) {
+	r := newRig(t, stories(2, nil))
+	r.edit = conflictingEdit
+	rep, err := r.run()
+	if err != nil || rep.Landed != 2 {
+		t.Fatalf("Run = %+v, %v; want both landed", rep, err)
+	}
+	retried := ""
+	for id, n := range r.attempts {
+		if n == 2 {
+			retried = id
+		}
+	}
+	if retried == "" || !strings.Contains(r.feedback[retried], "conflict") || !strings.Contains(r.feedback[retried], "shared.txt") {
+		t.Errorf("attempts %v, feedback %q; want one story retried with the conflict in shared.txt in its prompt", r.attempts, r.feedback[retried])
+	}
+	if subj := r.subjects(); len(subj) != 2 {
+		t.Errorf("main: %v; want one commit per story", subj)
+	}
+	shared, _ := os.ReadFile(filepath.Join(r.ws.Root, "shared.txt"))
+	if !strings.Contains(string(shared), "US-001") || !strings.Contains(string(shared), "US-002") {
+		t.Errorf("shared.txt = %q; want both stories' lines", shared)
+	}
+}
+
+// conflictingEdit changes line two of shared.txt on a first attempt; a
+// retry (which starts from the tip with the other story's line) adds its
+// own line after it.
+func conflictingEdit(dir, story string, attempt int, feedback string) {
+	p := filepath.Join(dir, "shared.txt")
+	b, _ := os.ReadFile(p)
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if attempt == 1 {
+		lines[1] = "two, says " + story
+	} else {
+		lines = append(lines, story+" too")
+	}
+	os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+}
+
+// With a retry limit of 1 the conflicting story needs review at once: its
+// branch is kept with its work, the run goes on, and status can say why.
+func TestConflictNeedsReviewAtTheLimit(t *testing.T) {
+	r := newRig(t, stories(3, nil))
+	r.opts.RetryLimit = 1
+	r.edit = func(dir, story string, attempt int, feedback string) {
+		if story == "US-003" {
+			os.WriteFile(filepath.Join(dir, "us-003.txt"), []byte("x\n"), 0o644)
+			return
+		}
+		conflictingEdit(dir, story, attempt, feedback)
+	}
+	rep, err := r.run()
+	if err != nil || rep.Landed != 2 || len(rep.NeedsReview) != 1 || rep.Outcome != loop.OutcomeNeedsHuman {
+		t.Fatalf("Run = %+v, %v; want 2 landed and 1 needing review", rep, err)
+	}
+	id := rep.NeedsReview[0]
+	reg, _, _ := LoadRegistry(r.ws.Dir())
+	tr := reg.Tasks[id]
+	if tr.State != NeedsReview || !slices.Equal(tr.Conflicts, []string{"shared.txt"}) {
+		t.Errorf("registry: %+v; want needs_review with the conflict in shared.txt", tr)
+	}
+	if msg := r.git("log", "-1", "--format=%s", tr.Branch); msg != id+": work" {
+		t.Errorf("branch %s holds %q; want its work kept", tr.Branch, msg)
+	}
+	if _, err := os.Stat(tr.Worktree); !os.IsNotExist(err) {
+		t.Errorf("the worktree of a task that needs review is left: %v", err)
+	}
+}
+
+// A story whose check passes alone but fails once integrated never lands:
+// main never moves to a commit whose checks did not pass.
+func TestCheckThatFailsOnlyAfterIntegrationNeverLands(t *testing.T) {
+	r := newRig(t, stories(2, nil))
+	r.opts.Workers = 2
+	r.opts.RetryLimit = 2
+	// Each story alone adds one file; both together break the check.
+	r.opts.Checks = []check.Check{{Name: "not-both", Run: "test ! -f us-001.txt || test ! -f us-002.txt"}}
+	rep, err := r.run()
+	if err != nil || rep.Landed != 1 || len(rep.NeedsReview) != 1 {
+		t.Fatalf("Run = %+v, %v; want one landed, one needing review", rep, err)
+	}
+	reg, _, _ := LoadRegistry(r.ws.Dir())
+	tr := reg.Tasks[rep.NeedsReview[0]]
+	if !strings.Contains(tr.Reason, `check "not-both" failed after integration`) || tr.Attempt != 2 {
+		t.Errorf("needs review: %+v; want the failing check as the reason after 2 attempts", tr)
+	}
+	if subj := r.subjects(); len(subj) != 1 {
+		t.Errorf("main: %v; want only the story that passed", subj)
+	}
+	for _, c := range strings.Split(r.git("rev-list", "main"), "\n") {
+		out, err := exec.Command("git", "-C", r.ws.Root, "ls-tree", "--name-only", c).CombinedOutput()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out), "us-001.txt") && strings.Contains(string(out), "us-002.txt") {
+			t.Errorf("main reached %s, whose check fails", c)
+		}
+	}
+}
+
+// A blocked story does not stop the others; the run ends needing a person
+// and says which.
+func TestBlockedStoryLetsTheOthersLand(t *testing.T) {
+	r := newRig(t, stories(3, nil))
+	r.outcome["US-002"] = loop.OutcomeNeedsHuman
+	rep, err := r.run()
+	if err != nil || rep.Landed != 2 || !slices.Equal(rep.Blocked, []string{"US-002"}) || rep.Outcome != loop.OutcomeNeedsHuman {
+		t.Fatalf("Run = %+v, %v; want 2 landed and US-002 blocked", rep, err)
+	}
+}
+
+// Bad input changes nothing.
+func TestRefusals(t *testing.T) {
+	r := newRig(t, stories(1, nil))
+	r.opts.Workers = 0
+	if _, err := r.run(); err == nil || !strings.Contains(err.Error(), "--workers must be at least 1") {
+		t.Errorf("workers 0: %v", err)
+	}
+	r.opts.Workers = 2
+	os.WriteFile(filepath.Join(r.ws.Root, "shared.txt"), []byte("mine\n"), 0o644)
+	if _, err := r.run(); err == nil || !strings.Contains(err.Error(), "uncommitted changes (shared.txt)") {
+		t.Errorf("dirty tree: %v", err)
+	}
+	r.git("checkout", "-q", "--", "shared.txt")
+	r.opts.MinFreeDisk = 1 << 62
+	if _, err := r.run(); err == nil || !strings.Contains(err.Error(), "min_free_disk") {
+		t.Errorf("no disk: %v", err)
+	}
+	r.opts.MinFreeDisk = 1
+	r.git("checkout", "-q", "--detach")
+	if _, err := r.run(); err == nil || !strings.Contains(err.Error(), "detached") {
+		t.Errorf("detached: %v", err)
+	}
+	if _, err := os.Stat(RegistryPath(r.ws.Dir())); !os.IsNotExist(err) {
+		t.Errorf("a refused run left a registry: %v", err)
+	}
+}

@@ -1,0 +1,260 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/text"
+	"github.com/ralphloop/ralph/internal/worktree"
+)
+
+// bookkeeping are the paths of a task branch the merge queue leaves out
+// of the task's patch: ralph's own files, which every worker changes
+// (progress.md, the loop's records) and would make every pair of tasks
+// conflict. The queue writes them itself, once per landed task.
+func (e *engine) bookkeeping() []string {
+	return []string{workspace_dir, e.prdRel}
+}
+
+const workspace_dir = ".ralph"
+
+// maxTargetMoves bounds how often one landing starts over because the
+// target branch moved outside ralph while it was being integrated.
+const maxTargetMoves = 5
+
+// land integrates t's branch on the tip of the target in the integration
+// worktree, runs the checks there, and moves the target to the result.
+// The target only ever moves to a commit whose checks passed on it. A
+// conflict or a failing check sends the task back to a worker, or after
+// the retry limit sets it aside for review.
+func (e *engine) land(ctx context.Context, t *TaskRecord) error {
+	bg := context.WithoutCancel(ctx)
+	integ, err := e.integration(bg)
+	if err != nil {
+		return err
+	}
+	for range maxTargetMoves {
+		tip, err := e.repo.RevParse(bg, e.reg.Target)
+		if err != nil {
+			return err
+		}
+		if err := integ.DetachAt(bg, tip); err != nil {
+			return err
+		}
+		head, err := e.repo.RevParse(bg, t.Branch)
+		if err != nil {
+			return e.sendBack(bg, t, "its branch "+t.Branch+" is gone (deleted by hand?)", nil)
+		}
+		patch, err := e.repo.SquashDiff(bg, t.Base, head, e.bookkeeping()...)
+		if err != nil {
+			return err
+		}
+		if err := integ.ApplyThreeWay(bg, patch); err != nil {
+			var c *gitx.ApplyConflict
+			if errors.As(err, &c) {
+				return e.sendBack(bg, t, fmt.Sprintf("its changes conflict with work landed on %s meanwhile, in %s", e.reg.Target, strings.Join(c.Files, ", ")), c.Files)
+			}
+			return err
+		}
+		loop.CrashPoint("land-applied")
+		if err := e.writeBookkeeping(integ.Dir, t); err != nil {
+			return err
+		}
+		t.State = Landing
+		hash, err := runkit.Commit(bg, integ, e.landingMessage(t), func(tok string) error {
+			t.Token = tok
+			return e.save()
+		})
+		if err != nil {
+			return fmt.Errorf("committing %s on the integration worktree: %w", t.ID, err)
+		}
+		loop.CrashPoint("land-committed")
+		e.sayTask(t, report.KindCheck, nil, "[queue %s] checking %s integrated on %s", t.ID, t.ID, text.ShortHash(tip))
+		results, passed := check.RunAll(ctx, integ.Dir, e.o.Checks)
+		if ctx.Err() != nil {
+			// Interrupted during the checks: the task stays queued and
+			// is landed again on the next start.
+			t.State, t.Token = Queued, ""
+			return integ.DetachAt(bg, tip)
+		}
+		if !passed {
+			last := results[len(results)-1]
+			reason := fmt.Sprintf("check %q failed after integration on %s (exit %d): %s", last.Check.Name, e.reg.Target, last.ExitCode, text.Clip(strings.TrimSpace(last.Output), 600))
+			if err := integ.DetachAt(bg, tip); err != nil {
+				return err
+			}
+			t.Token = ""
+			return e.sendBack(bg, t, reason, nil)
+		}
+		loop.CrashPoint("land-checked")
+		// The person's checkout of the target moves with it, as a
+		// fast-forward would, refusing to overwrite what they changed.
+		if err := e.repo.FastForward(bg, e.reg.Target, tip, hash); err != nil {
+			if errors.Is(err, gitx.ErrBranchMoved) {
+				e.sayTask(t, report.KindWarning, nil, "[queue %s] %s moved outside ralph while %s was integrated: integrating again on the new tip", t.ID, e.reg.Target, t.ID)
+				t.State, t.Token = Queued, ""
+				continue
+			}
+			return err
+		}
+		loop.CrashPoint("land-moved")
+		return e.landed(bg, t, hash)
+	}
+	t.State = Queued
+	return fmt.Errorf("%s kept moving outside ralph while %s was integrated; the task stays queued: run again once nobody else commits to it", e.reg.Target, t.ID)
+}
+
+// landed records t's commit on the target and removes the task's
+// worktree and branch.
+func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string) error {
+	t.State, t.Commit, t.Reason, t.Conflicts = Landed, hash, "", nil
+	e.reg.Checkout = hash
+	if err := e.save(); err != nil {
+		return err
+	}
+	e.sayTask(t, report.KindCommit, map[string]any{"commit": hash, "branch": e.reg.Target},
+		"[queue %s] ✓ landed on %s · commit %s", t.ID, e.reg.Target, text.ShortHash(hash))
+	e.removeTaskWork(ctx, t)
+	return nil
+}
+
+// removeTaskWork deletes a landed task's worktree and branch: its work is
+// on the target, in the task's one commit.
+func (e *engine) removeTaskWork(ctx context.Context, t *TaskRecord) {
+	if t.Worktree != "" {
+		if err := e.repo.RemoveWorktree(ctx, t.Worktree, true); err != nil && !errors.Is(err, os.ErrNotExist) {
+			e.sayTask(t, report.KindWarning, nil, "[queue %s] could not remove the worktree %s: %v", t.ID, t.Worktree, err)
+		}
+	}
+	if err := e.repo.DeleteBranch(ctx, t.Branch, "", true); err != nil {
+		e.sayTask(t, report.KindWarning, nil, "[queue %s] could not delete the branch %s: %v", t.ID, t.Branch, err)
+	}
+}
+
+// sendBack returns t to a worker with the reason in its next prompt, or
+// after the retry limit sets it aside for review with its branch kept.
+func (e *engine) sendBack(ctx context.Context, t *TaskRecord, reason string, conflicts []string) error {
+	t.Reason, t.Conflicts, t.Token = reason, conflicts, ""
+	if t.Attempt >= e.o.RetryLimit {
+		t.State = NeedsReview
+		if t.Worktree != "" {
+			_ = e.repo.RemoveWorktree(ctx, t.Worktree, true)
+		}
+		e.sayTask(t, report.KindBlocker, map[string]any{"reason": reason, "conflicts": conflicts, "branch": t.Branch},
+			"[queue %s] ✗ needs review after %d attempts: %s; its work is on branch %s (see it: git diff %s...%s)",
+			t.ID, t.Attempt, reason, t.Branch, e.reg.Target, t.Branch)
+		return e.save()
+	}
+	t.State = SentBack
+	e.sayTask(t, report.KindBlocker, map[string]any{"reason": reason, "conflicts": conflicts},
+		"[queue %s] ↻ sent back to a worker: %s", t.ID, reason)
+	return e.save()
+}
+
+// writeBookkeeping marks t done in the integration worktree's task file
+// and adds its line to progress.md: ralph's record of the landed task,
+// part of the task's one commit.
+func (e *engine) writeBookkeeping(dir string, t *TaskRecord) error {
+	src := tasks.Open(e.o.Source.Kind(), filepath.Join(dir, filepath.FromSlash(e.prdRel)))
+	if err := src.MarkDone(t.ID, "", e.o.Now()); err != nil {
+		return fmt.Errorf("marking %s done in %s: %w", t.ID, e.prdRel, err)
+	}
+	progress := filepath.Join(dir, workspace_dir, "progress.md")
+	if _, err := os.Stat(progress); err == nil {
+		line := fmt.Sprintf("\n## %s - %s\n- %s landed by ralph's merge queue (run %s, %s, attempt %d): verified on its branch, checks passed on %s\n",
+			e.o.Now().Format("2006-01-02 15:04"), t.ID, t.Title, e.reg.RunID, t.Worker, t.Attempt, e.reg.Target)
+		if err := store.AppendFile(progress, []byte(line)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *engine) landingMessage(t *TaskRecord) runkit.Message {
+	return runkit.Message{Subject: t.ID + ": " + text.OneLine(t.Title), Trailers: []runkit.Trailer{
+		{Key: "Ralph-Task", Value: t.ID}, {Key: "Ralph-Run", Value: e.reg.RunID},
+		{Key: "Ralph-Worker", Value: t.Worker}, {Key: "Ralph-Attempt", Value: fmt.Sprint(t.Attempt)},
+	}}
+}
+
+// integration returns the merge queue's worktree, making it when missing.
+func (e *engine) integration(ctx context.Context) (*gitx.Repo, error) {
+	if e.integ != nil {
+		return e.integ, nil
+	}
+	dir := filepath.Join(e.reg.WorktreeRoot, integrationDir)
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		if err := e.foreignFolder(dir); err != nil {
+			return nil, err
+		}
+		_ = e.repo.PruneWorktrees(ctx)
+		if err := e.repo.AddDetachedWorktree(ctx, dir, e.reg.Target); err != nil {
+			return nil, fmt.Errorf("making the integration worktree %s: %w", dir, err)
+		}
+		if err := worktree.Mark(dir, worktree.Marker{Repo: e.o.WS.Root, Run: e.reg.RunID, Task: "integration"}); err != nil {
+			return nil, err
+		}
+	}
+	w, err := gitx.Open(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	e.integ = w
+	return w, nil
+}
+
+func (e *engine) removeIntegration(ctx context.Context) {
+	dir := filepath.Join(e.reg.WorktreeRoot, integrationDir)
+	if _, err := os.Stat(dir); err == nil {
+		_ = e.repo.RemoveWorktree(ctx, dir, true)
+	}
+	e.integ = nil
+	// The run's folder is empty once every worktree is gone.
+	_ = os.Remove(e.reg.WorktreeRoot)
+}
+
+// reconcile makes a resumed run's records and git agree after a crash: a
+// landing whose commit reached the target is landed (never twice), one
+// that did not is queued again, and the person's checkout catches up.
+func (e *engine) reconcile(ctx context.Context) error {
+	_ = e.repo.PruneWorktrees(ctx)
+	for _, t := range e.reg.Sorted() {
+		if t.State != Landing {
+			continue
+		}
+		if hash, ok := runkit.Committed(ctx, targetTip{e.repo, e.reg.Target}, t.Token); ok {
+			e.sayTask(t, report.KindCommit, nil, "[queue %s] landed before the restart · commit %s", t.ID, text.ShortHash(hash))
+			if err := e.landed(ctx, t, hash); err != nil {
+				return err
+			}
+			continue
+		}
+		t.State, t.Token = Queued, ""
+	}
+	return e.save()
+}
+
+// targetTip reads the last commit of a branch, for runkit.Committed.
+type targetTip struct {
+	repo   *gitx.Repo
+	branch string
+}
+
+func (t targetTip) LastCommit(ctx context.Context) (string, string, error) {
+	return t.repo.CommitMessage(ctx, t.branch)
+}
+
+// integrationDir is the merge queue's worktree in the run's folder. A task
+// id never makes this name: worktree.PathUnder escapes a leading dot.
+const integrationDir = ".integration"

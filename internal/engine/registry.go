@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/store"
+)
+
+// RegistryFile is the parallel run's record in the state home (.ralph):
+// every task it took, where its work is and how far it got. It is the
+// scheduler's and the merge queue's memory across a crash, and what
+// `ralph status` shows.
+const RegistryFile = "parallel.json"
+
+// RegistrySchemaVersion is the version of RegistryFile this ralph writes.
+const RegistrySchemaVersion = 1
+
+// TaskState is where one task of a parallel run is.
+type TaskState string
+
+// The states of a task. A task is done only when Landed: its commit is on
+// the target branch.
+const (
+	// Working: a worker runs the loop on it in its worktree.
+	Working TaskState = "working"
+	// SentBack: the merge queue could not land it (a conflict, a check
+	// that failed after integration); a worker takes it again on the new
+	// tip with the reason in its prompt.
+	SentBack TaskState = "sent_back"
+	// Queued: the worker verified and committed it on its branch; it
+	// waits for the merge queue.
+	Queued TaskState = "queued"
+	// Landing: the merge queue is integrating it (its commit token is on
+	// record, so a crash after the target moved is recognised).
+	Landing TaskState = "landing"
+	// Landed: its one commit is on the target branch.
+	Landed TaskState = "landed"
+	// NeedsReview: it could not be integrated within the retry limit;
+	// its branch is kept for a person.
+	NeedsReview TaskState = "needs_review"
+	// Blocked: its worker's loop blocked it (see the worker's run).
+	Blocked TaskState = "blocked"
+)
+
+// TaskRecord is one task of a parallel run.
+type TaskRecord struct {
+	ID    string    `json:"id"`
+	Title string    `json:"title,omitempty"`
+	State TaskState `json:"state"`
+	// Worker is the worker slot ("w1") that last ran it.
+	Worker string `json:"worker,omitempty"`
+	// Branch and Worktree hold the task's work; Base is the target's
+	// commit the branch was cut from for the current attempt.
+	Branch   string `json:"branch"`
+	Worktree string `json:"worktree,omitempty"`
+	Base     string `json:"base,omitempty"`
+	// Attempt counts the tries: 1 for the first, one more for each time
+	// the merge queue sent it back.
+	Attempt int `json:"attempt"`
+	// Home is the state home of the current attempt's loop run.
+	Home string `json:"home,omitempty"`
+	// Reason says why it was sent back, blocked or needs review;
+	// Conflicts names the files of a conflict.
+	Reason    string   `json:"reason,omitempty"`
+	Conflicts []string `json:"conflicts,omitempty"`
+	// Token is the Ralph-Commit token of the landing commit, saved
+	// before it is made; Commit is the landed commit.
+	Token  string    `json:"token,omitempty"`
+	Commit string    `json:"commit,omitempty"`
+	Since  time.Time `json:"since"`
+	// Iterations and Tokens are what its loop runs used.
+	Iterations int   `json:"iterations,omitempty"`
+	Tokens     int64 `json:"tokens,omitempty"`
+}
+
+// Registry is the record of one parallel run.
+type Registry struct {
+	SchemaVersion int    `json:"schema_version"`
+	RunID         string `json:"run_id"`
+	// Target is the branch tasks land on; Start its commit when the run
+	// began; Checkout the commit the person's checkout of it was last
+	// brought to.
+	Target   string `json:"target"`
+	Start    string `json:"start"`
+	Checkout string `json:"checkout,omitempty"`
+	Workers  int    `json:"workers"`
+	// WorktreeRoot holds the run's worktrees: <root>/<task>, and the
+	// merge queue's <root>/integration.
+	WorktreeRoot string                 `json:"worktree_root"`
+	Tasks        map[string]*TaskRecord `json:"tasks"`
+	StartedAt    time.Time              `json:"started_at"`
+	Finished     bool                   `json:"finished"`
+	Outcome      string                 `json:"outcome,omitempty"`
+	Reason       string                 `json:"reason,omitempty"`
+}
+
+// RegistryPath is the registry's file in home.
+func RegistryPath(home string) string { return filepath.Join(home, RegistryFile) }
+
+// LoadRegistry reads the registry in home; ok is false when there is none.
+func LoadRegistry(home string) (reg *Registry, ok bool, err error) {
+	reg = &Registry{}
+	if _, err := store.ReadJSON(RegistryPath(home), RegistrySchemaVersion, reg); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	if reg.Tasks == nil {
+		reg.Tasks = map[string]*TaskRecord{}
+	}
+	return reg, true, nil
+}
+
+func (r *Registry) save(home string) error {
+	r.SchemaVersion = RegistrySchemaVersion
+	return store.WriteJSON(RegistryPath(home), r)
+}
+
+// Sorted returns the tasks in id order, for status.
+func (r *Registry) Sorted() []*TaskRecord {
+	out := make([]*TaskRecord, 0, len(r.Tasks))
+	for _, t := range r.Tasks {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Count returns how many tasks are in state s.
+func (r *Registry) Count(s TaskState) int {
+	n := 0
+	for _, t := range r.Tasks {
+		if t.State == s {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,191 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/ralphloop/ralph/internal/worktree"
+)
+
+// prepare gives task t a worktree on its branch, cut from the target's
+// tip for a new attempt, and returns the loop options its worker runs
+// with. A task a crash left Working keeps its worktree, branch and loop
+// home, so its loop resumes where it was.
+func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspace, loop.Options, error) {
+	resume := t.State == Working && t.Home != ""
+	t.Worktree = worktree.PathUnder(filepath.Dir(e.reg.WorktreeRoot), e.reg.RunID, t.ID)
+	if !resume {
+		t.Attempt++
+		tip, err := e.repo.RevParse(ctx, e.reg.Target)
+		if err != nil {
+			return nil, loop.Options{}, err
+		}
+		if err := e.freshBranch(ctx, t, tip); err != nil {
+			return nil, loop.Options{}, err
+		}
+		t.Base = tip
+		t.Home = filepath.Join(e.home, "runs", e.reg.RunID, "workers", t.ID, strconv.Itoa(t.Attempt))
+	} else if err := e.ensureWorktree(ctx, t); err != nil {
+		return nil, loop.Options{}, err
+	}
+	if _, err := worktree.CopyIncluded(e.o.WS.Root, t.Worktree); err != nil {
+		return nil, loop.Options{}, fmt.Errorf("copying the files .worktreeinclude names: %w", err)
+	}
+	ws, err := workspace.Open(ctx, t.Worktree)
+	if err != nil {
+		return nil, loop.Options{}, err
+	}
+	src := tasks.Open(e.o.Source.Kind(), filepath.Join(t.Worktree, filepath.FromSlash(e.prdRel)))
+	opts := e.o.LoopOptions(ws, src)
+	opts.Source = src
+	opts.PRDPath = src.Path()
+	opts.Home = t.Home
+	opts.OnlyStory = t.ID
+	opts.SharedHome = e.home
+	opts.Terminal = false
+	opts.Sink = workerSink{em: e.em, worker: t.Worker, task: t.ID}
+	// One task's attempts: what the loop allows before it blocks the
+	// task, within what is left of the run's iterations.
+	n := e.o.MaxRetries + 1
+	if n < 2 {
+		n = 4
+	}
+	if left := e.o.MaxIterations - e.used; e.o.MaxIterations > 0 && left < n {
+		n = max(left, 1)
+	}
+	opts.MaxIterations = n
+	if t.Reason != "" && !resume {
+		opts.Feedback = "An earlier attempt at this task was verified on its own branch but could not land on " + e.reg.Target +
+			": " + t.Reason + "\nYour branch starts from the current tip of " + e.reg.Target + ", which has the other tasks' work: redo the task on top of it."
+	}
+	t.State, t.Since = Working, e.o.Now().UTC()
+	if err := e.save(); err != nil {
+		return nil, loop.Options{}, err
+	}
+	verb := "started"
+	if resume {
+		verb = "resumed"
+	}
+	e.sayTask(t, report.KindRun, map[string]any{"worktree": t.Worktree, "branch": t.Branch},
+		"[%s %s] ▶ %s (attempt %d) on %s in %s", t.Worker, t.ID, verb, t.Attempt, t.Branch, t.Worktree)
+	return ws, opts, nil
+}
+
+// freshBranch points t's branch at tip in its worktree. Work of an
+// earlier attempt on the branch is set aside on a ref first: ralph never
+// drops a commit.
+func (e *engine) freshBranch(ctx context.Context, t *TaskRecord, tip string) error {
+	if old, err := e.repo.RevParse(ctx, t.Branch); err == nil {
+		if old != tip {
+			ref := fmt.Sprintf("refs/ralph/attempts/%s/%s/%d", e.reg.RunID, t.ID, t.Attempt-1)
+			if err := e.repo.UpdateRef(ctx, ref, old); err != nil {
+				return err
+			}
+		}
+		if err := e.ensureWorktree(ctx, t); err != nil {
+			return err
+		}
+		w, err := gitx.Open(ctx, t.Worktree)
+		if err != nil {
+			return err
+		}
+		return w.ResetTo(ctx, tip)
+	}
+	if err := e.repo.AddWorktree(ctx, t.Worktree, t.Branch, tip); err != nil {
+		return err
+	}
+	return e.mark(t)
+}
+
+// mark makes t's worktree ralph's, so that ralph refuses to run from it.
+func (e *engine) mark(t *TaskRecord) error {
+	return worktree.Mark(t.Worktree, worktree.Marker{Repo: e.o.WS.Root, Run: e.reg.RunID, Task: t.ID})
+}
+
+// ensureWorktree re-creates t's worktree from its branch when the folder
+// is gone (deleted by hand, or a crash before it was made); git's stale
+// entry for it is pruned first.
+func (e *engine) ensureWorktree(ctx context.Context, t *TaskRecord) error {
+	if _, err := os.Stat(filepath.Join(t.Worktree, ".git")); err == nil {
+		return nil
+	}
+	// AddWorktree checks out the existing branch with its commits, and
+	// refuses a folder that is not ralph's.
+	if err := e.repo.AddWorktree(ctx, t.Worktree, t.Branch, e.reg.Target); err != nil {
+		return err
+	}
+	return e.mark(t)
+}
+
+// foreignFolder refuses a worktree path that exists and is not ralph's:
+// ralph never writes into a folder it did not make.
+func (e *engine) foreignFolder(path string) error {
+	entries, err := os.ReadDir(path)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(path, ".git")); err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s exists and is not one of ralph's worktrees: move it away or set [build] worktree_root to another folder", path)
+}
+
+// workerSink passes a worker's loop events into the run's stream, marked
+// with the worker and its task and numbered in the run's one sequence.
+type workerSink struct {
+	em     *report.Emitter
+	worker string
+	task   string
+}
+
+func (s workerSink) Emit(ev report.Event) {
+	ev.Worker = s.worker
+	if ev.Task == "" {
+		ev.Task = s.task
+	}
+	s.em.Forward(ev)
+}
+
+// WorkerText renders a parallel run on a terminal: each line of a
+// worker's event is prefixed with its worker and task, and the agents'
+// own output and heartbeats stay in the run records (each agent's full
+// log is in its worker's run folder), so lines of several workers never
+// interleave mid-line.
+type WorkerText struct{ Out report.Sink }
+
+// Emit implements report.Sink.
+func (w WorkerText) Emit(ev report.Event) {
+	if ev.Worker == "" || ev.Machine == MachineName {
+		w.Out.Emit(ev)
+		return
+	}
+	if ev.Kind == report.KindAgentOutput || ev.Kind == report.KindHeartbeat || ev.Text == "" {
+		return
+	}
+	prefix := "[" + ev.Worker + " " + ev.Task + "] "
+	var b strings.Builder
+	for line := range strings.Lines(strings.TrimRight(strings.ReplaceAll(ev.Text, "\r", ""), "\n")) {
+		line = strings.TrimRight(line, "\n")
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "\033[") {
+			continue
+		}
+		b.WriteString(prefix + line + "\n")
+	}
+	if b.Len() > 0 {
+		ev.Text = b.String()
+		w.Out.Emit(ev)
+	}
+}
