@@ -198,6 +198,20 @@ type BuildSection struct {
 	// agent ran does: "judge-new-failures" (attempts fail only on a check
 	// that passed at the start) or "stop" (the run does not start).
 	OnFailingBaseline string `toml:"on_failing_baseline"`
+	// Workers is how many tasks a build works at once (1: one at a time,
+	// in the person's checkout; more: each in its own worktree, landed
+	// by the merge queue).
+	Workers int `toml:"workers"`
+	// WorktreeRoot holds the workers' worktrees; "" is
+	// ../.ralph-worktrees/<repo>, a relative path is from the repository.
+	WorktreeRoot string `toml:"worktree_root"`
+	// MinFreeDisk (MB) refuses a parallel build on a fuller disk: every
+	// worktree is a full checkout.
+	MinFreeDisk int64 `toml:"min_free_disk"`
+	// LandAttempts is how many attempts a task gets at landing before it
+	// needs review (a conflict or a check failing after integration sends
+	// it back to a worker on the new tip).
+	LandAttempts int `toml:"land_attempts"`
 }
 
 // PlanSection configures `ralph plan`.
@@ -225,6 +239,9 @@ func Default() Config {
 			MaxIterations:     25,
 			RequirePlan:       true,
 			OnFailingBaseline: "judge-new-failures",
+			Workers:           1,
+			MinFreeDisk:       500,
+			LandAttempts:      3,
 		},
 		Plan:    PlanSection{MaxIterations: 1},
 		Loop:    LoopSection{MaxRetries: 2, ContextSoft: 70, ContextHard: 80},
@@ -287,6 +304,15 @@ func Load(path string) (Config, error) {
 func (c Config) validate() error {
 	if c.Build.MaxIterations < 0 || c.Plan.MaxIterations < 0 {
 		return errors.New("max_iterations must not be negative")
+	}
+	if c.Build.Workers < 1 {
+		return fmt.Errorf("[build] workers = %d: use 1 (one task at a time) or more (tasks in parallel worktrees)", c.Build.Workers)
+	}
+	if c.Build.LandAttempts < 1 {
+		return fmt.Errorf("[build] land_attempts = %d: use 1 or more", c.Build.LandAttempts)
+	}
+	if c.Build.MinFreeDisk < 0 {
+		return fmt.Errorf("[build] min_free_disk = %d: use a number of megabytes, 0 or more", c.Build.MinFreeDisk)
 	}
 	if c.Agent.MaxLogBytes < 1<<10 {
 		return fmt.Errorf("[agent] max_log_bytes = %d: use at least 1024 (bytes; the default is 52428800, 50 MB)", c.Agent.MaxLogBytes)

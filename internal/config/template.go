@@ -43,6 +43,16 @@ require_plan = true
 # already fails there: "judge-new-failures" reports it and fails an attempt
 # only when a check that passed at the start fails; "stop" does not start.
 on_failing_baseline = "judge-new-failures"
+# Tasks worked at once. Above 1, each task gets its own worktree and branch
+# (ralph/<run>/<task>) and ralph's merge queue lands them one at a time on
+# your branch, only after the checks pass on the integrated result.
+workers = 1
+# Where the worktrees go ("" is ../.ralph-worktrees/<repo>), the free disk
+# (MB) a parallel build needs to start, and the attempts a task gets at
+# landing before it is left for your review.
+worktree_root = ""
+min_free_disk = 500
+land_attempts = 3
 
 [plan]
 max_iterations = 1

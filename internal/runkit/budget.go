@@ -30,9 +30,18 @@ func (b Budget) Exceeded(s Spent) string {
 	case b.MaxTokens > 0 && s.Tokens >= b.MaxTokens:
 		return fmt.Sprintf("max_tokens (%d of %d tokens used)", s.Tokens, b.MaxTokens)
 	case b.MaxCost > 0 && s.CostUSD >= b.MaxCost:
-		return fmt.Sprintf("max_cost_usd (estimated $%.2f of $%.2f)", s.CostUSD, b.MaxCost)
+		return fmt.Sprintf("max_cost_usd (estimated %s of %s)", dollars(s.CostUSD), dollars(b.MaxCost))
 	case b.MaxWall > 0 && s.Wall >= b.MaxWall:
 		return fmt.Sprintf("max_wall_time (%s of %s)", s.Wall.Round(time.Second), b.MaxWall)
 	}
 	return ""
+}
+
+// dollars writes an amount with cents, and with four decimals below a
+// dollar, so that a small budget never reads "$0.00 of $0.00".
+func dollars(v float64) string {
+	if v < 1 {
+		return fmt.Sprintf("$%.4f", v)
+	}
+	return fmt.Sprintf("$%.2f", v)
 }

@@ -31,6 +31,9 @@ func TestBudgetNamesTheLimitReached(t *testing.T) {
 			t.Errorf("Exceeded(%+v) = %q; want %q", c.spent, got, c.want)
 		}
 	}
+	if got := (Budget{MaxCost: 0.001}).Exceeded(Spent{CostUSD: 0.0012}); got != "max_cost_usd (estimated $0.0012 of $0.0010)" {
+		t.Errorf("a small cost budget reads %q", got)
+	}
 	if got := (Budget{}).Exceeded(Spent{Tokens: 1 << 40, CostUSD: 1e9, Wall: 1e6 * time.Hour}); got != "" {
 		t.Errorf("a zero budget bounds nothing, got %q", got)
 	}
