@@ -4,11 +4,13 @@
 // result ralph parses and acts on.
 //
 // The package has three parts: a pure machine (Next) over the seed's six
-// states, the session folder (plan.md, tasks.md, progress.md, reports,
-// questions, the transition log), and a runner that performs the machine's
-// actions. progress.md is the session's truth: it is rewritten atomically at
-// every transition, so a killed session resumes at the same state with the
-// same counters and never repeats a finished task.
+// states plus Stopped, where a run that ends before the session does
+// leaves it; the session folder (plan.md, tasks.md, progress.md, reports,
+// questions, the transition log); and a runner that performs the machine's
+// actions through its ports. progress.md is the session's truth: it is
+// rewritten atomically at every transition, so a stopped or killed session
+// resumes at the same state with the same counters and never repeats a
+// finished task.
 package session
 
 import (
@@ -235,8 +237,10 @@ const (
 )
 
 // Records reports whether a changes ralph's records of the session (its
-// commits, marks and task list), which the transition that returns it
-// makes before it is saved: a crash leaves either both or neither.
+// commits, marks and task list). The transition that returns it makes the
+// change before progress.md records the transition: a crash in between
+// repeats the transition, and the commit it may have made already is
+// recognised by its token.
 func (a Action) Records() bool {
 	switch a {
 	case CommitTask, MarkInReview, MarkDone, MarkRework, AddTasks:
