@@ -29,6 +29,8 @@ type BuildOptions struct {
 	// JSON streams the run's events on stdout, one JSON object per line,
 	// instead of the text a person reads.
 	JSON bool
+	// Workers is how many tasks are worked at once (0: from config).
+	Workers int
 }
 
 // progress is where the run's own lines go that are not events (the
@@ -80,6 +82,7 @@ attempt ([build] on_failing_baseline).`,
 	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "task file: a PRD (.md), prd.json or progress.txt, or beads / beads:MOLECULE-ID for the beads database (default: config, then detected)")
 	cmd.Flags().BoolVar(&opts.NoCommit, "no-commit", false, "verify but never commit (ralph and the agent)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the run's events on stdout, one JSON object per line (see README, Events)")
+	cmd.Flags().IntVar(&opts.Workers, "workers", 0, "tasks worked at once, each in its own worktree, landed one at a time by the merge queue (default [build] workers: 1)")
 	return cmd
 }
 
@@ -207,9 +210,21 @@ func runSink(opts *BuildOptions) report.Sink {
 }
 
 func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
+	if cmd.Flags().Changed("workers") && opts.Workers < 1 {
+		return usageErrorf("--workers must be a whole number of at least 1, got %d", opts.Workers)
+	}
 	s, err := loopOptions(cmd, opts, false)
 	if err != nil {
 		return err
+	}
+	workers := opts.Workers
+	if workers == 0 {
+		if cfg, err := s.ws.LoadConfig(); err == nil {
+			workers = cfg.Build.Workers
+		}
+	}
+	if workers > 1 {
+		return runParallel(cmd, opts, s, workers)
 	}
 	defer s.opts.Memory.Close()
 	if bs, ok := s.opts.Source.(*tasks.BeadsSource); ok {

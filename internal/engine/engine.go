@@ -69,6 +69,9 @@ type Options struct {
 	// MaxRetries is the loop's failed attempts that block a task; each
 	// worker's loop gets at most MaxRetries+1 iterations.
 	MaxRetries int
+	// PlanPath is the implementation plan, committed with the workspace
+	// setup when ralph created it; "" for none.
+	PlanPath string
 	// MinFreeDisk refuses a start with less free space (0: the default).
 	MinFreeDisk int64
 	// LoopOptions returns the loop options for one worker: the command
@@ -178,9 +181,6 @@ func (e *engine) preflight(ctx context.Context) error {
 	case len(snap.Unmerged) > 0:
 		return errs.Usagef("a merge or rebase is in progress (%s): finish or abort it first", strings.Join(text.ClipList(snap.Unmerged, 3), ", "))
 	}
-	if user := workspace.UserChanges(snap.Dirty); len(user) > 0 {
-		return errs.Usagef("the work tree has uncommitted changes (%s): commit or stash them first; ralph's workers start from the branch's last commit", strings.Join(text.ClipList(user, 3), ", "))
-	}
 	for _, p := range []string{"MERGE_HEAD", "rebase-merge", "rebase-apply", "CHERRY_PICK_HEAD"} {
 		if gp, err := e.repo.GitPath(ctx, p); err == nil {
 			if _, err := os.Stat(gp); err == nil {
@@ -191,6 +191,11 @@ func (e *engine) preflight(ctx context.Context) error {
 	if _, err := e.o.Source.Load(); err != nil {
 		return fmt.Errorf("cannot read the task file: %w", err)
 	}
+	// The same refusals and setup commit as a one-at-a-time build: the
+	// workers branch from the last commit, which must hold ralph's files.
+	if err := loop.PrepareCheckout(ctx, e.o.WS, e.o.Source.Path(), e.o.PlanPath, e.setupSay); err != nil {
+		return err
+	}
 	root := e.worktreeBase()
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return fmt.Errorf("cannot create the worktree folder %s: %w", root, err)
@@ -200,6 +205,13 @@ func (e *engine) preflight(ctx context.Context) error {
 			free>>20, root, e.o.MinFreeDisk>>20)
 	}
 	return nil
+}
+
+// setupSay shows the setup commit before the run's events begin.
+func (e *engine) setupSay(kind report.Kind, text string, data map[string]any) {
+	if e.o.Sink != nil {
+		e.o.Sink.Emit(report.Event{Machine: MachineName, Kind: kind, Text: text, Data: data})
+	}
 }
 
 func (e *engine) worktreeBase() string { return worktree.Root(e.o.WS.Root, e.o.WorktreeRoot) }

@@ -172,7 +172,9 @@ func (w WorkerText) Emit(ev report.Event) {
 		w.Out.Emit(ev)
 		return
 	}
-	if ev.Kind == report.KindAgentOutput || ev.Kind == report.KindHeartbeat || ev.Text == "" {
+	// A worker's loop ends with its own summary of one story; the run's
+	// summary is the engine's.
+	if ev.Kind == report.KindAgentOutput || ev.Kind == report.KindHeartbeat || ev.Kind == report.KindSummary || ev.Text == "" {
 		return
 	}
 	prefix := "[" + ev.Worker + " " + ev.Task + "] "

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/report"
@@ -89,4 +90,21 @@ func commitSetup(ctx context.Context, ws *workspace.Workspace, git GitPort, task
 	}
 	say(report.KindRun, fmt.Sprintf("ralph: committed the workspace setup (%s) · commit %s\n", strings.Join(clipList(files, 5), ", "), short(hash)), nil)
 	return nil
+}
+
+// PrepareCheckout does to the person's checkout what a fresh build does
+// before any agent works there: it refuses uncommitted changes that are
+// not ralph's and pending edits to the files a person owns in .ralph, and
+// commits what ralph created and nobody committed as "ralph: workspace
+// setup". A parallel build calls it once for the checkout its workers
+// branch from, so that every worktree starts from a committed workspace.
+func PrepareCheckout(ctx context.Context, ws *workspace.Workspace, taskFile, planFile string, say func(report.Kind, string, map[string]any)) error {
+	if _, err := ws.EnsureStateFiles(time.Now()); err != nil {
+		return err
+	}
+	git := repoGit{ws.Repo}
+	if err := checkCleanTree(ctx, ws, git, taskFile, planFile); err != nil {
+		return err
+	}
+	return commitSetup(ctx, ws, git, taskFile, planFile, say)
 }

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ralphloop/ralph/internal/engine"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/words"
+	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/spf13/cobra"
+)
+
+// runParallel is `ralph build --workers N` with N > 1: the engine's
+// scheduler, workers in worktrees and merge queue, each worker's loop
+// wired from the same flags and config as a one-at-a-time build.
+func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers int) error {
+	cfg, err := s.ws.LoadConfig()
+	if err != nil {
+		return err
+	}
+	if _, ok := s.opts.Source.(*tasks.BeadsSource); ok {
+		return usageErrorf("--workers %d reads a task file (PRD markdown, prd.json or progress.txt); beads tasks are built one at a time for now: drop --workers", workers)
+	}
+	if s.opts.NoCommit {
+		return usageErrorf("--workers lands every task as a commit on your branch; --no-commit cannot go with it")
+	}
+	// A worker's loop opens its own memory store in its worktree; the
+	// checkout's store is not shared between processes' goroutines.
+	s.opts.Memory.Close()
+	base := s.opts
+	var sink report.Sink = engine.WorkerText{Out: runSink(opts)}
+	if opts.JSON {
+		sink = runSink(opts)
+	}
+	rep, err := engine.Run(cmd.Context(), engine.Options{
+		Workers:       workers,
+		WS:            s.ws,
+		Source:        s.opts.Source,
+		Checks:        s.opts.Checks,
+		PlanPath:      s.opts.PlanPath,
+		WorktreeRoot:  cfg.Build.WorktreeRoot,
+		RetryLimit:    cfg.Build.LandAttempts,
+		MaxIterations: s.opts.MaxIterations,
+		MaxRetries:    s.opts.MaxRetries,
+		MinFreeDisk:   cfg.Build.MinFreeDisk << 20,
+		LoopOptions: func(ws *workspace.Workspace, src tasks.Source) loop.Options {
+			o := base
+			o.Memory = nil
+			o.PlanPath = ws.Abs(s.ws.Rel(base.PlanPath))
+			return o
+		},
+		Sink: sink,
+		Now:  opts.Env.Now,
+	})
+	if rep.RunID != "" {
+		fmt.Fprintf(opts.progress(), "parallel run %s: %s landed, %d left, %s; records in %s\n", rep.RunID,
+			words.Count(rep.Landed, "task", "tasks"), rep.Left, words.Count(rep.Iterations, "iteration", "iterations"), s.ws.Rel(s.ws.Path("runs", rep.RunID)))
+	}
+	if err != nil {
+		if errors.Is(err, loop.ErrInterrupted) {
+			return &ExitError{Code: ExitInterrupted, Msg: "interrupted; every worker's state is saved: run `ralph build --workers N` again to go on"}
+		}
+		return err
+	}
+	switch rep.Outcome {
+	case loop.OutcomeNeedsHuman:
+		var parts []string
+		if len(rep.NeedsReview) > 0 {
+			parts = append(parts, "needing review: "+strings.Join(rep.NeedsReview, ", "))
+		}
+		if len(rep.Blocked) > 0 {
+			parts = append(parts, "blocked: "+strings.Join(rep.Blocked, ", "))
+		}
+		msg := fmt.Sprintf("%s left (%s): see `ralph status`", words.Count(rep.Left, "task", "tasks"), strings.Join(parts, "; "))
+		if len(parts) == 0 {
+			msg = rep.Reason
+		}
+		return &ExitError{Code: ExitNeedsHuman, Msg: msg}
+	case loop.OutcomeMaxIterations:
+		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("iteration limit reached with %s left: run `ralph build --workers %d` again to go on", words.Count(rep.Left, "task", "tasks"), workers)}
+	}
+	return nil
+}
