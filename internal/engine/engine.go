@@ -24,6 +24,7 @@ import (
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
@@ -114,6 +115,9 @@ type engine struct {
 	prdRel  string
 	integ   *gitx.Repo
 	used    int // iterations of every worker so far
+	// ledger is what every worker's loop spends, shared: the budget and
+	// the iteration limit are the run's, the sum over its workers.
+	ledger *runkit.Ledger
 	start   time.Time
 }
 
@@ -143,7 +147,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.MinFreeDisk <= 0 {
 		o.MinFreeDisk = DefaultMinFreeDisk
 	}
-	e := &engine{o: o, repo: o.WS.Repo, home: o.WS.Dir(), start: o.Now()}
+	e := &engine{o: o, repo: o.WS.Repo, home: o.WS.Dir(), start: o.Now(), ledger: &runkit.Ledger{MaxRuns: o.MaxIterations}}
 	rel, err := filepath.Rel(o.WS.Root, o.Source.Path())
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return Report{}, errs.Usagef("the task file %s is outside the repository: a parallel build opens it in every worktree, so it must be committed in the repository", o.Source.Path())
@@ -302,7 +306,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 					if t == nil {
 						break
 					}
-					if e.used >= e.o.MaxIterations && e.o.MaxIterations > 0 {
+					if e.o.MaxIterations > 0 && e.ledger.Runs() >= e.o.MaxIterations {
 						break
 					}
 					t.Worker = fmt.Sprintf("w%d", free+1)
@@ -458,7 +462,7 @@ func (e *engine) end(ctx context.Context, runErr error) (Report, error) {
 	case len(rep.NeedsReview) > 0 || len(rep.Blocked) > 0:
 		rep.Outcome = loop.OutcomeNeedsHuman
 		rep.Reason = fmt.Sprintf("%s left: %s", words.Count(rep.Left, "task", "tasks"), e.stuckText(rep))
-	case e.o.MaxIterations > 0 && e.used >= e.o.MaxIterations:
+	case e.o.MaxIterations > 0 && e.ledger.Runs() >= e.o.MaxIterations:
 		rep.Outcome = loop.OutcomeMaxIterations
 		rep.Reason = fmt.Sprintf("reached %s with %s left", words.Count(e.o.MaxIterations, "iteration", "iterations"), words.Count(rep.Left, "task", "tasks"))
 	default:

@@ -55,15 +55,10 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	opts.Terminal = false
 	opts.Sink = workerSink{em: e.em, worker: t.Worker, task: t.ID}
 	// One task's attempts: what the loop allows before it blocks the
-	// task, within what is left of the run's iterations.
-	n := e.o.MaxRetries + 1
-	if n < 2 {
-		n = 4
-	}
-	if left := e.o.MaxIterations - e.used; e.o.MaxIterations > 0 && left < n {
-		n = max(left, 1)
-	}
-	opts.MaxIterations = n
+	// task. The run's own limit and budget are the ledger's, shared by
+	// every worker.
+	opts.MaxIterations = max(e.o.MaxRetries, 1) + 1
+	opts.Ledger = e.ledger
 	if t.Reason != "" && !resume {
 		opts.Feedback = "An earlier attempt at this task was verified on its own branch but could not land on " + e.reg.Target +
 			": " + t.Reason + "\nYour branch starts from the current tip of " + e.reg.Target + ", which has the other tasks' work: redo the task on top of it."

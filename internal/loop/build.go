@@ -256,14 +256,17 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 
 	for !b.st.Machine.State.Ends() {
 		m := b.st.Machine
-		if m.State == StateImplement && m.Iteration > b.st.MaxIterations {
+		if m.State == StateImplement && (m.Iteration > b.st.MaxIterations || !b.takeSharedRun()) {
 			// The limit also bounds retries, which never pass through
 			// STORY_SELECT. The run ends; the task keeps its counts for
 			// the next run.
 			b.st.Finished, b.st.Outcome = true, OutcomeMaxIterations
 			b.st.Reason = fmt.Sprintf("reached %s with %s left", words.Count(b.st.MaxIterations, "iteration", "iterations"), words.Count(b.board.Remaining(), "story", "stories"))
-			b.st.Machine.Iteration = b.st.MaxIterations
-			rep.Iterations, rep.Outcome, reason = b.st.MaxIterations, OutcomeMaxIterations, b.st.Reason
+			if m.Iteration <= b.st.MaxIterations {
+				b.st.Reason = fmt.Sprintf("the run's %s are used up by its workers", words.Count(b.opts.Ledger.MaxRuns, "iteration", "iterations"))
+			}
+			b.st.Machine.Iteration = min(m.Iteration-1, b.st.MaxIterations)
+			rep.Iterations, rep.Outcome, reason = b.st.Machine.Iteration, OutcomeMaxIterations, b.st.Reason
 			b.sayf(report.KindLimit, "■ %s\n", reason)
 			return rep, b.transition(Event{Trigger: TrigIterationLimit, Detail: reason})
 		}
@@ -635,6 +638,13 @@ func (b *builder) reloadBoard() error {
 	}
 	b.board = board
 	return nil
+}
+
+// takeSharedRun counts the iteration about to start in the ledger a
+// parallel build's workers share; false when the run's iterations are
+// used up by them all. Without a ledger every iteration may start.
+func (b *builder) takeSharedRun() bool {
+	return b.opts.Ledger == nil || b.opts.Ledger.TakeRun()
 }
 
 // onlyStory keeps story id of stories, alone: a parallel worker's loop

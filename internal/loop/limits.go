@@ -188,8 +188,14 @@ func (b *builder) waitUntil(ctx context.Context, t time.Time, reason, what strin
 func (b *builder) countUsage(out agent.Outcome) {
 	b.st.Metrics.AgentMillis += out.Duration.Milliseconds()
 	b.st.Metrics.Tokens = b.st.Metrics.Tokens.Add(out.Result.Usage)
+	cost := 0.0
 	if out.Result.CostKnown {
-		b.st.Metrics.CostUSD += out.Result.CostUSD
+		cost = out.Result.CostUSD
+		b.st.Metrics.CostUSD += cost
+	}
+	if l := b.opts.Ledger; l != nil {
+		u := out.Result.Usage
+		l.Add(runkit.Spent{Tokens: u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens, CostUSD: cost, Wall: out.Duration})
 	}
 }
 
@@ -197,6 +203,12 @@ func (b *builder) countUsage(out agent.Outcome) {
 func (b *builder) budgetExceeded() string {
 	m := b.st.Metrics
 	before := b.opts.SpentBefore
+	if l := b.opts.Ledger; l != nil {
+		// A parallel build's budget is the sum over its workers: the
+		// ledger has this run's usage with every other worker's.
+		t := l.Total()
+		return b.st.Budget.Exceeded(runkit.Spent{Tokens: before.Tokens + t.Tokens, CostUSD: before.CostUSD + t.CostUSD, Wall: before.Wall + t.Wall})
+	}
 	return b.st.Budget.Exceeded(runkit.Spent{
 		Tokens:  before.Tokens + m.Tokens.InputTokens + m.Tokens.OutputTokens + m.Tokens.CacheReadTokens + m.Tokens.CacheWriteTokens,
 		CostUSD: before.CostUSD + m.CostUSD, Wall: before.Wall + time.Duration(m.TotalMillis)*time.Millisecond})

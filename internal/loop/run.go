@@ -118,6 +118,10 @@ type Options struct {
 	// against Budget with the run's own usage, since every agent run of
 	// every machine is paid for.
 	SpentBefore runkit.Spent
+	// Ledger, when set, is shared with other runs (a parallel build's
+	// workers): the budget is judged on what they all spent, and its
+	// MaxRuns bounds their iterations together.
+	Ledger *runkit.Ledger
 	// Breaker configures the circuit breaker.
 	Breaker BreakerConfig
 	// OnFailingBaseline decides what a check that already fails on the

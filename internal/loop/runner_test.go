@@ -1142,3 +1142,37 @@ func TestRunnerWorkerOfAParallelBuild(t *testing.T) {
 		t.Error("the worker wrote the checkout's state.json")
 	}
 }
+
+// Workers of a parallel build share one ledger: what one spent counts
+// against the budget of the other, and their iterations together are
+// bounded by the run's limit.
+func TestRunnerLedgerIsSharedBetweenWorkers(t *testing.T) {
+	ledger := &runkit.Ledger{MaxRuns: 1}
+	first := newRig(t, oneStory, step{write: "a.txt", tick: "US-001", tokens: 400})
+	first.opts.Ledger = ledger
+	first.opts.Budget = runkit.Budget{MaxTokens: 1000}
+	if rep, err := first.build(); err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("first worker: %+v, %v", rep, err)
+	}
+	if got := ledger.Total().Tokens; got != 400 || ledger.Runs() != 1 {
+		t.Fatalf("ledger after the first worker: %d tokens, %d runs; want 400 and 1", got, ledger.Runs())
+	}
+	second := newRig(t, oneStory, step{write: "a.txt", tick: "US-001"})
+	second.opts.Ledger = ledger
+	rep, err := second.build()
+	if err != nil || rep.Outcome != OutcomeMaxIterations || len(second.agent.specs) != 0 {
+		t.Fatalf("second worker: %+v, %v, agents %v; want the run's one iteration used up and no agent asked", rep, err, second.agent.specs)
+	}
+	if st := second.state(); !strings.Contains(st.Reason, "used up by its workers") {
+		t.Errorf("reason = %q", st.Reason)
+	}
+	ledger.MaxRuns = 0
+	ledger.Add(runkit.Spent{Tokens: 600})
+	third := newRig(t, oneStory, step{write: "a.txt", tick: "US-001"})
+	third.opts.Ledger = ledger
+	third.opts.Budget = runkit.Budget{MaxTokens: 1000}
+	rep, err = third.build()
+	if err != nil || rep.Outcome != OutcomeBudget || len(third.agent.specs) != 0 {
+		t.Fatalf("third worker: %+v, %v, agents %v; want the shared budget spent and no agent asked", rep, err, third.agent.specs)
+	}
+}
