@@ -118,7 +118,7 @@ type engine struct {
 	// ledger is what every worker's loop spends, shared: the budget and
 	// the iteration limit are the run's, the sum over its workers.
 	ledger *runkit.Ledger
-	start   time.Time
+	start  time.Time
 }
 
 // result is what a worker hands back to the scheduler.
