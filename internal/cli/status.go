@@ -58,6 +58,7 @@ type StatusReport struct {
 	LastIteration *loop.IterationRecord `json:"last_iteration,omitempty"`
 	Beads         *BeadsStatus          `json:"beads,omitempty"`
 	Session       *SessionStatus        `json:"session,omitempty"`
+	Parallel      *ParallelStatus       `json:"parallel,omitempty"`
 	Extra         map[string]string     `json:"-"`
 }
 
@@ -177,6 +178,9 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	}
 	rep.PendingHints = countHints(ws.Path("context.md"))
 	rep.Session = activeSessionStatus(ws, env.Now())
+	if rep.Parallel, err = parallelStatus(ws, env.Now()); err != nil {
+		return err
+	}
 	out := env.IO.Out
 	if opts.JSON {
 		enc := json.NewEncoder(out)
@@ -186,8 +190,9 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	switch {
 	case rep.Running:
 		fmt.Fprintf(out, "ralph is running (%s)\n", rep.Holder)
-	case st == nil:
+	case st == nil && rep.Parallel == nil:
 		fmt.Fprintln(out, "no build has run in this workspace yet")
+	case st == nil:
 	case rep.Finished:
 		fmt.Fprintf(out, "last run %s finished: %s (%s)\n", rep.RunID, rep.Outcome, rep.Reason)
 	default:
@@ -195,6 +200,9 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	}
 	if rep.Session != nil {
 		printSessionStatus(env, rep.Session)
+	}
+	if rep.Parallel != nil {
+		printParallelStatus(out, rep.Parallel)
 	}
 	if srcErr != nil {
 		fmt.Fprintf(out, "task file: %v\n", srcErr)

@@ -16,6 +16,7 @@ import (
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/worktree"
 )
 
@@ -152,8 +153,8 @@ func (e *engine) sendBack(ctx context.Context, t *TaskRecord, reason string, con
 			_ = e.repo.RemoveWorktree(ctx, t.Worktree, true)
 		}
 		e.sayTask(t, report.KindBlocker, map[string]any{"reason": reason, "conflicts": conflicts, "branch": t.Branch},
-			"[queue %s] ✗ needs review after %d attempts: %s; its work is on branch %s (see it: git diff %s...%s)",
-			t.ID, t.Attempt, reason, t.Branch, e.reg.Target, t.Branch)
+			"[queue %s] ✗ needs review after %s: %s; its work is on branch %s (see it: git diff %s...%s)",
+			t.ID, words.Count(t.Attempt, "attempt", "attempts"), reason, t.Branch, e.reg.Target, t.Branch)
 		return e.save()
 	}
 	t.State = SentBack

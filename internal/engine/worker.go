@@ -60,7 +60,7 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	opts.MaxIterations = max(e.o.MaxRetries, 1) + 1
 	opts.Ledger = e.ledger
 	if t.Reason != "" && !resume {
-		opts.Feedback = "An earlier attempt at this task was verified on its own branch but could not land on " + e.reg.Target +
+		opts.Feedback = "An earlier attempt at " + t.ID + " was verified on its own branch but could not land on " + e.reg.Target +
 			": " + t.Reason + "\nYour branch starts from the current tip of " + e.reg.Target + ", which has the other tasks' work: redo the task on top of it."
 	}
 	t.State, t.Since = Working, e.o.Now().UTC()

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/engine"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/text"
+	"github.com/ralphloop/ralph/internal/words"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+// ParallelStatus is the last parallel build (`ralph build --workers N`) in
+// `ralph status`: its workers and its merge queue.
+type ParallelStatus struct {
+	RunID    string `json:"run_id"`
+	Target   string `json:"target"`
+	Workers  int    `json:"workers"`
+	Finished bool   `json:"finished"`
+	Outcome  string `json:"outcome,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// Working lists the tasks in the workers' hands.
+	Working []WorkerStatus `json:"working"`
+	// Queue is the merge queue: tasks verified on their branch that
+	// wait or are landing.
+	Queue       []QueuedTask `json:"queue"`
+	NeedsReview []QueuedTask `json:"needs_review"`
+	Blocked     []QueuedTask `json:"blocked"`
+	Landed      int          `json:"landed"`
+	Worktrees   string       `json:"worktrees"`
+}
+
+// WorkerStatus is one worker at work.
+type WorkerStatus struct {
+	Worker        string `json:"worker"`
+	Task          string `json:"task"`
+	State         string `json:"state"`
+	Attempt       int    `json:"attempt"`
+	ElapsedMillis int64  `json:"elapsed_ms"`
+	Agent         string `json:"agent,omitempty"`
+	Worktree      string `json:"worktree"`
+	Branch        string `json:"branch"`
+}
+
+// QueuedTask is a task the merge queue holds, landed or could not land.
+type QueuedTask struct {
+	Task      string   `json:"task"`
+	State     string   `json:"state"`
+	Attempt   int      `json:"attempt"`
+	Branch    string   `json:"branch"`
+	Reason    string   `json:"reason,omitempty"`
+	Conflicts []string `json:"conflicts,omitempty"`
+	// Look is the command that shows the task's work against the target.
+	Look string `json:"look,omitempty"`
+}
+
+// parallelStatus reads the registry of the workspace's last parallel
+// build; nil when it never had one.
+func parallelStatus(ws *workspace.Workspace, now time.Time) (*ParallelStatus, error) {
+	reg, ok, err := engine.LoadRegistry(ws.Dir())
+	if err != nil || !ok {
+		return nil, err
+	}
+	ps := &ParallelStatus{RunID: reg.RunID, Target: reg.Target, Workers: reg.Workers, Finished: reg.Finished, Outcome: reg.Outcome, Reason: reg.Reason,
+		Working: []WorkerStatus{}, Queue: []QueuedTask{}, NeedsReview: []QueuedTask{}, Blocked: []QueuedTask{}, Worktrees: reg.WorktreeRoot}
+	for _, t := range reg.Sorted() {
+		q := QueuedTask{Task: t.ID, State: string(t.State), Attempt: t.Attempt, Branch: t.Branch, Reason: t.Reason, Conflicts: t.Conflicts}
+		switch t.State {
+		case engine.Landed:
+			ps.Landed++
+		case engine.Working, engine.SentBack:
+			w := WorkerStatus{Worker: t.Worker, Task: t.ID, State: string(t.State), Attempt: t.Attempt, Worktree: t.Worktree, Branch: t.Branch,
+				ElapsedMillis: now.Sub(t.Since).Milliseconds()}
+			if t.Home != "" {
+				if st, err := (&loop.Home{Dir: t.Home}).Load(); err == nil && st != nil {
+					w.State = string(st.Machine.State)
+					if li := lastIteration(filepath.Join(t.Home, "runs"), st.RunID); li != nil {
+						w.Agent = li.Agent
+					}
+				}
+			}
+			ps.Working = append(ps.Working, w)
+		case engine.Queued, engine.Landing:
+			ps.Queue = append(ps.Queue, q)
+		case engine.NeedsReview:
+			q.Look = fmt.Sprintf("git diff %s...%s", reg.Target, t.Branch)
+			ps.NeedsReview = append(ps.NeedsReview, q)
+		case engine.Blocked:
+			q.Look = fmt.Sprintf("git log %s..%s", reg.Target, t.Branch)
+			ps.Blocked = append(ps.Blocked, q)
+		}
+	}
+	return ps, nil
+}
+
+// printParallelStatus shows the parallel build a person reads.
+func printParallelStatus(out io.Writer, ps *ParallelStatus) {
+	state := "running or stopped: `ralph build --workers N` resumes it"
+	if ps.Finished {
+		state = "finished: " + ps.Outcome + " (" + ps.Reason + ")"
+	}
+	fmt.Fprintf(out, "parallel build %s on %s, %s: %s\n", ps.RunID, ps.Target, words.Count(ps.Workers, "worker", "workers"), state)
+	fmt.Fprintf(out, "  landed: %s · queue: %d · needs review: %d · blocked: %d\n", words.Count(ps.Landed, "task", "tasks"), len(ps.Queue), len(ps.NeedsReview), len(ps.Blocked))
+	for _, w := range ps.Working {
+		agent := ""
+		if w.Agent != "" {
+			agent = " · agent " + w.Agent
+		}
+		fmt.Fprintf(out, "  %s %s: %s · attempt %d · %s%s · %s\n", text.OrNone(w.Worker, "-"), w.Task, w.State, w.Attempt,
+			(time.Duration(w.ElapsedMillis) * time.Millisecond).Round(time.Second), agent, w.Worktree)
+	}
+	for _, q := range ps.Queue {
+		fmt.Fprintf(out, "  queue %s: %s (attempt %d)\n", q.Task, q.State, q.Attempt)
+	}
+	for _, q := range ps.NeedsReview {
+		fmt.Fprintf(out, "  needs review %s: %s", q.Task, q.Reason)
+		if len(q.Conflicts) > 0 {
+			fmt.Fprintf(out, " (conflicting files: %s)", strings.Join(q.Conflicts, ", "))
+		}
+		fmt.Fprintf(out, "\n    its work is on branch %s: see it with `%s`\n", q.Branch, q.Look)
+	}
+	for _, q := range ps.Blocked {
+		fmt.Fprintf(out, "  blocked %s: %s\n    its work is on branch %s: `%s`\n", q.Task, q.Reason, q.Branch, q.Look)
+	}
+}
