@@ -1,0 +1,226 @@
+package crash
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/fakeagent"
+)
+
+// parallelPRD has four stories; US-004 depends on US-002.
+const parallelPRD = `# PRD: parallel crash test
+
+### [ ] US-001: Write one
+- [ ] one.txt exists
+
+### [ ] US-002: Write two
+- [ ] two.txt exists
+
+### [ ] US-003: Write three
+- [ ] three.txt exists
+
+### [ ] US-004: Write four
+- [ ] four.txt exists
+Depends: US-002
+`
+
+// parallelCheck passes on a tree where every story the PRD marks done has
+// its file: the target branch must never be at a commit where it fails.
+const parallelCheck = `#!/bin/sh
+for n in one:US-001 two:US-002 three:US-003 four:US-004; do
+  f=${n%%:*}; id=${n#*:}
+  if grep -q "^### \[x\] $id" .agents/tasks/prd.md && [ ! -f $f.txt ]; then echo "$id done without $f.txt"; exit 1; fi
+done
+exit 0
+`
+
+func parallelScenario() fakeagent.Scenario {
+	story := func(id, file string) fakeagent.Invocation {
+		return fakeagent.Invocation{Match: "Story: " + id + ":", Steps: []fakeagent.Step{
+			{Sleep: "150ms"}, {Say: "writing"}, {Write: file, Content: id + "\n"},
+			{Sleep: "100ms"}, {Say: "checking"}, {CheckStory: id}, {Final: id + " done"}}}
+	}
+	return fakeagent.Scenario{Invocations: []fakeagent.Invocation{
+		story("US-001", "one.txt"), story("US-002", "two.txt"), story("US-003", "three.txt"), story("US-004", "four.txt"),
+	}}
+}
+
+func (h *crashHarness) newParallelCase(t *testing.T) *crashCase {
+	t.Helper()
+	dir := t.TempDir()
+	if d, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = d
+	}
+	c := &crashCase{h: h, repo: filepath.Join(dir, "repo"), scenario: filepath.Join(dir, "scenario.json")}
+	config := fmt.Sprintf("[agent]\ndefault = \"fake\"\n[build]\nrequire_plan = false\nmin_free_disk = 1\n[memory]\nstore = \"file\"\n[agents.fake]\ncommand = [%q]\n"+
+		"[[checks]]\nname = \"tests\"\nrun = \"sh check.sh\"\n", h.fakeagent)
+	c.initRepo(t, map[string]string{".agents/tasks/prd.md": parallelPRD, ".ralph/config.toml": config, "check.sh": parallelCheck}, "Crash Test", "crash@example.invalid")
+	if err := fakeagent.WriteScenario(c.scenario, parallelScenario()); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// buildParallel runs `ralph build --workers 2`, with RALPH_TEST_CRASH_AT
+// set to point when given, or killed after killAfter when that is set.
+func (c *crashCase) buildParallel(t *testing.T, point string, killAfter time.Duration) buildResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.h.ralph, "build", "--workers", "2")
+	cmd.Dir = c.repo
+	cmd.Env = c.h.env(c.scenario, 0)
+	if point != "" {
+		cmd.Env = append(cmd.Env, "RALPH_TEST_CRASH_AT="+point)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start ralph: %v", err)
+	}
+	if killAfter > 0 {
+		timer := time.AfterFunc(killAfter, func() { cmd.Process.Signal(syscall.SIGKILL) })
+		defer timer.Stop()
+	}
+	err := cmd.Wait()
+	res := buildResult{out: out.String(), dur: time.Since(start)}
+	if ctx.Err() != nil {
+		t.Fatalf("ralph build --workers 2 did not end within 90s\n%s", res.out)
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		res.code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			res.killed = true
+		}
+	default:
+		t.Fatalf("ralph build: %v\n%s", err, res.out)
+	}
+	return res
+}
+
+// reapParallel waits for what the killed ralph left running in the
+// repository or its worktrees to end (the resumed run stops what is left
+// anyway; this only keeps the test's processes from piling up).
+func (c *crashCase) reapParallel(t *testing.T) {
+	t.Helper()
+	wt := filepath.Join(filepath.Dir(c.repo), ".ralph-worktrees")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids := append(processesIn(c.repo), processesIn(wt)...)
+		if len(pids) == 0 || time.Now().After(deadline) {
+			for _, p := range pids {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// assertParallelEnd checks what a parallel run must leave, however often
+// it was killed: every story landed exactly once as one commit, the
+// checks pass at every commit the target was ever at, the checkout is
+// clean on main, and no worktree or ralph branch is left.
+func (c *crashCase) assertParallelEnd(t *testing.T, out string) {
+	t.Helper()
+	subjects := strings.Fields(strings.TrimSpace(c.git(t, "log", "--format=%s", "--grep=^US-", "main")))
+	var ids []string
+	for _, s := range subjects {
+		if strings.HasPrefix(s, "US-") {
+			ids = append(ids, strings.TrimSuffix(s, ":"))
+		}
+	}
+	sort.Strings(ids)
+	if strings.Join(ids, " ") != "US-001 US-002 US-003 US-004" {
+		t.Errorf("stories landed on main: %v; want each of the four once\n%s", ids, clipOut(out))
+	}
+	// Every commit main reached, in its reflog too, passes the check.
+	for _, commit := range strings.Fields(c.git(t, "rev-list", "--reflog", "main")) {
+		prd := c.git(t, "show", commit+":.agents/tasks/prd.md")
+		files := c.git(t, "ls-tree", "--name-only", commit)
+		for _, n := range [][2]string{{"US-001", "one.txt"}, {"US-002", "two.txt"}, {"US-003", "three.txt"}, {"US-004", "four.txt"}} {
+			if strings.Contains(prd, "### [x] "+n[0]) && !strings.Contains(files, n[1]) {
+				t.Errorf("main was at %s, where %s is done without %s: a commit whose check fails", commit[:12], n[0], n[1])
+			}
+		}
+	}
+	if st := strings.TrimSpace(c.git(t, "status", "--porcelain")); st != "" {
+		t.Errorf("the checkout is not clean:\n%s", st)
+	}
+	if b := strings.TrimSpace(c.git(t, "branch", "--show-current")); b != "main" {
+		t.Errorf("the checkout is on %q, want main", b)
+	}
+	if b := strings.TrimSpace(c.git(t, "branch", "--list", "ralph/*")); b != "" {
+		t.Errorf("ralph branches left: %s", b)
+	}
+	if n := strings.Count(c.git(t, "worktree", "list", "--porcelain"), "worktree "); n != 1 {
+		t.Errorf("%d worktrees; want only the checkout", n)
+	}
+	if _, err := os.Stat(filepath.Join(c.repo, "four.txt")); err != nil {
+		t.Errorf("the checkout lacks the last story's work: %v", err)
+	}
+}
+
+// A parallel build killed at each step of landing a task, then run again,
+// lands every task exactly once and never moves main to a commit whose
+// checks fail.
+func TestParallelCrashWhileLanding(t *testing.T) {
+	h := newCrashHarness(t)
+	for _, point := range []string{"land-applied", "land-committed", "land-checked", "land-moved", "land-moved@3"} {
+		t.Run(point, func(t *testing.T) {
+			c := h.newParallelCase(t)
+			res := c.buildParallel(t, point, 0)
+			if !res.killed {
+				t.Fatalf("RALPH_TEST_CRASH_AT=%s: %s, want a SIGKILL\n%s", point, res, clipOut(res.out))
+			}
+			c.reapParallel(t)
+			res = c.buildParallel(t, "", 0)
+			if res.code != 0 || res.killed {
+				t.Fatalf("the run after the kill: %s\n%s", res, clipOut(res.out))
+			}
+			c.assertParallelEnd(t, res.out)
+		})
+	}
+}
+
+// Killed at arbitrary moments (agents running in several worktrees, the
+// queue integrating), again and again, the run still ends with every
+// task landed once.
+func TestParallelCrashAtRandomTimes(t *testing.T) {
+	h := newCrashHarness(t)
+	for _, after := range []time.Duration{250 * time.Millisecond, 600 * time.Millisecond, 900 * time.Millisecond} {
+		t.Run(after.String(), func(t *testing.T) {
+			c := h.newParallelCase(t)
+			for range 3 {
+				res := c.buildParallel(t, "", after)
+				c.reapParallel(t)
+				if !res.killed {
+					if res.code != 0 {
+						t.Fatalf("run: %s\n%s", res, clipOut(res.out))
+					}
+					break
+				}
+			}
+			res := c.buildParallel(t, "", 0)
+			if res.code != 0 || res.killed {
+				t.Fatalf("the last run: %s\n%s", res, clipOut(res.out))
+			}
+			c.assertParallelEnd(t, res.out)
+		})
+	}
+}
