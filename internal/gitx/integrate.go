@@ -198,3 +198,13 @@ func (r *Repo) CommitMessage(ctx context.Context, rev string) (hash, message str
 	hash, message, _ = strings.Cut(string(out), "\n")
 	return hash, message, nil
 }
+
+// RalphBranches lists the branches under ralph/ (the task branches of
+// parallel runs, ralph/<run>/<task>), sorted.
+func (r *Repo) RalphBranches(ctx context.Context) ([]string, error) {
+	out, err := r.git(ctx, "for-each-ref", "--format=%(refname:short)", "--sort=refname", "refs/heads/ralph/")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(out)), nil
+}

@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/ralphloop/ralph/internal/engine"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/spf13/cobra"
+)
+
+// CleanOptions holds the flags of `ralph clean`.
+type CleanOptions struct {
+	Env  *Env
+	Yes  bool
+	JSON bool
+}
+
+func newCleanCmd(env *Env) *cobra.Command {
+	opts := &CleanOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "clean",
+		Short: "Remove the worktrees and landed branches parallel builds left, after showing them",
+		Long: `Show what finished or abandoned parallel builds (ralph build --workers N)
+left in this repository, then remove it once you say yes: every ralph
+worktree (uncommitted changes in one are first kept on a ref under
+refs/ralph/abandoned/), and each ralph/<run>/<task> branch whose task landed
+or whose commits are all on your branch. A branch with work that never
+landed is kept and named with the commands to look at it and delete it.
+--yes removes without asking; --json prints the plan (and removes nothing
+without --yes).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runClean(cmd, opts) },
+	}
+	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "remove without asking")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the plan as JSON")
+	return cmd
+}
+
+func runClean(cmd *cobra.Command, opts *CleanOptions) error {
+	env := opts.Env
+	ws, cfg, err := openWorkspace(cmd.Context(), env)
+	if err != nil {
+		return err
+	}
+	if h, held := store.Held(ws.LockPath()); held {
+		return fmt.Errorf("ralph is running in this workspace (%s): clean up after it ends", h)
+	}
+	snap, err := ws.Repo.Snapshot(cmd.Context())
+	if err != nil {
+		return err
+	}
+	target := snap.Branch
+	if reg, ok, _ := engine.LoadRegistry(ws.Dir()); ok && reg.Target != "" {
+		target = reg.Target
+	}
+	if target == "" {
+		return usageErrorf("HEAD is detached: check out the branch the parallel builds landed on, then run ralph clean again")
+	}
+	plan, err := engine.PlanClean(cmd.Context(), ws, cfg.Build.WorktreeRoot, target)
+	if err != nil {
+		return err
+	}
+	out := env.IO.Out
+	if opts.JSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(plan); err != nil {
+			return err
+		}
+	} else {
+		if len(plan.Remove) == 0 {
+			fmt.Fprintln(out, "nothing to clean: no ralph worktree, no landed ralph branch")
+		}
+		for _, it := range plan.Remove {
+			fmt.Fprintf(out, "remove %s %s (%s)\n", it.Kind, it.Name, it.Why)
+		}
+		for _, it := range plan.Keep {
+			fmt.Fprintf(out, "keep %s %s: %s\n", it.Kind, it.Name, it.Why)
+		}
+	}
+	if len(plan.Remove) == 0 {
+		return nil
+	}
+	if !opts.Yes {
+		if opts.JSON || !env.IO.InTerminal {
+			if !opts.JSON {
+				fmt.Fprintln(out, "nothing was removed: run `ralph clean --yes` to remove the above")
+			}
+			return nil
+		}
+		fmt.Fprintf(out, "Remove these %d? [y/N] ", len(plan.Remove))
+		line, _ := bufio.NewReader(env.IO.In).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+			fmt.Fprintln(out, "nothing was removed")
+			return nil
+		}
+	}
+	if err := plan.Apply(cmd.Context(), ws); err != nil {
+		return err
+	}
+	if !opts.JSON {
+		fmt.Fprintf(out, "removed %d\n", len(plan.Remove))
+	}
+	return nil
+}
