@@ -369,3 +369,55 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("a refused run left a registry: %v", err)
 	}
 }
+
+// The target moves outside ralph while a task is being integrated (a
+// person commits on main during the checks): ralph integrates again on
+// the new tip, says so, and keeps the person's commit.
+func TestTargetMovedDuringLandingIsIntegratedAgain(t *testing.T) {
+	r := newRig(t, stories(1, nil))
+	once := filepath.Join(t.TempDir(), "moved")
+	r.opts.Checks = []check.Check{{Name: "someone commits", Run: fmt.Sprintf(
+		"test -f %s || { touch %s && git -C %s commit -q --allow-empty -m 'someone else'; }", once, once, r.ws.Root)}}
+	rep, err := r.run()
+	if err != nil || rep.Landed != 1 {
+		t.Fatalf("Run = %+v, %v; want the story landed", rep, err)
+	}
+	if subj := r.subjects(); !slices.Equal(subj, []string{"someone else", "US-001: story 1"}) {
+		t.Errorf("main: %v; want the person's commit kept and the story on top", subj)
+	}
+	said := false
+	for _, ev := range r.events {
+		said = said || strings.Contains(ev.Text, "moved outside ralph while US-001 was integrated: integrating again on the new tip")
+	}
+	if !said {
+		t.Error("ralph did not say that it integrated again on the moved target")
+	}
+	if st := r.git("status", "--porcelain"); st != "" {
+		t.Errorf("checkout not clean:\n%s", st)
+	}
+}
+
+// A task whose branch was deleted by hand before it landed is sent back
+// and redone, not lost or landed empty.
+func TestDeletedBranchIsRedone(t *testing.T) {
+	r := newRig(t, stories(1, nil))
+	inner := r.opts.Build
+	deleted := false
+	r.opts.Build = func(ctx context.Context, ws *workspace.Workspace, opts loop.Options) (loop.Report, error) {
+		rep, err := inner(ctx, ws, opts)
+		if !deleted {
+			deleted = true
+			gitT(t, ws.Root, "checkout", "-q", "--detach")
+			gitT(t, r.ws.Root, "branch", "-D", strings.TrimSpace(gitT(t, ws.Root, "for-each-ref", "--format=%(refname:short)", "refs/heads/ralph/")))
+		}
+		return rep, err
+	}
+	rep, err := r.run()
+	if err != nil || rep.Landed != 1 || r.attempts["US-001"] != 2 {
+		reg, _, _ := LoadRegistry(r.ws.Dir())
+		t.Fatalf("Run = %+v, %v, attempts %v (%+v); want US-001 redone and landed", rep, err, r.attempts, reg.Tasks["US-001"])
+	}
+	if !strings.Contains(r.feedback["US-001"], "is gone") {
+		t.Errorf("feedback = %q", r.feedback["US-001"])
+	}
+}

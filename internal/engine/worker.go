@@ -96,10 +96,40 @@ func (e *engine) freshBranch(ctx context.Context, t *TaskRecord, tip string) err
 		}
 		return w.ResetTo(ctx, tip)
 	}
+	// The branch is gone (deleted by hand) but its worktree may still be
+	// there, holding the earlier attempt's commits and changes: they are
+	// kept on the attempt's ref before the worktree is made afresh.
+	if _, err := os.Stat(filepath.Join(t.Worktree, ".git")); err == nil {
+		if err := e.setAsideWorktree(ctx, t); err != nil {
+			return err
+		}
+	}
 	if err := e.repo.AddWorktree(ctx, t.Worktree, t.Branch, tip); err != nil {
 		return err
 	}
 	return e.mark(t)
+}
+
+// setAsideWorktree keeps what t's worktree holds (its HEAD and any
+// uncommitted changes) on the ref of its earlier attempt, then removes it.
+func (e *engine) setAsideWorktree(ctx context.Context, t *TaskRecord) error {
+	w, err := gitx.Open(ctx, t.Worktree)
+	if err != nil {
+		return err
+	}
+	ref := fmt.Sprintf("refs/ralph/attempts/%s/%s/%d", e.reg.RunID, t.ID, t.Attempt-1)
+	kept, err := w.SetAside(ctx, ref, "ralph: the earlier attempt's uncommitted work on "+t.ID)
+	if err != nil {
+		return fmt.Errorf("keeping the work in %s: %w", t.Worktree, err)
+	}
+	if kept == "" {
+		if head, err := w.Head(ctx); err == nil && head != "" && head != t.Base {
+			if err := e.repo.UpdateRef(ctx, ref, head); err != nil {
+				return err
+			}
+		}
+	}
+	return e.repo.RemoveWorktree(ctx, t.Worktree, true)
 }
 
 // mark makes t's worktree ralph's, so that ralph refuses to run from it.
