@@ -23,7 +23,9 @@
 // A script is a list of [Turn]s ([Text] and [Tool] build the common ones). Each completion request consumes the next
 // turn; when the script runs out the last turn repeats. A turn is a final
 // text, one shell tool call (which the CLI's own shell tool then runs), an
-// HTTP error status, or an echo of the prompt. The tool call uses the shell
+// HTTP error status, or an echo of the prompt; any of them may come after a
+// Delay, as from a model that takes its time (requests wait side by side).
+// The tool call uses the shell
 // tool each CLI offers: "Bash" {"command"} for Claude Code, "exec_command"
 // {"cmd"} for Codex, "bash" {"command","description"} for opencode and
 // "run_shell_command" {"command"} for Gemini CLI.

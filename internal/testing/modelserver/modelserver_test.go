@@ -3,6 +3,7 @@ package modelserver
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // event is one server-sent event.
@@ -864,4 +866,77 @@ func TestEnvHelpers(t *testing.T) {
 	wantEq(t, "auth", get(t, gs, "security", "auth", "selectedType"), "gemini-api-key")
 	wantEq(t, "telemetry", get(t, gs, "telemetry", "enabled"), false)
 	wantEq(t, "usage statistics", get(t, gs, "privacy", "usageStatisticsEnabled"), false)
+}
+
+// TestTurnDelay: a turn with a Delay is answered no sooner than that, the
+// requests of agents working in parallel wait side by side (four requests
+// of 1 s each take about 1 s, not 4), and a client that hangs up ends the
+// wait.
+func TestTurnDelay(t *testing.T) {
+	const delay = time.Second
+	s := Start(t, []Turn{{Text: "thought about it", Delay: delay}})
+	const n = 4
+	took := make([]time.Duration, n)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, _ := json.Marshal(anthropicRequest(false, userMsg(fmt.Sprint("prompt ", i))))
+			resp, err := http.Post(s.URL+"/v1/messages", "application/json", bytes.NewReader(b))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			took[i] = time.Since(start)
+			if !strings.Contains(string(body), "thought about it") {
+				t.Errorf("request %d: answer %s", i, body)
+			}
+		}()
+	}
+	wg.Wait()
+	all := time.Since(start)
+	for i, d := range took {
+		if d < delay {
+			t.Errorf("request %d was answered after %v, before the turn's delay of %v", i, d, delay)
+		}
+	}
+	// Waiting one after another would take n*delay; allow a loaded machine
+	// plenty of slack below that.
+	if all >= 2*delay {
+		t.Errorf("%d concurrent requests with a delay of %v took %v: they waited one after another", n, delay, all)
+	}
+
+	// A client that gives up ends the wait: the server records the
+	// request's status once its handler returns, long before 30 s.
+	slow := Start(t, []Turn{{Text: "late", Delay: 30 * time.Second}})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	b, _ := json.Marshal(anthropicRequest(false, userMsg("hurry")))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, slow.URL+"/v1/messages", bytes.NewReader(b))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("the request returned before its 30 s delay")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := slow.Requests()
+		if len(r) == 1 && r[0].Status != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server still waits out the 30 s delay of a request whose client hung up (%d requests recorded, none answered)", len(r))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	if err := (Turn{Text: "a", Delay: -time.Second}).validate(); err == nil {
+		t.Error("a turn with a negative delay is valid, want an error")
+	}
+	if err := (Turn{Tool: &ToolCall{Command: "ls"}, Delay: delay}).validate(); err != nil {
+		t.Errorf("a tool turn with a delay: %v", err)
+	}
 }

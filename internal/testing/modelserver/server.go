@@ -2,6 +2,7 @@ package modelserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,6 +32,12 @@ type Turn struct {
 	// EchoPrompt answers with the text of the last user message, like a
 	// model that repeats the prompt.
 	EchoPrompt bool
+	// Delay is how long the server waits before it answers this turn, as
+	// a real model takes its time; it goes with any of the above. Requests
+	// wait side by side, not one after another, so that a benchmark of
+	// agents working in parallel sees the model's latency once per request.
+	// A client that hangs up ends the wait.
+	Delay time.Duration
 }
 
 // ToolCall is a call of the CLI's shell tool.
@@ -76,7 +83,8 @@ type Request struct {
 	Status int
 	Body   []byte
 
-	seq int // 1 + the index in Server.requests; 0 before it is recorded
+	seq int             // 1 + the index in Server.requests; 0 before it is recorded
+	ctx context.Context // the HTTP request's context, which ends a turn's Delay
 }
 
 // AuxiliaryText is the text answered to auxiliary text requests.
@@ -155,6 +163,9 @@ func (tu Turn) validate() error {
 	if n != 1 {
 		return fmt.Errorf("set exactly one of Text, Tool, Status, EchoPrompt (%d set)", n)
 	}
+	if tu.Delay < 0 {
+		return fmt.Errorf("negative Delay %v", tu.Delay)
+	}
 	if tu.Status == 0 && (len(tu.Headers) > 0 || tu.Body != "") {
 		return fmt.Errorf("Headers and Body go with Status only")
 	}
@@ -177,8 +188,28 @@ func (s *Server) Consumed() int {
 	return s.next
 }
 
-// record appends req and, when consume is set, gives it the next turn.
+// record appends req and, when consume is set, gives it the next turn,
+// returning after the turn's Delay.
 func (s *Server) record(req *Request, consume bool) Turn {
+	tu := s.take(req, consume)
+	if tu.Delay > 0 {
+		ctx := req.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		// Outside the lock: concurrent requests wait side by side.
+		t := time.NewTimer(tu.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	return tu
+}
+
+// take appends req and, when consume is set, gives it the next turn.
+func (s *Server) take(req *Request, consume bool) Turn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	req.Turn = -1
@@ -189,7 +220,9 @@ func (s *Server) record(req *Request, consume bool) Turn {
 		req.Turn = i
 		tu = s.turns[i]
 	}
-	s.requests = append(s.requests, *req)
+	kept := *req
+	kept.ctx = nil
+	s.requests = append(s.requests, kept)
 	req.seq = len(s.requests)
 	return tu
 }
@@ -222,7 +255,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	req := &Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: body}
+	req := &Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: body, ctx: r.Context()}
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	defer func() { s.setStatus(req, sw.status) }()
 
