@@ -33,6 +33,13 @@ type Home struct {
 // HomeOf is the home of the work tree ws: its .ralph folder.
 func HomeOf(ws *workspace.Workspace) *Home { return &Home{Dir: ws.Dir(), ws: ws} }
 
+// HomeAt is the home in dir (from ws's root when relative), apart from
+// ws's own .ralph: the state of runs given Options.Home dir, which a
+// caller reads and changes through it (a thread in its own worktree keeps
+// its loop's state with the thread's records). ws names the files in
+// messages.
+func HomeAt(ws *workspace.Workspace, dir string) *Home { return &Home{Dir: ws.Abs(dir), ws: ws} }
+
 // homeFor is the home a run over ws uses: opts.Home when one was given,
 // else the work tree's own; its cooldowns are opts.SharedHome's when set.
 func homeFor(ws *workspace.Workspace, opts Options) *Home {
