@@ -22,9 +22,6 @@ func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers i
 	if err != nil {
 		return err
 	}
-	if _, ok := s.opts.Source.(*tasks.BeadsSource); ok {
-		return usageErrorf("--workers %d reads a task file (PRD markdown, prd.json or progress.txt); beads tasks are built one at a time for now: drop --workers", workers)
-	}
 	if s.opts.NoCommit {
 		return usageErrorf("--workers lands every task as a commit on your branch; --no-commit cannot go with it")
 	}

@@ -118,6 +118,8 @@ type engine struct {
 	// ledger is what every worker's loop spends, shared: the budget and
 	// the iteration limit are the run's, the sum over its workers.
 	ledger *runkit.Ledger
+	// taken are tasks another ralph claimed in a shared store.
+	taken map[string]bool
 	start  time.Time
 }
 
@@ -147,7 +149,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.MinFreeDisk <= 0 {
 		o.MinFreeDisk = DefaultMinFreeDisk
 	}
-	e := &engine{o: o, repo: o.WS.Repo, home: o.WS.Dir(), start: o.Now(), ledger: &runkit.Ledger{MaxRuns: o.MaxIterations}}
+	e := &engine{o: o, repo: o.WS.Repo, home: o.WS.Dir(), start: o.Now(), ledger: &runkit.Ledger{MaxRuns: o.MaxIterations}, taken: map[string]bool{}}
 	rel, err := filepath.Rel(o.WS.Root, o.Source.Path())
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return Report{}, errs.Usagef("the task file %s is outside the repository: a parallel build opens it in every worktree, so it must be committed in the repository", o.Source.Path())
@@ -163,6 +165,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	if err := e.open(ctx); err != nil {
 		return Report{}, err
+	}
+	if bs, ok := o.Source.(*tasks.BeadsSource); ok {
+		// Claims are per run: bd refuses a task another actor claimed,
+		// so two ralphs on one database never work the same task.
+		bs.Client().Actor = "ralph-" + e.reg.RunID
 	}
 	rep, err := e.schedule(ctx)
 	rep.RunID, rep.Elapsed = e.reg.RunID, o.Now().Sub(e.start)
@@ -302,7 +309,11 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 				stopping = true
 			} else {
 				for free := freeSlot(slots); free >= 0; free = freeSlot(slots) {
-					t := e.next(board, active, &pending)
+					t, err := e.next(ctx, board, active, &pending)
+					if err != nil {
+						runErr, stopping = err, true
+						break
+					}
 					if t == nil {
 						break
 					}
@@ -376,12 +387,12 @@ func freeSlot(slots []string) int {
 // next returns the task a free worker takes: one a crash left in flight
 // first, then the first ready story of the board that no worker has and
 // that has not landed, been blocked or been set aside for review.
-func (e *engine) next(board *tasks.Board, active map[string]bool, pending *[]*TaskRecord) *TaskRecord {
+func (e *engine) next(ctx context.Context, board *tasks.Board, active map[string]bool, pending *[]*TaskRecord) (*TaskRecord, error) {
 	for len(*pending) > 0 {
 		t := (*pending)[0]
 		*pending = (*pending)[1:]
 		if !active[t.ID] {
-			return t
+			return t, nil
 		}
 	}
 	skip := map[string]bool{}
@@ -393,15 +404,27 @@ func (e *engine) next(board *tasks.Board, active map[string]bool, pending *[]*Ta
 			skip[id] = true
 		}
 	}
+	for id := range e.taken {
+		skip[id] = true
+	}
 	for _, s := range tasks.ReadyStories(*board, skip) {
 		t := e.reg.Tasks[s.ID]
 		if t == nil {
+			taken, err := e.claim(ctx, s.ID)
+			if err != nil {
+				return nil, fmt.Errorf("claiming %s: %w", s.ID, err)
+			}
+			if taken {
+				e.taken[s.ID] = true
+				e.say(report.KindNote, map[string]any{"task": s.ID}, "ralph: %s is claimed by another ralph: leaving it to it", s.ID)
+				continue
+			}
 			t = &TaskRecord{ID: s.ID, Title: s.Title, Branch: branchName(e.reg.RunID, s.ID)}
 			e.reg.Tasks[s.ID] = t
 		}
-		return t
+		return t, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // branchName is the task's branch: ralph/<run>/<task>.

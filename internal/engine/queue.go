@@ -124,6 +124,14 @@ func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string) error {
 	if err := e.save(); err != nil {
 		return err
 	}
+	if sharedStore(e.o.Source) {
+		// A shared store is marked once the commit is on the target (a
+		// crash before this is repaired by reconcile, which lands the
+		// task again through here).
+		if err := e.o.Source.MarkDone(t.ID, "", e.o.Now()); err != nil {
+			e.sayTask(t, report.KindWarning, map[string]any{"error": err.Error()}, "[queue %s] landed, but marking it done in the task store failed: %v; mark it done there by hand", t.ID, err)
+		}
+	}
 	e.sayTask(t, report.KindCommit, map[string]any{"commit": hash, "branch": e.reg.Target},
 		"[queue %s] ✓ landed on %s · commit %s", t.ID, e.reg.Target, text.ShortHash(hash))
 	e.removeTaskWork(ctx, t)
@@ -167,9 +175,11 @@ func (e *engine) sendBack(ctx context.Context, t *TaskRecord, reason string, con
 // and adds its line to progress.md: ralph's record of the landed task,
 // part of the task's one commit.
 func (e *engine) writeBookkeeping(dir string, t *TaskRecord) error {
-	src := tasks.Open(e.o.Source.Kind(), filepath.Join(dir, filepath.FromSlash(e.prdRel)))
-	if err := src.MarkDone(t.ID, "", e.o.Now()); err != nil {
-		return fmt.Errorf("marking %s done in %s: %w", t.ID, e.prdRel, err)
+	if !sharedStore(e.o.Source) {
+		src := tasks.Open(e.o.Source.Kind(), filepath.Join(dir, filepath.FromSlash(e.prdRel)))
+		if err := src.MarkDone(t.ID, "", e.o.Now()); err != nil {
+			return fmt.Errorf("marking %s done in %s: %w", t.ID, e.prdRel, err)
+		}
 	}
 	progress := filepath.Join(dir, workspace_dir, "progress.md")
 	if _, err := os.Stat(progress); err == nil {

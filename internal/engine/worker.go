@@ -45,10 +45,21 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	if err != nil {
 		return nil, loop.Options{}, err
 	}
-	src := tasks.Open(e.o.Source.Kind(), filepath.Join(t.Worktree, filepath.FromSlash(e.prdRel)))
+	var src tasks.Source
+	if bs, ok := e.o.Source.(*tasks.BeadsSource); ok {
+		// A source of its own over the same database and client: a
+		// source keeps per-use state that goroutines must not share.
+		src = &deferredDone{Source: tasks.OpenBeads(e.o.WS.Root, bs.Molecule(), bs.Client())}
+	} else if sharedStore(e.o.Source) {
+		src = &deferredDone{Source: e.o.Source}
+	} else {
+		src = tasks.Open(e.o.Source.Kind(), filepath.Join(t.Worktree, filepath.FromSlash(e.prdRel)))
+	}
 	opts := e.o.LoopOptions(ws, src)
 	opts.Source = src
-	opts.PRDPath = src.Path()
+	if !sharedStore(e.o.Source) {
+		opts.PRDPath = src.Path()
+	}
 	opts.Home = t.Home
 	opts.OnlyStory = t.ID
 	opts.SharedHome = e.home

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -60,8 +61,10 @@ func checkCleanTree(ctx context.Context, ws *workspace.Workspace, git GitPort, t
 func commitSetup(ctx context.Context, ws *workspace.Workspace, git GitPort, taskFile, planFile string, say func(report.Kind, string, map[string]any)) error {
 	paths := []string{workspace.DirName}
 	for _, p := range []string{taskFile, planFile} {
-		if p != "" {
-			paths = append(paths, ws.Rel(p))
+		// A task store outside the work tree (a parallel worker's
+		// shared beads database) is not the work tree's to commit.
+		if rel := ws.Rel(p); p != "" && !filepath.IsAbs(rel) && !strings.HasPrefix(rel, "..") {
+			paths = append(paths, rel)
 		}
 	}
 	files, err := git.Untracked(ctx, paths...)
