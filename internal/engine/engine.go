@@ -120,7 +120,7 @@ type engine struct {
 	ledger *runkit.Ledger
 	// taken are tasks another ralph claimed in a shared store.
 	taken map[string]bool
-	start  time.Time
+	start time.Time
 }
 
 // result is what a worker hands back to the scheduler.
