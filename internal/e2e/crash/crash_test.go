@@ -231,11 +231,18 @@ func (r buildResult) String() string {
 // killAfter > 0 sends SIGKILL after that long.
 func (c *crashCase) build(t *testing.T, crashAfter int, killAfter time.Duration) buildResult {
 	t.Helper()
+	return c.runRalph(t, []string{"build", "20"}, c.h.env(c.scenario, crashAfter), killAfter)
+}
+
+// runRalph runs ralph with args in the repository and env, sending SIGKILL
+// after killAfter when that is set, and says how it ended.
+func (c *crashCase) runRalph(t *testing.T, args, env []string, killAfter time.Duration) buildResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.h.ralph, "build", "20")
+	cmd := exec.CommandContext(ctx, c.h.ralph, args...)
 	cmd.Dir = c.repo
-	cmd.Env = c.h.env(c.scenario, crashAfter)
+	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 10 * time.Second
@@ -250,7 +257,7 @@ func (c *crashCase) build(t *testing.T, crashAfter int, killAfter time.Duration)
 	err := cmd.Wait()
 	res := buildResult{out: out.String(), dur: time.Since(start)}
 	if ctx.Err() != nil {
-		t.Fatalf("ralph build did not end within 90s\n%s", res.out)
+		t.Fatalf("ralph %s did not end within 90s\n%s", strings.Join(args, " "), res.out)
 	}
 	var ee *exec.ExitError
 	switch {
@@ -261,7 +268,7 @@ func (c *crashCase) build(t *testing.T, crashAfter int, killAfter time.Duration)
 			res.killed = true
 		}
 	default:
-		t.Fatalf("ralph build: %v\n%s", err, res.out)
+		t.Fatalf("ralph %s: %v\n%s", strings.Join(args, " "), err, res.out)
 	}
 	return res
 }

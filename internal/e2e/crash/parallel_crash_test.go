@@ -1,12 +1,8 @@
 package crash
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -75,42 +71,11 @@ func (h *crashHarness) newParallelCase(t *testing.T) *crashCase {
 // set to point when given, or killed after killAfter when that is set.
 func (c *crashCase) buildParallel(t *testing.T, point string, killAfter time.Duration) buildResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, c.h.ralph, "build", "--workers", "2")
-	cmd.Dir = c.repo
-	cmd.Env = c.h.env(c.scenario, 0)
+	env := c.h.env(c.scenario, 0)
 	if point != "" {
-		cmd.Env = append(cmd.Env, "RALPH_TEST_CRASH_AT="+point)
+		env = append(env, "RALPH_TEST_CRASH_AT="+point)
 	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 10 * time.Second
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start ralph: %v", err)
-	}
-	if killAfter > 0 {
-		timer := time.AfterFunc(killAfter, func() { cmd.Process.Signal(syscall.SIGKILL) })
-		defer timer.Stop()
-	}
-	err := cmd.Wait()
-	res := buildResult{out: out.String(), dur: time.Since(start)}
-	if ctx.Err() != nil {
-		t.Fatalf("ralph build --workers 2 did not end within 90s\n%s", res.out)
-	}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		res.code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			res.killed = true
-		}
-	default:
-		t.Fatalf("ralph build: %v\n%s", err, res.out)
-	}
-	return res
+	return c.runRalph(t, []string{"build", "--workers", "2"}, env, killAfter)
 }
 
 // reapParallel waits for what the killed ralph left running in the
