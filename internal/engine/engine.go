@@ -120,6 +120,8 @@ type engine struct {
 	ledger *runkit.Ledger
 	// taken are tasks another ralph claimed in a shared store.
 	taken map[string]bool
+	// early holds what was said before the emitter existed.
+	early []report.Event
 	start time.Time
 }
 
@@ -218,11 +220,10 @@ func (e *engine) preflight(ctx context.Context) error {
 	return nil
 }
 
-// setupSay shows the setup commit before the run's events begin.
+// setupSay keeps what preflight's setup commit says until the run's
+// emitter exists (open), which numbers and journals it first.
 func (e *engine) setupSay(kind report.Kind, text string, data map[string]any) {
-	if e.o.Sink != nil {
-		e.o.Sink.Emit(report.Event{Machine: MachineName, Kind: kind, Text: text, Data: data})
-	}
+	e.early = append(e.early, report.Event{Kind: kind, Text: text, Data: data})
 }
 
 func (e *engine) worktreeBase() string { return worktree.Root(e.o.WS.Root, e.o.WorktreeRoot) }
@@ -246,6 +247,10 @@ func (e *engine) open(ctx context.Context) error {
 	last, _ := report.LastSeq(filepath.Join(e.home, "events.jsonl"))
 	e.journal = &report.Journal{Path: filepath.Join(e.home, "events.jsonl")}
 	e.em = report.NewEmitter(MachineName, reg.RunID, last, e.o.Now, e.o.Sink, e.journal)
+	for _, ev := range e.early {
+		e.em.Emit(ev)
+	}
+	e.early = nil
 	if err := reg.save(e.home); err != nil {
 		return err
 	}
