@@ -151,6 +151,16 @@ func (r *Runner) Do(name, msg string, settled func() error) error {
 	}
 	defer r.Release()
 	phase = r.t.Phase.Type
+	if r.opts.Worktree && r.t.Worktree == "" && r.t.Branch != "" {
+		return usageErrorf("thread %s works in your checkout already, on its branch %s: --worktree applies when implementation begins; go on without it, or abandon this thread and start a new one with --worktree", r.t.ID, r.t.Branch)
+	}
+	// Abandon needs no work tree: it only lets go of the worktree, which
+	// may be past repair.
+	if c.Name != "abandon" {
+		if err := r.ensureWorktree(); err != nil {
+			return err
+		}
+	}
 	driveAndSettle := func() error {
 		if err := r.drive(); err != nil {
 			return err

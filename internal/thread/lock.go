@@ -36,6 +36,7 @@ func (r *Runner) acquire() error {
 	r.lock = l
 	if t, err := Load(r.dir, r.t.ID); err == nil {
 		r.t = t
+		r.chooseWork()
 	}
 	return nil
 }
@@ -67,6 +68,7 @@ func (r *Runner) interruptHolder() (bool, error) {
 		if _, still := store.Held(r.lockPath()); !still {
 			if t, err := Load(r.dir, r.t.ID); err == nil {
 				r.t = t
+				r.chooseWork()
 			}
 			return true, nil
 		}

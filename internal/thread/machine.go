@@ -370,6 +370,9 @@ type Event struct {
 	// preflight checks.
 	Baseline *Baseline
 	Branch   string
+	// Worktree, with implement, is the worktree the thread's work is to
+	// happen in (Thread.Worktree); "" keeps the thread's choice.
+	Worktree string
 	// Failures are the preflight checks that failed, with checks_fail.
 	Failures []string
 	// Stuck describes the failed attempt, with stuck. When nil, the thread
@@ -558,6 +561,9 @@ func Next(t Thread, ev Event) (Thread, []Action, error) {
 		}
 		if ev.Branch != "" {
 			n.Branch = ev.Branch
+		}
+		if ev.Verb == VerbImplement && ev.Worktree != "" {
+			n.Worktree = ev.Worktree
 		}
 	case VerbStuck:
 		s := StuckInfo{}

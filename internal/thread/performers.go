@@ -103,11 +103,15 @@ func init() {
 				return os.WriteFile(r.path("commit_msg.txt"), []byte(r.commitMessage()), 0o644)
 			},
 			after: (*Runner).reportCommitMessage},
-		ActCommit: {before: func(r *Runner, _ *transition) error { return r.commitWork() }, after: (*Runner).reportDone},
+		// A thread's worktree goes with the thread, once its work is safe
+		// on the branch (dropWorktree).
+		ActCommit: {before: func(r *Runner, _ *transition) error { return r.commitWork() },
+			after: func(r *Runner, tr *transition) { r.reportDone(tr); r.dropWorktree() }},
 		ActArchive: {after: func(r *Runner, _ *transition) {
 			if t := r.t; t.Phase.Type == PhaseAbandoned && t.Branch != "" {
 				r.note("abandoned; branch %s is kept: delete it with git branch -D %s when you no longer need it", t.Branch, t.Branch)
 			}
+			r.dropWorktree()
 		}},
 	}
 }

@@ -25,6 +25,12 @@ import (
 func (r *Runner) implementEvent(src Source) Event {
 	ctx := r.bg()
 	ev := Event{Verb: VerbImplement, Source: src}
+	if r.opts.Worktree || r.t.Worktree != "" {
+		ev.Worktree = r.t.Worktree
+		if ev.Worktree == "" {
+			ev.Worktree = WorktreePath(r.ws.Root, r.cfg.Build.WorktreeRoot, r.t.ID)
+		}
+	}
 	head, _ := r.repo.Head(ctx)
 	branch := r.currentBranch()
 	if head != "" {
@@ -77,8 +83,18 @@ func (r *Runner) createBranch(n *Thread) error {
 	if n.Branch == "" {
 		return nil // no commit yet: preflight reports it
 	}
+	if n.Worktree != "" {
+		// The checkout stays as it is: the branch, cut from the baseline,
+		// is checked out in the thread's own worktree.
+		return r.openWorktree(n.Worktree, n.Branch, n.Baseline.CommitSHA)
+	}
 	if r.currentBranch() == n.Branch {
 		return nil
+	}
+	if busy := r.checkoutBusy(); busy != "" {
+		// Switching the checkout's branch would pull it from under that
+		// thread's loop.
+		return fmt.Errorf("%s in your checkout, and thread %s would check out its branch %s there: start it with --worktree to work in a worktree of its own, or wait for the other thread to finish (or pause it)", busy, n.ID, n.Branch)
 	}
 	if _, err := r.git("rev-parse", "--verify", "--quiet", "refs/heads/"+n.Branch); err == nil {
 		_, err := r.git("checkout", "-q", n.Branch)
@@ -169,20 +185,22 @@ func (r *Runner) preflightFailures() []string {
 	for _, v := range conf.Verifiers {
 		if f := strings.Fields(v); len(f) > 0 {
 			if _, err := exec.LookPath(f[0]); err != nil {
-				if _, serr := os.Stat(filepath.Join(r.ws.Root, f[0])); serr != nil {
+				if _, serr := os.Stat(filepath.Join(r.work.Root, f[0])); serr != nil {
 					fails = append(fails, fmt.Sprintf("verifier %q: %s is not installed", v, f[0]))
 				}
 			}
 		}
 	}
-	// 5. conflicts
-	if h, held := store.Held(r.ws.LockPath()); held {
-		fails = append(fails, fmt.Sprintf("conflict: another ralph is running in this workspace (%v): wait for it", h))
+	// 5. conflicts: one run at a time in a work tree. A thread in its own
+	// worktree shares it with nobody, so threads in worktrees of their own
+	// run at the same time, beside one in the checkout.
+	if h, held := store.Held(r.work.LockPath()); held {
+		fails = append(fails, fmt.Sprintf("conflict: another ralph is running in this work tree (%v): wait for it", h))
 	}
 	if others, err := List(r.dir); err == nil {
 		for _, o := range others {
-			if o.ID != t.ID && (o.Phase.Type == PhaseRunning || o.Phase.Type == PhaseVerifying) {
-				fails = append(fails, fmt.Sprintf("conflict: thread %s is %s: pause, finish or abandon it first", o.ID, o.Phase.Type))
+			if o.ID != t.ID && o.Phase.Type.busyInWorkTree() && sameWorkTree(o, t) {
+				fails = append(fails, fmt.Sprintf("conflict: thread %s is %s in this work tree: pause, finish or abandon it first", o.ID, o.Phase.Type))
 			}
 		}
 	}

@@ -63,15 +63,30 @@ func (r *Runner) resetWorkspace(old Thread) error {
 			r.note("uncommitted work kept at %s: see it with `git show %s`, bring it back with `git cherry-pick --no-commit %s`", ref, ref, ref)
 		}
 	}
-	target := b.Branch
-	if target == "" || target == BranchName(old.ID) {
-		target = b.CommitSHA
-	}
-	if _, err := r.git("checkout", "-q", "-f", target); err != nil {
-		return fmt.Errorf("reset: git checkout %s: %w", target, err)
-	}
-	if _, err := r.git("reset", "-q", "--hard", b.CommitSHA); err != nil {
-		return fmt.Errorf("reset: git reset --hard %s: %w", text.ShortHash(b.CommitSHA), err)
+	if r.inWorktree() {
+		// The checkout is still at the baseline, which the thread never
+		// touched: the worktree goes, its changes kept above, and the
+		// next implementation makes it again from the checkout.
+		path := r.work.Root
+		if err := r.ws.Repo.RemoveWorktree(r.bg(), path, true); err != nil {
+			if _, serr := os.Stat(path); serr == nil {
+				return fmt.Errorf("reset: removing the worktree %s: %w", path, err)
+			}
+			_ = r.ws.Repo.PruneWorktrees(r.bg())
+		}
+		r.setWork(r.ws)
+		r.note("worktree %s removed", path)
+	} else {
+		target := b.Branch
+		if target == "" || target == BranchName(old.ID) {
+			target = b.CommitSHA
+		}
+		if _, err := r.git("checkout", "-q", "-f", target); err != nil {
+			return fmt.Errorf("reset: git checkout %s: %w", target, err)
+		}
+		if _, err := r.git("reset", "-q", "--hard", b.CommitSHA); err != nil {
+			return fmt.Errorf("reset: git reset --hard %s: %w", text.ShortHash(b.CommitSHA), err)
+		}
 	}
 	if _, err := r.git("rev-parse", "--verify", "--quiet", "refs/heads/"+BranchName(old.ID)); err == nil {
 		if _, err := r.git("branch", "-q", "-D", BranchName(old.ID)); err != nil {

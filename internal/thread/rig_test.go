@@ -172,10 +172,13 @@ type fakeLoop struct {
 	t     *testing.T
 	steps []loopStep
 	opts  []loop.Options
+	// roots are the work trees the runs were given.
+	roots []string
 }
 
 func (f *fakeLoop) Build(ctx context.Context, ws *workspace.Workspace, opts loop.Options) (loop.Report, error) {
 	f.opts = append(f.opts, opts)
+	f.roots = append(f.roots, ws.Root)
 	if len(f.steps) == 0 {
 		f.t.Errorf("a loop ran that the test did not script")
 		return loop.Report{}, errors.New("no loop in this test")
@@ -201,10 +204,14 @@ func (f *fakeLoop) Build(ctx context.Context, ws *workspace.Workspace, opts loop
 			f.t.Fatal(err)
 		}
 		rec := loop.IterationRecord{SchemaVersion: 1, RunID: runID, Iteration: 1, Signals: []string{"COMPLETE"}}
-		if err := os.MkdirAll(filepath.Join(ws.RunsDir(), runID), 0o755); err != nil {
+		runs := ws.RunsDir() // the loop's home: the work tree's .ralph, or opts.Home
+		if opts.Home != "" {
+			runs = filepath.Join(opts.Home, "runs")
+		}
+		if err := os.MkdirAll(filepath.Join(runs, runID), 0o755); err != nil {
 			f.t.Fatal(err)
 		}
-		if err := store.WriteJSON(filepath.Join(ws.RunsDir(), runID, "iter-1.json"), rec); err != nil {
+		if err := store.WriteJSON(filepath.Join(runs, runID, "iter-1.json"), rec); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -220,10 +227,12 @@ type fakeChecks struct {
 	t    *testing.T
 	pass map[string]bool
 	ran  []string
+	dirs []string // where each ran
 }
 
 func (f *fakeChecks) RunCheck(ctx context.Context, dir string, c check.Check) check.Result {
 	f.ran = append(f.ran, c.Run)
+	f.dirs = append(f.dirs, dir)
 	ok, known := f.pass[c.Run]
 	if !known {
 		f.t.Errorf("a check ran that the test did not script: %q", c.Run)

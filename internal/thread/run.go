@@ -168,6 +168,9 @@ func (r *Runner) copySpecToPRD(conf *RunConfig) error {
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Dir(r.prdPath()), 0o755); err != nil {
+		return err
+	}
 	if err := store.WriteFileAtomic(r.prdPath(), spec, 0o644); err != nil {
 		return err
 	}
@@ -181,14 +184,14 @@ func (r *Runner) copySpecToPRD(conf *RunConfig) error {
 // and forgets the retry counters of the thread's stories. The loop's state
 // is changed through its owner, which refuses while a loop is running.
 func (r *Runner) retireLoopState(keepRun bool) error {
-	home := loop.HomeOf(r.ws)
+	home := r.loopHome()
 	const command = "ralph thread"
 	// A person decided to run again: the circuit breaker of earlier
 	// attempts does not hold this one back.
 	if err := home.ResetBreaker(command); err != nil {
 		return err
 	}
-	rel := r.ws.Rel(r.prdPath())
+	rel := r.work.Rel(r.prdPath())
 	if !keepRun {
 		if err := home.RetireRun(command, rel, "superseded: thread "+r.t.ID+" starts a new run"); err != nil {
 			return err
@@ -230,8 +233,8 @@ func (r *Runner) runLoop() (Event, error) {
 		// that fails.
 		return Event{Verb: VerbClaimDone, Source: SourceHuman}, nil
 	}
-	rel := r.ws.Rel(r.prdPath())
-	prior, err := loop.HomeOf(r.ws).Load()
+	rel := r.work.Rel(r.prdPath())
+	prior, err := r.loopHome().Load()
 	if err != nil {
 		return Event{}, err
 	}
@@ -277,7 +280,7 @@ func (r *Runner) runLoop() (Event, error) {
 	}
 	if spec, err := ReadSpec(r.dir, r.t.ID, r.t.SpecVersion); err == nil {
 		if p := specPromise(spec); p != "" && p != "COMPLETE" && !resuming {
-			store.AppendFile(r.ws.Path("context.md"), []byte(fmt.Sprintf("- (thread %s) when every story is done, end your final message with <promise>%s</promise> on a line of its own\n", r.t.ID, p)))
+			store.AppendFile(r.work.Path("context.md"), []byte(fmt.Sprintf("- (thread %s) when every story is done, end your final message with <promise>%s</promise> on a line of its own\n", r.t.ID, p)))
 		}
 	}
 	opts, err := r.loopOptions(conf, rel, remaining)
@@ -287,7 +290,7 @@ func (r *Runner) runLoop() (Event, error) {
 		return r.loopFailed(base, "", err), nil
 	}
 	r.note("running the loop for thread %s: spec v%d, iterations %d/%d used", r.t.ID, r.t.SpecVersion, base, conf.MaxIterations)
-	rep, runErr := r.loops.Build(r.ctx, r.ws, opts)
+	rep, runErr := r.loops.Build(r.ctx, r.work, opts)
 	// The loop journaled its own events with its own numbers: the
 	// thread's next event follows them, so that seq keeps increasing.
 	if last, err := report.LastSeq(loop.EventsPath(r.ws)); err == nil {
@@ -352,6 +355,19 @@ func (r *Runner) loopOptions(conf RunConfig, rel string, remaining int) (loop.Op
 	}
 	opts.MaxLimitWait = maxLimitWait
 	opts.SpentBefore = r.specSpent()
+	if r.inWorktree() {
+		// LoopOptions made them for the checkout: the loop works in the
+		// worktree, on the PRD copy there, and keeps its state apart, with
+		// the thread's records; the agents' cooldowns are the checkout's,
+		// which every run shares.
+		opts.PRDPath = r.prdPath()
+		opts.Source = tasks.Open(tasks.KindMarkdown, opts.PRDPath)
+		if opts.PlanPath != "" {
+			opts.PlanPath = r.work.Abs(r.ws.Rel(opts.PlanPath))
+		}
+		opts.Home = r.loopHome().Dir
+		opts.SharedHome = r.ws.Dir()
+	}
 	return opts, nil
 }
 
@@ -436,7 +452,7 @@ func (r *Runner) closestOutput() string {
 	if conf.RunID == "" {
 		return ""
 	}
-	logs, _ := filepath.Glob(filepath.Join(r.ws.RunsDir(), conf.RunID, "iter-*.log"))
+	logs, _ := filepath.Glob(filepath.Join(r.loopHome().RunsDir(), conf.RunID, "iter-*.log"))
 	best, bestN := "", -1
 	for _, l := range logs {
 		var n int
@@ -453,6 +469,6 @@ func (r *Runner) prdAllDone() bool {
 	if err != nil {
 		return false
 	}
-	prd, err := tasks.ParseMarkdown(r.ws.Rel(r.prdPath()), b)
+	prd, err := tasks.ParseMarkdown(r.work.Rel(r.prdPath()), b)
 	return err == nil && prd.Remaining() == 0
 }

@@ -65,6 +65,9 @@ type Options struct {
 	Verifiers     []string
 	// Agent runs the spec conversation, the assessment and polish.
 	Agent string
+	// Worktree makes the thread's work happen in a worktree of its own
+	// when implementation begins (Thread.Worktree).
+	Worktree bool
 }
 
 // Runner is one command at work on one thread: it raises events through
@@ -73,19 +76,26 @@ type Options struct {
 // person. It lives as long as the command, so it keeps the command's
 // context; bookkeeping that must survive Ctrl+C uses bg.
 type Runner struct {
-	ctx  context.Context
-	ws   *workspace.Workspace
+	ctx context.Context
+	// ws is the person's checkout, which holds the thread's records.
+	ws *workspace.Workspace
+	// work is the work tree the thread's branch is checked out in, where
+	// git, the loop, the checks and polish work: ws, or the thread's own
+	// worktree (Thread.Worktree) once it has its branch.
+	work *workspace.Workspace
 	cfg  config.Config
 	env  Env
 	opts Options
 	dir  string // .ralph
 	t    Thread
 	lock *store.Lock
-	// The ports, each the real one unless Env gave another.
-	agents AgentPort
-	loops  LoopPort
-	repo   GitPort
-	checks CheckPort
+	// The ports, each the real one unless Env gave another. repo is git
+	// in work: Env's port, else the work tree's own repository.
+	agents  AgentPort
+	loops   LoopPort
+	repo    GitPort
+	checks  CheckPort
+	gitPort GitPort
 }
 
 // NewRunner returns a runner for t in ws. It takes no lock: the commands
@@ -98,8 +108,10 @@ func NewRunner(ctx context.Context, ws *workspace.Workspace, cfg config.Config, 
 		env.Events = report.NewEmitter(MachineName, t.ID, 0, env.Now)
 	}
 	p := env.Ports.withDefaults(ws)
-	return &Runner{ctx: ctx, ws: ws, cfg: cfg, env: env, opts: opts, dir: ws.Dir(), t: t,
-		agents: p.Agent, loops: p.Loop, repo: p.Git, checks: p.Checks}
+	r := &Runner{ctx: ctx, ws: ws, cfg: cfg, env: env, opts: opts, dir: ws.Dir(), t: t,
+		agents: p.Agent, loops: p.Loop, checks: p.Checks, gitPort: env.Ports.Git}
+	r.chooseWork()
+	return r
 }
 
 // MachineName is the envelope's machine for every event of a thread.
@@ -113,7 +125,10 @@ func (r *Runner) path(elem ...string) string {
 }
 
 func (r *Runner) draftPath() string { return r.path("draft.md") }
-func (r *Runner) prdPath() string   { return r.path("prd.md") }
+
+// prdPath is the PRD copy the thread's loop works on, in the work tree's
+// .ralph, where the loop and its agent find it: threads/<id>/prd.md.
+func (r *Runner) prdPath() string { return filepath.Join(r.work.Dir(), "threads", r.t.ID, "prd.md") }
 
 // DraftPath is the thread's draft spec, which exists only once written.
 func (r *Runner) DraftPath() string { return r.draftPath() }

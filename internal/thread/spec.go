@@ -56,13 +56,14 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 	if err := r.checkBudget(kind); err != nil {
 		return "", err
 	}
-	r.stopLeftoverAgent()
+	dir := r.agentDir(kind)
+	r.stopLeftoverAgent(dir)
 	r.note("ralph: running %s for the %s of thread %s", spec.Name, kind, r.t.ID)
 	logPath := r.path(kind + ".log")
 	f := r.agentFile()
 	var token string
 	res, err := r.agents.RunAgent(r.ctx, runkit.Attempt{
-		Spec: spec, Prompt: prompt, Dir: r.ws.Root,
+		Spec: spec, Prompt: prompt, Dir: dir,
 		PromptFile: r.path(kind + ".prompt.md"), LogFile: logPath,
 		Timeout: r.cfg.Agent.Timeout.Duration, IdleTimeout: r.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: r.cfg.Agent.MaxLogBytes,
 		SaveToken: func(tok string) error { token = tok; return f.Save(0, tok) },
@@ -89,8 +90,8 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 
 // stopLeftoverAgent stops a spec agent that a crash of ralph left running
 // (see agentTokenFile): it would still be writing the draft or the spec.
-func (r *Runner) stopLeftoverAgent() {
-	if st, found := r.agentFile().StopRecorded(r.ws.Root); found && st.Any() {
+func (r *Runner) stopLeftoverAgent(dir string) {
+	if st, found := r.agentFile().StopRecorded(dir); found && st.Any() {
 		r.note("ralph: stopped the agent a crashed run of thread %s left behind", r.t.ID)
 	}
 }

@@ -28,12 +28,20 @@ type Thread struct {
 	CurrentRunID  string     `json:"current_run_id,omitempty"`
 	// SpecVersion is the spec revision the thread works from
 	// (threads/<id>/spec/v<N>.md); 0 before the first one is written.
-	SpecVersion int        `json:"spec_version"`
-	Baseline    *Baseline  `json:"baseline,omitempty"`
-	Branch      string     `json:"branch,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-	Stuck       *StuckInfo `json:"stuck,omitempty"`
+	SpecVersion int       `json:"spec_version"`
+	Baseline    *Baseline `json:"baseline,omitempty"`
+	Branch      string    `json:"branch,omitempty"`
+	// Worktree, when set, is the thread's own worktree (absolute), outside
+	// the repository: the thread's branch is checked out there and its
+	// loop, checks and reviews work there, so that the person's checkout
+	// is left alone and several threads can run at once. It is chosen
+	// with --worktree when implementation begins and kept for the
+	// thread's life; the folder itself exists only while there is work in
+	// it (from implementation until commit, abandon or a reset).
+	Worktree  string     `json:"worktree,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	Stuck     *StuckInfo `json:"stuck,omitempty"`
 	// Assisted is set from a manual assist until verification has judged
 	// the person's edits: the assist stands for the agent's claim that
 	// the work is done, so no agent runs and no promise is asked for.

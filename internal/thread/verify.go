@@ -72,7 +72,7 @@ func (r *Runner) verify() (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	prd, err := tasks.ParseMarkdown(r.ws.Rel(r.prdPath()), b)
+	prd, err := tasks.ParseMarkdown(r.work.Rel(r.prdPath()), b)
 	if err != nil {
 		return Event{}, err
 	}
@@ -82,7 +82,7 @@ func (r *Runner) verify() (Event, error) {
 		for _, c := range s.Criteria {
 			item := EvidenceItem{Name: s.ID + ": " + c.Text, Passed: s.Done || (assisted && c.Done)}
 			if c.Verify != "" {
-				res := r.checks.RunCheck(r.ctx, r.ws.Root, check.Check{Name: c.Verify, Run: c.Verify, Timeout: r.cfg.Agent.Timeout.Duration})
+				res := r.checks.RunCheck(r.ctx, r.work.Root, check.Check{Name: c.Verify, Run: c.Verify, Timeout: r.cfg.Agent.Timeout.Duration})
 				item.Passed = res.Passed()
 				item.Detail = "verify: " + c.Verify + tailDetail(res)
 			}
@@ -103,7 +103,7 @@ func (r *Runner) verify() (Event, error) {
 	}
 	allStories := len(failedStories) == 0
 	for _, v := range conf.Verifiers {
-		res := r.checks.RunCheck(r.ctx, r.ws.Root, check.Check{Name: v, Run: v})
+		res := r.checks.RunCheck(r.ctx, r.work.Root, check.Check{Name: v, Run: v})
 		ev.Items = append(ev.Items, EvidenceItem{Name: "verifier: " + v, Passed: res.Passed(), Detail: tailDetail(res)})
 	}
 	spec, _ := ReadSpec(r.dir, r.t.ID, r.t.SpecVersion)
@@ -181,7 +181,7 @@ func (r *Runner) verify() (Event, error) {
 			return Event{}, err
 		}
 	}
-	store.AppendFile(r.ws.Path("context.md"), []byte(fmt.Sprintf("- (thread %s) verification failed: %s\n", r.t.ID, strings.Join(failures, "; "))))
+	store.AppendFile(r.work.Path("context.md"), []byte(fmt.Sprintf("- (thread %s) verification failed: %s\n", r.t.ID, strings.Join(failures, "; "))))
 	return Event{Verb: VerbCriteriaFailed, Source: SourceSystem}, nil
 }
 
@@ -202,7 +202,7 @@ func (r *Runner) promiseSeen(runID, promise string) bool {
 	if runID == "" || promise == "" {
 		return false
 	}
-	files, _ := filepath.Glob(filepath.Join(r.ws.RunsDir(), runID, "iter-*.json"))
+	files, _ := filepath.Glob(filepath.Join(r.loopHome().RunsDir(), runID, "iter-*.json"))
 	for _, f := range files {
 		var rec loop.IterationRecord
 		if _, err := store.ReadJSON(f, 1, &rec); err != nil {
@@ -220,7 +220,7 @@ func (r *Runner) promiseSeen(runID, promise string) bool {
 	// An iteration cut short by a kill after the agent's final message is
 	// finished by the resumed run without that message in its record: the
 	// end of its raw output, where the final message is, still has it.
-	logs, _ := filepath.Glob(filepath.Join(r.ws.RunsDir(), runID, "iter-*.log"))
+	logs, _ := filepath.Glob(filepath.Join(r.loopHome().RunsDir(), runID, "iter-*.log"))
 	for _, l := range logs {
 		b, err := os.ReadFile(l)
 		if err != nil {
