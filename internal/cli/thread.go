@@ -28,6 +28,9 @@ type ThreadOptions struct {
 	ID    string
 	// Agent runs the spec conversation, the assessment and polish.
 	Agent string
+	// Worktree (start, finalize) makes the thread work in a worktree of
+	// its own when implementation begins.
+	Worktree bool
 }
 
 // threadCommandHelp is the one-line help of each thread.Commands entry.
@@ -150,13 +153,15 @@ func createWithID(ralphDir, id, title string, mode thread.Mode) (thread.Thread, 
 
 // ThreadSummary is one line of `ralph thread list --json`.
 type ThreadSummary struct {
-	ID      string       `json:"id"`
-	Title   string       `json:"title"`
-	Mode    thread.Mode  `json:"mode"`
-	Phase   thread.Phase `json:"phase"`
-	Active  bool         `json:"active"`
-	Branch  string       `json:"branch,omitempty"`
-	Updated time.Time    `json:"updated_at"`
+	ID     string       `json:"id"`
+	Title  string       `json:"title"`
+	Mode   thread.Mode  `json:"mode"`
+	Phase  thread.Phase `json:"phase"`
+	Active bool         `json:"active"`
+	Branch string       `json:"branch,omitempty"`
+	// Worktree is the thread's own worktree, when it works in one.
+	Worktree string    `json:"worktree,omitempty"`
+	Updated  time.Time `json:"updated_at"`
 }
 
 func newThreadListCmd(env *Env) *cobra.Command {
@@ -174,7 +179,7 @@ func newThreadListCmd(env *Env) *cobra.Command {
 			active, _ := thread.ActiveThread(tc.dir)
 			out := []ThreadSummary{}
 			for _, t := range ts {
-				out = append(out, ThreadSummary{ID: t.ID, Title: t.Title, Mode: t.Mode, Phase: t.Phase.Type, Active: t.ID == active, Branch: t.Branch, Updated: t.UpdatedAt})
+				out = append(out, ThreadSummary{ID: t.ID, Title: t.Title, Mode: t.Mode, Phase: t.Phase.Type, Active: t.ID == active, Branch: t.Branch, Worktree: t.Worktree, Updated: t.UpdatedAt})
 			}
 			if opts.JSON {
 				b, _ := json.MarshalIndent(out, "", "  ")
@@ -305,6 +310,9 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 			if name == "retry" && tc.r.Thread().Mode != thread.ModeQuick && configFlagsSet(cmd) {
 				return usageErrorf("a methodical thread waits in Configuring after its preflight: give --agent, --max-iterations and --verify to `ralph thread start`")
 			}
+			if name == "finalize" && opts.Worktree && tc.r.Thread().Mode != thread.ModeQuick {
+				return usageErrorf("a methodical thread begins implementation with `ralph thread start`: give --worktree there")
+			}
 			return threadExit(tc.runVerb(name, strings.TrimSpace(strings.Join(rest, " "))))
 		},
 	}
@@ -318,6 +326,11 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 		f.StringArrayVar(&opts.Verifiers, "verify", nil, "a verifier command that must pass before the thread counts as implemented (repeatable)")
 	case "assess", "polish":
 		f.StringVar(&opts.Agent, "agent", "", "agent to run (default: the configured one)")
+	}
+	switch name {
+	case "start", "finalize":
+		// finalize begins implementation at once in quick mode.
+		f.BoolVar(&opts.Worktree, "worktree", false, "work in a worktree of the thread's own, outside the repository, so that your checkout stays as it is and several threads can run at once (applies when implementation begins; finalize: quick mode only)")
 	case "revise":
 		// Only revise can reset the workspace, the one question a flag
 		// may answer; no flag passes a human checkpoint.

@@ -19,6 +19,7 @@ import (
 	"github.com/ralphloop/ralph/internal/thread"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/ralphloop/ralph/internal/worktree"
 	"github.com/spf13/cobra"
 )
 
@@ -64,6 +65,11 @@ func readThreads(cmd *cobra.Command, opts *ThreadOptions) (*threadCmd, error) {
 	ws, cfg, err := openWorkspace(cmd.Context(), opts.Env)
 	if err != nil {
 		return nil, err
+	}
+	if worktree.IsInside(ws.Root) {
+		// The threads are the checkout's; a command here would find none,
+		// or start one whose worktree nests in this one.
+		return nil, usageErrorf("%s is one of ralph's worktrees, where a thread's or a worker's agent works: run `ralph thread` from the repository's own checkout", ws.Root)
 	}
 	return &threadCmd{env: opts.Env, opts: opts, ctx: cmd.Context(), ws: ws, cfg: cfg, dir: ws.Dir()}, nil
 }
@@ -176,6 +182,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 		MaxIterations: tc.opts.MaxIterations,
 		Verifiers:     tc.opts.Verifiers,
 		Agent:         tc.opts.Agent,
+		Worktree:      tc.opts.Worktree,
 	})
 }
 
@@ -368,6 +375,9 @@ func (tc *threadCmd) printShow() {
 	}
 	if t.Branch != "" {
 		tc.out("  branch:    %s", t.Branch)
+	}
+	if t.Worktree != "" {
+		tc.out("  worktree:  %s", t.Worktree)
 	}
 	if v.Config != nil {
 		tc.out("  config:    agents %s, at most %s, %s", strings.Join(v.Config.Agents, " → "), words.Count(v.Config.MaxIterations, "iteration", "iterations"), words.Count(len(v.Config.Verifiers), "verifier", "verifiers"))
