@@ -377,7 +377,18 @@ func (tc *threadCmd) printShow() {
 		tc.out("  branch:    %s", t.Branch)
 	}
 	if t.Worktree != "" {
-		tc.out("  worktree:  %s", t.Worktree)
+		where := t.Worktree
+		if _, err := os.Stat(t.Worktree); err != nil {
+			switch {
+			case t.Phase.Type.Terminal():
+				where += " (removed)"
+			case t.Branch == "":
+				where += " (made when implementation begins)"
+			default:
+				where += fmt.Sprintf(" (gone: the next command on the thread makes it again from %s)", t.Branch)
+			}
+		}
+		tc.out("  worktree:  %s", where)
 	}
 	if v.Config != nil {
 		tc.out("  config:    agents %s, at most %s, %s", strings.Join(v.Config.Agents, " → "), words.Count(v.Config.MaxIterations, "iteration", "iterations"), words.Count(len(v.Config.Verifiers), "verifier", "verifiers"))
