@@ -12,6 +12,7 @@ import (
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/ralphloop/ralph/internal/worktree"
 	"github.com/spf13/cobra"
 )
 
@@ -216,6 +217,10 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 	s, err := loopOptions(cmd, opts, false)
 	if err != nil {
 		return err
+	}
+	if worktree.IsInside(s.ws.Root) {
+		s.opts.Memory.Close()
+		return usageErrorf("%s is one of ralph's own worktrees (a parallel worker's or a thread's): run ralph build from the repository's own checkout", s.ws.Root)
 	}
 	workers := opts.Workers
 	if workers == 0 {

@@ -12,6 +12,10 @@ import (
 	"github.com/ralphloop/ralph/internal/worktree"
 )
 
+// threadsDir is the folder of threads' worktrees under ralph's worktree
+// root (see internal/thread): clean leaves them to their threads.
+const threadsDir = "threads"
+
 // CleanItem is one thing a finished or abandoned parallel run left.
 type CleanItem struct {
 	// Kind is "worktree" or "branch".
@@ -66,8 +70,11 @@ func PlanClean(ctx context.Context, ws *workspace.Workspace, root, target string
 			continue
 		}
 		rel, err := filepath.Rel(base, w.Path)
-		if !worktree.IsInside(w.Path) && (err != nil || strings.HasPrefix(rel, "..")) {
-			continue // a worktree of the person's, not ralph's
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue // not under ralph's worktree folder: the person's
+		}
+		if first, _, _ := strings.Cut(filepath.ToSlash(rel), "/"); first == threadsDir {
+			continue // a thread's worktree: the thread owns it (commit, abandon)
 		}
 		item := CleanItem{Kind: "worktree", Name: w.Path, Why: "a worktree of a parallel run"}
 		if w.Prunable {
@@ -86,6 +93,9 @@ func PlanClean(ctx context.Context, ws *workspace.Workspace, root, target string
 		return plan, err
 	}
 	for _, b := range branches {
+		if strings.Count(b, "/") != 2 {
+			continue // ralph/<thread>: a thread's branch, not a parallel run's ralph/<run>/<task>
+		}
 		n, err := repo.UnmergedCommits(ctx, b, target)
 		switch {
 		case err != nil:
