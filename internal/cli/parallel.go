@@ -25,9 +25,9 @@ func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers i
 	if s.opts.NoCommit {
 		return usageErrorf("--workers lands every task as a commit on your branch; --no-commit cannot go with it")
 	}
-	// A worker's loop opens its own memory store in its worktree; the
-	// checkout's store is not shared between processes' goroutines.
-	s.opts.Memory.Close()
+	// The checkout's memory store is the merge queue's, which records each
+	// landed task once; a worker's loop keeps its own in its worktree.
+	defer s.opts.Memory.Close()
 	base := s.opts
 	var sink report.Sink = engine.WorkerText{Out: runSink(opts)}
 	if opts.JSON {
@@ -39,6 +39,7 @@ func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers i
 		Source:        s.opts.Source,
 		Checks:        s.opts.Checks,
 		PlanPath:      s.opts.PlanPath,
+		Memory:        s.opts.Memory,
 		WorktreeRoot:  cfg.Build.WorktreeRoot,
 		RetryLimit:    cfg.Build.LandAttempts,
 		MaxIterations: s.opts.MaxIterations,

@@ -23,6 +23,7 @@ import (
 	"github.com/ralphloop/ralph/internal/errs"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
@@ -82,6 +83,10 @@ type Options struct {
 	LoopOptions func(ws *workspace.Workspace, src tasks.Source) loop.Options
 	// Build runs one worker's loop; nil is loop.Build (tests put a fake).
 	Build func(ctx context.Context, ws *workspace.Workspace, opts loop.Options) (loop.Report, error)
+	// Memory is the checkout's memory store: the merge queue records each
+	// landed task there once (a task-complete event with its commit) and
+	// resolves its blockers. Nil records nothing.
+	Memory memory.Store
 	// Sink receives every event: the engine's and, marked with their
 	// worker, the workers' loops'.
 	Sink report.Sink

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -172,6 +173,8 @@ func stories(n int, depends map[int]string) string {
 // no worktree or branch is left.
 func TestEightStoriesThreeWorkers(t *testing.T) {
 	r := newRig(t, stories(8, map[int]string{7: "US-003", 8: "US-003"}))
+	mem := &memory.FileStore{Path: filepath.Join(t.TempDir(), "memory.jsonl")}
+	r.opts.Memory = mem
 	rep, err := r.run()
 	if err != nil || rep.Outcome != loop.OutcomeComplete || rep.Landed != 8 || rep.Left != 0 {
 		t.Fatalf("Run = %+v, %v; want all 8 landed", rep, err)
@@ -226,6 +229,17 @@ func TestEightStoriesThreeWorkers(t *testing.T) {
 	}
 	if strings.Contains(string(progress), "done by its worker") {
 		t.Error("a worker's own progress.md lines reached main")
+	}
+	// The memory store has one task-complete event per landed story,
+	// each linked to the commit that landed it.
+	events, err := mem.Search(context.Background(), " complete: story", 0)
+	if err != nil || len(events) != 8 {
+		t.Fatalf("memory has %d task-complete events (%v); want 8", len(events), err)
+	}
+	for _, ev := range events {
+		if c := ev.Props["commit"]; c == "" || r.git("log", "-1", "--format=%s", c) != ev.Props["task"]+": "+strings.TrimPrefix(ev.Name, ev.Props["task"]+" complete: ") {
+			t.Errorf("memory event %s: commit %q does not hold its story", ev.Name, c)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
@@ -124,6 +125,7 @@ func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string) error {
 	if err := e.save(); err != nil {
 		return err
 	}
+	e.remember(ctx, t, hash)
 	if sharedStore(e.o.Source) {
 		// A shared store is marked once the commit is on the target (a
 		// crash before this is repaired by reconcile, which lands the
@@ -269,3 +271,24 @@ func (t targetTip) LastCommit(ctx context.Context) (string, string, error) {
 // integrationDir is the merge queue's worktree in the run's folder. A task
 // id never makes this name: worktree.PathUnder escapes a leading dot.
 const integrationDir = ".integration"
+
+// remember records the landed task in the checkout's memory store: its
+// task-complete event, linked to the commit, and its blockers resolved.
+// The event's id is the run's and the task's, so a landing recognised
+// after a crash records it once.
+func (e *engine) remember(ctx context.Context, t *TaskRecord, hash string) {
+	if e.o.Memory == nil {
+		return
+	}
+	id, err := e.o.Memory.Add(ctx, memory.Node{ID: "evt-" + e.reg.RunID + "-" + t.ID, Name: t.ID + " complete: " + t.Title,
+		MemoryType: memory.TypeEvent, Props: map[string]string{"event": memory.EventTaskComplete, "task": t.ID, "run": e.reg.RunID, "worker": t.Worker}})
+	if err == nil {
+		err = e.o.Memory.Link(ctx, id, "commit", hash)
+	}
+	if err == nil {
+		err = e.o.Memory.Resolve(ctx, t.ID, e.o.Now())
+	}
+	if err != nil {
+		e.sayTask(t, report.KindWarning, map[string]any{"error": err.Error()}, "[queue %s] landed, but the memory store did not record it: %v", t.ID, err)
+	}
+}
