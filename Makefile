@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: build test demo bench lint agents bd
+.PHONY: build test demo bench lint agents bd bench-peers
 
 build:
 	$(GO) build -o bin/ralph ./cmd/ralph
@@ -36,3 +36,15 @@ bd:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 5x ./internal/loop/ ./internal/tasks/ ./internal/gitx/ ./internal/session/
+
+# bench-peers runs ralph (--workers 1 and 4), ralph-tui and ralphy-cli side
+# by side on the same stories, with the real Claude Code against a scripted
+# model that answers after 2 s (bench/, README "Performance"). It takes a
+# few minutes; REPS=3 gives medians of three. A peer that cannot be
+# installed is not skipped: the table says it could not run, and why.
+REPS ?= 1
+BENCH_ARGS ?=
+bench-peers:
+	bash scripts/install-agents.sh
+	-bash scripts/install-peers.sh
+	$(GO) test -run '^$$' -bench BenchmarkPeers -benchtime 1x -timeout 90m ./bench/ -args -reps $(REPS) $(BENCH_ARGS)

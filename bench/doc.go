@@ -1,0 +1,21 @@
+// Package bench holds benchmarks that compare ralph with its peers on the
+// same work. Its tests are benchmarks only, so `go test ./...` runs none of
+// them; `make bench-peers` runs them.
+//
+// BenchmarkPeers (peers_test.go) runs, side by side in one run, ralph build
+// --workers 1 and --workers 4, ralph-tui 0.11.0 serial and with 4 parallel
+// workers, and ralphy-cli 4.7.2 serial and with --parallel --max-parallel 4,
+// each on the same independent stories in a fresh git repository, with the
+// same real agent CLI (Claude Code, as installed by
+// scripts/install-agents.sh) against the same scripted model, which answers
+// every request after the same delay. For each it prints the wall time, the
+// stories that landed on the target branch, the commits there, and the
+// branches and worktrees left behind.
+//
+//	make bench-peers              # one repetition, a few minutes
+//	make bench-peers REPS=3       # medians of three
+//
+// scripts/install-peers.sh installs the peers from npm into a per-user
+// cache; a peer that cannot be installed or run shows in the table as
+// "could not run" with the reason.
+package bench

@@ -1,0 +1,606 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/testing/clitest"
+	"github.com/ralphloop/ralph/internal/testing/modelserver"
+)
+
+var (
+	flagReps    = flag.Int("reps", 1, "repetitions of each contender; the table shows the median wall time")
+	flagOnly    = flag.String("only", "", "comma-separated contender keys to run (ralph-1, ralph-4, tui-serial, tui-4, ralphy-serial, ralphy-4, ralphy-4-md); empty runs all")
+	flagStories = flag.Int("stories", 8, "independent stories in the task file")
+	flagDelay   = flag.Duration("delay", 2*time.Second, "how long the scripted model takes to answer each request")
+	flagTimeout = flag.Duration("run-timeout", 6*time.Minute, "a run still going after this is killed and reported as timed out")
+	flagKeep    = flag.Bool("keep", false, "keep each run's repository, HOME and output log, and print where")
+)
+
+// contender is one orchestrator in one mode.
+type contender struct {
+	key  string // for -only
+	name string // for the table
+	// tool is "ralph", "ralph-tui" or "ralphy".
+	tool string
+	// files are the task file and configuration committed in the
+	// repository before the run, as a user would have them.
+	files func(ids []string) map[string]string
+	// homeFiles go into the run's HOME (per-user configuration).
+	homeFiles map[string]string
+	argv      func(t *tools) []string
+}
+
+var contenders = []contender{
+	{
+		key: "ralph-1", name: "ralph build --workers 1", tool: "ralph",
+		files: ralphFiles,
+		argv:  func(t *tools) []string { return []string{t.ralph, "build", "--workers", "1"} },
+	},
+	{
+		key: "ralph-4", name: "ralph build --workers 4", tool: "ralph",
+		files: ralphFiles,
+		argv:  func(t *tools) []string { return []string{t.ralph, "build", "--workers", "4"} },
+	},
+	{
+		key: "tui-serial", name: "ralph-tui run --serial", tool: "ralph-tui",
+		files: tuiFiles, homeFiles: tuiHome,
+		argv: func(t *tools) []string {
+			return []string{t.bun, t.ralphTUI, "run", "--prd", "prd.json", "--agent", "claude", "--headless", "--no-setup", "--no-notify", "--serial"}
+		},
+	},
+	{
+		// Without --direct-merge ralph-tui lands the workers' work on a
+		// session branch of its own and leaves the target branch alone.
+		key: "tui-4", name: "ralph-tui run --parallel 4 --direct-merge", tool: "ralph-tui",
+		files: tuiFiles, homeFiles: tuiHome,
+		argv: func(t *tools) []string {
+			return []string{t.bun, t.ralphTUI, "run", "--prd", "prd.json", "--agent", "claude", "--headless", "--no-setup", "--no-notify", "--parallel", "4", "--direct-merge"}
+		},
+	},
+	{
+		key: "ralphy-serial", name: "ralphy --yaml tasks.yaml", tool: "ralphy",
+		files: ralphyFiles,
+		argv:  func(t *tools) []string { return []string{t.ralphy, "--yaml", "tasks.yaml"} },
+	},
+	{
+		key: "ralphy-4", name: "ralphy --yaml tasks.yaml --parallel --max-parallel 4", tool: "ralphy",
+		files: ralphyFiles,
+		argv: func(t *tools) []string {
+			return []string{t.ralphy, "--yaml", "tasks.yaml", "--parallel", "--max-parallel", "4"}
+		},
+	},
+	{
+		// ralphy's default task file, as the issue measured it: see
+		// ralphyFiles for why nothing runs in parallel with it.
+		key: "ralphy-4-md", name: "ralphy --prd PRD.md --parallel --max-parallel 4", tool: "ralphy",
+		files: ralphyMarkdown,
+		argv: func(t *tools) []string {
+			return []string{t.ralphy, "--prd", "PRD.md", "--parallel", "--max-parallel", "4"}
+		},
+	},
+}
+
+// The stories: each writes its own file, so none conflicts with another.
+func storyIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("US-%03d", i+1)
+	}
+	return ids
+}
+
+func storyFile(id string) string  { return strings.ToLower(id) + ".txt" }
+func storyTitle(id string) string { return "Write " + storyFile(id) }
+func storyContent(id string) string {
+	return id + " done\n"
+}
+
+// prdJSON is the task file of ralph and ralph-tui: snarktank's prd.json
+// shape, which both read. The criterion's "(verify: ...)" is ralph's way to
+// check it; ralph-tui shows it as text.
+func prdJSON(ids []string) string {
+	var b strings.Builder
+	b.WriteString("{\n  \"project\": \"bench\",\n  \"description\": \"Independent stories, one file each.\",\n  \"userStories\": [\n")
+	for i, id := range ids {
+		sep := ","
+		if i == len(ids)-1 {
+			sep = ""
+		}
+		fmt.Fprintf(&b, `    {"id": %q, "title": %q, "description": %q, "acceptanceCriteria": [%q], "priority": %d, "passes": false}%s`+"\n",
+			id, storyTitle(id), fmt.Sprintf("Create %s holding the line %q.", storyFile(id), id+" done"),
+			fmt.Sprintf("%s holds the line %s done (verify: `grep -qx '%s done' %s`)", storyFile(id), id, id, storyFile(id)),
+			i+1, sep)
+	}
+	b.WriteString("  ]\n}\n")
+	return b.String()
+}
+
+func ralphFiles(ids []string) map[string]string {
+	return map[string]string{
+		"prd.json": prdJSON(ids),
+		// The defaults but for the plan (these stories need none) and the
+		// free-disk floor (a benchmark machine may be small).
+		".ralph/config.toml": `[agent]
+default = "claude"
+timeout = "300s"
+[build]
+require_plan = false
+min_free_disk = 1
+`,
+	}
+}
+
+func tuiFiles(ids []string) map[string]string {
+	return map[string]string{"prd.json": prdJSON(ids)}
+}
+
+// tuiHome is ralph-tui's per-user configuration. It turns on auto-commit
+// (off by default; its parallel workers commit whatever it says), so that
+// its serial mode lands stories on the branch as the others do, and lets
+// the API key through to the agent: ralph-tui drops *_API_KEY variables
+// from the agent's environment unless told otherwise (Claude Code then
+// says "Not logged in").
+var tuiHome = map[string]string{".config/ralph-tui/config.toml": "autoCommit = true\nenvPassthrough = [\"ANTHROPIC_API_KEY\"]\n"}
+
+// ralphyFiles is ralphy's YAML task source with every task in parallel
+// group 1, as its README shows for tasks that may run together. With its
+// default source, PRD.md, ralphy 4.7.2 gives every task a batch of its own
+// in --parallel mode (a markdown task has no group, and a task without a
+// group runs alone), so nothing runs in parallel at all. The tasks have no
+// description: one-at-a-time ralphy puts only the description, when there
+// is one, into the prompt, and the title names the story.
+func ralphyFiles(ids []string) map[string]string {
+	var b strings.Builder
+	b.WriteString("tasks:\n")
+	for _, id := range ids {
+		fmt.Fprintf(&b, "  - title: %q\n    completed: false\n    parallel_group: 1\n", id+": "+storyTitle(id))
+	}
+	return map[string]string{"tasks.yaml": b.String()}
+}
+
+// ralphyMarkdown is ralphy's default task source, PRD.md.
+func ralphyMarkdown(ids []string) map[string]string {
+	var b strings.Builder
+	b.WriteString("# PRD: bench\n\n## Tasks\n")
+	for _, id := range ids {
+		fmt.Fprintf(&b, "- [ ] %s: %s\n", id, storyTitle(id))
+	}
+	return map[string]string{"PRD.md": b.String()}
+}
+
+// tools are the binaries the contenders run; missing says, per tool, why it
+// cannot run here.
+type tools struct {
+	ralph, claudeDir   string
+	bun, ralphTUI      string
+	ralphy             string
+	missing            map[string]string
+	claudeVersion      string
+	tuiDir, ralphyDir  string
+	peersCache         string
+	ralphVersion, root string
+}
+
+const (
+	tuiPeer    = "ralph-tui@0.11.0"
+	ralphyPeer = "ralphy-cli@4.7.2"
+)
+
+// findTools builds ralph, finds Claude Code in .tools/agents and the peers
+// in the per-user cache of scripts/install-peers.sh. Without Claude Code
+// nothing can run and the benchmark fails; a missing peer is reported in
+// the table with the reason.
+func findTools(b *testing.B) *tools {
+	b.Helper()
+	root, err := clitest.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := &tools{root: root, missing: map[string]string{}}
+	for _, bin := range []string{"git", "node"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			b.Fatalf("the benchmark needs %s on PATH (apt-get install git nodejs npm)", bin)
+		}
+	}
+	t.claudeDir = filepath.Join(root, ".tools", "agents", "node_modules", ".bin")
+	out, err := exec.Command(filepath.Join(t.claudeDir, "claude"), "--version").CombinedOutput()
+	if err != nil {
+		b.Fatalf("Claude Code is not installed in %s (%v: %s): run `make agents` (or bash scripts/install-agents.sh) first", t.claudeDir, err, out)
+	}
+	t.claudeVersion = strings.TrimSpace(string(out))
+
+	dir := b.TempDir()
+	t.ralph = filepath.Join(dir, "ralph")
+	build := exec.Command("go", "build", "-o", t.ralph, "./cmd/ralph")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build ./cmd/ralph: %v\n%s", err, out)
+	}
+	out, _ = exec.Command(t.ralph, "--version").CombinedOutput()
+	t.ralphVersion = strings.TrimSpace(string(out))
+
+	t.peersCache = os.Getenv("RALPH_PEERS_CACHE")
+	if t.peersCache == "" {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			b.Fatalf("no cache folder for the peers (%v): set RALPH_PEERS_CACHE", err)
+		}
+		t.peersCache = filepath.Join(c, "ralph", "peers")
+	}
+	t.tuiDir = filepath.Join(t.peersCache, tuiPeer)
+	t.bun = filepath.Join(t.tuiDir, "node_modules", ".bin", "bun")
+	t.ralphTUI = filepath.Join(t.tuiDir, "node_modules", "ralph-tui", "dist", "cli.js")
+	if why := peerMissing(t.tuiDir, t.bun, t.ralphTUI); why != "" {
+		t.missing["ralph-tui"] = why
+	}
+	t.ralphyDir = filepath.Join(t.peersCache, ralphyPeer)
+	t.ralphy = filepath.Join(t.ralphyDir, "node_modules", ".bin", "ralphy")
+	if why := peerMissing(t.ralphyDir, t.ralphy); why != "" {
+		t.missing["ralphy"] = why
+	}
+	return t
+}
+
+// peerMissing says why a peer installed by scripts/install-peers.sh cannot
+// run, or "" when its files are there.
+func peerMissing(dir string, files ...string) string {
+	if msg, err := os.ReadFile(filepath.Join(dir, ".install-error")); err == nil {
+		return "install failed: " + firstLines(string(msg), 3)
+	}
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Sprintf("not installed (%s missing): run bash scripts/install-peers.sh", f)
+		}
+	}
+	return ""
+}
+
+// result is what one run left behind.
+type result struct {
+	wall      time.Duration
+	exit      int
+	timedOut  bool
+	landed    int // stories whose file is on the target branch as written
+	commits   int // new commits on the target branch
+	merges    int // of which merge commits
+	branches  []string
+	worktrees int
+	notes     []string
+	err       error // the run could not be set up or measured
+	log       string
+}
+
+// BenchmarkPeers runs every contender on the same stories with the same
+// agent CLI and model, -reps times each, and prints one table. It is a
+// benchmark only in name: run it through `make bench-peers`.
+func BenchmarkPeers(b *testing.B) {
+	t := findTools(b)
+	ids := storyIDs(*flagStories)
+	var run []contender
+	for _, c := range contenders {
+		if *flagOnly == "" || slices.Contains(strings.Split(*flagOnly, ","), c.key) {
+			run = append(run, c)
+		}
+	}
+	if len(run) == 0 {
+		b.Fatalf("-only %q names no contender: use some of ralph-1, ralph-4, tui-serial, tui-4, ralphy-serial, ralphy-4, ralphy-4-md", *flagOnly)
+	}
+	w := os.Stdout
+	fmt.Fprintf(w, "\n%d independent stories, each one tool call and a final answer; the model answers every request after %v\n", len(ids), *flagDelay)
+	fmt.Fprintf(w, "agent: Claude Code %s; %s; machine: %s\n\n", t.claudeVersion, t.ralphVersion, machine())
+
+	results := map[string][]result{}
+	for rep := 1; rep <= *flagReps; rep++ {
+		for _, c := range run {
+			if why := t.missing[c.tool]; why != "" {
+				results[c.key] = append(results[c.key], result{err: fmt.Errorf("%s", why)})
+				continue
+			}
+			r := runOnce(b, t, c, ids)
+			results[c.key] = append(results[c.key], r)
+			fmt.Fprintf(w, "  rep %d/%d  %-48s %s\n", rep, *flagReps, c.name, r.short(len(ids)))
+		}
+	}
+	fmt.Fprintln(w)
+	printTable(w, run, results, len(ids))
+	if r1, r4 := medianWall(results["ralph-1"]), medianWall(results["ralph-4"]); r1 > 0 && r4 > 0 {
+		ratio := r4.Seconds() / r1.Seconds()
+		fmt.Fprintf(w, "\nralph --workers 4 takes %.2f of --workers 1 (target: at most 0.30)\n", ratio)
+		b.ReportMetric(ratio, "w4/w1")
+	}
+	for _, c := range run {
+		if m := medianWall(results[c.key]); m > 0 {
+			b.ReportMetric(m.Seconds(), "s/"+c.key)
+		}
+	}
+}
+
+// runOnce runs contender c in a fresh repository with a fresh HOME and a
+// fresh model, and measures what it left behind.
+func runOnce(b *testing.B, t *tools, c contender, ids []string) (r result) {
+	b.Helper()
+	var base string
+	if *flagKeep {
+		var err error
+		if base, err = os.MkdirTemp("", "ralph-bench-"+c.key+"-"); err != nil {
+			return result{err: err}
+		}
+		defer func() { r.notes = append(r.notes, "kept in "+base) }()
+	} else {
+		base = b.TempDir()
+	}
+	// The repository sits in a folder of its own: ralph and ralph-tui put
+	// their worktrees next to it.
+	repo, home, tmp := filepath.Join(base, "repo"), filepath.Join(base, "home"), filepath.Join(base, "tmp")
+	for _, d := range []string{repo, home, tmp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return result{err: err}
+		}
+	}
+	model := startStoryModel(b, ids, *flagDelay)
+	gitconfig := filepath.Join(home, ".gitconfig")
+	env := append(modelserver.ClaudeEnv(home, model.URL),
+		"PATH="+strings.Join([]string{t.claudeDir, filepath.Dir(t.bun), filepath.Dir(t.ralph), os.Getenv("PATH")}, string(os.PathListSeparator)),
+		"LANG=C.UTF-8",
+		"TMPDIR="+tmp,
+		"GIT_CONFIG_GLOBAL="+gitconfig,
+		"GIT_CONFIG_NOSYSTEM=1",
+		"NO_COLOR=1",
+		"TERM=dumb",
+	)
+	files := c.files(ids)
+	files[".gitignore"] = "" // an empty one, as most repositories have
+	home1 := map[string]string{".gitconfig": "[user]\n\tname = Bench\n\temail = bench@example.invalid\n[init]\n\tdefaultBranch = main\n"}
+	for name, content := range c.homeFiles {
+		home1[name] = content
+	}
+	if err := writeFiles(home, home1); err != nil {
+		return result{err: err}
+	}
+	if err := writeFiles(repo, files); err != nil {
+		return result{err: err}
+	}
+	git := func(args ...string) (string, error) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir, cmd.Env = repo, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "initial"}} {
+		if _, err := git(args...); err != nil {
+			return result{err: err}
+		}
+	}
+	start, err := git("rev-parse", "HEAD")
+	if err != nil {
+		return result{err: err}
+	}
+
+	argv := c.argv(t)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = repo, env
+	logPath := filepath.Join(base, "output.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return result{err: err}
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group, so that a timeout stops the agents too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		return result{err: fmt.Errorf("start %s: %v", argv[0], err)}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var werr error
+	select {
+	case werr = <-done:
+	case <-time.After(*flagTimeout):
+		r.timedOut = true
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		werr = <-done
+	}
+	r.wall = time.Since(began)
+	// Whatever it left running (an agent, a merge) is no part of the next run.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	var ee *exec.ExitError
+	if errors.As(werr, &ee) {
+		r.exit = ee.ExitCode()
+	} else if werr != nil {
+		r.err = werr
+	}
+	logData, _ := os.ReadFile(logPath)
+	r.log = string(logData)
+
+	// What reached the target branch, and what was left around it.
+	for _, id := range ids {
+		if got, err := git("show", "main:"+storyFile(id)); err == nil && got+"\n" == storyContent(id) {
+			r.landed++
+		}
+	}
+	if s, err := git("rev-list", "--count", start+"..main"); err == nil {
+		r.commits, _ = strconv.Atoi(s)
+	}
+	if s, err := git("rev-list", "--merges", "--count", start+"..main"); err == nil {
+		r.merges, _ = strconv.Atoi(s)
+	}
+	if s, err := git("for-each-ref", "--format=%(refname:short)", "refs/heads/"); err == nil {
+		for _, br := range strings.Fields(s) {
+			if br != "main" {
+				r.branches = append(r.branches, br)
+			}
+		}
+	}
+	if s, err := git("worktree", "list", "--porcelain"); err == nil {
+		r.worktrees = strings.Count("\n"+s, "\nworktree ") - 1
+	}
+	if s, err := git("branch", "--show-current"); err == nil && s != "main" {
+		r.notes = append(r.notes, fmt.Sprintf("checkout left on %q", s))
+	}
+	if s, err := git("status", "--porcelain"); err == nil && s != "" {
+		r.notes = append(r.notes, fmt.Sprintf("%d uncommitted paths in the checkout", len(strings.Split(s, "\n"))))
+	}
+	calls, unmatched, leaks := model.stats()
+	r.notes = append(r.notes, fmt.Sprintf("%d model requests", calls))
+	if len(unmatched) > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("%d prompts named no story (first: %q)", len(unmatched), unmatched[0]))
+	}
+	if len(leaks) > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("tried to reach %s (refused)", strings.Join(slices.Compact(slices.Sorted(slices.Values(leaks))), ", ")))
+	}
+	if *flagKeep || r.landed < len(ids) || r.exit != 0 || r.timedOut {
+		fmt.Fprintf(os.Stdout, "--- %s: last lines of its output (%s)\n%s\n", c.name, logPath, lastLines(r.log, 15))
+	}
+	return r
+}
+
+func (r result) short(n int) string {
+	if r.err != nil && r.wall == 0 {
+		return "could not run: " + r.err.Error()
+	}
+	s := fmt.Sprintf("%6.1fs  landed %d/%d  commits %d  branches left %d  worktrees left %d", r.wall.Seconds(), r.landed, n, r.commits, len(r.branches), r.worktrees)
+	if r.timedOut {
+		s += fmt.Sprintf("  TIMED OUT after %v", *flagTimeout)
+	} else if r.exit != 0 {
+		s += fmt.Sprintf("  exit %d", r.exit)
+	}
+	return s
+}
+
+func printTable(w io.Writer, run []contender, results map[string][]result, n int) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "contender\twall (median)\truns\tlanded\tcommits (merges)\tbranches left\tworktrees left\texit\tnotes")
+	for _, c := range run {
+		rs := results[c.key]
+		if len(rs) > 0 && rs[0].err != nil && rs[0].wall == 0 {
+			fmt.Fprintf(tw, "%s\tcould not run: %s\t\t\t\t\t\t\t\n", c.name, rs[0].err)
+			continue
+		}
+		var walls, landed, commits, branches, worktrees, exits []string
+		var notes []string
+		for _, r := range rs {
+			walls = append(walls, fmt.Sprintf("%.1f", r.wall.Seconds()))
+			landed = append(landed, fmt.Sprintf("%d/%d", r.landed, n))
+			commits = append(commits, fmt.Sprintf("%d (%d)", r.commits, r.merges))
+			branches = append(branches, strconv.Itoa(len(r.branches)))
+			worktrees = append(worktrees, strconv.Itoa(r.worktrees))
+			e := strconv.Itoa(r.exit)
+			if r.timedOut {
+				e = "timeout"
+			}
+			exits = append(exits, e)
+			for _, note := range r.notes {
+				if !slices.Contains(notes, note) && !strings.HasSuffix(note, "model requests") {
+					notes = append(notes, note)
+				}
+			}
+		}
+		var reqs []string
+		for _, r := range rs {
+			for _, note := range r.notes {
+				if strings.HasSuffix(note, "model requests") {
+					reqs = append(reqs, strings.Fields(note)[0])
+				}
+			}
+		}
+		notes = append([]string{"model requests " + strings.Join(slices.Compact(reqs), "/")}, notes...)
+		fmt.Fprintf(tw, "%s\t%.1f s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.name, medianWall(rs).Seconds(),
+			strings.Join(walls, " "), same(landed), same(commits), same(branches), same(worktrees), same(exits), strings.Join(notes, "; "))
+	}
+	tw.Flush()
+}
+
+// same joins the values of the repetitions, or gives the one value they
+// share.
+func same(vals []string) string {
+	if len(slices.Compact(slices.Clone(vals))) == 1 {
+		return vals[0]
+	}
+	return strings.Join(vals, " ")
+}
+
+func medianWall(rs []result) time.Duration {
+	var ws []time.Duration
+	for _, r := range rs {
+		if r.wall > 0 {
+			ws = append(ws, r.wall)
+		}
+	}
+	if len(ws) == 0 {
+		return 0
+	}
+	slices.Sort(ws)
+	if len(ws)%2 == 1 {
+		return ws[len(ws)/2]
+	}
+	return (ws[len(ws)/2-1] + ws[len(ws)/2]) / 2
+}
+
+// machine describes where the figures come from: cores, CPU, memory, date.
+func machine() string {
+	cpu := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := ""
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int
+		if _, err := fmt.Sscanf(string(data), "MemTotal: %d kB", &kb); err == nil {
+			mem = fmt.Sprintf(", %.0f GiB RAM", float64(kb)/(1<<20))
+		}
+	}
+	return fmt.Sprintf("%d cores (%s)%s, %s/%s, %s", runtime.NumCPU(), cpu, mem, runtime.GOOS, runtime.GOARCH, time.Now().Format("2006-01-02"))
+}
+
+func writeFiles(dir string, files map[string]string) error {
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, " / ")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
