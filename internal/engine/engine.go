@@ -167,6 +167,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return Report{}, err
 	}
 	defer lock.Unlock()
+	if err := finishFastForward(ctx, e.repo, e.home); err != nil {
+		return Report{}, fmt.Errorf("finishing the landing a kill interrupted: %w", err)
+	}
 	if err := e.preflight(ctx); err != nil {
 		return Report{}, err
 	}

@@ -435,3 +435,48 @@ func TestDeletedBranchIsRedone(t *testing.T) {
 		t.Errorf("feedback = %q", r.feedback["US-001"])
 	}
 }
+
+// A kill in the middle of a fast-forward (the checkout's files and index
+// already at the landed commit, the branch not yet moved) is finished on
+// the next start instead of being refused as uncommitted work.
+func TestKilledFastForwardIsFinished(t *testing.T) {
+	r := newRig(t, stories(1, nil))
+	ctx := context.Background()
+	old := r.git("rev-parse", "HEAD")
+	// What the queue made: a landing commit on top of main, in a
+	// detached worktree.
+	wt := filepath.Join(t.TempDir(), "integration")
+	r.git("worktree", "add", "-q", "--detach", wt, old)
+	os.WriteFile(filepath.Join(wt, "us-001.txt"), []byte("US-001\n"), 0o644)
+	prd, _ := os.ReadFile(filepath.Join(wt, "PRD.md"))
+	os.WriteFile(filepath.Join(wt, "PRD.md"), []byte(strings.Replace(string(prd), "### [ ] US-001", "### [x] US-001", 1)), 0o644)
+	gitT(t, wt, "add", "-A")
+	gitT(t, wt, "commit", "-q", "-m", "US-001: story 1\n\nRalph-Task: US-001\nRalph-Commit: t0k")
+	landed := gitT(t, wt, "rev-parse", "HEAD")
+	reg := &Registry{RunID: "r1", Target: "main", Start: old, Checkout: old, Workers: 2, WorktreeRoot: filepath.Join(r.opts.WorktreeRoot, "r1"),
+		Tasks: map[string]*TaskRecord{"US-001": {ID: "US-001", Title: "story 1", State: Landing, Branch: "ralph/r1/US-001", Commit: landed, Token: "t0k", Attempt: 1}}}
+	if err := reg.save(r.ws.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	// The kill: the checkout's files moved, the branch did not.
+	r.git("read-tree", "-m", "-u", old, landed)
+	if st := r.git("status", "--porcelain"); st == "" {
+		t.Fatal("setup: the checkout should look changed")
+	}
+	rep, err := Run(ctx, r.opts)
+	if err != nil || rep.Outcome != loop.OutcomeComplete {
+		t.Fatalf("Run = %+v, %v; want the interrupted landing finished", rep, err)
+	}
+	if head := r.git("rev-parse", "main"); head != landed {
+		t.Errorf("main = %s; want the landed commit %s", head, landed)
+	}
+	if st := r.git("status", "--porcelain"); st != "" {
+		t.Errorf("checkout not clean:\n%s", st)
+	}
+	if r.attempts["US-001"] != 0 {
+		t.Errorf("US-001 was worked again (%d attempts) although it had landed", r.attempts["US-001"])
+	}
+	if reg, _, _ := LoadRegistry(r.ws.Dir()); reg.Tasks["US-001"].State != Landed {
+		t.Errorf("US-001 is %s; want landed", reg.Tasks["US-001"].State)
+	}
+}

@@ -81,6 +81,12 @@ func (e *engine) land(ctx context.Context, t *TaskRecord) error {
 		if err != nil {
 			return fmt.Errorf("committing %s on the integration worktree: %w", t.ID, err)
 		}
+		// The landing commit is on record before the target moves, so a
+		// kill in the middle of the fast-forward can be finished.
+		t.Commit = hash
+		if err := e.save(); err != nil {
+			return err
+		}
 		loop.CrashPoint("land-committed")
 		e.sayTask(t, report.KindCheck, nil, "[queue %s] checking %s integrated on %s", t.ID, t.ID, text.ShortHash(tip))
 		results, passed := check.RunAll(ctx, integ.Dir, e.o.Checks)
@@ -147,6 +153,9 @@ func (e *engine) removeTaskWork(ctx context.Context, t *TaskRecord) {
 		if err := e.repo.RemoveWorktree(ctx, t.Worktree, true); err != nil && !errors.Is(err, os.ErrNotExist) {
 			e.sayTask(t, report.KindWarning, nil, "[queue %s] could not remove the worktree %s: %v", t.ID, t.Worktree, err)
 		}
+	}
+	if ok, _ := e.repo.BranchExists(ctx, t.Branch); !ok {
+		return
 	}
 	if err := e.repo.DeleteBranch(ctx, t.Branch, "", true); err != nil {
 		e.sayTask(t, report.KindWarning, nil, "[queue %s] could not delete the branch %s: %v", t.ID, t.Branch, err)
@@ -243,6 +252,12 @@ func (e *engine) removeIntegration(ctx context.Context) {
 func (e *engine) reconcile(ctx context.Context) error {
 	_ = e.repo.PruneWorktrees(ctx)
 	for _, t := range e.reg.Sorted() {
+		if t.State == Landed {
+			// A kill between the landing and the removal of the
+			// task's worktree and branch: remove them now.
+			e.removeLeftovers(ctx, t)
+			continue
+		}
 		if t.State != Landing {
 			continue
 		}
@@ -291,4 +306,43 @@ func (e *engine) remember(ctx context.Context, t *TaskRecord, hash string) {
 	if err != nil {
 		e.sayTask(t, report.KindWarning, map[string]any{"error": err.Error()}, "[queue %s] landed, but the memory store did not record it: %v", t.ID, err)
 	}
+}
+
+// removeLeftovers removes what a landed task still has, its worktree or
+// its branch, when a kill came before landed removed them.
+func (e *engine) removeLeftovers(ctx context.Context, t *TaskRecord) {
+	_, wtErr := os.Stat(t.Worktree)
+	exists, _ := e.repo.BranchExists(ctx, t.Branch)
+	if (t.Worktree != "" && wtErr == nil) || exists {
+		e.removeTaskWork(ctx, t)
+	}
+}
+
+// finishFastForward completes a fast-forward a kill cut in two: the
+// person's checkout of the target already holds a landing commit's files
+// and index while the target still points at the commit before it. That
+// checkout would otherwise look like uncommitted work and stop the next
+// start. Anything else in the checkout is left for the person.
+func finishFastForward(ctx context.Context, repo *gitx.Repo, home string) error {
+	reg, ok, err := LoadRegistry(home)
+	if err != nil || !ok || reg.Finished {
+		return err
+	}
+	snap, err := repo.Snapshot(ctx)
+	if err != nil || snap.Branch != reg.Target || snap.Clean() {
+		return err
+	}
+	for _, t := range reg.Sorted() {
+		if t.State != Landing || t.Commit == "" {
+			continue
+		}
+		if done, err := repo.CheckoutIs(ctx, t.Commit); err != nil || !done {
+			continue
+		}
+		if ok, err := repo.IsAncestor(ctx, snap.Head, t.Commit); err != nil || !ok {
+			continue
+		}
+		return repo.UpdateBranch(ctx, reg.Target, t.Commit, snap.Head)
+	}
+	return nil
 }

@@ -65,10 +65,13 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	opts.SharedHome = e.home
 	opts.Terminal = false
 	opts.Sink = workerSink{em: e.em, worker: t.Worker, task: t.ID}
-	// One task's attempts: what the loop allows before it blocks the
-	// task. The run's own limit and budget are the ledger's, shared by
-	// every worker.
-	opts.MaxIterations = max(e.o.MaxRetries, 1) + 1
+	// The loop blocks the task after its failed attempts ([loop]
+	// max_retries); the run's iteration limit and budget are the
+	// ledger's, shared by every worker. A worker's own bound is the run's
+	// limit, so iterations a crash cut short (which a resumed loop counts
+	// and runs again) never use up a task's attempts.
+	opts.MaxIterations = max(e.o.MaxIterations, 1)
+	opts.IterationsGiven = resume
 	opts.Ledger = e.ledger
 	if t.Reason != "" && !resume {
 		opts.Feedback = "An earlier attempt at " + t.ID + " was verified on its own branch but could not land on " + e.reg.Target +

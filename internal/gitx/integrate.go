@@ -208,3 +208,38 @@ func (r *Repo) RalphBranches(ctx context.Context) ([]string, error) {
 	}
 	return strings.Fields(string(out)), nil
 }
+
+// CheckoutIs reports whether the work tree's index and files both hold
+// exactly rev's tree (untracked files aside): a checkout whose files a
+// fast-forward already brought to rev although its branch still points
+// elsewhere, because the process was killed in between.
+func (r *Repo) CheckoutIs(ctx context.Context, rev string) (bool, error) {
+	if strings.HasPrefix(rev, "-") {
+		return false, fmt.Errorf("gitx: invalid revision %q", rev)
+	}
+	for _, args := range [][]string{{"diff", "--cached", "--quiet", rev, "--"}, {"diff", "--quiet", "--"}} {
+		_, err := r.git(ctx, args...)
+		var ee *ExitError
+		if errors.As(err, &ee) && ee.ExitCode == 1 {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// UpdateBranch points refs/heads/branch at to, only if it is still at
+// from. Unlike FastForward it leaves every checkout alone: for a checkout
+// whose files are already at to.
+func (r *Repo) UpdateBranch(ctx context.Context, branch, to, from string) error {
+	if err := checkBranchName(branch); err != nil {
+		return err
+	}
+	if err := checkRevs(from, to); err != nil {
+		return err
+	}
+	_, err := r.git(ctx, "update-ref", "-m", "ralph: finish a fast-forward", "refs/heads/"+branch, to, from)
+	return err
+}

@@ -185,6 +185,9 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			return rep, err
 		}
 	}
+	if opts.OnlyStory != "" {
+		board.Stories = onlyStory(board.Stories, opts.OnlyStory)
+	}
 	b := &builder{run: r, src: src, board: board, tpl: tpl, mem: opts.Memory}
 	if b.mem == nil {
 		b.mem = &memory.FileStore{Path: ws.Path("memory.jsonl"), Now: opts.Now}

@@ -131,7 +131,7 @@ func (c *crashCase) assertParallelEnd(t *testing.T, out string) {
 		t.Errorf("the checkout is on %q, want main", b)
 	}
 	if b := strings.TrimSpace(c.git(t, "branch", "--list", "ralph/*")); b != "" {
-		t.Errorf("ralph branches left: %s", b)
+		t.Errorf("ralph branches left: %s\n%s", b, clipOut(out))
 	}
 	if n := strings.Count(c.git(t, "worktree", "list", "--porcelain"), "worktree "); n != 1 {
 		t.Errorf("%d worktrees; want only the checkout", n)
