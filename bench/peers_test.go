@@ -185,16 +185,18 @@ func ralphyMarkdown(ids []string) map[string]string {
 // tools are the binaries the contenders run; missing says, per tool, why it
 // cannot run here.
 type tools struct {
-	ralph, claudeDir   string
-	bun, ralphTUI      string
-	ralphy             string
-	missing            map[string]string
-	claudeVersion      string
-	tuiDir, ralphyDir  string
-	peersCache         string
-	ralphVersion, root string
+	ralph     string // built from this checkout
+	claudeDir string // holds claude
+	bun       string
+	ralphTUI  string // ralph-tui's cli.js, run by bun
+	ralphy    string
+	missing   map[string]string // by contender.tool
+
+	ralphVersion, claudeVersion string
 }
 
+// The peers' folders in the cache of scripts/install-peers.sh, which pins
+// the same versions.
 const (
 	tuiPeer    = "ralph-tui@0.11.0"
 	ralphyPeer = "ralphy-cli@4.7.2"
@@ -210,7 +212,7 @@ func findTools(b *testing.B) *tools {
 	if err != nil {
 		b.Fatal(err)
 	}
-	t := &tools{root: root, missing: map[string]string{}}
+	t := &tools{missing: map[string]string{}}
 	for _, bin := range []string{"git", "node"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			b.Fatalf("the benchmark needs %s on PATH (apt-get install git nodejs npm)", bin)
@@ -230,29 +232,43 @@ func findTools(b *testing.B) *tools {
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("go build ./cmd/ralph: %v\n%s", err, out)
 	}
-	out, _ = exec.Command(t.ralph, "--version").CombinedOutput()
-	t.ralphVersion = strings.TrimSpace(string(out))
+	// ralph says "(devel)" when built from a checkout: name the commit.
+	t.ralphVersion = "ralph at " + gitOut(root, "rev-parse", "--short", "HEAD")
+	if gitOut(root, "status", "--porcelain", "--untracked-files=no") != "" {
+		t.ralphVersion += " with uncommitted changes"
+	}
 
-	t.peersCache = os.Getenv("RALPH_PEERS_CACHE")
-	if t.peersCache == "" {
+	cache := os.Getenv("RALPH_PEERS_CACHE")
+	if cache == "" {
 		c, err := os.UserCacheDir()
 		if err != nil {
 			b.Fatalf("no cache folder for the peers (%v): set RALPH_PEERS_CACHE", err)
 		}
-		t.peersCache = filepath.Join(c, "ralph", "peers")
+		cache = filepath.Join(c, "ralph", "peers")
 	}
-	t.tuiDir = filepath.Join(t.peersCache, tuiPeer)
-	t.bun = filepath.Join(t.tuiDir, "node_modules", ".bin", "bun")
-	t.ralphTUI = filepath.Join(t.tuiDir, "node_modules", "ralph-tui", "dist", "cli.js")
-	if why := peerMissing(t.tuiDir, t.bun, t.ralphTUI); why != "" {
+	tuiDir := filepath.Join(cache, tuiPeer)
+	t.bun = filepath.Join(tuiDir, "node_modules", ".bin", "bun")
+	t.ralphTUI = filepath.Join(tuiDir, "node_modules", "ralph-tui", "dist", "cli.js")
+	if why := peerMissing(tuiDir, t.bun, t.ralphTUI); why != "" {
 		t.missing["ralph-tui"] = why
 	}
-	t.ralphyDir = filepath.Join(t.peersCache, ralphyPeer)
-	t.ralphy = filepath.Join(t.ralphyDir, "node_modules", ".bin", "ralphy")
-	if why := peerMissing(t.ralphyDir, t.ralphy); why != "" {
+	ralphyDir := filepath.Join(cache, ralphyPeer)
+	t.ralphy = filepath.Join(ralphyDir, "node_modules", ".bin", "ralphy")
+	if why := peerMissing(ralphyDir, t.ralphy); why != "" {
 		t.missing["ralphy"] = why
 	}
 	return t
+}
+
+// gitOut runs git in dir and returns its trimmed output, or "?" on error.
+func gitOut(dir string, args ...string) string {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // peerMissing says why a peer installed by scripts/install-peers.sh cannot
@@ -279,6 +295,7 @@ type result struct {
 	merges    int // of which merge commits
 	branches  []string
 	worktrees int
+	requests  int // completion requests the model answered
 	notes     []string
 	err       error // the run could not be set up or measured
 	log       string
@@ -301,13 +318,14 @@ func BenchmarkPeers(b *testing.B) {
 	}
 	w := os.Stdout
 	fmt.Fprintf(w, "\n%d independent stories, each one tool call and a final answer; the model answers every request after %v\n", len(ids), *flagDelay)
-	fmt.Fprintf(w, "agent: Claude Code %s; %s; machine: %s\n\n", t.claudeVersion, t.ralphVersion, machine())
+	fmt.Fprintf(w, "%s; %s (bun 1.4.5); %s; agent claude %s\nmachine: %s\n\n", t.ralphVersion, tuiPeer, ralphyPeer, t.claudeVersion, machine())
 
 	results := map[string][]result{}
 	for rep := 1; rep <= *flagReps; rep++ {
 		for _, c := range run {
 			if why := t.missing[c.tool]; why != "" {
 				results[c.key] = append(results[c.key], result{err: fmt.Errorf("%s", why)})
+				fmt.Fprintf(w, "  rep %d/%d  %-48s could not run: %s\n", rep, *flagReps, c.name, why)
 				continue
 			}
 			r := runOnce(b, t, c, ids)
@@ -325,6 +343,13 @@ func BenchmarkPeers(b *testing.B) {
 	for _, c := range run {
 		if m := medianWall(results[c.key]); m > 0 {
 			b.ReportMetric(m.Seconds(), "s/"+c.key)
+		}
+	}
+	// A contender that could not run fails the benchmark, after the table:
+	// a comparison with a peer missing is not the comparison asked for.
+	for _, c := range run {
+		if rs := results[c.key]; len(rs) > 0 && rs[0].err != nil && rs[0].wall == 0 {
+			b.Errorf("%s could not run: %v", c.name, rs[0].err)
 		}
 	}
 }
@@ -362,16 +387,14 @@ func runOnce(b *testing.B, t *tools, c contender, ids []string) (r result) {
 		"NO_COLOR=1",
 		"TERM=dumb",
 	)
-	files := c.files(ids)
-	files[".gitignore"] = "" // an empty one, as most repositories have
-	home1 := map[string]string{".gitconfig": "[user]\n\tname = Bench\n\temail = bench@example.invalid\n[init]\n\tdefaultBranch = main\n"}
+	homeFiles := map[string]string{".gitconfig": "[user]\n\tname = Bench\n\temail = bench@example.invalid\n"}
 	for name, content := range c.homeFiles {
-		home1[name] = content
+		homeFiles[name] = content
 	}
-	if err := writeFiles(home, home1); err != nil {
+	if err := writeFiles(home, homeFiles); err != nil {
 		return result{err: err}
 	}
-	if err := writeFiles(repo, files); err != nil {
+	if err := writeFiles(repo, c.files(ids)); err != nil {
 		return result{err: err}
 	}
 	git := func(args ...string) (string, error) {
@@ -415,9 +438,16 @@ func runOnce(b *testing.B, t *tools, c contender, ids []string) (r result) {
 	select {
 	case werr = <-done:
 	case <-time.After(*flagTimeout):
+		// SIGTERM first, so that an orchestrator can stop the agents it
+		// started in process groups of their own.
 		r.timedOut = true
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		werr = <-done
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case werr = <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			werr = <-done
+		}
 	}
 	r.wall = time.Since(began)
 	// Whatever it left running (an agent, a merge) is no part of the next run.
@@ -459,8 +489,8 @@ func runOnce(b *testing.B, t *tools, c contender, ids []string) (r result) {
 	if s, err := git("status", "--porcelain"); err == nil && s != "" {
 		r.notes = append(r.notes, fmt.Sprintf("%d uncommitted paths in the checkout", len(strings.Split(s, "\n"))))
 	}
-	calls, unmatched, leaks := model.stats()
-	r.notes = append(r.notes, fmt.Sprintf("%d model requests", calls))
+	var unmatched, leaks []string
+	r.requests, unmatched, leaks = model.stats()
 	if len(unmatched) > 0 {
 		r.notes = append(r.notes, fmt.Sprintf("%d prompts named no story (first: %q)", len(unmatched), unmatched[0]))
 	}
@@ -488,14 +518,15 @@ func (r result) short(n int) string {
 
 func printTable(w io.Writer, run []contender, results map[string][]result, n int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "contender\twall (median)\truns\tlanded\tcommits (merges)\tbranches left\tworktrees left\texit\tnotes")
+	fmt.Fprintln(tw, "contender\twall (median)\truns\tlanded\tcommits (merges)\tbranches left\tworktrees left\texit\tmodel requests\tnotes")
 	for _, c := range run {
 		rs := results[c.key]
 		if len(rs) > 0 && rs[0].err != nil && rs[0].wall == 0 {
-			fmt.Fprintf(tw, "%s\tcould not run: %s\t\t\t\t\t\t\t\n", c.name, rs[0].err)
+			// The reason, often long, follows the table.
+			fmt.Fprintf(tw, "%s\tcould not run\t-\t-\t-\t-\t-\t-\t-\t\n", c.name)
 			continue
 		}
-		var walls, landed, commits, branches, worktrees, exits []string
+		var walls, landed, commits, branches, worktrees, exits, requests []string
 		var notes []string
 		for _, r := range rs {
 			walls = append(walls, fmt.Sprintf("%.1f", r.wall.Seconds()))
@@ -508,23 +539,15 @@ func printTable(w io.Writer, run []contender, results map[string][]result, n int
 				e = "timeout"
 			}
 			exits = append(exits, e)
+			requests = append(requests, strconv.Itoa(r.requests))
 			for _, note := range r.notes {
-				if !slices.Contains(notes, note) && !strings.HasSuffix(note, "model requests") {
+				if !slices.Contains(notes, note) {
 					notes = append(notes, note)
 				}
 			}
 		}
-		var reqs []string
-		for _, r := range rs {
-			for _, note := range r.notes {
-				if strings.HasSuffix(note, "model requests") {
-					reqs = append(reqs, strings.Fields(note)[0])
-				}
-			}
-		}
-		notes = append([]string{"model requests " + strings.Join(slices.Compact(reqs), "/")}, notes...)
-		fmt.Fprintf(tw, "%s\t%.1f s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.name, medianWall(rs).Seconds(),
-			strings.Join(walls, " "), same(landed), same(commits), same(branches), same(worktrees), same(exits), strings.Join(notes, "; "))
+		fmt.Fprintf(tw, "%s\t%.1f s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.name, medianWall(rs).Seconds(),
+			strings.Join(walls, " "), same(landed), same(commits), same(branches), same(worktrees), same(exits), same(requests), strings.Join(notes, "; "))
 	}
 	tw.Flush()
 }
