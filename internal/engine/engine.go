@@ -302,12 +302,13 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 	// left in a worker's hands go first to the workers, which resume
 	// their loops.
 	var pending []*TaskRecord
+	// queue holds the verified tasks waiting to land, in the order their
+	// workers finished.
+	var queue []*TaskRecord
 	for _, t := range e.reg.Sorted() {
 		switch t.State {
 		case Queued:
-			if err := e.land(ctx, t); err != nil {
-				return e.end(ctx, err)
-			}
+			queue = append(queue, t)
 		case Working:
 			pending = append(pending, t)
 		}
@@ -352,6 +353,19 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 				}
 			}
 		}
+		// A worker that finished has its slot refilled above before its
+		// task lands: landing runs the checks, and no slot should idle
+		// meanwhile. One landing at a time; after each, dependents may be
+		// ready, so the slots are filled again first.
+		if len(queue) > 0 && !stopping && runErr == nil {
+			t := queue[0]
+			queue = queue[1:]
+			if err := e.land(ctx, t); err != nil {
+				runErr, stopping = err, true
+				cancel()
+			}
+			continue
+		}
 		if len(active) == 0 {
 			break
 		}
@@ -376,6 +390,9 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 			runErr = err
 			stopping = true
 			cancel()
+		}
+		if t.State == Queued {
+			queue = append(queue, t)
 		}
 		if ctx.Err() != nil {
 			stopping = true
@@ -464,10 +481,7 @@ func (e *engine) finishWork(ctx context.Context, t *TaskRecord, res result) erro
 		return nil
 	}
 	t.State = Queued
-	if err := e.save(); err != nil {
-		return err
-	}
-	return e.land(ctx, t)
+	return e.save()
 }
 
 // end closes the run: the report, the registry's outcome and the
