@@ -480,3 +480,27 @@ func TestKilledFastForwardIsFinished(t *testing.T) {
 		t.Errorf("US-001 is %s; want landed", reg.Tasks["US-001"].State)
 	}
 }
+
+// A check that hangs on the integration worktree is stopped at its
+// timeout and the task goes back to a worker: the queue never waits
+// forever and the target never moves.
+func TestHangingCheckOnIntegrationSendsTheTaskBack(t *testing.T) {
+	r := newRig(t, stories(1, nil))
+	r.opts.RetryLimit = 1
+	r.opts.Checks = []check.Check{{Name: "hangs", Run: "sleep 30", Timeout: 300 * time.Millisecond}}
+	start := time.Now()
+	rep, err := r.run()
+	if err != nil || rep.Landed != 0 || !slices.Equal(rep.NeedsReview, []string{"US-001"}) {
+		t.Fatalf("Run = %+v, %v; want US-001 needing review", rep, err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the run took %s: the hanging check was not stopped at its timeout", d)
+	}
+	reg, _, _ := LoadRegistry(r.ws.Dir())
+	if !strings.Contains(reg.Tasks["US-001"].Reason, `check "hangs" failed after integration`) {
+		t.Errorf("reason = %q", reg.Tasks["US-001"].Reason)
+	}
+	if subj := r.subjects(); len(subj) != 0 {
+		t.Errorf("main moved: %v", subj)
+	}
+}
