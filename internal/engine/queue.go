@@ -18,6 +18,7 @@ import (
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
+	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/ralphloop/ralph/internal/worktree"
 )
 
@@ -26,10 +27,8 @@ import (
 // (progress.md, the loop's records) and would make every pair of tasks
 // conflict. The queue writes them itself, once per landed task.
 func (e *engine) bookkeeping() []string {
-	return []string{workspace_dir, e.prdRel}
+	return []string{workspace.DirName, e.prdRel}
 }
-
-const workspace_dir = ".ralph"
 
 // maxTargetMoves bounds how often one landing starts over because the
 // target branch moved outside ralph while it was being integrated.
@@ -192,7 +191,7 @@ func (e *engine) writeBookkeeping(dir string, t *TaskRecord) error {
 			return fmt.Errorf("marking %s done in %s: %w", t.ID, e.prdRel, err)
 		}
 	}
-	progress := filepath.Join(dir, workspace_dir, "progress.md")
+	progress := filepath.Join(dir, workspace.DirName, "progress.md")
 	if _, err := os.Stat(progress); err == nil {
 		line := fmt.Sprintf("\n## %s - %s\n- %s landed by ralph's merge queue (run %s, %s, attempt %d): verified on its branch, checks passed on %s\n",
 			e.o.Now().Format("2006-01-02 15:04"), t.ID, t.Title, e.reg.RunID, t.Worker, t.Attempt, e.reg.Target)

@@ -16,14 +16,7 @@ import (
 
 // RevParse resolves rev to a commit hash.
 func (r *Repo) RevParse(ctx context.Context, rev string) (string, error) {
-	if strings.HasPrefix(rev, "-") {
-		return "", fmt.Errorf("gitx: invalid revision %q", rev)
-	}
-	out, err := r.git(ctx, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
-	if err != nil {
-		return "", fmt.Errorf("gitx: %s is not a commit: %w", rev, err)
-	}
-	return strings.TrimSpace(string(out)), nil
+	return r.commitHash(ctx, rev)
 }
 
 // DetachAt puts the work tree's HEAD, detached, at rev and makes its index
@@ -37,11 +30,7 @@ func (r *Repo) DetachAt(ctx context.Context, rev string) error {
 	if _, err := r.git(ctx, "checkout", "--quiet", "--force", "--detach", rev); err != nil {
 		return err
 	}
-	if _, err := r.git(ctx, "reset", "--quiet", "--hard", rev); err != nil {
-		return err
-	}
-	_, err := r.git(ctx, "clean", "-fdq")
-	return err
+	return r.ResetTo(ctx, rev)
 }
 
 // SquashDiff returns the changes from base to tip as one binary patch,
@@ -161,9 +150,9 @@ func (r *Repo) UpdateRef(ctx context.Context, ref, commit string) error {
 	return err
 }
 
-// ResetTo moves the checked-out branch of ralph's own worktree to rev and
-// makes its files match, removing untracked files. Never call it on a
-// person's checkout.
+// ResetTo moves the checked-out branch (or the detached HEAD) of ralph's
+// own worktree to rev and makes its files match, removing untracked
+// files. Never call it on a person's checkout.
 func (r *Repo) ResetTo(ctx context.Context, rev string) error {
 	if strings.HasPrefix(rev, "-") {
 		return fmt.Errorf("gitx: invalid revision %q", rev)

@@ -202,106 +202,6 @@ func (r *Repo) PruneWorktrees(ctx context.Context) error {
 	return err
 }
 
-// GitDir returns the absolute git folder of the work tree: .git in the main
-// one, .git/worktrees/<name> in a linked one. Files written there belong to
-// that work tree alone and go when it is removed.
-func (r *Repo) GitDir(ctx context.Context) (string, error) {
-	out, err := r.git(ctx, "rev-parse", "--absolute-git-dir")
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-// ConflictError is returned by Rebase when a commit of the branch does not
-// apply on the new base. The rebase has been aborted: the branch and its
-// work tree are as they were before.
-type ConflictError struct {
-	// Dir is the work tree the rebase ran in.
-	Dir string
-	// Onto is the revision the branch was rebased on.
-	Onto string
-	// Commit is the hash of the branch's commit that did not apply, and
-	// Subject its first line.
-	Commit, Subject string
-	// Files are the conflicting paths, relative to the work tree, sorted.
-	Files []string
-}
-
-func (e *ConflictError) Error() string {
-	return fmt.Sprintf("rebase onto %s conflicts in %s (commit %.12s %q); the branch is left as it was",
-		e.Onto, strings.Join(e.Files, ", "), e.Commit, e.Subject)
-}
-
-// Rebase rebases the branch checked out in dir (a work tree of this
-// repository) onto onto. It never leaves a rebase behind: when a commit
-// does not apply it collects the conflicting files, aborts, and returns a
-// *ConflictError; any other failure is aborted too and returned as it is.
-// Commits whose changes are already on onto are dropped, as git does, so a
-// branch that landed before a crash rebases to onto itself. Autostash and
-// rebase.updateRefs are off whatever the user's config says: a stash is
-// shared by every worktree, and other branches are not this rebase's to
-// move.
-func (r *Repo) Rebase(ctx context.Context, dir, onto string) error {
-	if onto == "" || strings.HasPrefix(onto, "-") {
-		return fmt.Errorf("gitx: rebase: invalid revision %q", onto)
-	}
-	if inProgress, err := r.rebaseInProgress(ctx, dir); err != nil {
-		return err
-	} else if inProgress {
-		return fmt.Errorf("cannot rebase in %s: a rebase is already in progress there; finish it (`git rebase --continue`) or abort it (`git rebase --abort`)", dir)
-	}
-	var inProgress bool
-	_, err := retryLocked(ctx, func() ([]byte, error) {
-		return r.Runner.Git(ctx, dir, "-c", "rebase.autoStash=false", "-c", "rebase.updateRefs=false", "rebase", "--quiet", onto)
-	}, func() bool {
-		// A lock met half way leaves a rebase to abort, not to repeat.
-		inProgress, _ = r.rebaseInProgress(ctx, dir)
-		return !inProgress
-	})
-	if err == nil {
-		return nil
-	}
-	inProgress, ierr := r.rebaseInProgress(ctx, dir)
-	if ierr != nil || !inProgress {
-		// Git refused before it began (a dirty tree, an unknown
-		// revision): nothing to undo.
-		return err
-	}
-	conflict := &ConflictError{Dir: dir, Onto: onto}
-	files, ferr := r.Runner.Git(ctx, dir, "diff", "--name-only", "--diff-filter=U", "-z")
-	for f := range strings.SplitSeq(string(files), "\x00") {
-		if f != "" {
-			conflict.Files = append(conflict.Files, f)
-		}
-	}
-	if out, err := r.Runner.Git(ctx, dir, "log", "-1", "--format=%H %s", "REBASE_HEAD", "--"); err == nil {
-		conflict.Commit, conflict.Subject, _ = strings.Cut(strings.TrimSpace(string(out)), " ")
-	}
-	if _, aerr := r.gitLocked(ctx, dir, "rebase", "--abort"); aerr != nil {
-		return fmt.Errorf("rebase onto %s failed (%v) and could not be aborted: %w; run `git -C %s rebase --abort`", onto, err, aerr, dir)
-	}
-	if ferr != nil || len(conflict.Files) == 0 {
-		// Stopped for another reason, such as an untracked file in the
-		// way; the abort has put everything back.
-		return fmt.Errorf("rebase onto %s stopped and was aborted; the branch is left as it was: %w", onto, err)
-	}
-	return conflict
-}
-
-func (r *Repo) rebaseInProgress(ctx context.Context, dir string) (bool, error) {
-	out, err := r.Runner.Git(ctx, dir, "rev-parse", "--path-format=absolute", "--git-path", "rebase-merge", "--git-path", "rebase-apply")
-	if err != nil {
-		return false, err
-	}
-	for p := range strings.Lines(string(out)) {
-		if _, err := os.Stat(strings.TrimSpace(p)); err == nil {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
 // BranchMovedError is returned by FastForward when the branch is no longer
 // where the caller saw it.
 type BranchMovedError struct {
@@ -411,8 +311,9 @@ func (r *Repo) BranchExists(ctx context.Context, name string) (bool, error) {
 }
 
 // UnmergedCommits counts the commits of branch that base does not contain.
-// A commit that landed on base as a rebased copy still counts; Rebase drops
-// such commits, so count after rebasing on base.
+// A commit whose change landed on base as another commit (the merge
+// queue's squashed one) still counts: ralph knows such a branch landed
+// from its own records.
 func (r *Repo) UnmergedCommits(ctx context.Context, branch, base string) (int, error) {
 	if err := checkBranchName(branch); err != nil {
 		return 0, err

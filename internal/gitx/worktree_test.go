@@ -375,105 +375,6 @@ func TestRemoveAndPruneWorktrees(t *testing.T) {
 	}
 }
 
-// rebaseFixture makes main and a task worktree whose commit edits line one
-// of f, then a commit on main that edits it too.
-func rebaseFixture(t *testing.T) (r *Repo, wt, taskHead string) {
-	t.Helper()
-	r = newRepo(t)
-	write(t, r, "f", "one\n")
-	base := commitAll(t, r, "one")
-	wt = outside(t, "wt")
-	if err := r.AddWorktree(context.Background(), wt, "task", base); err != nil {
-		t.Fatal(err)
-	}
-	commitIn(t, wt, "g", "task file\n", "task: add g")
-	taskHead = commitIn(t, wt, "f", "task\n", "task: edit f")
-	write(t, r, "f", "main\n")
-	commitAll(t, r, "main: edit f")
-	return r, wt, taskHead
-}
-
-func TestRebaseConflictLeavesTheBranchAsItWas(t *testing.T) {
-	ctx := context.Background()
-	r, wt, taskHead := rebaseFixture(t)
-
-	err := r.Rebase(ctx, wt, "main")
-	var conflict *ConflictError
-	if !errors.As(err, &conflict) {
-		t.Fatalf("Rebase = %v, want a *ConflictError", err)
-	}
-	if !reflect.DeepEqual(conflict.Files, []string{"f"}) || conflict.Subject != "task: edit f" || len(conflict.Commit) < 40 {
-		t.Errorf("conflict %+v, want file f in commit \"task: edit f\"", conflict)
-	}
-	if !strings.Contains(err.Error(), "conflicts in f") || !strings.Contains(err.Error(), "left as it was") {
-		t.Errorf("error %q does not name the file and the outcome", err)
-	}
-	if got := gitT(t, wt, "rev-parse", "HEAD"); got != taskHead {
-		t.Errorf("after the conflict the task is at %s, want %s", got, taskHead)
-	}
-	if got := gitT(t, wt, "branch", "--show-current"); got != "task" {
-		t.Errorf("after the conflict the worktree is on %q, want the task branch", got)
-	}
-	if st := gitT(t, wt, "status", "--porcelain"); st != "" {
-		t.Errorf("after the conflict the worktree is not clean:\n%s", st)
-	}
-	if in, _ := r.rebaseInProgress(ctx, wt); in {
-		t.Error("a rebase is left in progress")
-	}
-}
-
-func TestRebaseOntoTheNewTip(t *testing.T) {
-	ctx := context.Background()
-	r := newRepo(t)
-	write(t, r, "f", "one\n")
-	base := commitAll(t, r, "one")
-	wt := outside(t, "wt")
-	if err := r.AddWorktree(ctx, wt, "task", base); err != nil {
-		t.Fatal(err)
-	}
-	commitIn(t, wt, "g", "task\n", "task: add g")
-	write(t, r, "h", "main\n")
-	tip := commitAll(t, r, "main: add h")
-
-	if err := r.Rebase(ctx, wt, "main"); err != nil {
-		t.Fatalf("Rebase: %v", err)
-	}
-	if ok, _ := r.IsAncestor(ctx, tip, "task"); !ok {
-		t.Error("the task branch does not contain the new tip after the rebase")
-	}
-	if n, _ := r.UnmergedCommits(ctx, "task", "main"); n != 1 {
-		t.Errorf("after the rebase the task has %d commits not on main, want 1", n)
-	}
-	if got := readFile(t, filepath.Join(wt, "h")); got != "main\n" {
-		t.Errorf("the worktree's h = %q after the rebase", got)
-	}
-}
-
-// TestRebaseRefusesADirtyTreeWithoutStashing: with rebase.autoStash set by
-// the user, git would stash the worktree's changes in refs/stash, which
-// every worktree and the user share.
-func TestRebaseRefusesADirtyTreeWithoutStashing(t *testing.T) {
-	ctx := context.Background()
-	r, wt, taskHead := rebaseFixture(t)
-	gitT(t, r.Dir, "config", "rebase.autoStash", "true")
-	if err := os.WriteFile(filepath.Join(wt, "g"), []byte("uncommitted\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	err := r.Rebase(ctx, wt, "main")
-	if err == nil || errors.As(err, new(*ConflictError)) {
-		t.Fatalf("Rebase of a dirty tree = %v, want a plain refusal", err)
-	}
-	if got := readFile(t, filepath.Join(wt, "g")); got != "uncommitted\n" {
-		t.Errorf("the uncommitted change is gone: g = %q", got)
-	}
-	if got := gitT(t, r.Dir, "stash", "list"); got != "" {
-		t.Errorf("the rebase stashed: %q", got)
-	}
-	if got := gitT(t, wt, "rev-parse", "HEAD"); got != taskHead {
-		t.Errorf("the task moved to %s", got)
-	}
-}
-
 func TestFastForward(t *testing.T) {
 	ctx := context.Background()
 	setup := func(t *testing.T) (r *Repo, from, to string) {
@@ -662,25 +563,24 @@ func TestALockLeftBySomeoneElse(t *testing.T) {
 	shortLocks(t)
 
 	t.Run("index.lock that stays", func(t *testing.T) {
-		r, wt, taskHead := rebaseFixture(t)
-		gitDir := gitT(t, wt, "rev-parse", "--absolute-git-dir")
-		lock := filepath.Join(gitDir, "index.lock")
+		r := newRepo(t)
+		write(t, r, "f", "one\n")
+		from := commitAll(t, r, "one")
+		to := gitT(t, r.Dir, "commit-tree", gitT(t, r.Dir, "rev-parse", from+"^{tree}"), "-p", from, "-m", "two")
+		lock := filepath.Join(r.Dir, ".git", "index.lock")
 		if err := os.WriteFile(lock, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		gitT(t, r.Dir, "reset", "-q", "--hard", "HEAD~1") // no conflict now,
-		write(t, r, "h", "main\n")                        // but work to do
-		commitAll(t, r, "main: add h")
-		err := r.Rebase(ctx, wt, "main")
+		err := r.FastForward(ctx, "main", from, to)
 		var le *LockError
 		if !errors.As(err, &le) || le.Path != lock {
-			t.Fatalf("Rebase with a held index.lock = %v, want a *LockError for %s", err, lock)
+			t.Fatalf("FastForward with a held index.lock = %v, want a *LockError for %s", err, lock)
 		}
 		if !strings.Contains(err.Error(), "if no git is running, remove "+lock) {
 			t.Errorf("error %q does not say what to do", err)
 		}
-		if got := gitT(t, wt, "rev-parse", "HEAD"); got != taskHead {
-			t.Errorf("the task moved to %s", got)
+		if got := gitT(t, r.Dir, "rev-parse", "main"); got != from {
+			t.Errorf("main moved to %s", got)
 		}
 	})
 
