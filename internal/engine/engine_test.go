@@ -51,10 +51,13 @@ type rig struct {
 	mu        sync.Mutex
 	running   int
 	maxActive int
-	started   []string          // story ids in the order workers began
-	feedback  map[string]string // the feedback each story's last attempt got
-	attempts  map[string]int
-	events    []report.Event
+	// holdForOverlap makes the first worker wait for a second one; only
+	// the test that asserts concurrency sets it.
+	holdForOverlap bool
+	started        []string          // story ids in the order workers began
+	feedback       map[string]string // the feedback each story's last attempt got
+	attempts       map[string]int
+	events         []report.Event
 }
 
 func newRig(t *testing.T, prd string) *rig {
@@ -118,7 +121,9 @@ func (r *rig) build(ctx context.Context, ws *workspace.Workspace, opts loop.Opti
 	out := r.outcome[id]
 	r.mu.Unlock()
 	defer func() { r.mu.Lock(); r.running--; r.mu.Unlock() }()
-	time.Sleep(30 * time.Millisecond) // let the other workers overlap
+	if r.holdForOverlap {
+		r.awaitOverlap()
+	}
 	if out != "" && out != loop.OutcomeComplete {
 		return loop.Report{Outcome: out, Iterations: 1, Reason: "blocked by the test"}, nil
 	}
@@ -137,6 +142,24 @@ func (r *rig) build(ctx context.Context, ws *workspace.Workspace, opts loop.Opti
 	gitT(r.t, ws.Root, "add", "-A")
 	gitT(r.t, ws.Root, "commit", "-q", "-m", id+": work")
 	return loop.Report{Outcome: loop.OutcomeComplete, Iterations: 1}, nil
+}
+
+// awaitOverlap holds a worker until a second one is running, or five
+// seconds passed: a fixed sleep was not enough on a slow 2-core machine,
+// where setting up the next worktree took longer than the first worker
+// ran. Once two ran at once nobody waits, and a serial engine still
+// shows up as at most one worker at a time.
+func (r *rig) awaitOverlap() {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		overlapped := r.maxActive >= 2
+		r.mu.Unlock()
+		if overlapped {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (r *rig) run() (Report, error) {
@@ -175,6 +198,7 @@ func TestEightStoriesThreeWorkers(t *testing.T) {
 	r := newRig(t, stories(8, map[int]string{7: "US-003", 8: "US-003"}))
 	mem := &memory.FileStore{Path: filepath.Join(t.TempDir(), "memory.jsonl")}
 	r.opts.Memory = mem
+	r.holdForOverlap = true
 	rep, err := r.run()
 	if err != nil || rep.Outcome != loop.OutcomeComplete || rep.Landed != 8 || rep.Left != 0 {
 		t.Fatalf("Run = %+v, %v; want all 8 landed", rep, err)
