@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: build test demo bench lint agents bd bench-peers
+.PHONY: build test demo bench lint agents bd debs bench-peers
 
 build:
 	$(GO) build -o bin/ralph ./cmd/ralph
@@ -23,12 +23,17 @@ lint:
 # the slowest package takes a few minutes, and 30m still leaves go test,
 # not CI's 90-minute limit, to end a hung package with its goroutine dump
 # (internal/testing/clitest's TestMakeTestHasTimeout holds this).
-test: lint agents bd
+test: lint agents bd debs
 	@command -v git >/dev/null || { echo "the tests need git: apt-get install git"; exit 1; }
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 agents: bd
 	bash scripts/install-agents.sh
+
+# debs installs tmux and chromium from Debian's packages when missing: the
+# end-to-end tests of `ralph watch` and `ralph serve` drive them.
+debs:
+	bash scripts/install-debs.sh
 
 # bd builds the pinned beads CLI into .tools/bd/bd (cached; see the script).
 bd:

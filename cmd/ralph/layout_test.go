@@ -26,7 +26,11 @@ var layer = map[string]int{
 	// the machines' materials: agents, checks, memory, task sources, events
 	"internal/config": 2, "internal/memory": 2, "internal/check": 2, "internal/agent": 2,
 	"internal/beads": 2, "internal/report": 2, "internal/role": 2,
+	// control commands and their files, which every runner takes
+	"internal/control": 2,
 	"internal/tasks": 3, "internal/workspace": 3,
+	// notifications: a sink of events that tells people
+	"internal/notify": 3,
 	// where parallel workers' worktrees live and what goes in them
 	"internal/worktree": 3,
 	// what every runner shares: the agent attempt
@@ -34,13 +38,19 @@ var layer = map[string]int{
 	// the machines and their runners
 	"internal/loop":    4,
 	"internal/session": 5, "internal/thread": 5,
+	// the status document, read by every front end
+	"internal/status": 5,
 	// runs above the machines: parallel workers and the merge queue
 	"internal/engine": 6,
+	// a workspace as the front ends see it
+	"internal/live": 6,
+	// the front ends: terminal UI, web dashboard, MCP server
+	"internal/tui": 7, "internal/serve": 7, "internal/mcpserver": 7,
 	// commands
-	"internal/cli": 7, "cmd/ralph": 8,
+	"internal/cli": 8, "cmd/ralph": 9,
 	// tests' own packages sit on top
-	"internal/testing/clitest": 9, "internal/testing/modelserver": 9, "internal/beads/beadstest": 9,
-	"internal/e2e/crash": 10, "internal/e2e/realagents": 10, "internal/e2e/beads": 10,
+	"internal/testing/clitest": 10, "internal/testing/modelserver": 10, "internal/beads/beadstest": 10,
+	"internal/e2e/crash": 11, "internal/e2e/realagents": 11, "internal/e2e/beads": 11, "internal/e2e/watch": 11, "internal/e2e/browser": 11,
 }
 
 // goPackages lists the module's package folders with their non-test

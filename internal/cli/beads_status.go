@@ -10,21 +10,6 @@ import (
 	"github.com/ralphloop/ralph/internal/tasks"
 )
 
-// BeadsStatus is the beads part of `ralph status`: bd's version and daemon
-// note, the active molecule's progress and the issues bd holds as blocked.
-type BeadsStatus struct {
-	Version  string          `json:"version,omitempty"`
-	Daemon   string          `json:"daemon,omitempty"`
-	Molecule string          `json:"molecule,omitempty"`
-	Progress *beads.Progress `json:"progress,omitempty"`
-	Current  string          `json:"current_step,omitempty"`
-	Blocked  []string        `json:"blocked"`
-	Error    string          `json:"error,omitempty"`
-	// PendingProto is a proto `ralph plan` wrote that no build has
-	// poured yet.
-	PendingProto string `json:"pending_proto,omitempty"`
-}
-
 // beadsStatus asks bd about the beads source; nil for other sources.
 // Issues bd holds as blocked that ralph's state does not list are added to
 // rep.Blocked.

@@ -5,12 +5,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
-	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/session"
-	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/thread"
-	"github.com/ralphloop/ralph/internal/words"
 	"github.com/spf13/cobra"
 )
 
@@ -25,30 +23,7 @@ func newAddContextCmd(env *Env) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ws, _, err := openWorkspace(cmd.Context(), env)
-			if err != nil {
-				return err
-			}
-			// A hint is one record of machine state: it needs the
-			// .gitignore that keeps it out of git, not a whole workspace.
-			if err := ws.EnsureIgnoreFile(); err != nil {
-				return err
-			}
-			hint := strings.TrimSpace(strings.Join(args, " "))
-			line := fmt.Sprintf("- (%s) %s\n", env.Now().Format("2006-01-02 15:04"), hint)
-			if err := store.AppendFile(ws.Path("context.md"), []byte(line)); err != nil {
-				return err
-			}
-			// The journal gets the hint in the one envelope every event has.
-			seq, _ := report.LastSeq(loop.EventsPath(ws))
-			journal := &report.Journal{Path: loop.EventsPath(ws)}
-			report.NewEmitter("cli", "", seq, env.Now, journal).Emit(report.Event{Kind: report.KindNote,
-				Data: map[string]any{"context_added": hint}})
-			if err := journal.Err(); err != nil {
-				return err
-			}
-			fmt.Fprintf(env.IO.Out, "queued for the next iteration's prompt (%s waiting)\n", words.Count(countHints(ws.Path("context.md")), "hint", "hints"))
-			return nil
+			return steerFromCLI(cmd, env, control.Hint, func(c *control.Command) { c.Text = strings.Join(args, " ") })
 		},
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
@@ -488,23 +489,13 @@ func newAnswerCmd(env *Env) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := openSession(cmd.Context(), env, sessionID)
-			if err != nil {
+			// The session must exist before anything is journaled.
+			if _, err := openSession(cmd.Context(), env, sessionID); err != nil {
 				return err
 			}
-			q, err := session.AnswerQuestion(dir, args[0], strings.Join(args[1:], " "), env.Now())
-			if err != nil {
-				return err
-			}
-			qs, _ := session.LoadQuestions(dir)
-			open := session.OpenQuestions(qs)
-			fmt.Fprintf(env.IO.Out, "recorded the answer to %s\n", q.ID)
-			if len(open) > 0 {
-				fmt.Fprintf(env.IO.Out, "%s still open: ralph questions\n", words.Count(len(open), "question", "questions"))
-			} else {
-				fmt.Fprintln(env.IO.Out, "no questions left: continue with ralph run --resume")
-			}
-			return nil
+			return steerFromCLI(cmd, env, control.Answer, func(c *control.Command) {
+				c.Session, c.Question, c.Text = sessionID, args[0], strings.Join(args[1:], " ")
+			})
 		},
 	}
 	cmd.Flags().StringVar(&sessionID, "session", "", "session id (default: the active one)")
@@ -574,22 +565,6 @@ func writeJSON(env *Env, v any) error {
 	enc := json.NewEncoder(env.IO.Out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// SessionStatus is the active session in `ralph status`.
-type SessionStatus struct {
-	ID            string          `json:"id"`
-	Request       string          `json:"request"`
-	State         string          `json:"state"`
-	Done          bool            `json:"done"`
-	Reason        string          `json:"reason,omitempty"`
-	CurrentTask   string          `json:"current_task,omitempty"`
-	Attempt       int             `json:"attempt,omitempty"`
-	Tasks         int             `json:"tasks"`
-	TasksDone     int             `json:"tasks_done"`
-	QACycles      int             `json:"qa_cycles"`
-	OpenQuestions int             `json:"open_questions"`
-	Metrics       session.Metrics `json:"metrics"`
 }
 
 // activeSessionStatus reads the active session, nil when there is none.

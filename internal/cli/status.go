@@ -11,12 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/loop"
-	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
+	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
 
@@ -25,54 +26,6 @@ type StatusOptions struct {
 	Env   *Env
 	JSON  bool
 	Tasks string
-}
-
-// StatusReport is what `ralph status --json` prints.
-type StatusReport struct {
-	Running       bool                  `json:"running"`
-	Holder        *store.Holder         `json:"holder,omitempty"`
-	RunID         string                `json:"run_id,omitempty"`
-	State         string                `json:"state,omitempty"`
-	Finished      bool                  `json:"finished"`
-	Outcome       string                `json:"outcome,omitempty"`
-	Reason        string                `json:"reason,omitempty"`
-	Iteration     int                   `json:"iteration"`
-	MaxIterations int                   `json:"max_iterations,omitempty"`
-	ElapsedMillis int64                 `json:"elapsed_ms"`
-	TaskFile      string                `json:"task_file"`
-	TaskSource    string                `json:"task_source"`
-	Stories       int                   `json:"stories"`
-	StoriesDone   int                   `json:"stories_done"`
-	CurrentTask   string                `json:"current_task,omitempty"`
-	CurrentStory  string                `json:"current_story,omitempty"`
-	RetryCounts   map[string]int        `json:"retry_counts"`
-	Blocked       []BlockedTask         `json:"blocked"`
-	Memory        string                `json:"memory,omitempty"`
-	MemoryOK      bool                  `json:"memory_connected"`
-	Neo4jOK       bool                  `json:"neo4j_connected"` // seed 000's name: true only with Neo4j
-	Metrics       *loop.Metrics         `json:"metrics,omitempty"`
-	PendingHints  int                   `json:"pending_context_hints"`
-	Breaker       *loop.Breaker         `json:"breaker,omitempty"`
-	Cooldowns     map[string]string     `json:"cooldowns"`
-	Budget        *runkit.Budget        `json:"budget,omitempty"`
-	LastIteration *loop.IterationRecord `json:"last_iteration,omitempty"`
-	Beads         *BeadsStatus          `json:"beads,omitempty"`
-	Session       *SessionStatus        `json:"session,omitempty"`
-	Parallel      *ParallelStatus       `json:"parallel,omitempty"`
-	Extra         map[string]string     `json:"-"`
-}
-
-// BlockedTask is one blocked task in the status.
-type BlockedTask struct {
-	ID            string `json:"id"`
-	Reason        string `json:"reason"`
-	Type          string `json:"type"`
-	RequiresHuman bool   `json:"requires_human"`
-	// WorkRef is the ref that keeps the blocked attempt's work.
-	WorkRef string `json:"work_ref,omitempty"`
-	// Stash is the stash that keeps it, for blockers an older ralph
-	// recorded.
-	Stash string `json:"stash,omitempty"`
 }
 
 func newStatusCmd(env *Env) *cobra.Command {
@@ -96,31 +49,44 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	rep := StatusReport{RetryCounts: map[string]int{}, Blocked: []BlockedTask{}, Cooldowns: map[string]string{}}
+	rep, st, srcErr, err := buildStatus(ws, cfg, env, opts.Tasks)
+	if err != nil {
+		return err
+	}
+	return printStatus(env, opts, rep, st, srcErr)
+}
+
+// buildStatus builds the status document of ws: what `ralph status
+// --json` prints and the front ends show. srcErr says why the task file
+// could not be read (the document then has no board); err is a failure
+// that leaves no document.
+func buildStatus(ws *workspace.Workspace, cfg config.Config, env *Env, tasksFlag string) (rep StatusReport, st *loop.LoopState, srcErr, err error) {
+	rep = StatusReport{RetryCounts: map[string]int{}, Blocked: []BlockedTask{}, Cooldowns: map[string]string{}}
 	if h, held := store.Held(ws.LockPath()); held {
 		rep.Running, rep.Holder = true, h
 	}
 	home := loop.HomeOf(ws)
-	st, err := home.Load()
+	st, err = home.Load()
 	if err != nil {
-		return err
+		return rep, nil, nil, err
 	}
 	// The cooldowns are the workspace's, recorded by whichever run met
 	// the limit, and outlive the state of any one run.
 	rests, err := home.RestingAgents(env.Now())
 	if err != nil {
-		return err
+		return rep, nil, nil, err
 	}
 	for name, r := range rests {
 		rep.Cooldowns[name] = r.Until.UTC().Format(time.RFC3339)
 	}
-	src, srcErr := resolveSource(ws, cfg, opts.Tasks, "")
+	src, srcErr := resolveSource(ws, cfg, tasksFlag, "")
 	if ue := (*UsageError)(nil); errors.As(srcErr, &ue) {
-		return srcErr // a --tasks that names nothing
+		return rep, nil, nil, srcErr // a --tasks that names nothing
 	}
+	var board *tasks.Board
 	if srcErr == nil {
 		rep.TaskFile, rep.TaskSource = ws.Rel(src.Path()), string(src.Kind())
-		if board, err := src.Load(); err == nil {
+		if board, err = src.Load(); err == nil {
 			rep.Stories, rep.StoriesDone = len(board.Stories), len(board.Stories)-board.Remaining()
 		} else {
 			if errors.Is(err, fs.ErrNotExist) {
@@ -179,8 +145,15 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	rep.PendingHints = countHints(ws.Path("context.md"))
 	rep.Session = activeSessionStatus(ws, env.Now())
 	if rep.Parallel, err = parallelStatus(ws, env.Now()); err != nil {
-		return err
+		return rep, nil, nil, err
 	}
+	fillBoard(&rep, board, st)
+	fillControl(ws, &rep)
+	return rep, st, srcErr, nil
+}
+
+// printStatus prints rep as `ralph status` does.
+func printStatus(env *Env, opts *StatusOptions, rep StatusReport, st *loop.LoopState, srcErr error) error {
 	out := env.IO.Out
 	if opts.JSON {
 		enc := json.NewEncoder(out)

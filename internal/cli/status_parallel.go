@@ -14,50 +14,6 @@ import (
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
-// ParallelStatus is the last parallel build (`ralph build --workers N`) in
-// `ralph status`: its workers and its merge queue.
-type ParallelStatus struct {
-	RunID    string `json:"run_id"`
-	Target   string `json:"target"`
-	Workers  int    `json:"workers"`
-	Finished bool   `json:"finished"`
-	Outcome  string `json:"outcome,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	// Working lists the tasks in the workers' hands.
-	Working []WorkerStatus `json:"working"`
-	// Queue is the merge queue: tasks verified on their branch that
-	// wait or are landing.
-	Queue       []QueuedTask `json:"queue"`
-	NeedsReview []QueuedTask `json:"needs_review"`
-	Blocked     []QueuedTask `json:"blocked"`
-	Landed      int          `json:"landed"`
-	Worktrees   string       `json:"worktrees"`
-}
-
-// WorkerStatus is one worker at work.
-type WorkerStatus struct {
-	Worker        string `json:"worker"`
-	Task          string `json:"task"`
-	State         string `json:"state"`
-	Attempt       int    `json:"attempt"`
-	ElapsedMillis int64  `json:"elapsed_ms"`
-	Agent         string `json:"agent,omitempty"`
-	Worktree      string `json:"worktree"`
-	Branch        string `json:"branch"`
-}
-
-// QueuedTask is a task the merge queue holds, landed or could not land.
-type QueuedTask struct {
-	Task      string   `json:"task"`
-	State     string   `json:"state"`
-	Attempt   int      `json:"attempt"`
-	Branch    string   `json:"branch"`
-	Reason    string   `json:"reason,omitempty"`
-	Conflicts []string `json:"conflicts,omitempty"`
-	// Look is the command that shows the task's work against the target.
-	Look string `json:"look,omitempty"`
-}
-
 // parallelStatus reads the registry of the workspace's last parallel
 // build; nil when it never had one.
 func parallelStatus(ws *workspace.Workspace, now time.Time) (*ParallelStatus, error) {

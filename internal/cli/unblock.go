@@ -7,6 +7,7 @@ import (
 	"io/fs"
 
 	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -28,53 +29,85 @@ works too.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ws, cfg, err := openWorkspace(cmd.Context(), env)
-			if err != nil {
-				return err
-			}
-			id := args[0]
-			src, err := resolveSource(ws, cfg, "", "")
-			if err != nil {
-				return err
-			}
-			board, err := src.Load()
-			if errors.Is(err, fs.ErrNotExist) {
-				what := "no task file"
-				if c, ok := src.(tasks.Creatable); ok {
-					what = "no " + c.Noun()
-				}
-				return fmt.Errorf("%s at %s, so there is no task %s to unblock: unblock works on the task file `ralph build` uses; if yours is elsewhere, set [build] prd or [tasks] path in .ralph/config.toml", what, ws.Rel(src.Path()), id)
-			}
-			if err != nil {
-				return err
-			}
-			storyID, _ := tasks.ParseTaskID(id)
-			story, ok := board.Find(storyID)
-			if !ok {
-				return fmt.Errorf("no task %s in %s", id, ws.Rel(src.Path()))
-			}
-			// The loop's state owns the blocker; the task file is changed
-			// under the same lock, so a running build can neither miss the
-			// change nor write its own state over it.
-			id, err = loop.HomeOf(ws).Unblock(id, func(tid string, rec *loop.TaskRecord) error {
-				if (rec == nil || rec.Blocker == nil) && story.Status != tasks.StatusBlocked {
-					return fmt.Errorf("%s is not blocked", tid)
-				}
-				return src.SetState(storyID, tasks.StatusNotStarted, 0, nil, env.Now())
-			})
-			if err != nil {
-				return err
-			}
-			// A person decided about the blocker: it leaves the known
-			// issues of the next prompts, and stays in memory, resolved.
-			if err := resolveBlockers(cmd.Context(), ws, cfg, env, args[0]); err != nil {
-				fmt.Fprintf(env.IO.Err, "ralph: could not mark %s's blockers resolved in memory (%v); the prompts drop them once the task is done\n", args[0], err)
-			}
-			ws.LogEvent(env.Now(), fmt.Sprintf("task %s unblocked by hand", id))
-			fmt.Fprintf(env.IO.Out, "%s unblocked: the next `ralph build` can pick it up\n", id)
-			return nil
+			return steerFromCLI(cmd, env, control.Unblock, func(c *control.Command) { c.Task = args[0] })
 		},
 	}
+}
+
+// unblockTask clears task id's blocker while no run is going: in ralph's
+// state and in the task file, under the run's lock.
+func unblockTask(ctx context.Context, env *Env, ws *workspace.Workspace, cfg config.Config, id string) (string, error) {
+	src, err := resolveSource(ws, cfg, "", "")
+	if err != nil {
+		return "", err
+	}
+	board, err := src.Load()
+	if errors.Is(err, fs.ErrNotExist) {
+		what := "no task file"
+		if c, ok := src.(tasks.Creatable); ok {
+			what = "no " + c.Noun()
+		}
+		return "", fmt.Errorf("%s at %s, so there is no task %s to unblock: unblock works on the task file `ralph build` uses; if yours is elsewhere, set [build] prd or [tasks] path in .ralph/config.toml", what, ws.Rel(src.Path()), id)
+	}
+	if err != nil {
+		return "", err
+	}
+	asked := id
+	storyID, _ := tasks.ParseTaskID(id)
+	story, ok := board.Find(storyID)
+	if !ok {
+		return "", &control.InputError{Msg: fmt.Sprintf("no task %s in %s", id, ws.Rel(src.Path()))}
+	}
+	// The loop's state owns the blocker; the task file is changed
+	// under the same lock, so a running build can neither miss the
+	// change nor write its own state over it.
+	id, err = loop.HomeOf(ws).Unblock(id, func(tid string, rec *loop.TaskRecord) error {
+		if (rec == nil || rec.Blocker == nil) && story.Status != tasks.StatusBlocked {
+			return fmt.Errorf("%s is not blocked", tid)
+		}
+		return src.SetState(storyID, tasks.StatusNotStarted, 0, nil, env.Now())
+	})
+	if err != nil {
+		return "", err
+	}
+	// A person decided about the blocker: it leaves the known
+	// issues of the next prompts, and stays in memory, resolved.
+	if err := resolveBlockers(ctx, ws, cfg, env, asked); err != nil {
+		fmt.Fprintf(env.IO.Err, "ralph: could not mark %s's blockers resolved in memory (%v); the prompts drop them once the task is done\n", asked, err)
+	}
+	ws.LogEvent(env.Now(), fmt.Sprintf("task %s unblocked by hand", id))
+	return fmt.Sprintf("%s unblocked: the next `ralph build` can pick it up", id), nil
+}
+
+// blockTask blocks task id by a person's decision while no run is going.
+func blockTask(env *Env, ws *workspace.Workspace, cfg config.Config, id, reason string) (string, error) {
+	src, err := resolveSource(ws, cfg, "", "")
+	if err != nil {
+		return "", err
+	}
+	board, err := src.Load()
+	if err != nil {
+		return "", err
+	}
+	storyID, _ := tasks.ParseTaskID(id)
+	story, ok := board.Find(storyID)
+	if !ok {
+		return "", &control.InputError{Msg: fmt.Sprintf("no task %s in %s", id, ws.Rel(src.Path()))}
+	}
+	if story.Done {
+		return "", &control.InputError{Msg: fmt.Sprintf("%s is done already: there is nothing to block", id)}
+	}
+	if reason == "" {
+		reason = "blocked by a person"
+	}
+	err = loop.HomeOf(ws).Block(id, reason, func(string, *loop.TaskRecord) error {
+		return src.SetState(storyID, tasks.StatusBlocked, 0, &tasks.Blocker{Reason: reason, Type: tasks.BlockerPermanent, RequiresHuman: true}, env.Now())
+	})
+	if err != nil {
+		return "", err
+	}
+	ws.LogEvent(env.Now(), fmt.Sprintf("task %s blocked by hand: %s", id, reason))
+	return fmt.Sprintf("%s blocked: builds leave it until `ralph unblock %s`", id, id), nil
 }
 
 // resolveBlockers marks the memory's blockers of task (a story's cover its

@@ -237,3 +237,37 @@ func (h *Home) ForgetStories(command string, storyIDs []string) error {
 		return changed, nil
 	})
 }
+
+// Block blocks a task by a person's decision while no run is going: a
+// permanent blocker that requires a person, which only `ralph unblock`
+// clears. before runs first, under the same lock, with the task id and
+// its record (nil when the state has none); it marks the task file, and
+// its error changes nothing. With no state yet, one is not created: the
+// task file's mark is the blocker then.
+func (h *Home) Block(id, reason string, before func(taskID string, rec *TaskRecord) error) error {
+	if _, err := h.load(); err != nil {
+		return err
+	}
+	lock, err := store.TryLock(h.LockPath(), "ralph block")
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	st, err := h.load()
+	if err != nil {
+		return err
+	}
+	var rec *TaskRecord
+	if st != nil {
+		rec = st.Tasks[id]
+	}
+	if err := before(id, rec); err != nil {
+		return err
+	}
+	if st == nil {
+		return nil
+	}
+	t := st.task(id)
+	t.Blocker = &BlockerRecord{Reason: reason, Type: "permanent", RequiresHuman: true, InFile: true, Iteration: st.Machine.Iteration}
+	return h.save(st)
+}

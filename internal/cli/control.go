@@ -1,0 +1,323 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/control"
+	"github.com/ralphloop/ralph/internal/live"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/session"
+	"github.com/ralphloop/ralph/internal/status"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/words"
+	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/spf13/cobra"
+)
+
+// steerer is the one control.Steerer: every front end's commands are
+// applied here. A command for a run that is going is left in the control
+// folder for the run to take at its next step; one that needs no run is
+// done now. Either way the journal records it with who gave it.
+type steerer struct {
+	env *Env
+	ws  *workspace.Workspace
+	cfg config.Config
+}
+
+func newSteerer(env *Env, ws *workspace.Workspace, cfg config.Config) *steerer {
+	return &steerer{env: env, ws: ws, cfg: cfg}
+}
+
+func (s *steerer) folder() control.Folder { return control.Folder{Dir: s.ws.Path("control")} }
+
+// Do implements control.Steerer.
+func (s *steerer) Do(ctx context.Context, cmd control.Command) (control.Result, error) {
+	now := s.env.Now()
+	if cmd.V == 0 {
+		cmd.V = control.SchemaVersion
+	}
+	if cmd.ID == "" {
+		cmd.ID = control.NewID(now)
+	}
+	if cmd.Time.IsZero() {
+		cmd.Time = now.UTC()
+	}
+	cmd.Text = strings.TrimSpace(cmd.Text)
+	if err := cmd.Validate(); err != nil {
+		return control.Result{}, err
+	}
+	res, err := s.apply(ctx, cmd)
+	if err != nil {
+		return control.Result{}, err
+	}
+	res.ID = cmd.ID
+	if jerr := s.journal(cmd, res); jerr != nil && err == nil {
+		return res, jerr
+	}
+	return res, nil
+}
+
+// apply does cmd. A command refused changes nothing: the control
+// folder and ignore file are written only for one that is taken.
+func (s *steerer) apply(ctx context.Context, cmd control.Command) (control.Result, error) {
+	f := s.folder()
+	switch cmd.Kind {
+	case control.Hint, control.Pause, control.Stop, control.Skip, control.Block, control.Unblock:
+		if cmd.Kind != control.Hint && len(f.Attached()) == 0 {
+			break // refused below, or applied by a function that knows its files
+		}
+		// Control records are machine state: kept out of git like the rest.
+		if err := s.ws.EnsureIgnoreFile(); err != nil {
+			return control.Result{}, err
+		}
+	}
+	queued := func(r control.Run, what string) control.Result {
+		return control.Result{Status: control.Queued, Message: fmt.Sprintf("%s: the running %s (run %s) takes it at its next step", what, r.Machine, r.Run)}
+	}
+	switch cmd.Kind {
+	case control.Hint:
+		line := fmt.Sprintf("- (%s, %s) %s\n", s.env.Now().Format("2006-01-02 15:04"), cmd.By, strings.Join(strings.Fields(cmd.Text), " "))
+		if err := store.AppendFile(s.ws.Path("context.md"), []byte(line)); err != nil {
+			return control.Result{}, err
+		}
+		return control.Result{Status: control.Applied, Message: fmt.Sprintf("queued for the next iteration's prompt (%s waiting)", words.Count(countHints(s.ws.Path("context.md")), "hint", "hints"))}, nil
+	case control.Pause:
+		runs := f.Attached()
+		if len(runs) == 0 {
+			return control.Result{}, errors.New("no run in this workspace is going, so there is nothing to pause: `ralph status` shows the last one")
+		}
+		if p := f.Paused(); p != nil {
+			return control.Result{Status: control.Applied, Message: fmt.Sprintf("already paused by %s since %s: `ralph resume` goes on", p.By, p.Time.Local().Format("15:04:05"))}, nil
+		}
+		if err := f.SetPause(cmd); err != nil {
+			return control.Result{}, err
+		}
+		return control.Result{Status: control.Queued, Message: fmt.Sprintf("%s after the current step: `ralph resume` goes on", pausing(runs))}, nil
+	case control.Resume:
+		if f.Paused() == nil {
+			return control.Result{}, errors.New("nothing is paused: `ralph pause` pauses a run that is going")
+		}
+		if err := f.ClearPause(); err != nil {
+			return control.Result{}, err
+		}
+		return control.Result{Status: control.Applied, Message: "resumed: the run goes on with its next step"}, nil
+	case control.Stop:
+		runs := f.Attached()
+		if len(runs) == 0 {
+			return control.Result{}, errors.New("no run in this workspace is going, so there is nothing to stop")
+		}
+		if err := f.RequestStop(cmd); err != nil {
+			return control.Result{}, err
+		}
+		// A pause would keep the run from noticing: a stop ends it.
+		f.ClearPause()
+		return control.Result{Status: control.Queued, Message: fmt.Sprintf("stopping %s as Ctrl+C would: the iteration in progress is recorded as interrupted, and `ralph build` resumes", runNames(runs))}, nil
+	case control.Skip, control.Block, control.Unblock:
+		if r, ok := f.Taker(cmd.Kind); ok {
+			if err := f.Enqueue(cmd); err != nil {
+				return control.Result{}, err
+			}
+			return queued(r, cmd.Describe()), nil
+		}
+		var msg string
+		var err error
+		switch cmd.Kind {
+		case control.Skip:
+			err = fmt.Errorf("skip sets %s aside in a build that is going, and none is: `ralph block %s` keeps it out of the next build until `ralph unblock %s`", cmd.Task, cmd.Task, cmd.Task)
+		case control.Block:
+			msg, err = blockTask(s.env, s.ws, s.cfg, cmd.Task, cmd.Text)
+		default:
+			msg, err = unblockTask(ctx, s.env, s.ws, s.cfg, cmd.Task)
+		}
+		if err != nil {
+			return control.Result{}, err
+		}
+		return control.Result{Status: control.Applied, Message: msg}, nil
+	case control.Answer:
+		dir, err := sessionDir(s.ws, cmd.Session)
+		if err != nil {
+			return control.Result{}, err
+		}
+		q, err := session.AnswerQuestion(dir, cmd.Question, cmd.Text, s.env.Now())
+		if err != nil {
+			return control.Result{}, err
+		}
+		qs, _ := session.LoadQuestions(dir)
+		msg := fmt.Sprintf("recorded the answer to %s; no questions left: continue with ralph run --resume", q.ID)
+		if open := session.OpenQuestions(qs); len(open) > 0 {
+			msg = fmt.Sprintf("recorded the answer to %s; %s still open: ralph questions", q.ID, words.Count(len(open), "question", "questions"))
+		}
+		return control.Result{Status: control.Applied, Message: msg}, nil
+	case control.Checkpoint:
+		return s.checkpoint(ctx, cmd)
+	}
+	return control.Result{}, fmt.Errorf("no way to apply %s", cmd.Kind)
+}
+
+// checkpointWait is how long a checkpoint given from a front end is
+// waited for before the answer says it goes on in the background.
+var checkpointWait = 20 * time.Second
+
+// checkpoint takes a thread's human checkpoint by running `ralph thread
+// STEP` in a process of its own: the thread command is the one way a
+// thread moves, and a step such as quick mode's finalize goes on to run
+// the loop, which must outlive the page or viewer that asked for it.
+func (s *steerer) checkpoint(ctx context.Context, cmd control.Command) (control.Result, error) {
+	self, err := s.env.Executable()
+	if err != nil {
+		return control.Result{}, err
+	}
+	args := []string{"thread", cmd.Step}
+	if cmd.Thread != "" {
+		args = append(args, cmd.Thread)
+	}
+	if cmd.Step == "request-changes" {
+		args = append(args, cmd.Text)
+	}
+	logPath := filepath.Join(s.ws.Path("control"), "checkpoints", cmd.ID+".log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return control.Result{}, err
+	}
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return control.Result{}, err
+	}
+	defer logf.Close()
+	c := exec.Command(self, args...)
+	c.Dir = s.ws.Root
+	c.Env = append(os.Environ(), "RALPH_CONTROL_BY="+cmd.By, "NO_COLOR=1")
+	var out bytes.Buffer
+	c.Stdout = &teeWriter{a: logf, b: &out}
+	c.Stderr = c.Stdout
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // the viewer's Ctrl+C is not the thread's
+	if err := c.Start(); err != nil {
+		return control.Result{}, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		text := strings.TrimSpace(out.String())
+		if err != nil {
+			if text == "" {
+				text = err.Error()
+			}
+			return control.Result{}, fmt.Errorf("ralph %s: %s", strings.Join(args, " "), text)
+		}
+		return control.Result{Status: control.Applied, Message: text}, nil
+	case <-time.After(checkpointWait):
+	case <-ctx.Done():
+	}
+	return control.Result{Status: control.Queued, Message: fmt.Sprintf("ralph %s goes on in the background (pid %d); its output is in %s", strings.Join(args[:2], " "), c.Process.Pid, s.ws.Rel(logPath))}, nil
+}
+
+// teeWriter writes to both a and b; a pipe's writer copies from one
+// goroutine, so no lock is needed.
+type teeWriter struct{ a, b interface{ Write([]byte) (int, error) } }
+
+func (t *teeWriter) Write(p []byte) (int, error) {
+	t.a.Write(p)
+	return t.b.Write(p)
+}
+
+// journal records cmd and what became of it.
+func (s *steerer) journal(cmd control.Command, res control.Result) error {
+	if err := s.ws.EnsureIgnoreFile(); err != nil {
+		return err
+	}
+	path := loop.EventsPath(s.ws)
+	seq, _ := report.LastSeq(path)
+	j := &report.Journal{Path: path}
+	data := map[string]any{"id": cmd.ID, "command": string(cmd.Kind), "by": cmd.By, "status": res.Status}
+	for k, v := range map[string]string{"text": cmd.Text, "session": cmd.Session, "question": cmd.Question, "thread": cmd.Thread, "step": cmd.Step} {
+		if v != "" {
+			data[k] = v
+		}
+	}
+	if cmd.Kind == control.Hint {
+		data["context_added"] = cmd.Text // the name add-context's journal line always had
+	}
+	report.NewEmitter("control", "", seq, s.env.Now, j).Emit(report.Event{Kind: report.KindControl, Task: cmd.Task, Data: data,
+		Text: fmt.Sprintf("control: %s by %s (%s)\n", cmd.Describe(), cmd.By, res.Status)})
+	return j.Err()
+}
+
+func pausing(runs []control.Run) string { return "pausing " + runNames(runs) }
+
+func runNames(runs []control.Run) string {
+	names := make([]string, len(runs))
+	for i, r := range runs {
+		names[i] = fmt.Sprintf("the %s (run %s)", r.Machine, r.Run)
+	}
+	return strings.Join(names, " and ")
+}
+
+// controlBy is who gives a command from this process: a person at the
+// CLI, or the front end that started this ralph for a checkpoint.
+func controlBy(env *Env) string {
+	if by := env.Getenv("RALPH_CONTROL_BY"); by != "" {
+		return by
+	}
+	return control.ByCLI
+}
+
+// steerFromCLI gives a command from a CLI command and prints its result.
+func steerFromCLI(cmd *cobra.Command, env *Env, kind control.Kind, fill func(*control.Command)) error {
+	ws, cfg, err := openWorkspace(cmd.Context(), env)
+	if err != nil {
+		return err
+	}
+	c := control.New(kind, controlBy(env), env.Now())
+	fill(&c)
+	res, err := newSteerer(env, ws, cfg).Do(cmd.Context(), c)
+	var ie *control.InputError
+	if errors.As(err, &ie) {
+		return &UsageError{Err: err}
+	}
+	if err != nil {
+		return err
+	}
+	if f := cmd.Flags().Lookup("json"); f != nil && f.Value.String() == "true" {
+		return writeJSON(env, res)
+	}
+	fmt.Fprintln(env.IO.Out, res.Message)
+	return nil
+}
+
+// openLive opens the workspace of the working directory as a live
+// source for the front ends.
+func openLive(ctx context.Context, env *Env, dir string) (*live.Local, error) {
+	e := *env
+	if dir != "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, err
+		}
+		e.WorkDir = func() (string, error) { return abs, nil }
+	}
+	ws, cfg, err := openWorkspace(ctx, &e)
+	if err != nil {
+		return nil, err
+	}
+	st := newSteerer(&e, ws, cfg)
+	return &live.Local{
+		Dir:     ws.Root,
+		Journal: loop.EventsPath(ws),
+		StatusOf: func(ctx context.Context) (status.Report, error) {
+			rep, _, _, err := buildStatus(ws, cfg, &e, "")
+			return rep, err
+		},
+		Steerer: st,
+	}, nil
+}
