@@ -166,6 +166,11 @@ func (f Folder) Attach(run Run) (*Attachment, error) {
 	if err := os.MkdirAll(f.runsDir(), 0o755); err != nil {
 		return nil, err
 	}
+	if len(f.Attached()) == 0 {
+		// A pause no run heeds any more (its run ended or died while
+		// paused) would show in the status as if this run were paused.
+		f.ClearPause()
+	}
 	name := strings.NewReplacer("/", "_", string(filepath.Separator), "_").Replace(run.Run)
 	if name == "" {
 		name = fmt.Sprintf("pid-%d", os.Getpid())

@@ -265,7 +265,14 @@ func (h *Home) Block(id, reason string, before func(taskID string, rec *TaskReco
 		return err
 	}
 	if st == nil {
-		return nil
+		// No run yet: a finished record holds the blocker, which the
+		// next run carries on like any task's counters (a markdown PRD
+		// cannot mark a story blocked itself).
+		now := time.Now().UTC()
+		st = &LoopState{SchemaVersion: StateSchemaVersion, RunID: "blocked-" + now.Format("20060102-150405"), Finished: true,
+			Outcome: OutcomeNeedsHuman, Reason: id + " blocked by a person before any run", Machine: Machine{State: StateExit},
+			StartedAt: now, EnteredAt: now, UpdatedAt: now, Tasks: map[string]*TaskRecord{}, Feedback: map[string]string{},
+			Metrics: Metrics{StateMillis: map[State]int64{}}}
 	}
 	t := st.task(id)
 	t.Blocker = &BlockerRecord{Reason: reason, Type: "permanent", RequiresHuman: true, InFile: true, Iteration: st.Machine.Iteration}
