@@ -57,6 +57,7 @@ type Config struct {
 	Memory        MemorySection          `toml:"memory"`
 	Session       SessionSection         `toml:"session"`
 	Security      SecuritySection        `toml:"security"`
+	Notify        NotifySection          `toml:"notify"`
 	// Roles picks the agent, and optionally the model, of each role of a
 	// `ralph run` session: planner, questioner, executor, reviewer,
 	// goal-check. A role without an entry uses the run's agent.
@@ -247,6 +248,7 @@ func Default() Config {
 		Loop:    LoopSection{MaxRetries: 2, ContextSoft: 70, ContextHard: 80},
 		Breaker: BreakerSection{NoProgress: 3, SameError: 3, PermissionDenials: 3, Cooldown: Duration{5 * time.Minute}},
 		Memory:  MemorySection{Store: "sqlite", PasswordEnv: "NEO4J_PASSWORD"},
+		Notify:  NotifySection{Timeout: Duration{10 * time.Second}},
 		Session: SessionSection{MaxTaskAttempts: 3, MaxQACycles: 3, MaxPlanningRetries: 2, MaxGoalChecks: 3,
 			AgentRetries: 3, RetryBackoff: Duration{5 * time.Second}, MaxTasks: 30},
 	}
@@ -372,6 +374,9 @@ func (c Config) validate() error {
 		if name == "" || strings.ContainsAny(name, " =$") {
 			return fmt.Errorf("[security] redact = [%q]: list names of environment variables, such as \"DEPLOY_KEY\", not their values", name)
 		}
+	}
+	if err := c.Notify.validate(); err != nil {
+		return err
 	}
 	for i, ch := range c.Checks {
 		if strings.TrimSpace(ch.Run) == "" {

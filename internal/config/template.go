@@ -111,6 +111,29 @@ database = ""
 # prompts, besides those named *_API_KEY, *_TOKEN, *SECRET* or *PASSWORD*.
 redact = []
 
+[notify]
+# Tell people when a run needs them (README: Notifications). No channel is
+# set by default; uncomment the ones you use:
+# webhooks = ["https://example.com/ralph"]          # POST of the JSON payload
+# slack = ["https://hooks.slack.com/services/..."]  # Slack-compatible incoming webhooks
+# ntfy = ["https://ntfy.sh/your-topic"]             # ntfy topics
+# command = ["notify-me", "--quiet"]                # an argv; gets the JSON payload on stdin
+# desktop = true                                    # notify-send, when installed
+# Events sent; the default is all but limit_wait_ended: run_finished,
+# task_blocked, task_needs_review, limit_wait_started, limit_wait_ended,
+# breaker_opened, waiting_for_person.
+# events = ["run_finished", "waiting_for_person"]
+# Sign webhook bodies (X-Ralph-Signature: sha256=<HMAC-SHA256 of the body>)
+# with the secret in this environment variable.
+# secret_env = "RALPH_NOTIFY_SECRET"
+# One delivery attempt's limit; a failed one is retried three times.
+timeout = "10s"
+# A channel with its own events:
+# [[notify.channel]]
+# type = "ntfy"                                     # webhook, slack, ntfy, command or desktop
+# url = "https://ntfy.sh/your-topic"
+# events = ["waiting_for_person"]
+
 # A custom agent. "{prompt}" is replaced by the path of the rendered prompt
 # file; without it the prompt is sent on stdin.
 # [agents.mine]
