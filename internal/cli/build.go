@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
@@ -195,7 +198,7 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 			PermissionDenials: cfg.Breaker.PermissionDenials, Cooldown: cfg.Breaker.Cooldown.Duration},
 		OnFailingBaseline: cfg.Build.OnFailingBaseline,
 		Memory:            mem,
-		Sink:              runSink(opts),
+		Sink:              withNotify(env, ws, cfg, runSink(opts)),
 		Terminal:          env.IO.OutTerminal && !opts.JSON, // JSON lines carry no terminal control characters
 		Now:               env.Now,
 	}}, nil
@@ -244,8 +247,11 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 	// N on the command line raises the limit of a run it resumes; N from
 	// the config does not.
 	s.opts.IterationsGiven = opts.MaxIterations > 0
-	rep, err := loop.Build(cmd.Context(), s.ws, s.opts)
-	return reportOutcome(opts, s, rep, goneFromRun(s.ws, rep, err, "ralph build"))
+	att, ctx, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Run: "build", Machine: "build", Takes: []control.Kind{control.Skip, control.Block, control.Unblock}})
+	defer detach()
+	s.opts.Control = att
+	rep, err := loop.Build(ctx, s.ws, s.opts)
+	return reportOutcome(ctx, opts, s, rep, goneFromRun(s.ws, rep, err, "ralph build"))
 }
 
 func runPlan(cmd *cobra.Command, opts *BuildOptions) error {
@@ -261,20 +267,24 @@ func runPlan(cmd *cobra.Command, opts *BuildOptions) error {
 		return usageErrorf("--proto names the proto written for beads: use it with --tasks beads")
 	}
 	defer s.opts.Memory.Close()
-	rep, err := loop.Plan(cmd.Context(), s.ws, s.opts)
-	return reportOutcome(opts, s, rep, goneFromRun(s.ws, rep, err, "ralph plan"))
+	// A plan takes stop (its agent runs are the steps); pause and the
+	// task commands are a build's.
+	_, ctx, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Run: "plan", Machine: "plan"})
+	defer detach()
+	rep, err := loop.Plan(ctx, s.ws, s.opts)
+	return reportOutcome(ctx, opts, s, rep, goneFromRun(s.ws, rep, err, "ralph plan"))
 }
 
 // reportOutcome prints where the run's records are and turns the outcome
 // into the documented exit code.
-func reportOutcome(opts *BuildOptions, s *loopSetup, rep loop.Report, err error) error {
+func reportOutcome(ctx context.Context, opts *BuildOptions, s *loopSetup, rep loop.Report, err error) error {
 	if rep.RunID != "" {
 		fmt.Fprintf(opts.progress(), "run %s: %s, %s done, %d left; records in %s\n",
 			rep.RunID, words.Count(rep.Iterations, "iteration", "iterations"), words.Count(rep.StoriesDone, "story", "stories"), rep.StoriesLeft, s.ws.Rel(rep.RunDir))
 	}
 	if err != nil {
 		if errors.Is(err, loop.ErrInterrupted) {
-			return &ExitError{Code: ExitInterrupted, Msg: "interrupted; state is saved, run the command again to go on"}
+			return &ExitError{Code: ExitInterrupted, Msg: interruptedMsg(ctx, "run the command again to go on")}
 		}
 		var setup *loop.SetupRequiredError
 		if errors.As(err, &setup) {
@@ -312,4 +322,64 @@ func goneFromRun(ws *workspace.Workspace, rep loop.Report, err error, again stri
 type loopSetup struct {
 	ws   *workspace.Workspace
 	opts loop.Options
+}
+
+// attachControl makes the run one that takes control commands (ralph
+// pause, stop, block, ... from any terminal or front end) and returns its
+// attachment and ctx wrapped so that a stop ends it as Ctrl+C would. A run
+// that cannot attach (another holds the same run id) goes on without
+// control, with one warning. done detaches.
+func attachControl(ctx context.Context, env *Env, ws *workspace.Workspace, run control.Run) (att *control.Attachment, runCtx context.Context, done func()) {
+	// The control folder is machine state: never part of a commit.
+	if err := ws.EnsureIgnoreFile(); err == nil {
+		ws.Ignore("control/")
+	}
+	att, err := control.Folder{Dir: ws.Path("control")}.Attach(run)
+	if err != nil {
+		fmt.Fprintf(env.IO.Err, "ralph: this %s takes no control commands (ralph pause, stop, block): %v\n", run.Machine, err)
+		return nil, ctx, func() {}
+	}
+	runCtx, stop := att.WatchStop(ctx)
+	return att, runCtx, func() { stop(); att.Detach() }
+}
+
+// interruptedMsg is what the person is told when ctx ended the run: a
+// stop names who gave it.
+func interruptedMsg(ctx context.Context, again string) string {
+	var se *control.StopError
+	if errors.As(context.Cause(ctx), &se) {
+		return fmt.Sprintf("stopped by %s (ralph stop); state is saved, %s", se.Cmd.By, again)
+	}
+	return "interrupted; state is saved, " + again
+}
+
+// loopStopWord is how a run that ctx ended ended: "stopped by web
+// (ralph stop)" or "interrupted".
+func loopStopWord(ctx context.Context) string {
+	var se *control.StopError
+	if errors.As(context.Cause(ctx), &se) {
+		return se.Error()
+	}
+	return "interrupted"
+}
+
+// teeSink hands every event to each of its sinks: the terminal's and
+// the notifications'.
+type teeSink []report.Sink
+
+func (t teeSink) Emit(ev report.Event) {
+	for _, s := range t {
+		if s != nil {
+			s.Emit(ev)
+		}
+	}
+}
+
+// withNotify adds the [notify] channels to sink.
+func withNotify(env *Env, ws *workspace.Workspace, cfg config.Config, sink report.Sink) report.Sink {
+	ns := notifySinks(env, ws, cfg)
+	if len(ns) == 0 {
+		return sink
+	}
+	return append(teeSink{sink}, ns...)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
@@ -33,7 +34,11 @@ func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers i
 	if opts.JSON {
 		sink = runSink(opts)
 	}
-	rep, err := engine.Run(cmd.Context(), engine.Options{
+	sink = withNotify(opts.Env, s.ws, cfg, sink)
+	att, ctx, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Run: "build", Machine: "build", Takes: []control.Kind{control.Skip, control.Block, control.Unblock}})
+	defer detach()
+	rep, err := engine.Run(ctx, engine.Options{
+		Control:       att,
 		Workers:       workers,
 		WS:            s.ws,
 		Source:        s.opts.Source,
@@ -60,7 +65,7 @@ func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers i
 	}
 	if err != nil {
 		if errors.Is(err, loop.ErrInterrupted) {
-			return &ExitError{Code: ExitInterrupted, Msg: "interrupted; every worker's state is saved: run `ralph build --workers N` again to go on"}
+			return &ExitError{Code: ExitInterrupted, Msg: interruptedMsg(ctx, "every worker's state is saved: run `ralph build --workers N` again to go on")}
 		}
 		return err
 	}

@@ -227,7 +227,11 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	if err := store.WriteFileAtomic(activeSessionPath(ws), []byte(filepath.Base(dir)+"\n"), 0o644); err != nil {
 		return err
 	}
-	em, journal := sessionEvents(env, ws, filepath.Base(dir), opts.JSON)
+	em, journal := sessionEvents(env, ws, filepath.Base(dir), opts.JSON, notifySinks(env, ws, cfg)...)
+	// The session takes pause and stop between its steps, from any
+	// terminal or front end.
+	att, ctx, detach := attachControl(ctx, env, ws, control.Run{Run: "session-" + filepath.Base(dir), Machine: "session"})
+	defer detach()
 	if note != "" {
 		em.Emit(report.Event{Kind: report.KindNote, Text: note})
 	}
@@ -240,7 +244,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		Policy: session.Policy{MaxTaskAttempts: cfg.Session.MaxTaskAttempts, MaxQACycles: cfg.Session.MaxQACycles,
 			MaxPlanningRetries: cfg.Session.MaxPlanningRetries, MaxGoalChecks: cfg.Session.MaxGoalChecks},
 		Backoff: cfg.Session.RetryBackoff.Duration, MaxAgentRetries: cfg.Session.AgentRetries,
-		MaxLimitWait: sessionMaxLimitWait, MaxTasks: cfg.Session.MaxTasks, Events: em,
+		MaxLimitWait: sessionMaxLimitWait, MaxTasks: cfg.Session.MaxTasks, Events: em, Control: att,
 		Budget: runkit.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
 	}
 	p, err := r.Run(ctx)
@@ -256,8 +260,8 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		return nil
 	case errors.Is(err, loop.ErrInterrupted) || ctx.Err() != nil:
 		em.Emit(report.Event{Kind: report.KindSummary, Data: map[string]any{"interrupted": true, "state": string(at)},
-			Text: fmt.Sprintf("interrupted: session %s is saved at %s; ralph run --resume continues it\n", p.State.SessionID, at)})
-		return &ExitError{Code: ExitInterrupted, Msg: "interrupted"}
+			Text: fmt.Sprintf("%s: session %s is saved at %s; ralph run --resume continues it\n", loopStopWord(ctx), p.State.SessionID, at)})
+		return &ExitError{Code: ExitInterrupted, Msg: loopStopWord(ctx)}
 	case errors.As(err, &budget):
 		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("session %s stopped at %s: %v", p.State.SessionID, at, err)}
 	case errors.Is(err, session.ErrWaitingForAnswers):
@@ -272,14 +276,14 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 // sessionEvents returns the session's emitter: its events go to the
 // journal .ralph/events.jsonl, whose seq they continue, and to stdout, as
 // the text a person reads or, with asJSON, one JSON object per line.
-func sessionEvents(env *Env, ws *workspace.Workspace, id string, asJSON bool) (*report.Emitter, *report.Journal) {
+func sessionEvents(env *Env, ws *workspace.Workspace, id string, asJSON bool, extra ...report.Sink) (*report.Emitter, *report.Journal) {
 	journal := &report.Journal{Path: loop.EventsPath(ws)}
 	after, _ := report.LastSeq(journal.Path) // an unreadable journal starts at 1; its appends say what is wrong
 	var sink report.Sink = report.Text{W: env.IO.Out}
 	if asJSON {
 		sink = report.JSONLines{W: env.IO.Out}
 	}
-	return report.NewEmitter(session.MachineName, id, after, env.Now, sink, journal), journal
+	return report.NewEmitter(session.MachineName, id, after, env.Now, append([]report.Sink{sink, journal}, extra...)...), journal
 }
 
 // cleanTree refuses a work tree with changes of the user's: a session's

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/text"
@@ -47,6 +48,10 @@ type threadCmd struct {
 	// document says --json prints one JSON document after the work (thread
 	// new) instead of streaming the events.
 	document bool
+	// att is the thread's hold on the control folder (pause and stop
+	// from any terminal or front end); detach lets go.
+	att    *control.Attachment
+	detach func()
 }
 
 // openThreads opens the workspace for a command that writes threads (new):
@@ -140,8 +145,14 @@ func (tc *threadCmd) use(t thread.Thread) {
 	var after int64
 	if tc.journal != nil {
 		sinks = append(sinks, tc.journal)
+		sinks = append(sinks, notifySinks(env, tc.ws, cfg)...)
 		// An unreadable journal starts at 1; its appends say what is wrong.
 		after, _ = report.LastSeq(tc.journal.Path)
+		// A command that works the thread takes pause and stop; its
+		// loop pauses at its step boundaries, a stop ends it as Ctrl+C.
+		if tc.detach == nil {
+			tc.att, tc.ctx, tc.detach = attachControl(tc.ctx, env, tc.ws, control.Run{Run: "thread-" + t.ID, Machine: "thread"})
+		}
 	}
 	tc.em = report.NewEmitter(thread.MachineName, t.ID, after, env.Now, sinks...)
 	tc.r = thread.NewRunner(tc.ctx, tc.ws, cfg, t, thread.Env{
@@ -173,7 +184,8 @@ func (tc *threadCmd) use(t thread.Thread) {
 				return loop.Options{}, err
 			}
 			s.opts.Agent = a
-			s.opts.Sink = tc.sink()
+			s.opts.Sink = withNotify(env, tc.ws, cfg, tc.sink())
+			s.opts.Control, s.opts.ControlPauseOnly = tc.att, true
 			return s.opts, nil
 		},
 		Confirm: tc.confirm,
@@ -189,6 +201,9 @@ func (tc *threadCmd) use(t thread.Thread) {
 // runVerb runs the thread command name and, once the thread has settled,
 // reports it (finish) while the runner still holds the thread's lock.
 func (tc *threadCmd) runVerb(name, msg string) error {
+	if tc.detach != nil {
+		defer tc.detach()
+	}
 	return tc.ws.Gone(tc.r.Do(name, msg, tc.finish), `ralph thread new "TITLE"`)
 }
 

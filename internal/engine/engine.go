@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/errs"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
@@ -87,6 +88,10 @@ type Options struct {
 	// landed task there once (a task-complete event with its commit) and
 	// resolves its blockers. Nil records nothing.
 	Memory memory.Store
+	// Control is the run's hold on the control folder: the scheduler
+	// takes the skip, block and unblock commands for every worker. The
+	// workers' loops heed its pause (LoopOptions gives it to them).
+	Control *control.Attachment
 	// Sink receives every event: the engine's and, marked with their
 	// worker, the workers' loops'.
 	Sink report.Sink
@@ -125,6 +130,11 @@ type engine struct {
 	ledger *runkit.Ledger
 	// taken are tasks another ralph claimed in a shared store.
 	taken map[string]bool
+	// skipped are tasks a skip set aside: workers take them only when
+	// nothing else is ready. held are blocks given while their task was
+	// in flight, applied when its worker comes back (reason by task).
+	skipped map[string]bool
+	held    map[string]string
 	// early holds what was said before the emitter existed.
 	early []report.Event
 	start time.Time
@@ -156,7 +166,8 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.MinFreeDisk <= 0 {
 		o.MinFreeDisk = DefaultMinFreeDisk
 	}
-	e := &engine{o: o, repo: o.WS.Repo, home: o.WS.Dir(), start: o.Now(), ledger: &runkit.Ledger{MaxRuns: o.MaxIterations}, taken: map[string]bool{}}
+	e := &engine{o: o, repo: o.WS.Repo, home: o.WS.Dir(), start: o.Now(), ledger: &runkit.Ledger{MaxRuns: o.MaxIterations}, taken: map[string]bool{},
+		skipped: map[string]bool{}, held: map[string]string{}}
 	rel, err := filepath.Rel(o.WS.Root, o.Source.Path())
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return Report{}, errs.Usagef("the task file %s is outside the repository: a parallel build opens it in every worktree, so it must be committed in the repository", o.Source.Path())
@@ -322,6 +333,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 				runErr = fmt.Errorf("cannot read the task file: %w", err)
 				stopping = true
 			} else {
+				e.steer(board, active)
 				for free := freeSlot(slots); free >= 0; free = freeSlot(slots) {
 					t, err := e.next(ctx, board, active, &pending)
 					if err != nil {
@@ -360,6 +372,9 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 		if len(queue) > 0 && !stopping && runErr == nil {
 			t := queue[0]
 			queue = queue[1:]
+			if t.State != Queued {
+				continue // blocked by a person while it waited
+			}
 			if err := e.land(ctx, t); err != nil {
 				runErr, stopping = err, true
 				cancel()
@@ -391,6 +406,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 			stopping = true
 			cancel()
 		}
+		e.heldBlock(t)
 		if t.State == Queued {
 			queue = append(queue, t)
 		}
@@ -437,7 +453,13 @@ func (e *engine) next(ctx context.Context, board *tasks.Board, active map[string
 	for id := range e.taken {
 		skip[id] = true
 	}
-	for _, s := range tasks.ReadyStories(*board, skip) {
+	ready := tasks.ReadyStories(*board, withSkipped(skip, e.skipped))
+	if len(ready) == 0 && len(active) == 0 && len(e.skipped) > 0 {
+		// Nothing else is left: the skipped tasks' turn.
+		clear(e.skipped)
+		ready = tasks.ReadyStories(*board, skip)
+	}
+	for _, s := range ready {
 		t := e.reg.Tasks[s.ID]
 		if t == nil {
 			taken, err := e.claim(ctx, s.ID)
@@ -542,4 +564,19 @@ func (e *engine) stuckText(rep Report) string {
 		parts = append(parts, "blocked: "+strings.Join(rep.Blocked, ", "))
 	}
 	return strings.Join(parts, "; ") + " (ralph status shows why)"
+}
+
+// withSkipped is skip with the skipped tasks added.
+func withSkipped(skip, skipped map[string]bool) map[string]bool {
+	if len(skipped) == 0 {
+		return skip
+	}
+	out := make(map[string]bool, len(skip)+len(skipped))
+	for id := range skip {
+		out[id] = true
+	}
+	for id := range skipped {
+		out[id] = true
+	}
+	return out
 }

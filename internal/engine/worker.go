@@ -65,6 +65,9 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	opts.SharedHome = e.home
 	opts.Terminal = false
 	opts.Sink = workerSink{em: e.em, worker: t.Worker, task: t.ID}
+	// Every worker pauses with the run; the scheduler alone takes the
+	// task commands, between workers.
+	opts.Control, opts.ControlPauseOnly = e.o.Control, true
 	// The loop blocks the task after its failed attempts ([loop]
 	// max_retries); the run's iteration limit and budget are the
 	// ledger's, shared by every worker. A worker's own bound is the run's

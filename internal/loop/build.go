@@ -258,6 +258,19 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	r.record.HeadBefore = b.headNow()
 
 	for !b.st.Machine.State.Ends() {
+		if err := b.steer(ctx); err != nil {
+			m := b.st.Machine
+			rep.Iterations = m.Iteration
+			rep.Outcome, reason = OutcomeError, err.Error()
+			if errors.Is(err, ErrInterrupted) {
+				how := stopMessage(ctx)
+				rep.Outcome, reason = OutcomeInterrupted, fmt.Sprintf("%s while paused in %s", how, m.State)
+				b.sayf(report.KindLimit, "■ %s while paused: run `ralph build` again to resume\n", how)
+				return rep, b.stop(TrigInterrupted, reason, err)
+			}
+			r.logError("%s: %v", m.State, err)
+			return rep, b.stop(TrigError, reason, err)
+		}
 		m := b.st.Machine
 		if m.State == StateImplement && (m.Iteration > b.st.MaxIterations || !b.takeSharedRun()) {
 			// The limit also bounds retries, which never pass through
@@ -296,8 +309,9 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			var histErr *HistoryError
 			switch {
 			case errors.Is(err, ErrInterrupted):
-				trig, rep.Outcome, reason = TrigInterrupted, OutcomeInterrupted, fmt.Sprintf("interrupted in %s during iteration %d", m.State, m.Iteration)
-				b.sayf(report.KindLimit, "■ interrupted: iteration %d recorded as interrupted; run `ralph build` again to resume\n", m.Iteration)
+				how := stopMessage(ctx)
+				trig, rep.Outcome, reason = TrigInterrupted, OutcomeInterrupted, fmt.Sprintf("%s in %s during iteration %d", how, m.State, m.Iteration)
+				b.sayf(report.KindLimit, "■ %s: iteration %d recorded as interrupted; run `ralph build` again to resume\n", how, m.Iteration)
 			case errors.Is(err, ErrAllLimited):
 				trig, rep.Outcome = TrigAllLimited, OutcomeInterrupted
 			case errors.As(err, &envErr):

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/errs"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/heartbeat"
@@ -132,6 +133,15 @@ type Options struct {
 	// line: at a resume it raises the resumed run's limit, which otherwise
 	// stays what the run started with.
 	IterationsGiven bool
+	// Control is the run's hold on the workspace's control folder: at
+	// each step boundary the run waits while a pause is in force and,
+	// before it selects a task, takes the queued skip, block and unblock
+	// commands its attachment names. Nil takes no commands.
+	Control *control.Attachment
+	// ControlPauseOnly makes the run heed Control's pause and take no
+	// queued commands: a parallel build's workers, whose scheduler takes
+	// them for every worker.
+	ControlPauseOnly bool
 	// Sink receives the run's events (progress lines, the agent's display
 	// text, the summary) as they happen; nil shows nothing. The journal
 	// gets them too, whatever Sink is.

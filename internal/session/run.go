@@ -12,6 +12,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/errs"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/prompt"
@@ -125,6 +126,10 @@ type Runner struct {
 	// events of machine "session" whose run is the session id; the
 	// caller's sinks render them. Nil tells no one.
 	Events *report.Emitter
+	// Control is the session's hold on the workspace's control folder:
+	// between two actions it waits while a pause is in force (ralph pause
+	// from any terminal or front end). Nil takes no commands.
+	Control *control.Attachment
 
 	prog    Progress
 	started time.Time
@@ -272,6 +277,12 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 			err = loop.ErrInterrupted
 			break
 		}
+		if r.Control != nil {
+			if r.Control.Boundary(ctx, r.paused, r.resumed) != nil {
+				err = loop.ErrInterrupted
+				break
+			}
+		}
 		a := r.todo[0]
 		r.todo = r.todo[1:]
 		if f := perform[a]; f != nil {
@@ -288,6 +299,15 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 	}
 	return r.prog, r.finalError()
 }
+
+// paused and resumed tell a person that the session waits for `ralph
+// resume` between two of its steps, and that it goes on.
+func (r *Runner) paused(p control.Command) {
+	r.say(report.KindWait, map[string]any{"paused": true, "by": p.By, "id": p.ID, "state": string(r.prog.State.Current)},
+		"⏸ paused by %s at %s: `ralph resume` goes on", p.By, p.Time.Local().Format("15:04:05"))
+}
+
+func (r *Runner) resumed() { r.say(report.KindNote, map[string]any{"paused": false}, "▶ resumed") }
 
 // stopErr ends a run of the session by trigger, with detail for the
 // transition; err is what the caller gets.

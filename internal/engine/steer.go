@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ralphloop/ralph/internal/control"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/tasks"
+)
+
+// The scheduler takes the skip, block and unblock commands for every
+// worker (their loops heed pause only): a skipped or blocked task is not
+// handed to a worker, and a block of a task in flight is applied when its
+// worker comes back.
+
+// steer takes the queued task commands and applies them to the registry.
+// board is the task file as the scheduler reads it now; active are the
+// tasks in flight.
+func (e *engine) steer(board *tasks.Board, active map[string]bool) {
+	att := e.o.Control
+	if att == nil {
+		return
+	}
+	cmds := att.Take(control.Skip, control.Block, control.Unblock)
+	if len(cmds) == 0 {
+		return
+	}
+	for _, c := range cmds {
+		id, note, why := e.applyControl(board, active, c)
+		data := map[string]any{"id": c.ID, "command": string(c.Kind), "by": c.By, "status": "taken", "task": id}
+		text := fmt.Sprintf("  ⇢ %s %s by %s: taken%s\n", c.Kind, id, c.By, note)
+		if why != "" {
+			data["status"], data["why"] = "refused", why
+			text = fmt.Sprintf("  ⇢ %s %s by %s: refused: %s\n", c.Kind, id, c.By, why)
+		}
+		if c.Text != "" {
+			data["text"] = c.Text
+		}
+		e.em.Emit(report.Event{Kind: report.KindControl, Task: id, Data: data, Text: text})
+	}
+	_ = e.save()
+}
+
+// applyControl applies c; it returns the task, a note on when it takes
+// effect, and why it was refused ("" when it was taken).
+func (e *engine) applyControl(board *tasks.Board, active map[string]bool, c control.Command) (id, note, why string) {
+	id = strings.TrimSpace(c.Task)
+	storyID, _ := tasks.ParseTaskID(id)
+	if storyID != id {
+		return id, "", fmt.Sprintf("a parallel build works whole stories: give the story %s", storyID)
+	}
+	story, ok := board.Find(id)
+	if !ok {
+		return id, "", fmt.Sprintf("no task %s in %s", id, e.prdRel)
+	}
+	t := e.reg.Tasks[id]
+	switch c.Kind {
+	case control.Block, control.Skip:
+		if story.Done || t != nil && (t.State == Landed || t.State == Landing) {
+			return id, "", fmt.Sprintf("%s is done already", id)
+		}
+		if t != nil && (t.State == Blocked || t.State == NeedsReview) {
+			return id, "", fmt.Sprintf("%s is %s already", id, strings.ReplaceAll(string(t.State), "_", " "))
+		}
+		reason := string(c.Kind) + "ed by " + c.By
+		if c.Kind == control.Skip {
+			reason = "skipped by " + c.By
+		}
+		if c.Text != "" {
+			reason += ": " + c.Text
+		}
+		if active[id] {
+			if c.Kind == control.Skip {
+				return id, "", fmt.Sprintf("%s is in flight already: `ralph block %s` keeps it from landing", id, id)
+			}
+			e.held[id] = reason
+			return id, " (in flight: blocked when its worker comes back)", ""
+		}
+		if c.Kind == control.Skip {
+			if t != nil && t.State == Queued {
+				return id, "", fmt.Sprintf("%s is verified and waiting to land: `ralph block %s` keeps it from landing", id, id)
+			}
+			e.skipped[id] = true
+			return id, " (others go first)", ""
+		}
+		if t == nil {
+			t = &TaskRecord{ID: id, Title: story.Title, Branch: branchName(e.reg.RunID, id)}
+			e.reg.Tasks[id] = t
+		}
+		t.State, t.Reason = Blocked, reason
+		delete(e.skipped, id)
+		return id, "", ""
+	case control.Unblock:
+		delete(e.skipped, id)
+		if _, ok := e.held[id]; ok {
+			delete(e.held, id)
+			return id, "", ""
+		}
+		if t == nil || t.State != Blocked && t.State != NeedsReview {
+			if story.Status == tasks.StatusBlocked {
+				return id, "", fmt.Sprintf("%s is blocked in %s: `ralph unblock %s` clears it once this build ends", id, e.prdRel, id)
+			}
+			return id, "", fmt.Sprintf("%s is not blocked", id)
+		}
+		// Back to the workers, on a fresh branch from the current tip.
+		t.State, t.Reason = SentBack, ""
+		return id, "", ""
+	}
+	return id, "", fmt.Sprintf("a parallel build does not take %s", c.Kind)
+}
+
+// heldBlock applies a block given while t was in flight, now that its
+// worker is back: its work stays on its branch for a person.
+func (e *engine) heldBlock(t *TaskRecord) {
+	reason, ok := e.held[t.ID]
+	if !ok {
+		return
+	}
+	delete(e.held, t.ID)
+	t.State, t.Reason = Blocked, reason
+	e.sayTask(t, report.KindBlocker, map[string]any{"by_control": true}, "[%s %s] ⛔ %s (its work stays on branch %s)", t.Worker, t.ID, reason, t.Branch)
+}
