@@ -1,0 +1,100 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/report"
+)
+
+// events is GET /api/events: the journal as Server-Sent Events. Each
+// event is
+//
+//	id: <seq>
+//	event: <kind>
+//	data: <the envelope as one line of JSON>
+//
+// It replays the events after Last-Event-ID (the header a reconnecting
+// EventSource sends) or ?after=, or all, then follows the journal.
+func (s *Server) events(w http.ResponseWriter, r *http.Request, ws Workspace) {
+	after, err := afterOf(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no") // a proxy in front must not hold events back
+	w.WriteHeader(http.StatusOK)
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var mu sync.Mutex // the heartbeat and the events write to one stream
+	write := func(b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	// A second is quick enough to come back after a restart of serve
+	// and slow enough not to hammer it while it is down.
+	if write([]byte("retry: 1000\n\n")) != nil {
+		return
+	}
+	go func() {
+		t := time.NewTicker(s.heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if write([]byte(": heartbeat\n\n")) != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	ws.Source.Events(ctx, after, func(ev report.Event) error {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return nil // an Event always marshals; Data holds plain values only
+		}
+		return write(fmt.Appendf(nil, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, sseField(string(ev.Kind)), b))
+	})
+}
+
+// afterOf is the seq a stream starts after: Last-Event-ID wins over
+// ?after=, because it is where this very client got to.
+func afterOf(r *http.Request) (int64, error) {
+	v := r.Header.Get("Last-Event-ID")
+	name := "the Last-Event-ID header"
+	if v == "" {
+		v, name = r.URL.Query().Get("after"), "?after="
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s is %q: give the seq of the last event seen (a number, 0 for all)", name, v)
+	}
+	return n, nil
+}
+
+// sseField keeps a value on its one line: a newline would end the field.
+func sseField(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+}
