@@ -1,0 +1,256 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/control"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
+)
+
+// The steer tests give a build control commands through a real control
+// folder, as `ralph pause` or `ralph block` from another terminal would,
+// and watch what the run does with them.
+
+var buildTakes = []control.Kind{control.Skip, control.Block, control.Unblock}
+
+// attach makes the rig's run one that takes commands from a control
+// folder of its own, and returns the folder.
+func (r *rig) attach() control.Folder {
+	r.t.Helper()
+	f := control.Folder{Dir: r.t.TempDir()}
+	att, err := f.Attach(control.Run{Run: "build", Machine: "build", Takes: buildTakes})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(att.Detach)
+	r.opts.Control = att
+	return f
+}
+
+// give queues a command for the run, given now by web.
+func give(t *testing.T, f control.Folder, kind control.Kind, task string) control.Command {
+	t.Helper()
+	c := control.New(kind, control.ByWeb, time.Now())
+	c.Task = task
+	if err := f.Enqueue(c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// hookAgent runs before ahead of each agent attempt of the rig's agent.
+type hookAgent struct {
+	inner  AgentPort
+	before func(n int)
+}
+
+func (h hookAgent) RunAgent(ctx context.Context, spec agent.Spec, n int, prompt string) (runkit.Result, error) {
+	h.before(n)
+	return h.inner.RunAgent(ctx, spec, n, prompt)
+}
+
+// controlEvents returns the control events the run journaled, as
+// "command task status".
+func controlEvents(r *rig) []string {
+	var out []string
+	for _, ev := range r.events.of(report.KindControl) {
+		out = append(out, ev.Data["command"].(string)+" "+ev.Task+" "+ev.Data["status"].(string))
+	}
+	return out
+}
+
+func TestSteerBlockTakenAtSelectionLeavesTheTask(t *testing.T) {
+	r := newRig(t, twoStories, step{write: "b.txt", tick: "US-002"})
+	f := r.attach()
+	give(t, f, control.Block, "US-001")
+	rep, err := r.build()
+	if !errors.Is(err, ErrNeedsHuman) || rep.Outcome != OutcomeNeedsHuman || rep.StoriesDone != 1 {
+		t.Fatalf("Build = %+v, %v; want US-002 done and the run ending as needing a person", rep, err)
+	}
+	if got := controlEvents(r); len(got) != 1 || got[0] != "block US-001 taken" {
+		t.Errorf("control events = %q; want the block taken", got)
+	}
+	if ev := r.events.of(report.KindControl)[0]; ev.Text != "  ⇢ block US-001 by web: taken\n" || ev.Data["by"] != "web" {
+		t.Errorf("control event = %+v; want the terminal line naming who gave it", ev)
+	}
+	if len(r.agent.prompts) != 1 || !strings.Contains(r.agent.prompts[0], "US-002") {
+		t.Errorf("the agent ran %d times; want once, on US-002, never on the blocked US-001", len(r.agent.prompts))
+	}
+	st := r.state()
+	bl := st.Tasks["US-001"].Blocker
+	if bl == nil || bl.Type != "permanent" || !bl.RequiresHuman || bl.Reason != "blocked by web" {
+		t.Errorf("US-001 blocker = %+v; want a permanent blocker that requires a person, by web", bl)
+	}
+	// A markdown PRD cannot say "blocked": ralph's state holds it, and
+	// the story stays unchecked.
+	if prd, _ := os.ReadFile(r.opts.PRDPath); !strings.Contains(string(prd), "### [ ] US-001") {
+		t.Errorf("US-001 is no longer open in the PRD:\n%s", prd)
+	}
+	if q, _ := f.Queued(); len(q) != 0 {
+		t.Errorf("the queue still holds %d commands; a taken command leaves it", len(q))
+	}
+
+	// unblock, queued for the next build, which takes it at its start
+	// and does the task.
+	give(t, f, control.Unblock, "US-001")
+	r.agent.steps = append(r.agent.steps, step{write: "a.txt", tick: "US-001"})
+	rep, err = r.resume()
+	if err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("second Build = %+v, %v; want complete after the unblock", rep, err)
+	}
+	if got := controlEvents(r); len(got) != 2 || got[1] != "unblock US-001 taken" {
+		t.Errorf("control events = %q; want the unblock taken", got)
+	}
+	if tr := r.state().Tasks["US-001"]; tr.Blocker != nil || tr.Successes != 1 {
+		t.Errorf("US-001 = %+v; want it unblocked and done", tr)
+	}
+}
+
+func TestSteerSkipPutsTheTaskLast(t *testing.T) {
+	r := newRig(t, twoStories, step{write: "b.txt", tick: "US-002"}, step{write: "a.txt", tick: "US-001"})
+	f := r.attach()
+	give(t, f, control.Skip, "US-001")
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeComplete || rep.StoriesDone != 2 {
+		t.Fatalf("Build = %+v, %v; want both stories done, the skipped one last", rep, err)
+	}
+	if len(r.agent.prompts) != 2 || !strings.Contains(r.agent.prompts[0], "US-002: Second") || !strings.Contains(r.agent.prompts[1], "US-001: First") {
+		t.Errorf("the agent worked %d prompts; want US-002 first, then the skipped US-001", len(r.agent.prompts))
+	}
+	if got := controlEvents(r); len(got) != 1 || got[0] != "skip US-001 taken" {
+		t.Errorf("control events = %q; want the skip taken", got)
+	}
+}
+
+func TestSteerUnknownTaskIsRefusedAndTheRunGoesOn(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001"})
+	f := r.attach()
+	give(t, f, control.Block, "US-999")
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("Build = %+v, %v; want the run complete despite a command for no task", rep, err)
+	}
+	evs := r.events.of(report.KindControl)
+	if len(evs) != 1 || evs[0].Data["status"] != "refused" || !strings.Contains(evs[0].Data["why"].(string), "no task US-999") {
+		t.Fatalf("control events = %+v; want the block refused, saying there is no such task", evs)
+	}
+}
+
+func TestSteerPauseHoldsTheNextStepUntilResume(t *testing.T) {
+	r := newRig(t, twoStories, step{write: "a.txt", tick: "US-001"}, step{write: "b.txt", tick: "US-002"})
+	f := r.attach()
+	paused := make(chan struct{})
+	r.opts.Agents = hookAgent{inner: r.agent, before: func(n int) {
+		if n == 1 {
+			// A pause given while the first agent works: the run
+			// finishes that step, then waits.
+			if err := f.SetPause(control.New(control.Pause, control.ByCLI, time.Now())); err != nil {
+				t.Error(err)
+			}
+			close(paused)
+		}
+	}}
+	done := make(chan error, 1)
+	go func() { _, err := Build(r.ctx, r.ws, r.opts); done <- err }()
+	<-paused
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.events.of(report.KindWait)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the run never said it was paused")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if w := r.events.of(report.KindWait)[0]; !strings.HasPrefix(w.Text, "⏸ paused by cli at ") {
+		t.Errorf("pause line = %q", w.Text)
+	}
+	time.Sleep(600 * time.Millisecond) // three looks at the folder
+	if n := len(r.events.of(report.KindIteration)); n != 1 {
+		t.Fatalf("%d iterations started while paused; want only the first, which was going when the pause came", n)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the run ended while paused: %v", err)
+	default:
+	}
+	if err := f.ClearPause(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Build after resume: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not go on after resume")
+	}
+	if n := len(r.events.of(report.KindIteration)); n != 2 {
+		t.Errorf("%d iterations; want 2 once resumed", n)
+	}
+	if notes := r.events.of(report.KindNote); !containsText(notes, "▶ resumed\n") {
+		t.Errorf("no resumed line among the notes")
+	}
+}
+
+func TestSteerStopWhilePausedEndsAsInterrupted(t *testing.T) {
+	r := newRig(t, oneStory)
+	f := r.attach()
+	if err := f.SetPause(control.New(control.Pause, control.ByCLI, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	stop := control.New(control.Stop, control.ByMCP, time.Now())
+	ctx, cancel := context.WithCancelCause(r.ctx)
+	defer cancel(nil)
+	go func() {
+		for len(r.events.of(report.KindWait)) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel(&control.StopError{Cmd: stop})
+	}()
+	rep, err := Build(ctx, r.ws, r.opts)
+	if !errors.Is(err, ErrInterrupted) || rep.Outcome != OutcomeInterrupted {
+		t.Fatalf("Build = %+v, %v; want interrupted, as Ctrl+C", rep, err)
+	}
+	if !strings.Contains(rep.Reason, "stopped by mcp") {
+		t.Errorf("reason %q does not say who stopped the run", rep.Reason)
+	}
+	if st := r.state(); st.Finished {
+		t.Errorf("the stopped run is finished; want it resumable")
+	}
+	// The next build resumes and does the story.
+	f.ClearPause()
+	r.agent.steps = append(r.agent.steps, step{write: "a.txt", tick: "US-001"})
+	rep, err = r.resume()
+	if err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("resumed Build = %+v, %v; want complete", rep, err)
+	}
+}
+
+func TestSteerWorkerTakesNoQueuedCommands(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001"})
+	f := r.attach()
+	r.opts.ControlPauseOnly = true
+	give(t, f, control.Block, "US-001")
+	rep, err := r.build()
+	if err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("Build = %+v, %v; want the story done: a worker leaves the queue to its scheduler", rep, err)
+	}
+	if q, _ := f.Queued(); len(q) != 1 {
+		t.Errorf("queue holds %d commands; want the block left for the scheduler", len(q))
+	}
+}
+
+func containsText(evs []report.Event, text string) bool {
+	for _, ev := range evs {
+		if ev.Text == text {
+			return true
+		}
+	}
+	return false
+}
