@@ -36,6 +36,9 @@ type Options struct {
 	Plain bool
 	// Poll is how often the status is read again; 0 means a second.
 	Poll time.Duration
+	// Width and Height, when set, are the screen's size for an output
+	// that is not a terminal (tests); a terminal reports its own.
+	Width, Height int
 }
 
 // Run shows src on out, reading keys from in, until the person quits
@@ -46,6 +49,9 @@ func Run(ctx context.Context, src live.Source, in io.Reader, out io.Writer, opts
 	defer cancel()
 	m := New(ctx, src, opts)
 	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out)}
+	if opts.Width > 0 && opts.Height > 0 {
+		popts = append(popts, tea.WithWindowSize(opts.Width, opts.Height))
+	}
 	if opts.Plain {
 		popts = append(popts, tea.WithColorProfile(colorprofile.Ascii))
 	}

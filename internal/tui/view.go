@@ -441,12 +441,18 @@ func (m *Model) footer() []string {
 	if m.rep.Paused != nil {
 		pause = "resume"
 	}
-	keys := []string{"p " + pause, "x stop", "h hint", "s skip", "b block", "u unblock", "a answer", "c checkpoint", "tab pane", "? help", "q quit"}
+	keys := []string{"p " + pause, "x stop", "h hint", "s skip", "b block", "u unblock", "a answer", "c checkpoint", "? help", "q quit"}
+	// At 80 columns every key still fits, in a tighter form.
+	sep, between := " ", "  "
+	if !m.twoColumns() {
+		keys[7] = "c checkpt"
+		sep, between = ":", " "
+	}
 	for i, k := range keys {
 		key, what, _ := strings.Cut(k, " ")
-		keys[i] = m.st.key.Render(key) + " " + what
+		keys[i] = m.st.key.Render(key) + sep + what
 	}
-	return []string{msg, strings.Join(keys, " · ")}
+	return []string{msg, strings.Join(keys, between)}
 }
 
 func (m *Model) help(w, h int) []string {
