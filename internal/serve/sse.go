@@ -37,6 +37,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ws Workspace) {
 	w.WriteHeader(http.StatusOK)
 
 	ctx, cancel := context.WithCancel(r.Context())
+	var wg sync.WaitGroup
+	// The heartbeat must be done writing before the handler returns:
+	// a ResponseWriter is not to be used after that.
+	defer wg.Wait()
 	defer cancel()
 	var mu sync.Mutex // the heartbeat and the events write to one stream
 	write := func(b []byte) error {
@@ -52,7 +56,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ws Workspace) {
 	if write([]byte("retry: 1000\n\n")) != nil {
 		return
 	}
-	go func() {
+	wg.Go(func() {
 		t := time.NewTicker(s.heartbeat)
 		defer t.Stop()
 		for {
@@ -66,7 +70,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ws Workspace) {
 				}
 			}
 		}
-	}()
+	})
 	ws.Source.Events(ctx, after, func(ev report.Event) error {
 		b, err := json.Marshal(ev)
 		if err != nil {
