@@ -1,0 +1,380 @@
+package notify
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/text"
+)
+
+// Notification is one thing a person is told: the payload of every
+// channel, before it is put in the channel's format.
+type Notification struct {
+	Event   string
+	Time    time.Time
+	Run     string
+	Machine string
+	Worker  string
+	Task    string
+	Summary string // one line a person reads
+	Outcome string // run_finished only
+	Reason  string
+	Seq     int64 // the journal seq of the event it comes from
+	Details map[string]any
+	Test    bool // a sample sent by ralph notify test
+
+	// key is what makes two notifications the same one: a channel sends
+	// a key once (a repaired journal line, or a question told both by
+	// its event and by the session's transition).
+	key string
+}
+
+// The outcomes of run_finished.
+const (
+	OutcomeDone        = "done"
+	OutcomeBlocked     = "blocked"
+	OutcomeLimit       = "limit"
+	OutcomeBudget      = "budget"
+	OutcomeError       = "error"
+	OutcomeInterrupted = "interrupted"
+)
+
+// Machine names as the runners stamp them (loop, session, thread, engine
+// sit above this package, so their constants cannot be imported).
+const (
+	machineLoop    = "loop"
+	machineSession = "session"
+	machineThread  = "thread"
+	machineEngine  = "engine"
+)
+
+// deriver turns journal events into notifications. Most come from one
+// event; a usage-limit wait ends with no event of its own, so it is open
+// until the same run and worker does something again.
+type deriver struct {
+	lastLimit map[string]string         // run -> the last "■ ..." line the loop said: why it ends
+	summary   map[string]map[string]any // run -> the loop's summary data, which precedes its EXIT
+	waits     map[string]openWait       // run+worker -> the usage-limit wait going on
+}
+
+type openWait struct {
+	seq   int64
+	start time.Time
+}
+
+func newDeriver() *deriver {
+	return &deriver{lastLimit: map[string]string{}, summary: map[string]map[string]any{}, waits: map[string]openWait{}}
+}
+
+// loopEnds maps the triggers that end a loop run to outcomes.
+var loopEnds = map[string]string{
+	"all_complete":       OutcomeDone,
+	"none_selectable":    OutcomeBlocked,
+	"iteration_limit":    OutcomeLimit,
+	"budget_exhausted":   OutcomeBudget, // also the iteration limit seen at STORY_SELECT: see runFinishedLoop
+	"all_agents_limited": OutcomeLimit,
+	"interrupted":        OutcomeInterrupted,
+	"agent_cannot_run":   OutcomeError,
+	"history_changed":    OutcomeError,
+	"error":              OutcomeError,
+	"progress_missing":   OutcomeError,
+}
+
+// sessionStops maps the triggers that stop a session run to outcomes.
+var sessionStops = map[string]string{
+	"interrupted":      OutcomeInterrupted,
+	"usage_limit":      OutcomeLimit,
+	"budget_exhausted": OutcomeBudget,
+}
+
+// engineOutcomes maps a parallel build's outcome to run_finished's.
+var engineOutcomes = map[string]string{
+	"complete":       OutcomeDone,
+	"needs_human":    OutcomeBlocked,
+	"max_iterations": OutcomeLimit,
+	"budget":         OutcomeBudget,
+	"error":          OutcomeError,
+	"interrupted":    OutcomeInterrupted,
+}
+
+// threadCheckpoints are the thread phases that wait for a person.
+var threadCheckpoints = map[string]string{
+	"PendingReview": "waits for a person's review (ralph thread approve)",
+	"ReadyToCommit": "is ready to commit and waits for a person",
+	"Stuck":         "is stuck and needs a person",
+}
+
+// activity is what a run does once a usage-limit wait is over.
+var activity = []report.Kind{report.KindAgentOutput, report.KindIteration, report.KindTransition,
+	report.KindCheck, report.KindVerdict, report.KindCommit, report.KindHeartbeat}
+
+func (d *deriver) derive(ev report.Event) []Notification {
+	var out []Notification
+	wk := ev.Run + "\x00" + ev.Worker
+	n := func(event, summary string) Notification {
+		return Notification{Event: event, Time: ev.Time, Run: ev.Run, Machine: ev.Machine, Worker: ev.Worker,
+			Task: ev.Task, Summary: summary, Seq: ev.Seq}
+	}
+	finished := func(outcome, reason string, details map[string]any) {
+		x := n(config.NotifyRunFinished, "")
+		x.Task, x.Outcome, x.Reason, x.Details = "", outcome, oneLine(reason), details
+		x.Summary = fmt.Sprintf("run %s finished: %s", ev.Run, outcome)
+		if x.Reason != "" {
+			x.Summary += " (" + x.Reason + ")"
+		}
+		x.key = ev.Run + "|" + x.Event + "|" + outcome
+		out = append(out, x)
+		for k := range d.waits {
+			if strings.HasPrefix(k, ev.Run+"\x00") {
+				delete(d.waits, k)
+			}
+		}
+		delete(d.lastLimit, ev.Run)
+		delete(d.summary, ev.Run)
+	}
+	blocked := func(reason string) {
+		x := n(config.NotifyTaskBlocked, fmt.Sprintf("task %s is blocked", ev.Task))
+		x.Reason = oneLine(reason)
+		if x.Reason != "" {
+			x.Summary += ": " + x.Reason
+		}
+		// Once per task and run: a worker's loop and the engine both
+		// tell of the same parallel task.
+		x.key = ev.Run + "|" + x.Event + "|" + ev.Task
+		out = append(out, x)
+	}
+	waiting := func(summary, reason, key string, details map[string]any) {
+		x := n(config.NotifyWaitingForPerson, summary)
+		x.Reason, x.Details, x.key = oneLine(reason), details, ev.Run+"|"+config.NotifyWaitingForPerson+"|"+key
+		out = append(out, x)
+	}
+	limitWait := func(details map[string]any, until string) {
+		if _, open := d.waits[wk]; open {
+			return
+		}
+		d.waits[wk] = openWait{seq: ev.Seq, start: ev.Time}
+		x := n(config.NotifyLimitWaitStarted, "every agent is at a usage limit: the run waits for a reset")
+		if until != "" {
+			x.Summary += " (until " + until + ")"
+		}
+		x.Details, x.key = details, fmt.Sprintf("%s|%s|%s|%d", ev.Run, x.Event, ev.Worker, ev.Seq)
+		out = append(out, x)
+	}
+
+	// A run that ends first: its waits end with it, told by run_finished.
+	switch {
+	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindSummary:
+		d.summary[ev.Run] = ev.Data
+	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindLimit && strings.HasPrefix(ev.Text, "■ "):
+		d.lastLimit[ev.Run] = strings.TrimSpace(strings.TrimPrefix(ev.Text, "■ "))
+	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindTransition &&
+		(ev.To == "EXIT" || ev.To == "ERROR" || ev.To == "STOPPED") && ev.Trigger != "resumed":
+		outcome, ok := loopEnds[ev.Trigger]
+		if !ok {
+			outcome = OutcomeError
+		}
+		reason := str(ev.Data, "detail")
+		if last := d.lastLimit[ev.Run]; last != "" && (ev.Trigger == "budget_exhausted" || ev.Trigger == "iteration_limit" || reason == "") && ev.Trigger != "all_complete" {
+			reason = last
+		}
+		// STORY_SELECT ends at the iteration limit with the budget's
+		// trigger; the line it said tells which.
+		if ev.Trigger == "budget_exhausted" && !strings.HasPrefix(reason, "budget") && strings.HasPrefix(reason, "reached ") {
+			outcome = OutcomeLimit
+		}
+		if reason == "" {
+			reason = defaultReason(ev.Trigger)
+		}
+		finished(outcome, reason, summaryDetails(d.summary[ev.Run]))
+		return out
+	case ev.Machine == machineSession && ev.Kind == report.KindTransition && ev.Trigger != "resumed":
+		switch ev.To {
+		case "Complete":
+			finished(OutcomeDone, "the goal check passed", nil)
+			return out
+		case "Failed":
+			finished(OutcomeError, str(ev.Data, "detail"), nil)
+			return out
+		case "Stopped":
+			if ev.Trigger == "waiting_for_answers" {
+				ids := splitIDs(str(ev.Data, "detail"))
+				waiting(questionSummary(ev.Run, ids), "", strings.Join(ids, ","), map[string]any{"questions": ids})
+				delete(d.waits, wk)
+				return out
+			}
+			outcome, ok := sessionStops[ev.Trigger]
+			if !ok {
+				outcome = OutcomeError
+			}
+			finished(outcome, text.OrNone(str(ev.Data, "detail"), ev.Trigger), nil)
+			return out
+		}
+	case ev.Machine == machineEngine && ev.Kind == report.KindSummary:
+		outcome, ok := engineOutcomes[str(ev.Data, "outcome")]
+		if !ok {
+			outcome = OutcomeError
+		}
+		reason := strings.TrimSpace(strings.TrimPrefix(ev.Text, "ralph: "))
+		details := map[string]any{}
+		for _, k := range []string{"landed", "needs_review", "blocked", "left", "iterations"} {
+			if v, ok := ev.Data[k]; ok {
+				details[k] = v
+			}
+		}
+		finished(outcome, reason, details)
+		return out
+	}
+
+	// A usage-limit wait ends when the run does something again.
+	if w, open := d.waits[wk]; open && slices.Contains(activity, ev.Kind) {
+		delete(d.waits, wk)
+		x := n(config.NotifyLimitWaitEnded, "the usage-limit wait is over: the run goes on")
+		x.Task = ""
+		if !w.start.IsZero() && !ev.Time.IsZero() {
+			waited := ev.Time.Sub(w.start).Round(time.Second)
+			x.Summary = fmt.Sprintf("the usage-limit wait is over after %s: the run goes on", waited)
+			x.Details = map[string]any{"waited_seconds": waited.Seconds(), "started_seq": w.seq}
+		}
+		x.key = fmt.Sprintf("%s|%s|%s|%d", ev.Run, x.Event, ev.Worker, w.seq)
+		out = append(out, x)
+	}
+
+	switch {
+	case ev.Kind == report.KindTransition && ev.Machine == machineLoop && ev.To == "BLOCKER" && ev.Trigger != "resumed":
+		blocked(str(ev.Data, "detail"))
+	case ev.Kind == report.KindTransition && ev.Machine == machineThread && threadCheckpoints[ev.To] != "" && ev.Trigger != "resumed":
+		id := text.OrNone(str(ev.Data, "thread"), ev.Run)
+		waiting(fmt.Sprintf("thread %s %s", id, threadCheckpoints[ev.To]), str(ev.Data, "reason"),
+			fmt.Sprintf("%s|%d", ev.To, ev.Seq), map[string]any{"thread": id, "phase": ev.To})
+	case ev.Kind == report.KindWait && ev.Machine == machineSession && ev.Data["questions"] != nil:
+		ids := anyStrings(ev.Data["questions"])
+		waiting(questionSummary(ev.Run, ids), "", strings.Join(ids, ","), map[string]any{"questions": ids})
+	case ev.Kind == report.KindWait && ev.Machine == machineLoop && strings.Contains(ev.Text, "circuit breaker OPEN"):
+		reason := ev.Text[strings.Index(ev.Text, "circuit breaker OPEN")+len("circuit breaker OPEN"):]
+		reason = strings.TrimPrefix(strings.TrimSpace(reason), ":")
+		if i := strings.Index(reason, ";"); i >= 0 {
+			reason = reason[:i]
+		}
+		x := n(config.NotifyBreakerOpened, "the circuit breaker opened: the run pauses before trying again")
+		x.Reason = oneLine(reason)
+		if x.Reason != "" {
+			x.Summary = "the circuit breaker opened (" + x.Reason + "): the run pauses before trying again"
+		}
+		x.key = fmt.Sprintf("%s|%s|%d", ev.Run, x.Event, ev.Seq)
+		out = append(out, x)
+	case ev.Kind == report.KindWait && ev.Machine == machineLoop && strings.Contains(ev.Text, "all agents are limited"):
+		limitWait(nil, "")
+	case ev.Kind == report.KindLimit && ev.Machine == machineSession && ev.Data["wait_seconds"] != nil:
+		until := ""
+		if t, ok := ev.Data["resets_at"].(time.Time); ok && !t.IsZero() {
+			until = t.UTC().Format("15:04 UTC")
+		}
+		limitWait(map[string]any{"agent": ev.Data["agent"], "role": ev.Data["role"], "resets_at": ev.Data["resets_at"]}, until)
+	case ev.Kind == report.KindBlocker && ev.Machine == machineEngine && ev.Task != "":
+		switch {
+		case ev.Data["branch"] != nil && strings.Contains(ev.Text, "needs review"):
+			x := n(config.NotifyTaskNeedsReview, fmt.Sprintf("task %s needs review before it can land", ev.Task))
+			x.Reason = oneLine(str(ev.Data, "reason"))
+			if x.Reason != "" {
+				x.Summary += ": " + x.Reason
+			}
+			x.Details = map[string]any{"branch": ev.Data["branch"], "conflicts": ev.Data["conflicts"]}
+			x.key = ev.Run + "|" + x.Event + "|" + ev.Task
+			out = append(out, x)
+		case ev.Data["conflicts"] != nil:
+			// Sent back to a worker: the queue deals with it.
+		default:
+			reason := str(ev.Data, "error")
+			if reason == "" {
+				reason = strings.TrimSpace(ev.Text)
+				if i := strings.Index(reason, "] "); i >= 0 {
+					reason = reason[i+2:]
+				}
+				reason = strings.TrimLeft(reason, "✗■ ")
+			}
+			blocked(reason)
+		}
+	}
+	return out
+}
+
+func defaultReason(trigger string) string {
+	switch trigger {
+	case "all_complete":
+		return "all stories complete"
+	case "none_selectable":
+		return "only blocked stories are left: a person must decide"
+	case "interrupted":
+		return "interrupted; ralph build resumes it"
+	case "all_agents_limited":
+		return "every agent is at its usage limit; resume later"
+	case "agent_cannot_run":
+		return "the agent cannot run; fix it, then ralph build"
+	case "history_changed":
+		return "git history changed under the run"
+	}
+	return trigger
+}
+
+func summaryDetails(data map[string]any) map[string]any {
+	if data == nil {
+		return nil
+	}
+	out := map[string]any{}
+	for _, k := range []string{"stories_completed", "stories_total", "iterations", "final_commit", "blocked"} {
+		if v, ok := data[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func questionSummary(session string, ids []string) string {
+	if len(ids) == 0 {
+		return fmt.Sprintf("session %s waits for a person to answer its questions (ralph questions)", session)
+	}
+	return fmt.Sprintf("session %s waits for a person to answer %s: ralph answer %s \"...\", then ralph run --resume", session, strings.Join(ids, ", "), ids[0])
+}
+
+func splitIDs(s string) []string {
+	var ids []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			ids = append(ids, f)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// anyStrings reads a list of strings from event data, as emitted ([]string)
+// or as read back from JSON ([]any).
+func anyStrings(v any) []string {
+	var ids []string
+	switch l := v.(type) {
+	case []string:
+		ids = append(ids, l...)
+	case []any:
+		for _, x := range l {
+			if s, ok := x.(string); ok {
+				ids = append(ids, s)
+			}
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func str(data map[string]any, key string) string {
+	if s, ok := data[key].(string); ok {
+		return s
+	}
+	return ""
+}
+
+func oneLine(s string) string { return text.Clip(text.OneLine(strings.TrimSpace(s)), 300) }
