@@ -45,7 +45,8 @@ func scenario(pause string) fakeagent.Scenario {
 		return []fakeagent.Step{{Say: "working on " + id}, {Sleep: pause}, {Write: file, Content: content + "\n"},
 			{Tool: "Bash", Input: "sh check.sh"}, {CheckStory: id}, {Final: final}}
 	}
-	return fakeagent.Scenario{Invocations: []fakeagent.Invocation{
+	// Claude stream-json carries token use, which the receipts add up.
+	return fakeagent.Scenario{Format: "claude", Invocations: []fakeagent.Invocation{
 		{Match: "Your previous attempt at US-002 was sent back", Steps: append([]fakeagent.Step{{Write: "two.fix", Content: "fixed\n"}}, steps("US-002", "fixed two", "two.txt", "good")...)},
 		{Match: "Story: US-001:", Steps: steps("US-001", "wrote one", "one.txt", "one")},
 		{Match: "Story: US-002:", Steps: steps("US-002", "wrote two", "two.txt", "bad")},
@@ -75,7 +76,7 @@ func newRepo(t *testing.T, pause string) *repo {
 		base = d
 	}
 	r := &repo{dir: filepath.Join(base, "repo"), scenario: filepath.Join(base, "scenario.json"), home: filepath.Join(base, "home"), ralph: ralph}
-	config := fmt.Sprintf("[agent]\ndefault = \"fake\"\n[build]\nrequire_plan = false\n[memory]\nstore = \"file\"\n[agents.fake]\ncommand = [%q]\n"+
+	config := fmt.Sprintf("[agent]\ndefault = \"fake\"\n[build]\nrequire_plan = false\n[memory]\nstore = \"file\"\n[agents.fake]\ncommand = [%q]\nformat = \"claude\"\n"+
 		"[[checks]]\nname = \"tests\"\nrun = \"sh check.sh\"\n", fake)
 	files := map[string]string{".agents/tasks/prd.md": prd, ".ralph/config.toml": config, "check.sh": check, "README.md": "# serve test\n", "../home/gitconfig": ""}
 	for name, content := range files {

@@ -41,6 +41,7 @@ function api(path) {
 }
 function dur(ms) {
   if (ms == null) return "–";
+  if (ms < 1000) return Math.round(ms) + "ms";
   const s = Math.round(ms / 1000);
   if (s < 60) return s + "s";
   const m = Math.floor(s / 60);
@@ -48,6 +49,7 @@ function dur(ms) {
   return Math.floor(m / 60) + "h" + String(m % 60).padStart(2, "0") + "m";
 }
 const fmtInt = (n) => (n || 0).toLocaleString("en-US");
+const money = (c) => "$" + (c >= 1 ? c.toFixed(2) : c.toFixed(4));
 const tokTotal = (t) => t ? (t.input || 0) + (t.output || 0) + (t.cache_read || 0) + (t.cache_write || 0) : 0;
 const stateTag = (s) => el("span", { class: "state s-" + s }, s.replace("_", " "));
 
@@ -110,16 +112,16 @@ function renderRun(st) {
     ["Task", st.current_task ? st.current_task + (st.current_story ? " · " + st.current_story : "") : "–"],
     ["Agent", (st.last_iteration && st.last_iteration.agent) || "–"],
     ["Stories", st.stories_done + " / " + st.stories + " done"],
-    ["Tokens", fmtInt(tokTotal(m.tokens)) + (m.cost_usd_estimate ? " · $" + m.cost_usd_estimate.toFixed(2) : "")],
+    ["Tokens", fmtInt(tokTotal(m.tokens)) + (m.cost_usd_estimate ? " · " + money(m.cost_usd_estimate) : "")],
   ];
   if (st.reason) rows.push(["Reason", st.reason]);
   if (st.paused) rows.push(["Paused", "by " + st.paused.by + " since " + new Date(st.paused.time).toLocaleTimeString()]);
-  if (st.breaker && st.breaker.state && st.breaker.state !== "closed") rows.push(["Breaker", st.breaker.state + (st.breaker.reason ? " · " + st.breaker.reason : "")]);
+  if (st.breaker && st.breaker.state && st.breaker.state.toLowerCase() !== "closed") rows.push(["Breaker", st.breaker.state + (st.breaker.reason ? " · " + st.breaker.reason : "")]);
   for (const [agent, until] of Object.entries(st.cooldowns || {})) {
     const left = new Date(until) - Date.now();
     rows.push(["Cooldown", agent + (left > 0 ? " · " + dur(left) + " left" : " · " + until)]);
   }
-  if (st.budget) rows.push(["Budget", JSON.stringify(st.budget)]);
+  if (st.budget && Object.keys(st.budget).length) rows.push(["Budget", Object.entries(st.budget).map(([k, v]) => k + " " + v).join(" · ")]);
   if (st.pending_context_hints) rows.push(["Hints waiting", st.pending_context_hints]);
   $("run").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
   const steerable = (st.steerable_runs || []).length > 0;
@@ -220,7 +222,7 @@ function renderTokens(rc) {
   s.append(svg("path", { d: "M" + x(t0) + "," + yTok(0) + pts.map((p) => ` L${x(p.t).toFixed(1)},${yTok(p.tok).toFixed(1)}`).join(""), fill: "none", stroke: "#58a6ff", "stroke-width": 2 }));
   if (cost > 0) s.append(svg("path", { d: "M" + x(t0) + "," + yCost(0) + pts.map((p) => ` L${x(p.t).toFixed(1)},${yCost(p.cost).toFixed(1)}`).join(""), fill: "none", stroke: "#3fb950", "stroke-width": 2, "stroke-dasharray": "4 3" }));
   s.append(svg("text", { x: 0, y: T + 8 }, fmtInt(tok)), svg("text", { x: 0, y: H - B }, "0"),
-    svg("text", { x: W - R + 4, y: T + 8 }, "$" + cost.toFixed(2)),
+    svg("text", { x: W - R + 4, y: T + 8 }, money(cost)),
     svg("text", { x: L, y: H - 4 }, new Date(t0).toLocaleTimeString()), svg("text", { x: W - R - 60, y: H - 4 }, new Date(t1).toLocaleTimeString()),
     svg("text", { x: L + 6, y: T + 8 }, "tokens (blue), cost (green)"));
   box.replaceChildren(s);
@@ -229,7 +231,7 @@ function renderTokens(rc) {
 function renderReceipts(rc) {
   const rows = (rc.stories || []).map((r) => el("tr", { "data-receipt": r.task },
     el("td", {}, r.task), el("td", {}, stateTag(r.state)), el("td", {}, r.attempts), el("td", {}, dur(r.duration_ms)),
-    el("td", {}, fmtInt(tokTotal(r.tokens))), el("td", {}, r.cost_usd_estimate ? "$" + r.cost_usd_estimate.toFixed(3) : "–"),
+    el("td", {}, fmtInt(tokTotal(r.tokens))), el("td", {}, r.cost_usd_estimate ? money(r.cost_usd_estimate) : "–"),
     el("td", {}, (r.checks || []).map((c) => `${c.last === "passed" ? "✓" : "✗"} ${c.name} (${c.passed}/${c.passed + c.failed})`).join(", ") || "–"),
     el("td", {}, r.commit || "–")));
   $("receipts").tBodies[0].replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 8, class: "muted" }, "no story worked on yet"))]));
