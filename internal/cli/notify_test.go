@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/notify"
+	"github.com/ralphloop/ralph/internal/report"
+)
+
+// receiver is a webhook receiver that records bodies and verifies the
+// signature as a real one would.
+type receiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	bodies []string
+	sigOK  []bool
+}
+
+func newReceiver(t *testing.T, status int, secret string) *receiver {
+	r := &receiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.bodies = append(r.bodies, string(b))
+		r.sigOK = append(r.sigOK, req.Header.Get(notify.SignatureHeader) == notify.Sign([]byte(secret), b))
+		r.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) got() ([]string, []bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.bodies...), append([]bool(nil), r.sigOK...)
+}
+
+func notifyRepo(t *testing.T, config string) string {
+	dir := newTestRepo(t)
+	os.MkdirAll(filepath.Join(dir, ".ralph"), 0o755)
+	if err := os.WriteFile(filepath.Join(dir, ".ralph", "config.toml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// ralph notify test against real HTTP receivers: the signed webhook takes
+// it, the Slack one answering 500 fails the command (exit 1), and neither
+// URL's path, which is the credential, is printed.
+func TestNotifyTestAgainstHTTP(t *testing.T) {
+	ok := newReceiver(t, 200, "hmac-key-0123")
+	bad := newReceiver(t, 500, "")
+	dir := notifyRepo(t, "[notify]\nwebhooks = [\""+ok.URL+"/in/TOKENPATH1\"]\nslack = [\""+bad.URL+"/services/TOKENPATH2\"]\nsecret_env = \"HOOK_SECRET\"\n")
+	env, out, errb := testEnv(dir, nil, false)
+	env.Getenv = func(k string) string {
+		if k == "HOOK_SECRET" {
+			return "hmac-key-0123"
+		}
+		return ""
+	}
+	code := Run(context.Background(), env, []string{"notify", "test"})
+	if code != ExitFailure {
+		t.Fatalf("exit %d\n%s%s", code, out, errb)
+	}
+	want := "ok      webhook  " + ok.URL + "/[REDACTED]\nfailed  slack    " + bad.URL + "/[REDACTED]: the server answered 500 Internal Server Error\n"
+	if out.String() != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", out, want)
+	}
+	if strings.Contains(out.String()+errb.String(), "TOKENPATH") {
+		t.Fatal("a URL's path was printed")
+	}
+	bodies, sig := ok.got()
+	if len(bodies) != 1 || !sig[0] {
+		t.Fatalf("webhook got %d bodies, signature valid: %v", len(bodies), sig)
+	}
+	var p notify.Payload
+	if err := json.Unmarshal([]byte(bodies[0]), &p); err != nil || !p.Test || p.Workspace != dir {
+		t.Fatalf("payload %s: %v", bodies[0], err)
+	}
+
+	env, out, _ = testEnv(dir, nil, false)
+	if code := Run(context.Background(), env, []string{"notify", "test", "--json"}); code != ExitFailure {
+		t.Fatalf("--json exit %d", code)
+	}
+	var rep struct {
+		OK       bool            `json:"ok"`
+		Channels []notify.Result `json:"channels"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.OK || len(rep.Channels) != 2 || rep.Channels[0].Error == "" {
+		// Without HOOK_SECRET the webhook is refused rather than sent unsigned.
+		t.Fatalf("--json: %s (%v)", out, err)
+	}
+	if !strings.Contains(rep.Channels[0].Error, "secret_env HOOK_SECRET is empty") {
+		t.Fatalf("webhook without its secret: %+v", rep.Channels[0])
+	}
+}
+
+// The sinks a run gets deliver its notifications; flushNotifications waits
+// for the last one; a channel that fails is logged in errors.log, redacted,
+// and the run's emitter never waits for it.
+func TestNotifySinksDeliverAndLogFailures(t *testing.T) {
+	ok := newReceiver(t, 200, "")
+	bad := newReceiver(t, 503, "")
+	dir := notifyRepo(t, "[notify]\nwebhooks = [\""+ok.URL+"/a\"]\nntfy = [\""+bad.URL+"/topic-SECRETTOPIC\"]\ntimeout = \"1s\"\n")
+	notifyBackoff = func(int) time.Duration { return 10 * time.Millisecond }
+	t.Cleanup(func() { notifyBackoff = nil })
+	env, _, errb := testEnv(dir, nil, false)
+	ws, cfg, err := openWorkspace(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinks := notifySinks(env, ws, cfg)
+	if len(sinks) != 1 || errb.Len() != 0 {
+		t.Fatalf("%d sinks, stderr %q", len(sinks), errb)
+	}
+	em := report.NewEmitter("loop", "run-7", 0, env.Now, sinks...)
+	start := time.Now()
+	em.Emit(report.Event{Kind: report.KindTransition, From: "STORY_SELECT", To: "EXIT", Trigger: "all_complete"})
+	if took := time.Since(start); took > 100*time.Millisecond {
+		t.Fatalf("Emit waited %s for delivery", took)
+	}
+	flushNotifications()
+	bodies, _ := ok.got()
+	if len(bodies) != 1 || !strings.Contains(bodies[0], `"summary":"run run-7 finished: done (all stories complete)"`) {
+		t.Fatalf("webhook got %q", bodies)
+	}
+	if b, _ := bad.got(); len(b) != 1+notify.Retries {
+		t.Fatalf("the failing ntfy topic got %d attempts", len(b))
+	}
+	log, _ := os.ReadFile(ws.ErrorsLogPath())
+	if !strings.Contains(string(log), "notify: ntfy "+bad.URL+"/[REDACTED]: run_finished (run run-7) not delivered after 4 attempts: the server answered 503 Service Unavailable") ||
+		strings.Contains(string(log), "SECRETTOPIC") {
+		t.Fatalf("errors.log:\n%s", log)
+	}
+	if len(notifySinks(env, ws, cfg)) != 1 {
+		t.Fatal("a second run gets no sink")
+	}
+	flushNotifications()
+}
+
+// No [notify]: no sink, nothing to flush.
+func TestNoNotifyNoSinks(t *testing.T) {
+	dir := notifyRepo(t, "")
+	env, _, _ := testEnv(dir, nil, false)
+	ws, cfg, err := openWorkspace(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := notifySinks(env, ws, cfg); s != nil {
+		t.Fatalf("sinks = %v", s)
+	}
+}
