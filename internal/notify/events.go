@@ -105,8 +105,8 @@ var engineOutcomes = map[string]string{
 // threadCheckpoints are the thread phases that wait for a person.
 var threadCheckpoints = map[string]string{
 	"PendingReview": "waits for a person's review (ralph thread approve)",
-	"ReadyToCommit": "is ready to commit and waits for a person",
-	"Stuck":         "is stuck and needs a person",
+	"ReadyToCommit": "is ready to commit and waits for a person (ralph thread commit)",
+	"Stuck":         "is stuck and needs a person (ralph thread diagnose)",
 }
 
 // activity is what a run does once a usage-limit wait is over.

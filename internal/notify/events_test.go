@@ -1,0 +1,113 @@
+package notify
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/report"
+)
+
+// got renders what a stream of events notifies, one line each, in the
+// shape: event [task] outcome: summary.
+func derived(evs ...report.Event) string {
+	d := newDeriver()
+	seen := map[string]bool{}
+	var lines []string
+	for i, ev := range evs {
+		if ev.Seq == 0 {
+			ev.Seq = int64(i + 1)
+		}
+		if ev.Run == "" {
+			ev.Run = "r"
+		}
+		for _, x := range d.derive(ev) {
+			if seen[x.key] {
+				continue
+			}
+			seen[x.key] = true
+			lines = append(lines, fmt.Sprintf("%s|%s|%s|%s", x.Event, x.Task, x.Outcome, x.Summary))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func tr(machine, from, to, trigger string, data map[string]any) report.Event {
+	return report.Event{Machine: machine, Kind: report.KindTransition, From: from, To: to, Trigger: trigger, Data: data}
+}
+
+func say(machine string, kind report.Kind, text string, data map[string]any) report.Event {
+	return report.Event{Machine: machine, Kind: kind, Text: text, Data: data}
+}
+
+func TestDerivedNotifications(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	waitStart := say("loop", report.KindWait, "  ⏸ all agents are limited (codex until 13:00); waiting for the earliest reset\n", nil)
+	waitStart.Time = at
+	agentBack := say("loop", report.KindAgentOutput, "hello\n", nil)
+	agentBack.Time = at.Add(12 * time.Minute)
+	for _, tc := range []struct {
+		name string
+		evs  []report.Event
+		want string
+	}{
+		{"loop done", []report.Event{tr("loop", "STORY_SELECT", "EXIT", "all_complete", nil)},
+			"run_finished||done|run r finished: done (all stories complete)"},
+		{"loop iteration limit at STORY_SELECT", []report.Event{
+			say("loop", report.KindLimit, "■ reached 3 iterations with 2 stories left\n", nil),
+			tr("loop", "STORY_SELECT", "EXIT", "budget_exhausted", nil)},
+			"run_finished||limit|run r finished: limit (reached 3 iterations with 2 stories left)"},
+		{"loop budget", []report.Event{
+			say("loop", report.KindLimit, "■ budget reached: 10000 tokens\n", nil),
+			tr("loop", "IMPLEMENT", "EXIT", "budget_exhausted", map[string]any{"detail": "budget reached: 10000 tokens"})},
+			"run_finished||budget|run r finished: budget (budget reached: 10000 tokens)"},
+		{"loop interrupted", []report.Event{tr("loop", "IMPLEMENT", "STOPPED", "interrupted", map[string]any{"detail": "interrupted in IMPLEMENT during iteration 2"})},
+			"run_finished||interrupted|run r finished: interrupted (interrupted in IMPLEMENT during iteration 2)"},
+		{"loop error", []report.Event{tr("loop", "TEST", "STOPPED", "agent_cannot_run", nil)},
+			"run_finished||error|run r finished: error (the agent cannot run; fix it, then ralph build)"},
+		{"loop usage limits", []report.Event{tr("loop", "IMPLEMENT", "STOPPED", "all_agents_limited", nil)},
+			"run_finished||limit|run r finished: limit (every agent is at its usage limit; resume later)"},
+		{"a resume is no end", []report.Event{tr("loop", "STOPPED", "IMPLEMENT", "resumed", nil)}, ""},
+		{"a parallel worker's loop ending is not the run's", []report.Event{{Machine: "loop", Worker: "w1", Kind: report.KindTransition, To: "EXIT", Trigger: "all_complete"}}, ""},
+		{"task blocked once though the worker and the engine both tell", []report.Event{
+			{Machine: "loop", Worker: "w1", Task: "US-2", Kind: report.KindTransition, From: "TEST", To: "BLOCKER", Trigger: "tests_failed", Data: map[string]any{"detail": "TestX failed"}},
+			{Machine: "engine", Worker: "w1", Task: "US-2", Kind: report.KindBlocker, Text: "[w1 US-2] ■ not done: blocked\n", Data: map[string]any{"outcome": "needs_human"}}},
+			"task_blocked|US-2||task US-2 is blocked: TestX failed"},
+		{"merge queue: sent back is not news, needs review is", []report.Event{
+			{Machine: "engine", Task: "US-3", Kind: report.KindBlocker, Text: "[queue US-3] ↻ sent back to a worker: conflict\n", Data: map[string]any{"reason": "conflict", "conflicts": []string{"a.go"}}},
+			{Machine: "engine", Task: "US-3", Kind: report.KindBlocker, Text: "[queue US-3] ✗ needs review after 3 attempts: conflict in a.go; its work is on branch ralph/r/US-3\n", Data: map[string]any{"reason": "conflict in a.go", "conflicts": []string{"a.go"}, "branch": "ralph/r/US-3"}}},
+			"task_needs_review|US-3||task US-3 needs review before it can land: conflict in a.go"},
+		{"parallel build finished", []report.Event{say("engine", report.KindSummary, "ralph: needs_human: 2 tasks landed, 1 task left (needs review: US-3)\n", map[string]any{"outcome": "needs_human", "landed": 2})},
+			"run_finished||blocked|run r finished: blocked (needs_human: 2 tasks landed, 1 task left (needs review: US-3))"},
+		{"breaker", []report.Event{say("loop", report.KindWait, "  ⚡ circuit breaker OPEN: 3 iterations without progress; it lets one iteration try again after 5m0s\n", nil),
+			say("loop", report.KindWait, "  ⚡ circuit breaker open (3 iterations without progress)\n", nil)},
+			"breaker_opened|||the circuit breaker opened (3 iterations without progress): the run pauses before trying again"},
+		{"loop limit wait starts once and ends when the agent runs", []report.Event{waitStart,
+			say("loop", report.KindWait, "  … waiting for a usage limit to reset: 5m left (until 13:00:00)\n", nil), waitStart, agentBack,
+			say("loop", report.KindAgentOutput, "more\n", nil)},
+			"limit_wait_started|||every agent is at a usage limit: the run waits for a reset\nlimit_wait_ended|||the usage-limit wait is over after 12m0s: the run goes on"},
+		{"a run that ends while waiting says so once", []report.Event{waitStart, tr("loop", "IMPLEMENT", "STOPPED", "interrupted", nil)},
+			"limit_wait_started|||every agent is at a usage limit: the run waits for a reset\nrun_finished||interrupted|run r finished: interrupted (interrupted; ralph build resumes it)"},
+		{"session limit wait", []report.Event{say("session", report.KindLimit, "ralph: limit; waiting 10m", map[string]any{"agent": "claude", "resets_at": at, "wait_seconds": 600.0}),
+			tr("session", "Executing", "Reviewing", "executor_completed", nil)},
+			"limit_wait_started|||every agent is at a usage limit: the run waits for a reset (until 12:00 UTC)\nlimit_wait_ended|||the usage-limit wait is over: the run goes on"},
+		{"session question, told by its event and its transition, once", []report.Event{
+			say("session", report.KindWait, "ralph: session r waits for a person to answer:\n", map[string]any{"questions": []any{"Q1"}}),
+			tr("session", "Planning", "Stopped", "waiting_for_answers", map[string]any{"detail": "Q1"})},
+			`waiting_for_person|||session r waits for a person to answer Q1: ralph answer Q1 "...", then ralph run --resume`},
+		{"session complete and stopped", []report.Event{tr("session", "Reviewing", "Complete", "holistic_check_passed", nil)},
+			"run_finished||done|run r finished: done (the goal check passed)"},
+		{"session usage limit", []report.Event{tr("session", "Executing", "Stopped", "usage_limit", map[string]any{"detail": "claude is limited until 18:00"})},
+			"run_finished||limit|run r finished: limit (claude is limited until 18:00)"},
+		{"thread checkpoint", []report.Event{tr("thread", "Polishing", "PendingReview", "polish_done", map[string]any{"thread": "T-1"}),
+			tr("thread", "Running", "Verifying", "run_done", map[string]any{"thread": "T-1"})},
+			"waiting_for_person|||thread T-1 waits for a person's review (ralph thread approve)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := derived(tc.evs...); got != tc.want {
+				t.Fatalf("got:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
