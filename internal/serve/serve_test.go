@@ -88,9 +88,11 @@ func (w *workspace) emit(t *testing.T, n int) {
 	}
 }
 
+// The journal is read often so that the tests wait little.
+func init() { live.Poll = 20 * time.Millisecond }
+
 func newServer(t *testing.T, srcs ...live.Source) *httptest.Server {
 	t.Helper()
-	live.Poll = 20 * time.Millisecond
 	s, err := New(Options{Workspaces: srcs, Token: testToken, Heartbeat: 50 * time.Millisecond, LoopbackOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +123,7 @@ func TestStatusIsTheStatusDocument(t *testing.T) {
 		Waiting: []status.Waiting{{Kind: status.WaitBlocked, ID: "US-003", Text: "needs a key", Hint: "ralph unblock US-003"}}}
 	a := newWorkspace(t, "app", rep)
 	b := newWorkspace(t, "lib", status.Report{RunID: "other"})
-	ts := newServer(t, a, b)
+	ts := newServer(t, a.Local, b.Local)
 
 	want, _ := json.Marshal(rep)
 	for _, path := range []string{"/api/status", "/api/status?ws=app", "/w/app/api/status"} {
@@ -153,7 +155,7 @@ func TestStatusIsTheStatusDocument(t *testing.T) {
 }
 
 func TestPageAndAssetsAreServed(t *testing.T) {
-	ts := newServer(t, newWorkspace(t, "app", status.Report{}))
+	ts := newServer(t, newWorkspace(t, "app", status.Report{}).Local)
 	for path, want := range map[string]string{"/": "<title>ralph</title>", "/assets/app.js": "EventSource", "/assets/style.css": ".card"} {
 		resp, err := http.Get(ts.URL + path)
 		if err != nil {
@@ -236,7 +238,7 @@ func next(t *testing.T, ch <-chan sseEvent) sseEvent {
 func TestEventsReplayThenFollowAndResumeAfterLastEventID(t *testing.T) {
 	w := newWorkspace(t, "app", status.Report{})
 	w.emit(t, 5)
-	ts := newServer(t, w)
+	ts := newServer(t, w.Local)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, _ := stream(t, ctx, ts.URL+"/api/events", "")
@@ -291,7 +293,7 @@ func TestEventsReplayThenFollowAndResumeAfterLastEventID(t *testing.T) {
 }
 
 func TestEventsHeartbeat(t *testing.T) {
-	ts := newServer(t, newWorkspace(t, "app", status.Report{}))
+	ts := newServer(t, newWorkspace(t, "app", status.Report{}).Local)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, _ := stream(t, ctx, ts.URL+"/api/events", "")
@@ -306,7 +308,7 @@ func TestEventsHeartbeat(t *testing.T) {
 }
 
 func TestEventsRefuseABadLastEventID(t *testing.T) {
-	ts := newServer(t, newWorkspace(t, "app", status.Report{}))
+	ts := newServer(t, newWorkspace(t, "app", status.Report{}).Local)
 	var eb ErrorBody
 	if code := get(t, ts.URL+"/api/events?after=x", &eb); code != 400 || !strings.Contains(eb.Error, "seq") {
 		t.Errorf("?after=x: %d %q", code, eb.Error)
@@ -331,7 +333,7 @@ func post(t *testing.T, url, token, body string) (int, map[string]any) {
 
 func TestControlNeedsTheToken(t *testing.T) {
 	w := newWorkspace(t, "app", status.Report{})
-	ts := newServer(t, w)
+	ts := newServer(t, w.Local)
 	hint := `{"command":"hint","text":"use the existing client"}`
 	for _, tok := range []string{"", "wrong", testToken + "0", testToken[:len(testToken)-1]} {
 		if code, out := post(t, ts.URL+"/api/control", tok, hint); code != 401 || !strings.Contains(fmt.Sprint(out["error"]), "Authorization: Bearer") {
@@ -356,7 +358,7 @@ func TestControlNeedsTheToken(t *testing.T) {
 
 func TestControlErrors(t *testing.T) {
 	w := newWorkspace(t, "app", status.Report{})
-	ts := newServer(t, w)
+	ts := newServer(t, w.Local)
 	for _, c := range []struct {
 		body string
 		err  error
@@ -379,7 +381,7 @@ func TestControlErrors(t *testing.T) {
 }
 
 func TestForeignHostIsRefused(t *testing.T) {
-	ts := newServer(t, newWorkspace(t, "app", status.Report{RunID: "secret"}))
+	ts := newServer(t, newWorkspace(t, "app", status.Report{RunID: "secret"}).Local)
 	req, _ := http.NewRequest("GET", ts.URL+"/api/status", nil)
 	req.Host = "attacker.example:80"
 	resp, err := http.DefaultClient.Do(req)

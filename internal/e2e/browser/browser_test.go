@@ -102,6 +102,10 @@ func TestDashboardFollowsABuildAndSendsAHint(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#board tr[data-story="US-001"][data-state="done"]`))); err != nil {
 		t.Fatalf("US-001 never showed done on the page: %v\n%s", err, bout.String())
 	}
+	// The agent's lines reach the page only through the event stream.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("output").textContent.includes("wrote one")`)); err != nil {
+		t.Fatalf("the agent's output never reached the page: %v", err)
+	}
 	hint := fmt.Sprintf("hint from the browser %d", time.Now().UnixNano())
 	sent := time.Now()
 	if err := chromedp.Do(ctx,
