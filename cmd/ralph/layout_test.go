@@ -28,7 +28,7 @@ var layer = map[string]int{
 	"internal/beads": 2, "internal/report": 2, "internal/role": 2,
 	// control commands and their files, which every runner takes
 	"internal/control": 2,
-	"internal/tasks": 3, "internal/workspace": 3,
+	"internal/tasks":   3, "internal/workspace": 3,
 	// notifications: a sink of events that tells people
 	"internal/notify": 3,
 	// where parallel workers' worktrees live and what goes in them

@@ -224,7 +224,9 @@ func (s *steerer) checkpoint(ctx context.Context, cmd control.Command) (control.
 
 // teeWriter writes to both a and b; a pipe's writer copies from one
 // goroutine, so no lock is needed.
-type teeWriter struct{ a, b interface{ Write([]byte) (int, error) } }
+type teeWriter struct {
+	a, b interface{ Write([]byte) (int, error) }
+}
 
 func (t *teeWriter) Write(p []byte) (int, error) {
 	t.a.Write(p)

@@ -94,6 +94,9 @@ func Run(ctx context.Context, env *Env, args []string) int {
 	root.SetOut(env.IO.Out)
 	root.SetErr(env.IO.Err)
 	cmd, err := root.ExecuteContextC(ctx)
+	// A run's last notification (run_finished) is delivered before the
+	// process exits, within a bounded wait.
+	flushNotifications()
 	if err == nil {
 		return ExitOK
 	}
