@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/ralphloop/ralph/internal/mcpserver"
 	"github.com/spf13/cobra"
@@ -35,6 +36,11 @@ its input closes.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if dir != "" {
+				if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+					return usageErrorf("--dir %s is not a directory: give the workspace's folder, the repository ralph builds in", dir)
+				}
+			}
 			// stdout is the protocol's: anything the workspace's code
 			// would print goes to stderr instead.
 			quiet := *env
