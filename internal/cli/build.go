@@ -247,9 +247,9 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 	// N on the command line raises the limit of a run it resumes; N from
 	// the config does not.
 	s.opts.IterationsGiven = opts.MaxIterations > 0
-	att, ctx, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Run: "build", Machine: "build", Takes: []control.Kind{control.Skip, control.Block, control.Unblock}})
+	ctx, attach, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Run: "build", Machine: "build", Takes: []control.Kind{control.Skip, control.Block, control.Unblock}})
 	defer detach()
-	s.opts.Control = att
+	s.opts.Attach = attach
 	rep, err := loop.Build(ctx, s.ws, s.opts)
 	return reportOutcome(ctx, opts, s, rep, goneFromRun(s.ws, rep, err, "ralph build"))
 }
@@ -269,8 +269,9 @@ func runPlan(cmd *cobra.Command, opts *BuildOptions) error {
 	defer s.opts.Memory.Close()
 	// A plan takes stop (its agent runs are the steps); pause and the
 	// task commands are a build's.
-	_, ctx, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Run: "plan", Machine: "plan"})
+	ctx, attach, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Run: "plan", Machine: "plan"})
 	defer detach()
+	s.opts.Attach = attach
 	rep, err := loop.Plan(ctx, s.ws, s.opts)
 	return reportOutcome(ctx, opts, s, rep, goneFromRun(s.ws, rep, err, "ralph plan"))
 }
@@ -325,22 +326,45 @@ type loopSetup struct {
 }
 
 // attachControl makes the run one that takes control commands (ralph
-// pause, stop, block, ... from any terminal or front end) and returns its
-// attachment and ctx wrapped so that a stop ends it as Ctrl+C would. A run
-// that cannot attach (another holds the same run id) goes on without
-// control, with one warning. done detaches.
-func attachControl(ctx context.Context, env *Env, ws *workspace.Workspace, run control.Run) (att *control.Attachment, runCtx context.Context, done func()) {
-	// The control folder is machine state: never part of a commit.
-	if err := ws.EnsureIgnoreFile(); err == nil {
-		ws.Ignore("control/")
+// pause, stop, block, ... from any terminal or front end). It returns ctx
+// wrapped so that a stop ends the run as Ctrl+C would, and attach, which
+// the run calls once it has begun: a run refused on bad input writes no
+// control record. A run that cannot attach (another holds the same run
+// id) goes on without control, with one warning. done detaches.
+func attachControl(ctx context.Context, env *Env, ws *workspace.Workspace, run control.Run) (runCtx context.Context, attach func() *control.Attachment, done func()) {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	var att *control.Attachment
+	stopWatch := func() {}
+	attach = func() *control.Attachment {
+		if att != nil {
+			return att
+		}
+		// The control folder is machine state: never part of a commit.
+		if err := ws.EnsureIgnoreFile(); err == nil {
+			ws.Ignore("control/")
+		}
+		a, err := control.Folder{Dir: ws.Path("control")}.Attach(run)
+		if err != nil {
+			fmt.Fprintf(env.IO.Err, "ralph: this %s takes no control commands (ralph pause, stop, block): %v\n", run.Machine, err)
+			return nil
+		}
+		att = a
+		watched, stop := a.WatchStop(runCtx)
+		stopWatch = stop
+		go func() {
+			<-watched.Done()
+			var se *control.StopError
+			if errors.As(context.Cause(watched), &se) {
+				cancel(se)
+			}
+		}()
+		return att
 	}
-	att, err := control.Folder{Dir: ws.Path("control")}.Attach(run)
-	if err != nil {
-		fmt.Fprintf(env.IO.Err, "ralph: this %s takes no control commands (ralph pause, stop, block): %v\n", run.Machine, err)
-		return nil, ctx, func() {}
+	return runCtx, attach, func() {
+		stopWatch()
+		att.Detach()
+		cancel(nil)
 	}
-	runCtx, stop := att.WatchStop(ctx)
-	return att, runCtx, func() { stop(); att.Detach() }
 }
 
 // interruptedMsg is what the person is told when ctx ended the run: a

@@ -230,8 +230,9 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	em, journal := sessionEvents(env, ws, filepath.Base(dir), opts.JSON, notifySinks(env, ws, cfg)...)
 	// The session takes pause and stop between its steps, from any
 	// terminal or front end.
-	att, ctx, detach := attachControl(ctx, env, ws, control.Run{Run: "session-" + filepath.Base(dir), Machine: "session"})
+	ctx, attach, detach := attachControl(ctx, env, ws, control.Run{Run: "session-" + filepath.Base(dir), Machine: "session"})
 	defer detach()
+	att := attach() // the session exists: it has begun
 	if note != "" {
 		em.Emit(report.Event{Kind: report.KindNote, Text: note})
 	}

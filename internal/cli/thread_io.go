@@ -51,6 +51,7 @@ type threadCmd struct {
 	// att is the thread's hold on the control folder (pause and stop
 	// from any terminal or front end); detach lets go.
 	att    *control.Attachment
+	attach func() *control.Attachment
 	detach func()
 }
 
@@ -150,8 +151,10 @@ func (tc *threadCmd) use(t thread.Thread) {
 		after, _ = report.LastSeq(tc.journal.Path)
 		// A command that works the thread takes pause and stop; its
 		// loop pauses at its step boundaries, a stop ends it as Ctrl+C.
+		// It attaches when its work begins (runVerb): a refused command
+		// writes no control record.
 		if tc.detach == nil {
-			tc.att, tc.ctx, tc.detach = attachControl(tc.ctx, env, tc.ws, control.Run{Run: "thread-" + t.ID, Machine: "thread"})
+			tc.ctx, tc.attach, tc.detach = attachControl(tc.ctx, env, tc.ws, control.Run{Run: "thread-" + t.ID, Machine: "thread"})
 		}
 	}
 	tc.em = report.NewEmitter(thread.MachineName, t.ID, after, env.Now, sinks...)
@@ -202,6 +205,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 // reports it (finish) while the runner still holds the thread's lock.
 func (tc *threadCmd) runVerb(name, msg string) error {
 	if tc.detach != nil {
+		tc.att = tc.attach()
 		defer tc.detach()
 	}
 	return tc.ws.Gone(tc.r.Do(name, msg, tc.finish), `ralph thread new "TITLE"`)

@@ -92,6 +92,10 @@ type Options struct {
 	// takes the skip, block and unblock commands for every worker. The
 	// workers' loops heed its pause (LoopOptions gives it to them).
 	Control *control.Attachment
+	// Attach, when set, is called once the run has begun (preflight
+	// passed) and returns the attachment that becomes Control, so that
+	// a refused run leaves no control record.
+	Attach func() *control.Attachment
 	// Sink receives every event: the engine's and, marked with their
 	// worker, the workers' loops'.
 	Sink report.Sink
@@ -225,6 +229,11 @@ func (e *engine) preflight(ctx context.Context) error {
 	}
 	// The same refusals and setup commit as a one-at-a-time build: the
 	// workers branch from the last commit, which must hold ralph's files.
+	// Attached before the setup commit, which then holds the ignore
+	// line that keeps the control folder out of git.
+	if e.o.Attach != nil {
+		e.o.Control = e.o.Attach()
+	}
 	if err := loop.PrepareCheckout(ctx, e.o.WS, e.o.Source.Path(), e.o.PlanPath, e.setupSay); err != nil {
 		return err
 	}

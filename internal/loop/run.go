@@ -138,6 +138,11 @@ type Options struct {
 	// before it selects a task, takes the queued skip, block and unblock
 	// commands its attachment names. Nil takes no commands.
 	Control *control.Attachment
+	// Attach, when set, is called once the run has begun (its lock held,
+	// its input accepted) and before it writes anything else: it returns
+	// the attachment that becomes Control, so that a run refused on bad
+	// input leaves no control record behind.
+	Attach func() *control.Attachment
 	// ControlPauseOnly makes the run heed Control's pause and take no
 	// queued commands: a parallel build's workers, whose scheduler takes
 	// them for every worker.
@@ -373,6 +378,9 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 	r.id = resumeID
 	if r.id == "" {
 		r.id = newRunID(now)
+	}
+	if opts.Attach != nil {
+		r.opts.Control = opts.Attach()
 	}
 	r.dir = filepath.Join(home.RunsDir(), r.id)
 	r.startEvents(home.EventsPath())
