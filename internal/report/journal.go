@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/gofrs/flock"
 	"github.com/ralphloop/ralph/internal/store"
 )
 
@@ -18,23 +19,91 @@ const journalTail = 256 << 10
 
 // Journal appends every event to the journal file (.ralph/events.jsonl).
 // A torn last line left by a kill is cut before the next append.
+//
+// Several writers share a journal: runs in other processes, a command
+// given from another terminal. An Emitter numbers its events under the
+// journal's lock (claim), so that a seq names one event of the journal,
+// which is what a reader resuming after a seq (`ralph serve`'s
+// Last-Event-ID) relies on.
 type Journal struct {
 	Path string
 
 	mu  sync.Mutex
 	err error
+	// claimed serialises this process's writers of the journal; lock is
+	// the lock between processes (the kernel's, on the journal file).
+	claimed sync.Mutex
+	lock    *flock.Flock
+	// size and last are the journal's size and highest seq when this
+	// Journal last wrote: an unchanged size means no one else wrote
+	// since, and the tail need not be read again.
+	size, last int64
 }
 
-// Emit implements Sink. The first failed append is kept for Err.
+// Emit implements Sink: it appends ev as it is, numbered by whoever
+// emitted it. The first failed append is kept for Err.
 func (j *Journal) Emit(ev Event) {
+	j.claimed.Lock()
+	defer j.claimed.Unlock()
+	j.lockFile()
+	defer j.unlockFile()
+	j.append(ev)
+}
+
+func (j *Journal) append(ev Event) {
 	if err := store.AppendJSONLine(j.Path, ev); err != nil {
-		j.mu.Lock()
-		if j.err == nil {
-			j.err = err
-		}
-		j.mu.Unlock()
+		j.fail(err)
+		return
+	}
+	if fi, err := os.Stat(j.Path); err == nil {
+		j.size, j.last = fi.Size(), max(j.last, ev.Seq)
 	}
 }
+
+func (j *Journal) fail(err error) {
+	j.mu.Lock()
+	if j.err == nil {
+		j.err = err
+	}
+	j.mu.Unlock()
+}
+
+// lockFile takes the lock between processes. A journal that cannot be
+// locked (its folder is gone) is written without it: the append then
+// says what is wrong.
+func (j *Journal) lockFile() {
+	if j.lock == nil {
+		j.lock = flock.New(j.Path)
+	}
+	if err := j.lock.Lock(); err != nil {
+		j.lock = nil
+	}
+}
+
+func (j *Journal) unlockFile() {
+	if j.lock != nil {
+		j.lock.Unlock()
+	}
+}
+
+// claim returns the seq the next event gets, greater than after and than
+// every seq in the journal, and keeps the journal locked until unlock:
+// the event is written (appendLocked) before anyone else may number one.
+func (j *Journal) claim(after int64) (seq int64, unlock func()) {
+	j.claimed.Lock()
+	j.lockFile()
+	if fi, err := os.Stat(j.Path); err == nil && fi.Size() != j.size {
+		last, _ := LastSeq(j.Path)
+		j.size, j.last = fi.Size(), last
+	}
+	return max(after, j.last) + 1, func() {
+		j.unlockFile()
+		j.claimed.Unlock()
+	}
+}
+
+// appendLocked writes ev while the journal is claimed.
+func (j *Journal) appendLocked(ev Event) { j.append(ev) }
 
 // Err returns the first append that failed, nil when every one succeeded
 // (or j is nil: no journal, no failed append).

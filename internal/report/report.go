@@ -92,7 +92,11 @@ func (j JSONLines) Emit(ev Event) {
 // them to its sinks. It is safe for concurrent use: agent output arrives
 // from other goroutines than the runner's.
 type Emitter struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// journal, when one of the sinks is a journal, numbers the events:
+	// other processes (a second run, a command from another terminal)
+	// append to the same file, and a seq must name one event only.
+	journal *Journal
 	seq     int64
 	run     string
 	machine string
@@ -110,11 +114,37 @@ func NewEmitter(machine, run string, after int64, now func() time.Time, sinks ..
 	}
 	e := &Emitter{machine: machine, run: run, seq: after, now: now}
 	for _, s := range sinks {
-		if s != nil {
-			e.sinks = append(e.sinks, s)
+		if s == nil {
+			continue
 		}
+		if j, ok := s.(*Journal); ok && j != nil && e.journal == nil {
+			e.journal = j
+			continue
+		}
+		e.sinks = append(e.sinks, s)
 	}
 	return e
+}
+
+// number gives ev the next seq. With a journal the number is taken under
+// the journal's lock, after every seq in it, and the journal stays locked
+// until done is called with the event as it is to be written (nil: not
+// written).
+func (e *Emitter) number(ev *Event) (done func(*Event)) {
+	if e.journal == nil {
+		e.seq++
+		ev.Seq = e.seq
+		return func(*Event) {}
+	}
+	seq, unlock := e.journal.claim(e.seq)
+	e.seq = seq
+	ev.Seq = seq
+	return func(ev *Event) {
+		if ev != nil {
+			e.journal.appendLocked(*ev)
+		}
+		unlock()
+	}
 }
 
 // SetWorker names the worker every later event comes from.
@@ -145,8 +175,8 @@ func (e *Emitter) Emit(ev Event) Event {
 func (e *Emitter) EmitAfter(ev Event, persist func(Event) error) (Event, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.seq++
-	ev.V, ev.Seq, ev.Run, ev.Machine = SchemaVersion, e.seq, e.run, e.machine
+	done := e.number(&ev)
+	ev.V, ev.Run, ev.Machine = SchemaVersion, e.run, e.machine
 	if ev.Time.IsZero() {
 		ev.Time = e.now().UTC()
 	}
@@ -155,9 +185,11 @@ func (e *Emitter) EmitAfter(ev Event, persist func(Event) error) (Event, error) 
 	}
 	if persist != nil {
 		if err := persist(ev); err != nil {
+			done(nil)
 			return ev, err
 		}
 	}
+	done(&ev)
 	for _, s := range e.sinks {
 		s.Emit(ev)
 	}
@@ -172,7 +204,7 @@ func (e *Emitter) EmitAfter(ev Event, persist func(Event) error) (Event, error) 
 func (e *Emitter) Forward(ev Event) Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.seq++
+	done := e.number(&ev)
 	if ev.Run != "" && ev.Run != e.run {
 		data := make(map[string]any, len(ev.Data)+1)
 		for k, v := range ev.Data {
@@ -181,10 +213,11 @@ func (e *Emitter) Forward(ev Event) Event {
 		data["origin_run"] = ev.Run
 		ev.Data = data
 	}
-	ev.V, ev.Seq, ev.Run = SchemaVersion, e.seq, e.run
+	ev.V, ev.Run = SchemaVersion, e.run
 	if ev.Time.IsZero() {
 		ev.Time = e.now().UTC()
 	}
+	done(&ev)
 	for _, s := range e.sinks {
 		s.Emit(ev)
 	}

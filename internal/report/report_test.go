@@ -180,3 +180,42 @@ func TestForwardRenumbersAWorkersEvents(t *testing.T) {
 		t.Error("Forward wrote into the caller's Data map")
 	}
 }
+
+// Two writers of one journal (a run, and a command given from another
+// terminal, each with its own Journal and emitter) never give two events
+// the same seq, and seqs grow in the order lines are written: a reader
+// that resumes after a seq misses nothing.
+func TestWritersOfOneJournalNeverShareASeq(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "events.jsonl")
+	run := NewEmitter("loop", "r1", 0, nil, &Journal{Path: p})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A new emitter per command, as the CLI makes, starting from
+			// the seq it read before the others wrote.
+			after, _ := LastSeq(p)
+			other := NewEmitter("control", "", after, nil, &Journal{Path: p})
+			for i := 0; i < 25; i++ {
+				other.Emit(Event{Kind: KindControl})
+			}
+		}()
+	}
+	for i := 0; i < 100; i++ {
+		run.Emit(Event{Kind: KindNote})
+	}
+	wg.Wait()
+	evs, err := ReadJournal(p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 200 {
+		t.Fatalf("the journal holds %d events, want 200", len(evs))
+	}
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("line %d has seq %d; want %d (seqs unique and in the order written)", i+1, ev.Seq, i+1)
+		}
+	}
+}
