@@ -185,6 +185,7 @@ memory.db*
 memory.jsonl
 memory-queue.jsonl*
 context.md
+control/
 active_thread
 spec/threads/
 errors.log
