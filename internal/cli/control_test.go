@@ -187,6 +187,9 @@ func TestSteerCommandsForARunThatIsGoing(t *testing.T) {
 	if att.Paused() == nil {
 		t.Error("the attached run does not see the pause")
 	}
+	if r := run(t, dir, nil, false, "status"); !strings.Contains(r.out, "paused by web since ") {
+		t.Errorf("ralph status does not say the run is paused:\n%s", r)
+	}
 
 	res, err = steerDo(t, dir, control.Command{Kind: control.Block, Task: "US-001", Text: "not now"})
 	if err != nil || res.Status != control.Queued {

@@ -171,6 +171,14 @@ func printStatus(env *Env, opts *StatusOptions, rep StatusReport, st *loop.LoopS
 	default:
 		fmt.Fprintf(out, "run %s stopped in %s: `ralph build` resumes it\n", rep.RunID, rep.State)
 	}
+	if p := rep.Paused; p != nil {
+		fmt.Fprintf(out, "paused by %s since %s: `ralph resume` goes on\n", p.By, p.Time.Local().Format("15:04:05"))
+	}
+	for _, w := range rep.Waiting {
+		if w.Kind != "blocked" { // blocked tasks have lines of their own below
+			fmt.Fprintf(out, "waiting for you: %s: %s (%s)\n", w.ID, w.Text, w.Hint)
+		}
+	}
 	if rep.Session != nil {
 		printSessionStatus(env, rep.Session)
 	}
