@@ -265,7 +265,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			if errors.Is(err, ErrInterrupted) {
 				how := stopMessage(ctx)
 				rep.Outcome, reason = OutcomeInterrupted, fmt.Sprintf("%s while paused in %s", how, m.State)
-				b.sayf(report.KindLimit, "■ %s while paused: run `ralph build` again to resume\n", how)
+				b.sayLimit(fmt.Sprintf("■ %s while paused: run `ralph build` again to resume\n", how), OutcomeInterrupted, reason)
 				return rep, b.stop(TrigInterrupted, reason, err)
 			}
 			r.logError("%s: %v", m.State, err)
@@ -283,7 +283,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			}
 			b.st.Machine.Iteration = min(m.Iteration-1, b.st.MaxIterations)
 			rep.Iterations, rep.Outcome, reason = b.st.Machine.Iteration, OutcomeMaxIterations, b.st.Reason
-			b.sayf(report.KindLimit, "■ %s\n", reason)
+			b.sayLimit("■ "+reason+"\n", OutcomeMaxIterations, reason)
 			return rep, b.transition(Event{Trigger: TrigIterationLimit, Detail: reason})
 		}
 		if m.State == StateImplement {
@@ -291,7 +291,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 				b.st.Finished, b.st.Outcome = true, OutcomeBudget
 				b.st.Reason = "budget reached: " + why
 				rep.Iterations, rep.Outcome, reason = m.Iteration-1, OutcomeBudget, b.st.Reason
-				b.sayf(report.KindLimit, "■ %s\n", reason)
+				b.sayLimit("■ "+reason+"\n", OutcomeBudget, reason)
 				return rep, b.transition(Event{Trigger: TrigBudgetExhausted, Detail: reason})
 			}
 			if err := b.breakerGate(ctx); err != nil {
@@ -311,7 +311,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			case errors.Is(err, ErrInterrupted):
 				how := stopMessage(ctx)
 				trig, rep.Outcome, reason = TrigInterrupted, OutcomeInterrupted, fmt.Sprintf("%s in %s during iteration %d", how, m.State, m.Iteration)
-				b.sayf(report.KindLimit, "■ %s: iteration %d recorded as interrupted; run `ralph build` again to resume\n", how, m.Iteration)
+				b.sayLimit(fmt.Sprintf("■ %s: iteration %d recorded as interrupted; run `ralph build` again to resume\n", how, m.Iteration), OutcomeInterrupted, reason)
 			case errors.Is(err, ErrAllLimited):
 				trig, rep.Outcome = TrigAllLimited, OutcomeInterrupted
 			case errors.As(err, &envErr):
@@ -734,7 +734,7 @@ func (b *builder) selectTask() (Event, error) {
 	}
 	if why := b.budgetExceeded(); why != "" {
 		b.st.Outcome, b.st.Reason = OutcomeBudget, "budget reached: "+why
-		b.sayf(report.KindLimit, "■ %s\n", b.st.Reason)
+		b.sayLimit("■ "+b.st.Reason+"\n", OutcomeBudget, b.st.Reason)
 		return Event{Trigger: TrigBudgetExhausted}, b.exit(false)
 	}
 	if b.st.Machine.Iteration >= b.st.MaxIterations {
@@ -750,8 +750,18 @@ func (b *builder) selectTask() (Event, error) {
 func (b *builder) limitReached() (Event, error) {
 	b.st.Outcome = OutcomeMaxIterations
 	b.st.Reason = fmt.Sprintf("reached %s with %s left", words.Count(b.st.MaxIterations, "iteration", "iterations"), words.Count(b.board.Remaining(), "story", "stories"))
-	b.sayf(report.KindLimit, "■ %s\n", b.st.Reason)
+	b.sayLimit("■ "+b.st.Reason+"\n", OutcomeMaxIterations, b.st.Reason)
+	// The table's edge out of STORY_SELECT at the limit is the seed's
+	// budget_exhausted; the line's data says it is the iteration limit.
 	return Event{Trigger: TrigBudgetExhausted}, b.exit(false)
+}
+
+// sayLimit says why the run ends at a limit or an interrupt (the "■"
+// line); its data carries the run's outcome and reason, so that programs
+// need not read the line, nor guess from the trigger, which at
+// STORY_SELECT is budget_exhausted for the iteration limit too.
+func (b *builder) sayLimit(text string, outcome Outcome, reason string) {
+	b.say(report.KindLimit, text, map[string]any{"outcome": string(outcome), "reason": reason})
 }
 
 // reviveTransient gives a transiently blocked task its one automatic
@@ -865,7 +875,8 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	b.resumedFrom = nil
 	taskBytes, _ := os.ReadFile(b.src.Path())
 	attempt := fmt.Sprintf("attempt %d/%d", m.RetryCount+1, b.maxRetries())
-	b.sayf(report.KindIteration, "\n── iteration %d/%d · %s: %s · %s · agent %s ──\n", n, b.st.MaxIterations, taskID, story.Title, attempt, b.opts.Agent.Name)
+	b.say(report.KindIteration, fmt.Sprintf("\n── iteration %d/%d · %s: %s · %s · agent %s ──\n", n, b.st.MaxIterations, taskID, story.Title, attempt, b.opts.Agent.Name),
+		map[string]any{"iteration": n, "task": taskID, "agent": b.opts.Agent.Name})
 	b.event("iteration %d started: %s (%s) with agent %s", n, taskID, attempt, b.opts.Agent.Name)
 	started := b.opts.now()
 	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: headBefore, TreeBefore: treeBefore}
@@ -905,12 +916,16 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		}
 		if !ok {
 			msg := "all agents are limited (" + b.cooldownSummary() + "); waiting for the earliest reset"
-			b.sayf(report.KindWait, "  ⏸ %s\n", msg)
+			b.say(report.KindWait, "  ⏸ "+msg+"\n", map[string]any{"wait": "limit", "state": "started",
+				"until": until.UTC().Format(time.RFC3339), "agent": b.firstFree(until)})
 			b.event("%s", msg)
 			waitStart := b.opts.now()
 			if err := b.waitUntil(ctx, until, WaitLimit, "waiting for a usage limit to reset"); err != nil {
 				return Event{}, err
 			}
+			waited := b.opts.now().Sub(waitStart)
+			b.say(report.KindWait, fmt.Sprintf("  ▶ the usage-limit wait is over after %s: going on\n", waited.Round(time.Second)),
+				map[string]any{"wait": "limit", "state": "ended", "waited_ms": waited.Milliseconds()})
 			if len(waits) > 0 {
 				waits[len(waits)-1].WaitedMillis += b.opts.now().Sub(waitStart).Milliseconds()
 			}
@@ -1128,7 +1143,7 @@ func (b *builder) test(ctx context.Context) (Event, error) {
 			rec.Output = check.Tail(res.Output, CheckOutputTail)
 		}
 		b.rec.Checks = append(b.rec.Checks, rec)
-		b.printCheck(res, known)
+		b.printCheck(res, known, false)
 		if !res.Passed() && !known {
 			failed = &res
 			break
@@ -1151,16 +1166,22 @@ func (b *builder) test(ctx context.Context) (Event, error) {
 // printCheck shows one check's outcome and, for a failure, the last lines
 // of its output: "exited with code 1" alone does not say what to fix.
 // A failure the check already had at the start was shown then.
-func (b *builder) printCheck(res check.Result, failedAtStart bool) {
+func (b *builder) printCheck(res check.Result, failedAtStart, baseline bool) {
+	data := map[string]any{"name": res.Check.Name, "passed": res.Passed(), "duration_ms": res.Duration.Milliseconds()}
+	if baseline {
+		data["baseline"] = true // the starting tree, before any agent: no task's attempt
+	}
+	d := res.Duration.Round(time.Millisecond)
 	if res.Passed() {
-		b.sayf(report.KindCheck, "  ✓ check %s (%s)\n", res.Check.Name, res.Duration.Round(time.Millisecond))
+		b.say(report.KindCheck, fmt.Sprintf("  ✓ check %s (%s)\n", res.Check.Name, d), data)
 		return
 	}
 	if failedAtStart {
-		b.sayf(report.KindCheck, "  ✗ check %s (%s) · it failed before any agent ran too: not held against this attempt\n", res.Check.Name, res.Duration.Round(time.Millisecond))
+		data["failed_at_start"] = true
+		b.say(report.KindCheck, fmt.Sprintf("  ✗ check %s (%s) · it failed before any agent ran too: not held against this attempt\n", res.Check.Name, d), data)
 		return
 	}
-	b.sayf(report.KindCheck, "  ✗ check %s (%s)\n", res.Check.Name, res.Duration.Round(time.Millisecond))
+	b.say(report.KindCheck, fmt.Sprintf("  ✗ check %s (%s)\n", res.Check.Name, d), data)
 	for _, l := range check.LastLines(res.Output, checkOutputLines) {
 		b.sayf(report.KindCheck, "    │ %s\n", l)
 	}
@@ -1190,7 +1211,7 @@ func (b *builder) takeBaseline(ctx context.Context) error {
 			return ErrInterrupted
 		}
 		bl.Checks = append(bl.Checks, BaselineCheck{Name: c.Name, Run: c.Run, Passed: res.Passed(), ExitCode: res.ExitCode})
-		b.printCheck(res, false)
+		b.printCheck(res, false, true)
 		if !res.Passed() {
 			failing = append(failing, describeFailure(res))
 			b.logError("starting tree: %s; last lines of its output: %s", describeFailure(res), check.Tail(res.Output, CheckOutputTail))
@@ -1430,7 +1451,8 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		if m.Partial {
 			b.rec.Status = StatusPartial
 		}
-		b.sayf(report.KindCommit, "✓ iteration %d: %s was committed before the restart · commit %s\n", m.Iteration, taskID, short(hash))
+		b.say(report.KindCommit, fmt.Sprintf("✓ iteration %d: %s was committed before the restart · commit %s\n", m.Iteration, taskID, short(hash)),
+			map[string]any{"iteration": m.Iteration, "commit": hash, "status": b.rec.Status, "before_restart": true})
 		b.closeIteration()
 		return Event{Trigger: TrigCommitted}, nil
 	}
@@ -1510,10 +1532,12 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	}
 	if m.Partial {
 		b.rec.Status = StatusPartial
-		b.sayf(report.KindCommit, "◐ iteration %d: %s partial work committed (%s); a fresh agent continues\n", m.Iteration, taskID, short(hash))
+		b.say(report.KindCommit, fmt.Sprintf("◐ iteration %d: %s partial work committed (%s); a fresh agent continues\n", m.Iteration, taskID, short(hash)),
+			map[string]any{"iteration": m.Iteration, "commit": hash, "status": StatusPartial})
 	} else {
 		b.rec.Status = StatusDone
-		b.sayf(report.KindCommit, "✓ iteration %d: %s done and verified · commit %s\n", m.Iteration, taskID, short(hash))
+		b.say(report.KindCommit, fmt.Sprintf("✓ iteration %d: %s done and verified · commit %s\n", m.Iteration, taskID, short(hash)),
+			map[string]any{"iteration": m.Iteration, "commit": hash, "status": StatusDone})
 	}
 	b.closeIteration()
 	return Event{Trigger: TrigCommitted}, nil
@@ -1632,7 +1656,8 @@ func (b *builder) logBlocker(ctx context.Context) error {
 		Props: map[string]string{"event": memory.EventTaskBlocker, "task": id, "blocker_type": bl.Type, "run": b.id, "fix_sources_tried": "checks, acceptance criteria"}})
 	b.logError("task %s blocked (%s): %s", id, bl.Type, bl.Reason)
 	b.appendProgress(fmt.Sprintf("%s BLOCKED (%s, requires_human=%v): %s", id, bl.Type, bl.RequiresHuman, bl.Reason))
-	b.sayf(report.KindBlocker, "⛔ %s blocked (%s): %s\n", id, bl.Type, bl.Reason)
+	b.say(report.KindBlocker, fmt.Sprintf("⛔ %s blocked (%s): %s\n", id, bl.Type, bl.Reason),
+		map[string]any{"state": "blocked", "type": bl.Type, "reason": bl.Reason, "requires_human": bl.RequiresHuman})
 	if bl.Type == "permanent" {
 		hint := b.opts.UnblockHint
 		if hint == "" {
@@ -1703,7 +1728,8 @@ func (b *builder) exit(allDone bool) error {
 		fmt.Fprintf(&text, "- Blocked: %s (see `ralph status`)\n", strings.Join(blocked, ", "))
 	}
 	b.say(report.KindSummary, text.String(), map[string]any{"complete": allDone, "stories_completed": done, "stories_total": len(b.board.Stories),
-		"iterations": st.Machine.Iteration, "final_commit": head, "elapsed_ms": elapsed.Milliseconds(), "blocked": blocked})
+		"iterations": st.Machine.Iteration, "final_commit": head, "elapsed_ms": elapsed.Milliseconds(), "blocked": blocked,
+		"outcome": string(st.Outcome), "reason": st.Reason})
 	metrics := map[string]string{
 		"stories_completed": strconv.Itoa(done),
 		"total_iterations":  strconv.Itoa(st.Machine.Iteration),
@@ -1798,13 +1824,16 @@ func (b *builder) breakerGate(ctx context.Context) error {
 		return nil
 	}
 	until := br.OpenedAt.Add(b.breakerCooldown())
-	b.sayf(report.KindWait, "  ⚡ circuit breaker open (%s)\n", br.Reason)
+	// The breaker opened earlier ({"breaker":"open"}); this is the wait
+	// it imposes, which may start in a later run.
+	b.say(report.KindWait, fmt.Sprintf("  ⚡ circuit breaker open (%s)\n", br.Reason),
+		map[string]any{"wait": "breaker", "state": "started", "until": until.UTC().Format(time.RFC3339), "reason": br.Reason})
 	if err := b.waitUntil(ctx, until, WaitBreaker, "circuit breaker cooling down"); err != nil {
 		return err
 	}
 	br.State = BreakerHalfOpen
 	b.event("circuit breaker HALF_OPEN: one iteration may try")
-	b.say(report.KindWait, "  ⚡ circuit breaker half-open: one iteration may try\n", nil)
+	b.say(report.KindWait, "  ⚡ circuit breaker half-open: one iteration may try\n", map[string]any{"breaker": "half_open"})
 	return b.home.save(b.st)
 }
 
@@ -1870,11 +1899,20 @@ func (b *builder) closeIteration() {
 		msg := fmt.Sprintf("circuit breaker OPEN: %s; it lets one iteration try again after %s", b.st.Breaker.Reason, b.breakerCooldown())
 		b.logError("%s", msg)
 		b.event("%s", msg)
-		b.sayf(report.KindWait, "  ⚡ %s\n", msg)
+		b.say(report.KindWait, "  ⚡ "+msg+"\n", map[string]any{"breaker": "open", "reason": b.st.Breaker.Reason,
+			"cooldown_ms": b.breakerCooldown().Milliseconds()})
 	}
 	b.saveIteration(b.rec)
 	if b.rec.Status != StatusDone && b.rec.Status != StatusPartial {
 		b.printIteration(b.rec, b.rec.Reason)
+	} else {
+		// The commit line told the person; programs still get the one
+		// closing event every iteration has, with no text of its own.
+		id := b.rec.TaskID
+		if id == "" {
+			id = b.rec.StoryID
+		}
+		b.say(report.KindIteration, "", iterationEnd(b.rec, id, b.rec.Reason))
 	}
 	b.rec = nil
 }
@@ -2098,7 +2136,15 @@ func (r *run) printIteration(rec *IterationRecord, why string) {
 	if why != "" {
 		line += " · " + why
 	}
-	r.say(report.KindIteration, line+"\n", map[string]any{"iteration": rec.Iteration, "task": id, "status": rec.Status, "duration_ms": rec.DurationMillis, "commits": rec.Commits, "reason": why})
+	r.say(report.KindIteration, line+"\n", iterationEnd(rec, id, why))
+}
+
+// iterationEnd is the data of the event that closes an iteration, whatever
+// its status: one shape for programs (notifications, receipts) to read,
+// where the text differs with the outcome.
+func iterationEnd(rec *IterationRecord, task, why string) map[string]any {
+	return map[string]any{"iteration_end": true, "iteration": rec.Iteration, "task": task, "status": rec.Status,
+		"duration_ms": rec.DurationMillis, "tokens": rec.Tokens, "cost_usd_estimate": rec.CostUSD, "commits": rec.Commits, "reason": why}
 }
 
 func hasSignal(signals []string, name string) bool {

@@ -127,6 +127,17 @@ func (b *builder) availableAgent(now time.Time) (agent.Spec, bool, time.Time, er
 	return rot[slices.Index(names, name)], true, time.Time{}, nil
 }
 
+// firstFree names the agent of the rotation that is free again at until
+// (the earliest reset a limit wait waits for), "" when none is known.
+func (b *builder) firstFree(until time.Time) string {
+	for _, s := range b.rotation() {
+		if t, ok := b.home.Cooldowns().Until(s.Name, b.opts.now()); ok && t.Equal(until) {
+			return s.Name
+		}
+	}
+	return ""
+}
+
 // coolDown records a limit in the shared record: the agent rests until the
 // reset time it gave, or for the configured cooldown. A rest that could
 // not be recorded stops the run, since the limited agent would be asked
@@ -153,7 +164,8 @@ func (b *builder) coolDown(spec agent.Spec, l *agent.Limit, source string, now t
 		reset = until
 	}
 	b.logError("agent %s hit a usage limit (%s): cooling down until %s", spec.Name, clip(msg, 200), reset.Local().Format("2006-01-02 15:04:05"))
-	b.sayf(report.KindLimit, "  ⏸ %s hit a usage limit: cooling down until %s\n", spec.Name, reset.Local().Format("15:04:05"))
+	b.say(report.KindLimit, fmt.Sprintf("  ⏸ %s hit a usage limit: cooling down until %s\n", spec.Name, reset.Local().Format("15:04:05")),
+		map[string]any{"agent": spec.Name, "until": reset.UTC().Format(time.RFC3339)})
 	return LimitWait{Agent: spec.Name, Message: clip(msg, 300), ResetsAt: reset.UTC(), Source: source}, nil
 }
 
@@ -178,7 +190,8 @@ func (b *builder) waitUntil(ctx context.Context, t time.Time, reason, what strin
 		b.home.save(b.st)
 	}()
 	return runkit.Wait(ctx, t, 0, func(left time.Duration) {
-		b.sayf(report.KindWait, "  … %s: %s left (until %s)\n", what, left.Round(time.Second), t.Local().Format("15:04:05"))
+		b.say(report.KindWait, fmt.Sprintf("  … %s: %s left (until %s)\n", what, left.Round(time.Second), t.Local().Format("15:04:05")),
+			map[string]any{"wait": reason, "state": "waiting", "left_ms": left.Milliseconds(), "until": t.UTC().Format(time.RFC3339)})
 	})
 }
 

@@ -70,7 +70,8 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 			rep.Outcome, reason = OutcomeError, err.Error()
 			return rep, err
 		}
-		r.sayf(report.KindIteration, "\n── planning iteration %d/%d · agent %s ──\n", n, opts.MaxIterations, opts.Agent.Name)
+		r.say(report.KindIteration, fmt.Sprintf("\n── planning iteration %d/%d · agent %s ──\n", n, opts.MaxIterations, opts.Agent.Name),
+			map[string]any{"iteration": n, "task": "", "agent": opts.Agent.Name})
 		r.event("planning iteration %d started with agent %s", n, opts.Agent.Name)
 		started := opts.now()
 		res, runErr := r.runAgent(ctx, n, text)

@@ -334,6 +334,18 @@ func (e *events) of(kind report.Kind) []report.Event {
 	return out
 }
 
+// banners are the iteration banners: the iteration events that start an
+// iteration, not those that close one (data "iteration_end").
+func (e *events) banners() []report.Event {
+	var out []report.Event
+	for _, ev := range e.of(report.KindIteration) {
+		if ev.Data["iteration_end"] == nil {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 // steps renders the transitions as "FROM -trigger-> TO".
 func (e *events) steps() []string {
 	var out []string

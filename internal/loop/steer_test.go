@@ -171,7 +171,7 @@ func TestSteerPauseHoldsTheNextStepUntilResume(t *testing.T) {
 		t.Errorf("pause line = %q", w.Text)
 	}
 	time.Sleep(600 * time.Millisecond) // three looks at the folder
-	if n := len(r.events.of(report.KindIteration)); n != 1 {
+	if n := len(r.events.banners()); n != 1 {
 		t.Fatalf("%d iterations started while paused; want only the first, which was going when the pause came", n)
 	}
 	select {
@@ -190,7 +190,7 @@ func TestSteerPauseHoldsTheNextStepUntilResume(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the run did not go on after resume")
 	}
-	if n := len(r.events.of(report.KindIteration)); n != 2 {
+	if n := len(r.events.banners()); n != 2 {
 		t.Errorf("%d iterations; want 2 once resumed", n)
 	}
 	if notes := r.events.of(report.KindNote); !containsText(notes, "▶ resumed\n") {

@@ -53,13 +53,15 @@ const (
 	machineEngine  = "engine"
 )
 
-// deriver turns journal events into notifications. Most come from one
-// event; a usage-limit wait ends with no event of its own, so it is open
-// until the same run and worker does something again.
+// deriver turns journal events into notifications, reading the facts in
+// each event's data, never its text (which is worded for people and may
+// change). Most come from one event; a loop's usage-limit wait ends with
+// its own event, a session's when the same run and worker does something
+// again.
 type deriver struct {
-	lastLimit map[string]string         // run -> the last "■ ..." line the loop said: why it ends
-	summary   map[string]map[string]any // run -> the loop's summary data, which precedes its EXIT
-	waits     map[string]openWait       // run+worker -> the usage-limit wait going on
+	ending  map[string]map[string]any // run -> the data of the loop's last "■" limit event: why it ends
+	summary map[string]map[string]any // run -> the loop's summary data, which precedes its EXIT
+	waits   map[string]openWait       // run+worker -> the usage-limit wait going on
 }
 
 type openWait struct {
@@ -68,7 +70,7 @@ type openWait struct {
 }
 
 func newDeriver() *deriver {
-	return &deriver{lastLimit: map[string]string{}, summary: map[string]map[string]any{}, waits: map[string]openWait{}}
+	return &deriver{ending: map[string]map[string]any{}, summary: map[string]map[string]any{}, waits: map[string]openWait{}}
 }
 
 // loopEnds maps the triggers that end a loop run to outcomes.
@@ -76,13 +78,24 @@ var loopEnds = map[string]string{
 	"all_complete":       OutcomeDone,
 	"none_selectable":    OutcomeBlocked,
 	"iteration_limit":    OutcomeLimit,
-	"budget_exhausted":   OutcomeBudget, // also the iteration limit seen at STORY_SELECT: see runFinishedLoop
+	"budget_exhausted":   OutcomeBudget, // also the iteration limit at STORY_SELECT: the "■" event's data tells
 	"all_agents_limited": OutcomeLimit,
 	"interrupted":        OutcomeInterrupted,
 	"agent_cannot_run":   OutcomeError,
 	"history_changed":    OutcomeError,
 	"error":              OutcomeError,
 	"progress_missing":   OutcomeError,
+}
+
+// loopOutcomes maps the outcome a loop's "■" limit event or summary
+// carries in its data (loop.Outcome) to run_finished's.
+var loopOutcomes = map[string]string{
+	"complete":       OutcomeDone,
+	"needs_human":    OutcomeBlocked,
+	"max_iterations": OutcomeLimit,
+	"budget":         OutcomeBudget,
+	"interrupted":    OutcomeInterrupted,
+	"error":          OutcomeError,
 }
 
 // sessionStops maps the triggers that stop a session run to outcomes.
@@ -134,7 +147,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 				delete(d.waits, k)
 			}
 		}
-		delete(d.lastLimit, ev.Run)
+		delete(d.ending, ev.Run)
 		delete(d.summary, ev.Run)
 	}
 	blocked := func(reason string) {
@@ -170,8 +183,8 @@ func (d *deriver) derive(ev report.Event) []Notification {
 	switch {
 	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindSummary:
 		d.summary[ev.Run] = ev.Data
-	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindLimit && strings.HasPrefix(ev.Text, "■ "):
-		d.lastLimit[ev.Run] = strings.TrimSpace(strings.TrimPrefix(ev.Text, "■ "))
+	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindLimit && str(ev.Data, "outcome") != "":
+		d.ending[ev.Run] = ev.Data
 	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindTransition &&
 		(ev.To == "EXIT" || ev.To == "ERROR" || ev.To == "STOPPED") && ev.Trigger != "resumed":
 		outcome, ok := loopEnds[ev.Trigger]
@@ -179,13 +192,20 @@ func (d *deriver) derive(ev report.Event) []Notification {
 			outcome = OutcomeError
 		}
 		reason := str(ev.Data, "detail")
-		if last := d.lastLimit[ev.Run]; last != "" && (ev.Trigger == "budget_exhausted" || ev.Trigger == "iteration_limit" || reason == "") && ev.Trigger != "all_complete" {
-			reason = last
+		// The run said why it ends just before the transition: the "■"
+		// limit event (a limit or an interrupt), else the summary (EXIT
+		// from STORY_SELECT). Their outcome is exact where the trigger is
+		// not: STORY_SELECT ends at the iteration limit with
+		// budget_exhausted.
+		said := d.ending[ev.Run]
+		if said == nil && ev.To == "EXIT" {
+			said = d.summary[ev.Run]
 		}
-		// STORY_SELECT ends at the iteration limit with the budget's
-		// trigger; the line it said tells which.
-		if ev.Trigger == "budget_exhausted" && !strings.HasPrefix(reason, "budget") && strings.HasPrefix(reason, "reached ") {
-			outcome = OutcomeLimit
+		if o := loopOutcomes[str(said, "outcome")]; o != "" {
+			outcome = o
+		}
+		if r := str(said, "reason"); r != "" {
+			reason = r
 		}
 		if reason == "" {
 			reason = defaultReason(ev.Trigger)
@@ -230,13 +250,21 @@ func (d *deriver) derive(ev report.Event) []Notification {
 		return out
 	}
 
-	// A usage-limit wait ends when the run does something again.
-	if w, open := d.waits[wk]; open && slices.Contains(activity, ev.Kind) {
+	// A loop's usage-limit wait ends with its own event, which says how
+	// long it was; a session's when the run does something again.
+	loopWaitEnded := ev.Kind == report.KindWait && ev.Machine == machineLoop && str(ev.Data, "wait") == "limit" && str(ev.Data, "state") == "ended"
+	if w, open := d.waits[wk]; open && (loopWaitEnded || slices.Contains(activity, ev.Kind)) {
 		delete(d.waits, wk)
 		x := n(config.NotifyLimitWaitEnded, "the usage-limit wait is over: the run goes on")
 		x.Task = ""
-		if !w.start.IsZero() && !ev.Time.IsZero() {
-			waited := ev.Time.Sub(w.start).Round(time.Second)
+		waited, known := time.Duration(-1), false
+		if ms, ok := number(ev.Data["waited_ms"]); loopWaitEnded && ok {
+			waited, known = time.Duration(ms)*time.Millisecond, true
+		} else if !w.start.IsZero() && !ev.Time.IsZero() {
+			waited, known = ev.Time.Sub(w.start), true
+		}
+		if known {
+			waited = waited.Round(time.Second)
 			x.Summary = fmt.Sprintf("the usage-limit wait is over after %s: the run goes on", waited)
 			x.Details = map[string]any{"waited_seconds": waited.Seconds(), "started_seq": w.seq}
 		}
@@ -254,21 +282,21 @@ func (d *deriver) derive(ev report.Event) []Notification {
 	case ev.Kind == report.KindWait && ev.Machine == machineSession && ev.Data["questions"] != nil:
 		ids := anyStrings(ev.Data["questions"])
 		waiting(questionSummary(ev.Run, ids), "", strings.Join(ids, ","), map[string]any{"questions": ids})
-	case ev.Kind == report.KindWait && ev.Machine == machineLoop && strings.Contains(ev.Text, "circuit breaker OPEN"):
-		reason := ev.Text[strings.Index(ev.Text, "circuit breaker OPEN")+len("circuit breaker OPEN"):]
-		reason = strings.TrimPrefix(strings.TrimSpace(reason), ":")
-		if i := strings.Index(reason, ";"); i >= 0 {
-			reason = reason[:i]
-		}
+	case ev.Kind == report.KindWait && ev.Machine == machineLoop && str(ev.Data, "breaker") == "open":
 		x := n(config.NotifyBreakerOpened, "the circuit breaker opened: the run pauses before trying again")
-		x.Reason = oneLine(reason)
+		x.Reason = oneLine(str(ev.Data, "reason"))
 		if x.Reason != "" {
 			x.Summary = "the circuit breaker opened (" + x.Reason + "): the run pauses before trying again"
 		}
 		x.key = fmt.Sprintf("%s|%s|%d", ev.Run, x.Event, ev.Seq)
 		out = append(out, x)
-	case ev.Kind == report.KindWait && ev.Machine == machineLoop && strings.Contains(ev.Text, "all agents are limited"):
-		limitWait(nil, "")
+	case ev.Kind == report.KindWait && ev.Machine == machineLoop && str(ev.Data, "wait") == "limit" && str(ev.Data, "state") == "started":
+		until := ""
+		details := map[string]any{"agent": ev.Data["agent"], "resets_at": ev.Data["until"]}
+		if t, err := time.Parse(time.RFC3339, str(ev.Data, "until")); err == nil {
+			until = t.UTC().Format("15:04 UTC")
+		}
+		limitWait(details, until)
 	case ev.Kind == report.KindLimit && ev.Machine == machineSession && ev.Data["wait_seconds"] != nil:
 		until := ""
 		if t, ok := ev.Data["resets_at"].(time.Time); ok && !t.IsZero() {
@@ -276,8 +304,8 @@ func (d *deriver) derive(ev report.Event) []Notification {
 		}
 		limitWait(map[string]any{"agent": ev.Data["agent"], "role": ev.Data["role"], "resets_at": ev.Data["resets_at"]}, until)
 	case ev.Kind == report.KindBlocker && ev.Machine == machineEngine && ev.Task != "":
-		switch {
-		case ev.Data["branch"] != nil && strings.Contains(ev.Text, "needs review"):
+		switch str(ev.Data, "state") {
+		case "needs_review":
 			x := n(config.NotifyTaskNeedsReview, fmt.Sprintf("task %s needs review before it can land", ev.Task))
 			x.Reason = oneLine(str(ev.Data, "reason"))
 			if x.Reason != "" {
@@ -286,11 +314,13 @@ func (d *deriver) derive(ev report.Event) []Notification {
 			x.Details = map[string]any{"branch": ev.Data["branch"], "conflicts": ev.Data["conflicts"]}
 			x.key = ev.Run + "|" + x.Event + "|" + ev.Task
 			out = append(out, x)
-		case ev.Data["conflicts"] != nil:
+		case "sent_back":
 			// Sent back to a worker: the queue deals with it.
 		default:
-			reason := str(ev.Data, "error")
+			reason := text.OrNone(str(ev.Data, "reason"), str(ev.Data, "error"))
 			if reason == "" {
+				// The engine's own stops (internal/engine, engine.go) say
+				// their reason in the line only.
 				reason = strings.TrimSpace(ev.Text)
 				if i := strings.Index(reason, "] "); i >= 0 {
 					reason = reason[i+2:]
@@ -368,6 +398,20 @@ func anyStrings(v any) []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// number reads a number from event data, as emitted (an int) or as read
+// back from JSON (a float64).
+func number(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	case float64:
+		return int64(n), true
+	}
+	return 0, false
 }
 
 func str(data map[string]any, key string) string {

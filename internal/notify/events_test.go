@@ -43,10 +43,11 @@ func say(machine string, kind report.Kind, text string, data map[string]any) rep
 
 func TestDerivedNotifications(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	waitStart := say("loop", report.KindWait, "  ⏸ all agents are limited (codex until 13:00); waiting for the earliest reset\n", nil)
+	waitStart := say("loop", report.KindWait, "  ⏸ all agents are limited (codex until 13:00); waiting for the earliest reset\n",
+		map[string]any{"wait": "limit", "state": "started", "until": "2026-03-01T13:00:00Z", "agent": "codex"})
 	waitStart.Time = at
-	agentBack := say("loop", report.KindAgentOutput, "hello\n", nil)
-	agentBack.Time = at.Add(12 * time.Minute)
+	waitEnd := say("loop", report.KindWait, "  ▶ the usage-limit wait is over after 12m0s: going on\n", map[string]any{"wait": "limit", "state": "ended", "waited_ms": 720000.0})
+	waitEnd.Time = at.Add(12 * time.Minute)
 	for _, tc := range []struct {
 		name string
 		evs  []report.Event
@@ -55,11 +56,11 @@ func TestDerivedNotifications(t *testing.T) {
 		{"loop done", []report.Event{tr("loop", "STORY_SELECT", "EXIT", "all_complete", nil)},
 			"run_finished||done|run r finished: done (all stories complete)"},
 		{"loop iteration limit at STORY_SELECT", []report.Event{
-			say("loop", report.KindLimit, "■ reached 3 iterations with 2 stories left\n", nil),
+			say("loop", report.KindLimit, "■ reached 3 iterations with 2 stories left\n", map[string]any{"outcome": "max_iterations", "reason": "reached 3 iterations with 2 stories left"}),
 			tr("loop", "STORY_SELECT", "EXIT", "budget_exhausted", nil)},
 			"run_finished||limit|run r finished: limit (reached 3 iterations with 2 stories left)"},
 		{"loop budget", []report.Event{
-			say("loop", report.KindLimit, "■ budget reached: 10000 tokens\n", nil),
+			say("loop", report.KindLimit, "■ budget reached: 10000 tokens\n", map[string]any{"outcome": "budget", "reason": "budget reached: 10000 tokens"}),
 			tr("loop", "IMPLEMENT", "EXIT", "budget_exhausted", map[string]any{"detail": "budget reached: 10000 tokens"})},
 			"run_finished||budget|run r finished: budget (budget reached: 10000 tokens)"},
 		{"loop interrupted", []report.Event{tr("loop", "IMPLEMENT", "STOPPED", "interrupted", map[string]any{"detail": "interrupted in IMPLEMENT during iteration 2"})},
@@ -75,20 +76,30 @@ func TestDerivedNotifications(t *testing.T) {
 			{Machine: "engine", Worker: "w1", Task: "US-2", Kind: report.KindBlocker, Text: "[w1 US-2] ■ not done: blocked\n", Data: map[string]any{"outcome": "needs_human"}}},
 			"task_blocked|US-2||task US-2 is blocked: TestX failed"},
 		{"merge queue: sent back is not news, needs review is", []report.Event{
-			{Machine: "engine", Task: "US-3", Kind: report.KindBlocker, Text: "[queue US-3] ↻ sent back to a worker: conflict\n", Data: map[string]any{"reason": "conflict", "conflicts": []string{"a.go"}}},
-			{Machine: "engine", Task: "US-3", Kind: report.KindBlocker, Text: "[queue US-3] ✗ needs review after 3 attempts: conflict in a.go; its work is on branch ralph/r/US-3\n", Data: map[string]any{"reason": "conflict in a.go", "conflicts": []string{"a.go"}, "branch": "ralph/r/US-3"}}},
+			{Machine: "engine", Task: "US-3", Kind: report.KindBlocker, Text: "[queue US-3] ↻ sent back to a worker: conflict\n", Data: map[string]any{"state": "sent_back", "reason": "conflict", "conflicts": []string{"a.go"}}},
+			{Machine: "engine", Task: "US-3", Kind: report.KindBlocker, Text: "[queue US-3] ✗ needs review after 3 attempts: conflict in a.go; its work is on branch ralph/r/US-3\n", Data: map[string]any{"state": "needs_review", "reason": "conflict in a.go", "conflicts": []string{"a.go"}, "branch": "ralph/r/US-3"}}},
 			"task_needs_review|US-3||task US-3 needs review before it can land: conflict in a.go"},
 		{"parallel build finished", []report.Event{say("engine", report.KindSummary, "ralph: needs_human: 2 tasks landed, 1 task left (needs review: US-3)\n", map[string]any{"outcome": "needs_human", "landed": 2})},
 			"run_finished||blocked|run r finished: blocked (needs_human: 2 tasks landed, 1 task left (needs review: US-3))"},
-		{"breaker", []report.Event{say("loop", report.KindWait, "  ⚡ circuit breaker OPEN: 3 iterations without progress; it lets one iteration try again after 5m0s\n", nil),
-			say("loop", report.KindWait, "  ⚡ circuit breaker open (3 iterations without progress)\n", nil)},
+		{"breaker", []report.Event{say("loop", report.KindWait, "  ⚡ circuit breaker OPEN: 3 iterations without progress; it lets one iteration try again after 5m0s\n", map[string]any{"breaker": "open", "reason": "3 iterations without progress"}),
+			say("loop", report.KindWait, "  ⚡ circuit breaker open (3 iterations without progress)\n", map[string]any{"wait": "breaker", "state": "started", "reason": "3 iterations without progress"}),
+			say("loop", report.KindWait, "  ⚡ circuit breaker half-open: one iteration may try\n", map[string]any{"breaker": "half_open"})},
 			"breaker_opened|||the circuit breaker opened (3 iterations without progress): the run pauses before trying again"},
-		{"loop limit wait starts once and ends when the agent runs", []report.Event{waitStart,
-			say("loop", report.KindWait, "  … waiting for a usage limit to reset: 5m left (until 13:00:00)\n", nil), waitStart, agentBack,
+		{"loop limit wait starts once and ends with its end", []report.Event{waitStart,
+			say("loop", report.KindWait, "  … waiting for a usage limit to reset: 5m left (until 13:00:00)\n", map[string]any{"wait": "limit", "state": "waiting", "left_ms": 300000.0}), waitStart, waitEnd,
 			say("loop", report.KindAgentOutput, "more\n", nil)},
-			"limit_wait_started|||every agent is at a usage limit: the run waits for a reset\nlimit_wait_ended|||the usage-limit wait is over after 12m0s: the run goes on"},
+			"limit_wait_started|||every agent is at a usage limit: the run waits for a reset (until 13:00 UTC)\nlimit_wait_ended|||the usage-limit wait is over after 12m0s: the run goes on"},
+		{"the text of an event is not read: a reworded line still notifies, a data-less one does not", []report.Event{
+			say("loop", report.KindWait, "  ⚡ the breaker tripped\n", map[string]any{"breaker": "open", "reason": "no progress"}),
+			say("loop", report.KindWait, "  ⚡ circuit breaker OPEN: 3 iterations without progress\n", nil),
+			say("loop", report.KindWait, "  ⏸ all agents are limited; waiting for the earliest reset\n", nil)},
+			"breaker_opened|||the circuit breaker opened (no progress): the run pauses before trying again"},
+		{"loop ends blocked: the summary's reason", []report.Event{
+			say("loop", report.KindSummary, "\nSummary:\n", map[string]any{"outcome": "needs_human", "reason": "only blocked stories are left: US-2", "stories_completed": 1}),
+			tr("loop", "STORY_SELECT", "EXIT", "none_selectable", nil)},
+			"run_finished||blocked|run r finished: blocked (only blocked stories are left: US-2)"},
 		{"a run that ends while waiting says so once", []report.Event{waitStart, tr("loop", "IMPLEMENT", "STOPPED", "interrupted", nil)},
-			"limit_wait_started|||every agent is at a usage limit: the run waits for a reset\nrun_finished||interrupted|run r finished: interrupted (interrupted; ralph build resumes it)"},
+			"limit_wait_started|||every agent is at a usage limit: the run waits for a reset (until 13:00 UTC)\nrun_finished||interrupted|run r finished: interrupted (interrupted; ralph build resumes it)"},
 		{"session limit wait", []report.Event{say("session", report.KindLimit, "ralph: limit; waiting 10m", map[string]any{"agent": "claude", "resets_at": at, "wait_seconds": 600.0}),
 			tr("session", "Executing", "Reviewing", "executor_completed", nil)},
 			"limit_wait_started|||every agent is at a usage limit: the run waits for a reset (until 12:00 UTC)\nlimit_wait_ended|||the usage-limit wait is over: the run goes on"},

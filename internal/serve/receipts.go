@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/live"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/text"
 )
 
 // Receipts is GET /api/receipts: what each story cost, and each
@@ -83,14 +81,6 @@ type IterationPoint struct {
 	CostUSD        float64   `json:"cost_usd_estimate"`
 	Commit         string    `json:"commit,omitempty"`
 }
-
-// The lines of the loop these receipts are read from; see
-// internal/loop's printCheck, commit and iteration banners.
-var (
-	iterBanner = regexp.MustCompile(`── iteration (\d+)(?:/\d+)? ·`)
-	checkLine  = regexp.MustCompile(`^\s*([✓✗]) check (.+?) \(`)
-	commitLine = regexp.MustCompile(`commit ([0-9a-f]{7,40})\b`)
-)
 
 // receiptBook keeps the receipts of one workspace up to date with its
 // journal, reading only what was appended since the last request.
@@ -171,6 +161,10 @@ func (b *receiptBook) story(task string, t time.Time) *Receipt {
 	return r
 }
 
+// add files one journal event. Receipts read the facts the loop puts in
+// its events' data (internal/loop: the iteration banner and the event
+// that closes each iteration, checks, commits, blockers), never the
+// lines a person reads, which may be reworded.
 func (b *receiptBook) add(ev report.Event) {
 	key := ev.Run + "\x00" + ev.Worker
 	cur := b.open[key]
@@ -179,51 +173,29 @@ func (b *receiptBook) add(ev report.Event) {
 	}
 	switch ev.Kind {
 	case report.KindIteration:
-		if status, ok := ev.Data["status"].(string); ok {
-			// The end of an iteration that did not land its task.
-			task, _ := ev.Data["task"].(string)
-			if task == "" {
-				return // a planning iteration
-			}
-			it := cur
-			if it == nil || it.Task != task {
-				it = &IterationPoint{Run: ev.Run, Worker: ev.Worker, Task: task, Start: ev.Time}
-				b.iters = append(b.iters, it)
-			}
-			it.Status, it.End = status, ev.Time
-			if n, ok := ev.Data["iteration"].(float64); ok {
-				it.Iteration = int(n)
-			}
-			if d, ok := ev.Data["duration_ms"].(float64); ok {
-				it.DurationMillis = int64(d)
-			}
-			dataUsage(ev.Data, it)
-			r := b.story(task, ev.Time)
-			r.State = "failed"
-			if why, _ := ev.Data["reason"].(string); why != "" {
-				r.Reason = why
-			}
-			if status == "interrupted" {
-				r.State = "interrupted"
-			}
-			delete(b.open, key)
+		n, numbered := number(ev.Data["iteration"])
+		if !numbered {
 			return
 		}
-		m := iterBanner.FindStringSubmatch(ev.Text)
-		if m == nil || ev.Task == "" {
+		if end, _ := ev.Data["iteration_end"].(bool); end {
+			b.endIteration(ev, key, int(n))
 			return
 		}
-		n, _ := strconv.Atoi(m[1])
-		it := &IterationPoint{Run: ev.Run, Worker: ev.Worker, Iteration: n, Task: ev.Task, Attempt: ev.Attempt, Start: ev.Time, End: ev.Time, Status: "working"}
+		task := text.OrNone(ev.Task, str(ev.Data, "task"))
+		if task == "" {
+			return // a planning iteration
+		}
+		it := &IterationPoint{Run: ev.Run, Worker: ev.Worker, Iteration: int(n), Task: task, Attempt: ev.Attempt, Start: ev.Time, End: ev.Time, Status: "working"}
 		b.iters = append(b.iters, it)
 		b.open[key] = it
-		r := b.story(ev.Task, ev.Time)
+		r := b.story(task, ev.Time)
 		r.Attempts++
 		r.State = "working"
 	case report.KindCheck:
-		m := checkLine.FindStringSubmatch(ev.Text)
-		if m == nil || ev.Task == "" {
-			return
+		passed, ok := ev.Data["passed"].(bool)
+		name := str(ev.Data, "name")
+		if !ok || name == "" || ev.Task == "" || ev.Machine != loopMachine {
+			return // not one of a build's checks on a task (a thread's, the starting tree's)
 		}
 		b.story(ev.Task, ev.Time)
 		cs := b.checks[ev.Task]
@@ -231,12 +203,12 @@ func (b *receiptBook) add(ev report.Event) {
 			cs = map[string]*Check{}
 			b.checks[ev.Task] = cs
 		}
-		c := cs[m[2]]
+		c := cs[name]
 		if c == nil {
-			c = &Check{Name: m[2]}
-			cs[m[2]] = c
+			c = &Check{Name: name}
+			cs[name] = c
 		}
-		if m[1] == "✓" {
+		if passed {
 			c.Passed++
 			c.Last = "passed"
 		} else {
@@ -244,28 +216,28 @@ func (b *receiptBook) add(ev report.Event) {
 			c.Last = "failed"
 		}
 	case report.KindCommit:
-		m := commitLine.FindStringSubmatch(ev.Text)
-		if ev.Task == "" || m == nil {
+		hash := str(ev.Data, "commit")
+		if ev.Task == "" || hash == "" {
 			return
 		}
 		r := b.story(ev.Task, ev.Time)
 		state := "done"
-		if strings.Contains(ev.Text, "partial") {
+		if str(ev.Data, "status") == "partial" {
 			state = "partial"
 		}
-		r.State, r.Commit, r.Reason = state, m[1], ""
+		r.State, r.Commit, r.Reason = state, text.ShortHash(hash), ""
 		if cur != nil && cur.Task == ev.Task {
-			cur.Status, cur.Commit, cur.End = state, m[1], ev.Time
-			delete(b.open, key)
+			// The iteration ends with its own event, just after.
+			cur.Status, cur.Commit, cur.End = state, text.ShortHash(hash), ev.Time
 		}
 	case report.KindBlocker:
-		if ev.Task == "" || !strings.Contains(ev.Text, " blocked (") {
+		if ev.Task == "" || str(ev.Data, "state") != "blocked" {
 			return
 		}
 		r := b.story(ev.Task, ev.Time)
 		r.State = "blocked"
-		if _, why, ok := strings.Cut(ev.Text, "): "); ok {
-			r.Reason = strings.TrimSpace(why)
+		if why := str(ev.Data, "reason"); why != "" {
+			r.Reason = why
 		}
 	case report.KindSummary:
 		// The run is over: whatever iteration it had open ends here.
@@ -275,6 +247,78 @@ func (b *receiptBook) add(ev report.Event) {
 			}
 		}
 	}
+}
+
+// endIteration files the event that closes iteration n, whatever its
+// status: its tokens, cost and duration, and the story's state.
+func (b *receiptBook) endIteration(ev report.Event, key string, n int) {
+	task := str(ev.Data, "task")
+	if task == "" {
+		return // a planning iteration
+	}
+	it := b.open[key]
+	if it == nil || it.Task != task || it.Iteration != n {
+		it = nil
+		for i := len(b.iters) - 1; i >= 0 && it == nil; i-- {
+			if p := b.iters[i]; p.Run == ev.Run && p.Worker == ev.Worker && p.Iteration == n && p.Task == task {
+				it = p
+			}
+		}
+	}
+	if it == nil {
+		// Its banner is not in the journal (a journal cut short).
+		it = &IterationPoint{Run: ev.Run, Worker: ev.Worker, Iteration: n, Task: task, Start: ev.Time}
+		b.iters = append(b.iters, it)
+	}
+	status := str(ev.Data, "status")
+	it.Status, it.End = status, ev.Time
+	if d, ok := number(ev.Data["duration_ms"]); ok {
+		it.DurationMillis = d
+	}
+	dataUsage(ev.Data, it)
+	if b.open[key] == it {
+		delete(b.open, key)
+	}
+	r := b.story(task, ev.Time)
+	switch status {
+	case "done", "partial":
+		r.State, r.Reason = status, ""
+		if it.Commit != "" {
+			r.Commit = it.Commit
+		}
+	case "interrupted":
+		r.State = "interrupted"
+	default:
+		if r.State != "blocked" { // the blocker may be told first
+			r.State = "failed"
+		}
+		if why := str(ev.Data, "reason"); why != "" {
+			r.Reason = why
+		}
+	}
+}
+
+// loopMachine is the machine of a build's events (loop.MachineName; the
+// loop sits above this package).
+const loopMachine = "loop"
+
+func str(data map[string]any, key string) string {
+	s, _ := data[key].(string)
+	return s
+}
+
+// number reads a number from event data, as emitted (an int) or as read
+// back from JSON (a float64).
+func number(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	case float64:
+		return int64(n), true
+	}
+	return 0, false
 }
 
 // dataUsage takes the tokens and cost an iteration event carries, when

@@ -9,28 +9,46 @@ import (
 	"github.com/ralphloop/ralph/internal/status"
 )
 
-// TestReceiptsFromTheJournal reads receipts from the lines the loop
-// writes (internal/loop: iteration banners, printCheck, the commit line,
-// printIteration of a failed attempt) and the iteration records it keeps.
+// TestReceiptsFromTheJournal reads receipts from the events the loop
+// writes (internal/loop: iteration banners, checks, the commit, the event
+// that closes each iteration) and the iteration records it keeps. The
+// texts are not the loop's: receipts read only the data.
 func TestReceiptsFromTheJournal(t *testing.T) {
 	w := newWorkspace(t, "app", status.Report{})
 	ts := newServer(t, w.Local)
 	say := func(kind report.Kind, task string, attempt int, text string, data map[string]any) {
 		w.em.Emit(report.Event{Kind: kind, Task: task, Attempt: attempt, Text: text, Data: data})
 	}
-	say(report.KindIteration, "US-001", 1, "\n── iteration 1/10 · US-001: One · attempt 1/2 · agent fake ──\n", nil)
-	say(report.KindCheck, "US-001", 1, "  ✓ check tests (3ms)\n", nil)
-	say(report.KindCommit, "US-001", 1, "✓ iteration 1: US-001 done and verified · commit 4175cae\n", nil)
-	say(report.KindIteration, "US-002", 1, "\n── iteration 2/10 · US-002: Two · attempt 1/2 · agent fake ──\n", nil)
-	say(report.KindCheck, "US-002", 1, "  ✗ check tests (5ms)\n", nil)
+	banner := func(n int, task string, attempt int) {
+		say(report.KindIteration, task, attempt, "a banner\n", map[string]any{"iteration": n, "task": task, "agent": "fake"})
+	}
+	end := func(n int, task, status string, extra map[string]any) {
+		data := map[string]any{"iteration_end": true, "iteration": n, "task": task, "status": status}
+		for k, v := range extra {
+			data[k] = v
+		}
+		say(report.KindIteration, task, 0, "", data)
+	}
+	check := func(task string, attempt int, name string, passed bool) {
+		say(report.KindCheck, task, attempt, "a check\n", map[string]any{"name": name, "passed": passed, "duration_ms": 3})
+	}
+	commit := func(n int, task string, attempt int, hash string) {
+		say(report.KindCommit, task, attempt, "a commit\n", map[string]any{"iteration": n, "commit": hash, "status": "done"})
+	}
+	banner(1, "US-001", 1)
+	check("US-001", 1, "tests", true)
+	commit(1, "US-001", 1, "4175cae0a1b2c3d4e5f60718293a4b5c6d7e8f90")
+	end(1, "US-001", "done", nil)
+	banner(2, "US-002", 1)
+	check("US-002", 1, "tests", false)
 	say(report.KindCheck, "US-002", 1, "    │ FAIL tests/sub.sh\n", nil)
-	say(report.KindIteration, "", 0, "✗ iteration 2: US-002 tests_failed · 610ms · 0 commits · tests failed\n",
-		map[string]any{"iteration": 2, "task": "US-002", "status": "tests_failed", "duration_ms": 609, "reason": "tests failed"})
-	say(report.KindIteration, "US-002", 2, "\n── iteration 3/10 · US-002: Two · attempt 2/2 · agent fake ──\n", nil)
-	say(report.KindCheck, "US-002", 2, "  ✓ check tests (4ms)\n", nil)
-	say(report.KindCommit, "US-002", 2, "✓ iteration 3: US-002 done and verified · commit 4b2ea81\n", nil)
-	say(report.KindIteration, "US-003", 1, "\n── iteration 4/10 · US-003: Three · attempt 1/2 · agent fake ──\n", nil)
-	say(report.KindBlocker, "US-003", 1, "⛔ US-003 blocked (permanent): needs an API key\n", nil)
+	end(2, "US-002", "tests_failed", map[string]any{"duration_ms": 609, "reason": "tests failed"})
+	banner(3, "US-002", 2)
+	check("US-002", 2, "tests", true)
+	commit(3, "US-002", 2, "4b2ea81")
+	end(3, "US-002", "done", nil)
+	banner(4, "US-003", 1)
+	say(report.KindBlocker, "US-003", 1, "a blocker\n", map[string]any{"state": "blocked", "type": "permanent", "reason": "needs an API key"})
 	if err := w.j.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +82,13 @@ func TestReceiptsFromTheJournal(t *testing.T) {
 	}
 
 	// What is appended later is added to what was read before.
-	say(report.KindIteration, "US-003", 2, "\n── iteration 5/10 · US-003: Three · attempt 2/2 · agent fake ──\n", nil)
-	say(report.KindCommit, "US-003", 2, "✓ iteration 5: US-003 done and verified · commit 2a65bca\n", nil)
+	banner(5, "US-003", 2)
+	commit(5, "US-003", 2, "2a65bca")
+	end(5, "US-003", "done", map[string]any{"tokens": map[string]any{"input": 70}, "cost_usd_estimate": 0.5})
 	var later Receipts
 	get(t, ts.URL+"/api/receipts", &later)
-	if three := later.Stories[2]; three.State != "done" || three.Attempts != 2 || three.Commit != "2a65bca" || three.Reason != "" {
+	if three := later.Stories[2]; three.State != "done" || three.Attempts != 2 || three.Commit != "2a65bca" || three.Reason != "" ||
+		three.Tokens.Input != 70 || three.CostUSD != 0.5 {
 		t.Errorf("US-003 after its second attempt: %+v", three)
 	}
 }
