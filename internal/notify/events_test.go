@@ -122,3 +122,40 @@ func TestDerivedNotifications(t *testing.T) {
 		})
 	}
 }
+
+// TestDerivedFromARecordedBuild feeds the journal of a real build (ralph
+// build 4 with ralph demo's scripted agent, testdata/build-limits.jsonl):
+// the one agent hits a usage limit and the run waits for its reset, two
+// iterations without progress open the circuit breaker, and the run ends
+// at its iteration limit at STORY_SELECT, whose trigger is the budget's.
+// What it notifies comes from the events' data as the loop writes it.
+func TestDerivedFromARecordedBuild(t *testing.T) {
+	evs, err := report.ReadJournal("testdata/build-limits.jsonl", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDeriver()
+	var got []Notification
+	for _, ev := range evs {
+		got = append(got, d.derive(ev)...)
+	}
+	var lines []string
+	for _, x := range got {
+		lines = append(lines, x.Event+"|"+x.Outcome+"|"+x.Summary)
+	}
+	want := []string{
+		"limit_wait_started||every agent is at a usage limit: the run waits for a reset (until 05:13 UTC)",
+		"limit_wait_ended||the usage-limit wait is over after 2s: the run goes on",
+		"breaker_opened||the circuit breaker opened (2 iterations without progress (no commit, no change)): the run pauses before trying again",
+		"run_finished|limit|run 20261124-051349-229947 finished: limit (reached 4 iterations with 1 story left)",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if fin := got[len(got)-1]; fin.Details["stories_completed"] != 2.0 || fin.Details["iterations"] != 4.0 {
+		t.Errorf("run_finished details = %v; want the summary's 2 stories and 4 iterations", fin.Details)
+	}
+	if w := got[0]; w.Details["agent"] != "one" {
+		t.Errorf("limit_wait_started details = %v; want the agent waited for", w.Details)
+	}
+}

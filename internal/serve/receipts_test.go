@@ -92,3 +92,44 @@ func TestReceiptsFromTheJournal(t *testing.T) {
 		t.Errorf("US-003 after its second attempt: %+v", three)
 	}
 }
+
+// TestReceiptsFromARecordedBuild reads the journal `ralph demo` wrote
+// (testdata/demo.jsonl: a plan, then three stories, the second failing its
+// check once), with no iteration records beside it: every figure comes
+// from the events' data as the loop writes it.
+func TestReceiptsFromARecordedBuild(t *testing.T) {
+	w := newWorkspace(t, "demo", status.Report{})
+	raw, err := os.ReadFile("testdata/demo.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(w.Journal, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ts := newServer(t, w.Local)
+	var rc Receipts
+	if code := get(t, ts.URL+"/api/receipts", &rc); code != 200 {
+		t.Fatalf("GET /api/receipts: %d", code)
+	}
+	if len(rc.Stories) != 3 || len(rc.Iterations) != 4 {
+		t.Fatalf("want 3 stories and 4 build iterations (not the planning one); got %+v", rc)
+	}
+	one, two, three := rc.Stories[0], rc.Stories[1], rc.Stories[2]
+	if one.Task != "US-001" || one.State != "done" || one.Attempts != 1 || one.Commit != "f239ebd" || one.DurationMillis != 610 ||
+		one.Tokens != (Usage{Input: 841, Output: 59}) || one.CostUSD != 0.0012 || len(one.Checks) != 1 || one.Checks[0] != (Check{Name: "tests", Passed: 1, Last: "passed"}) {
+		t.Errorf("US-001: %+v", one)
+	}
+	if two.Task != "US-002" || two.State != "done" || two.Attempts != 2 || two.Commit != "5cd5ee3" || two.DurationMillis != 613+336 ||
+		two.Tokens != (Usage{Input: 844 + 893, Output: 49 + 58}) || len(two.Checks) != 1 || two.Checks[0] != (Check{Name: "tests", Passed: 1, Failed: 1, Last: "passed"}) {
+		t.Errorf("US-002: %+v", two)
+	}
+	if three.Task != "US-003" || three.State != "done" || three.Commit != "27602f6" {
+		t.Errorf("US-003: %+v", three)
+	}
+	if it := rc.Iterations[1]; it.Iteration != 2 || it.Task != "US-002" || it.Status != "tests_failed" || it.DurationMillis != 613 || it.Tokens.Input != 844 {
+		t.Errorf("iteration 2: %+v", it)
+	}
+	if it := rc.Iterations[3]; it.Iteration != 4 || it.Status != "done" || it.Commit != "27602f6" || it.Attempt != 1 {
+		t.Errorf("iteration 4: %+v", it)
+	}
+}
