@@ -300,20 +300,20 @@ func (m *Model) header() []string {
 		first = append(first, m.st.ok.Render("● running"))
 	case r.RunID == "" && r.Session == nil && r.Parallel == nil && len(m.journal) == 0:
 		first = append(first, "○ no run has started in "+name+" yet")
+	case r.Finished && r.RunID != "":
+		// The last run, finished: its outcome says more than its state.
+		run := "○ run " + r.RunID + " finished: " + r.Outcome
+		if r.Reason != "" {
+			run += " (" + r.Reason + ")"
+		}
+		first = append(first, run)
 	default:
 		first = append(first, "○ not running")
 	}
-	if r.RunID != "" {
-		run := "run " + r.RunID
-		if r.Finished {
-			run += " finished: " + r.Outcome
-			if r.Reason != "" {
-				run += " (" + r.Reason + ")"
-			}
-		}
-		first = append(first, run)
+	if r.RunID != "" && !(r.Finished && !r.Running) {
+		first = append(first, "run "+r.RunID)
 	}
-	if r.State != "" {
+	if r.State != "" && !(r.Finished && !r.Running) {
 		first = append(first, r.State)
 	}
 	if r.Iteration > 0 || r.MaxIterations > 0 {

@@ -114,8 +114,8 @@ func TestWatchSteersABuild(t *testing.T) {
 		".agents/tasks/prd.md": prd,
 		".ralph/config.toml": fmt.Sprintf("[agent]\ndefault = \"fake\"\ntimeout = \"60s\"\n[build]\nrequire_plan = false\n[memory]\nstore = \"file\"\n[agents.fake]\ncommand = [%q]\n"+
 			"[[checks]]\nname = \"tests\"\nrun = \"sh check.sh\"\n", fake),
-		"check.sh":  "#!/bin/sh\nexit 0\n",
-		"README.md": "# watch test\n",
+		"check.sh":                               "#!/bin/sh\nexit 0\n",
+		"README.md":                              "# watch test\n",
 		filepath.Join("..", "home", "gitconfig"): "",
 	}
 	for name, content := range files {
@@ -183,6 +183,7 @@ func TestWatchSteersABuild(t *testing.T) {
 			t.Errorf("the paused screen does not show %q:\n%s", want, s)
 		}
 	}
+	writeCapture(t, s) // the paused run, with the hint and the pause in its journal
 	if !strings.Contains(s, "p resume") {
 		t.Errorf("a paused run's key line does not offer to resume:\n%s", s)
 	}
@@ -242,7 +243,7 @@ func TestWatchSteersABuild(t *testing.T) {
 	if n := bytes.Count(journal, []byte(`"by":"watch"`)); n < 3 {
 		t.Errorf("the journal holds %d commands by watch; want the hint, the pause and the resume", n)
 	}
-	writeCapture(t, final)
+	_ = final
 
 	// q leaves the viewer with exit 0.
 	tm.tmux("send-keys", "-t", "watch", "q")
