@@ -569,6 +569,30 @@ func TestRunnerTestsFailThenPass(t *testing.T) {
 	if _, left := st.Feedback["US-001"]; left {
 		t.Errorf("the feedback of a done task is kept: %q", st.Feedback["US-001"])
 	}
+	// Programs read the facts from the events' data, not their text.
+	var checks, ends []string
+	for _, ev := range r.events.of(report.KindCheck) {
+		if ev.Data != nil {
+			checks = append(checks, fmt.Sprintf("%s %v %v %v", ev.Data["name"], ev.Data["passed"], ev.Data["baseline"] == true, ev.Data["duration_ms"] != nil))
+		}
+	}
+	if want := []string{"test true true true", "test false false true", "test true false true"}; !slices.Equal(checks, want) {
+		t.Errorf("check data = %q; want %q", checks, want)
+	}
+	for _, ev := range r.events.of(report.KindIteration) {
+		if ev.Data["iteration_end"] == true {
+			_, tokens := ev.Data["tokens"].(agent.Usage)
+			ends = append(ends, fmt.Sprintf("%v %v %v %v", ev.Data["iteration"], ev.Data["task"], ev.Data["status"], tokens && ev.Data["cost_usd_estimate"] != nil && ev.Data["duration_ms"] != nil))
+		} else if ev.Data["iteration"] == nil || ev.Data["task"] != "US-001" || ev.Data["agent"] == nil {
+			t.Errorf("banner data = %v; want iteration, task and agent", ev.Data)
+		}
+	}
+	if want := []string{"1 US-001 tests_failed true", "2 US-001 done true"}; !slices.Equal(ends, want) {
+		t.Errorf("iteration ends = %q; want one per iteration, done included: %q", ends, want)
+	}
+	if c := r.events.of(report.KindCommit); len(c) != 1 || c[0].Data["status"] != StatusDone || c[0].Data["commit"] == "" || c[0].Data["iteration"] != 2 {
+		t.Errorf("commit events = %+v; want one, done at iteration 2, with its hash", c)
+	}
 }
 
 func TestRunnerACsNotMetTwiceBlocksAndNeedsHuman(t *testing.T) {
@@ -916,8 +940,28 @@ func TestRunnerWaitsForAnotherRunsLimit(t *testing.T) {
 	for _, ev := range r.events.of(report.KindWait) {
 		shown = append(shown, ev.Text)
 	}
-	if text := strings.Join(shown, ""); !strings.Contains(text, "all agents are limited (main until ") || !strings.Contains(text, "  … waiting for a usage limit to reset: ") {
+	if text := strings.Join(shown, ""); !strings.Contains(text, "all agents are limited (main until ") || !strings.Contains(text, "  … waiting for a usage limit to reset: ") ||
+		!strings.Contains(text, "the usage-limit wait is over after ") {
 		t.Errorf("the wait was not shown: %q", text)
+	}
+	var states []string
+	for _, ev := range r.events.of(report.KindWait) {
+		if ev.Data["wait"] == "limit" && ev.Data["state"] != "waiting" {
+			states = append(states, fmt.Sprint(ev.Data["state"]))
+			switch ev.Data["state"] {
+			case "started":
+				if _, err := time.Parse(time.RFC3339, fmt.Sprint(ev.Data["until"])); err != nil || ev.Data["agent"] != "main" {
+					t.Errorf("wait start data = %v; want until (RFC 3339) and agent main", ev.Data)
+				}
+			case "ended":
+				if ms, _ := ev.Data["waited_ms"].(int64); ms < 1000 {
+					t.Errorf("wait end data = %v; want waited_ms of the wait", ev.Data)
+				}
+			}
+		}
+	}
+	if !slices.Equal(states, []string{"started", "ended"}) {
+		t.Errorf("limit wait states = %v; want started, then ended", states)
 	}
 	if st := r.state(); st.Metrics.WaitMillis[WaitLimit] < 1000 {
 		t.Errorf("waiting = %v; want the wait for the reset counted as waiting", st.Metrics.WaitMillis)
@@ -934,6 +978,15 @@ func TestRunnerIterationLimit(t *testing.T) {
 	wantSteps(t, r.events.steps(), concat(toSelect, doneOnce, []string{"STORY_SELECT -budget_exhausted-> EXIT"})...)
 	if st := r.state(); !st.Finished || st.Outcome != OutcomeMaxIterations {
 		t.Errorf("state finished %v, outcome %s; want max_iterations", st.Finished, st.Outcome)
+	}
+	// The trigger is the budget's (the table's one edge); the data says
+	// it is the iteration limit.
+	lim := r.events.of(report.KindLimit)
+	if len(lim) != 1 || lim[0].Data["outcome"] != "max_iterations" || lim[0].Data["reason"] != "reached 1 iteration with 1 story left" {
+		t.Errorf("limit events = %+v; want one with outcome max_iterations and its reason", lim)
+	}
+	if sum := r.events.of(report.KindSummary); len(sum) != 1 || sum[0].Data["outcome"] != "max_iterations" || sum[0].Data["reason"] != "reached 1 iteration with 1 story left" {
+		t.Errorf("summary = %+v; want outcome and reason", sum)
 	}
 }
 
