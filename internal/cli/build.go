@@ -247,7 +247,7 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 	// N on the command line raises the limit of a run it resumes; N from
 	// the config does not.
 	s.opts.IterationsGiven = opts.MaxIterations > 0
-	ctx, attach, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Run: "build", Machine: "build", Takes: []control.Kind{control.Skip, control.Block, control.Unblock}})
+	ctx, attach, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Machine: "build", Takes: []control.Kind{control.Skip, control.Block, control.Unblock}})
 	defer detach()
 	s.opts.Attach = attach
 	rep, err := loop.Build(ctx, s.ws, s.opts)
@@ -269,7 +269,7 @@ func runPlan(cmd *cobra.Command, opts *BuildOptions) error {
 	defer s.opts.Memory.Close()
 	// A plan takes stop (its agent runs are the steps); pause and the
 	// task commands are a build's.
-	ctx, attach, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Run: "plan", Machine: "plan"})
+	ctx, attach, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Machine: "plan"})
 	defer detach()
 	s.opts.Attach = attach
 	rep, err := loop.Plan(ctx, s.ws, s.opts)
@@ -331,13 +331,16 @@ type loopSetup struct {
 // the run calls once it has begun: a run refused on bad input writes no
 // control record. A run that cannot attach (another holds the same run
 // id) goes on without control, with one warning. done detaches.
-func attachControl(ctx context.Context, env *Env, ws *workspace.Workspace, run control.Run) (runCtx context.Context, attach func() *control.Attachment, done func()) {
+func attachControl(ctx context.Context, env *Env, ws *workspace.Workspace, run control.Run) (runCtx context.Context, attach func(runID string) *control.Attachment, done func()) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	var att *control.Attachment
 	stopWatch := func() {}
-	attach = func() *control.Attachment {
+	attach = func(runID string) *control.Attachment {
 		if att != nil {
 			return att
+		}
+		if runID != "" {
+			run.Run = runID
 		}
 		// The control folder is machine state: never part of a commit.
 		if err := ws.EnsureIgnoreFile(); err == nil {

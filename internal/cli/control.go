@@ -83,7 +83,7 @@ func (s *steerer) apply(ctx context.Context, cmd control.Command) (control.Resul
 		}
 	}
 	queued := func(r control.Run, what string) control.Result {
-		return control.Result{Status: control.Queued, Message: fmt.Sprintf("%s: the running %s (run %s) takes it at its next step", what, r.Machine, r.Run)}
+		return control.Result{Status: control.Queued, Message: fmt.Sprintf("%s: %s takes it at its next step", what, runNames([]control.Run{r}))}
 	}
 	switch cmd.Kind {
 	case control.Hint:
@@ -261,6 +261,9 @@ func runNames(runs []control.Run) string {
 	names := make([]string, len(runs))
 	for i, r := range runs {
 		names[i] = fmt.Sprintf("the %s (run %s)", r.Machine, r.Run)
+		if r.Run == "" {
+			names[i] = fmt.Sprintf("the %s (pid %d)", r.Machine, r.PID)
+		}
 	}
 	return strings.Join(names, " and ")
 }

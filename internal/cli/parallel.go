@@ -35,7 +35,7 @@ func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers i
 		sink = runSink(opts)
 	}
 	sink = withNotify(opts.Env, s.ws, cfg, sink)
-	ctx, attach, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Run: "build", Machine: "build", Takes: []control.Kind{control.Skip, control.Block, control.Unblock}})
+	ctx, attach, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Machine: "parallel build", Takes: []control.Kind{control.Skip, control.Block, control.Unblock}})
 	defer detach()
 	rep, err := engine.Run(ctx, engine.Options{
 		Attach:        attach,

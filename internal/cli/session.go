@@ -232,7 +232,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	// terminal or front end.
 	ctx, attach, detach := attachControl(ctx, env, ws, control.Run{Run: "session-" + filepath.Base(dir), Machine: "session"})
 	defer detach()
-	att := attach() // the session exists: it has begun
+	att := attach("") // the session exists: it has begun
 	if note != "" {
 		em.Emit(report.Event{Kind: report.KindNote, Text: note})
 	}

@@ -51,7 +51,7 @@ type threadCmd struct {
 	// att is the thread's hold on the control folder (pause and stop
 	// from any terminal or front end); detach lets go.
 	att    *control.Attachment
-	attach func() *control.Attachment
+	attach func(runID string) *control.Attachment
 	detach func()
 }
 
@@ -205,7 +205,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 // reports it (finish) while the runner still holds the thread's lock.
 func (tc *threadCmd) runVerb(name, msg string) error {
 	if tc.detach != nil {
-		tc.att = tc.attach()
+		tc.att = tc.attach("")
 		defer tc.detach()
 	}
 	return tc.ws.Gone(tc.r.Do(name, msg, tc.finish), `ralph thread new "TITLE"`)

@@ -95,7 +95,7 @@ type Options struct {
 	// Attach, when set, is called once the run has begun (preflight
 	// passed) and returns the attachment that becomes Control, so that
 	// a refused run leaves no control record.
-	Attach func() *control.Attachment
+	Attach func(runID string) *control.Attachment
 	// Sink receives every event: the engine's and, marked with their
 	// worker, the workers' loops'.
 	Sink report.Sink
@@ -232,7 +232,7 @@ func (e *engine) preflight(ctx context.Context) error {
 	// Attached before the setup commit, which then holds the ignore
 	// line that keeps the control folder out of git.
 	if e.o.Attach != nil {
-		e.o.Control = e.o.Attach()
+		e.o.Control = e.o.Attach("") // the run's id comes with its registry, later
 	}
 	if err := loop.PrepareCheckout(ctx, e.o.WS, e.o.Source.Path(), e.o.PlanPath, e.setupSay); err != nil {
 		return err
@@ -363,7 +363,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 						slots[free] = ""
 						delete(active, t.ID)
 						t.State, t.Reason = Blocked, "its worktree could not be made: "+err.Error()
-						e.sayTask(t, report.KindBlocker, nil, "[%s %s] ✗ %s", t.Worker, t.ID, t.Reason)
+						e.sayTask(t, report.KindBlocker, map[string]any{"state": "blocked", "reason": t.Reason}, "[%s %s] ✗ %s", t.Worker, t.ID, t.Reason)
 						_ = e.save()
 						continue
 					}
@@ -501,14 +501,14 @@ func (e *engine) finishWork(ctx context.Context, t *TaskRecord, res result) erro
 		return nil
 	case res.err != nil:
 		t.State, t.Reason = Blocked, text.OneLine(res.err.Error())
-		e.sayTask(t, report.KindBlocker, map[string]any{"error": res.err.Error()}, "[%s %s] ✗ the worker stopped: %s", t.Worker, t.ID, text.Clip(t.Reason, 300))
+		e.sayTask(t, report.KindBlocker, map[string]any{"state": "blocked", "reason": t.Reason, "error": res.err.Error()}, "[%s %s] ✗ the worker stopped: %s", t.Worker, t.ID, text.Clip(t.Reason, 300))
 		return nil
 	case res.rep.Outcome != loop.OutcomeComplete:
 		t.State, t.Reason = Blocked, res.rep.Reason
 		if t.Reason == "" {
 			t.Reason = string(res.rep.Outcome)
 		}
-		e.sayTask(t, report.KindBlocker, map[string]any{"outcome": string(res.rep.Outcome)}, "[%s %s] ■ not done: %s (its work stays on branch %s)", t.Worker, t.ID, t.Reason, t.Branch)
+		e.sayTask(t, report.KindBlocker, map[string]any{"state": "blocked", "reason": t.Reason, "outcome": string(res.rep.Outcome), "branch": t.Branch}, "[%s %s] ■ not done: %s (its work stays on branch %s)", t.Worker, t.ID, t.Reason, t.Branch)
 		return nil
 	}
 	t.State = Queued

@@ -119,5 +119,5 @@ func (e *engine) heldBlock(t *TaskRecord) {
 	}
 	delete(e.held, t.ID)
 	t.State, t.Reason = Blocked, reason
-	e.sayTask(t, report.KindBlocker, map[string]any{"by_control": true}, "[%s %s] ⛔ %s (its work stays on branch %s)", t.Worker, t.ID, reason, t.Branch)
+	e.sayTask(t, report.KindBlocker, map[string]any{"state": "blocked", "reason": reason, "by_control": true, "branch": t.Branch}, "[%s %s] ⛔ %s (its work stays on branch %s)", t.Worker, t.ID, reason, t.Branch)
 }

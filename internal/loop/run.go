@@ -141,8 +141,9 @@ type Options struct {
 	// Attach, when set, is called once the run has begun (its lock held,
 	// its input accepted) and before it writes anything else: it returns
 	// the attachment that becomes Control, so that a run refused on bad
-	// input leaves no control record behind.
-	Attach func() *control.Attachment
+	// input leaves no control record behind. It gets the run's id, which
+	// the control folder names the run by.
+	Attach func(runID string) *control.Attachment
 	// ControlPauseOnly makes the run heed Control's pause and take no
 	// queued commands: a parallel build's workers, whose scheduler takes
 	// them for every worker.
@@ -380,7 +381,7 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 		r.id = newRunID(now)
 	}
 	if opts.Attach != nil {
-		r.opts.Control = opts.Attach()
+		r.opts.Control = opts.Attach(r.id)
 	}
 	r.dir = filepath.Join(home.RunsDir(), r.id)
 	r.startEvents(home.EventsPath())

@@ -317,17 +317,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 		case "sent_back":
 			// Sent back to a worker: the queue deals with it.
 		default:
-			reason := text.OrNone(str(ev.Data, "reason"), str(ev.Data, "error"))
-			if reason == "" {
-				// The engine's own stops (internal/engine, engine.go) say
-				// their reason in the line only.
-				reason = strings.TrimSpace(ev.Text)
-				if i := strings.Index(reason, "] "); i >= 0 {
-					reason = reason[i+2:]
-				}
-				reason = strings.TrimLeft(reason, "✗■ ")
-			}
-			blocked(reason)
+			blocked(text.OrNone(str(ev.Data, "reason"), str(ev.Data, "error")))
 		}
 	}
 	return out

@@ -26,7 +26,7 @@ type Kind string
 const (
 	KindTransition  Kind = "transition"   // the machine moved: from, to, trigger
 	KindRun         Kind = "run"          // a run started, resumed or committed its setup
-	KindIteration   Kind = "iteration"    // an iteration started (the banner line)
+	KindIteration   Kind = "iteration"    // an iteration started (the banner) or ended (data.iteration_end)
 	KindAgentOutput Kind = "agent_output" // one line the agent showed
 	KindHeartbeat   Kind = "heartbeat"    // a silent agent or check is still alive
 	KindCheck       Kind = "check"        // one of ralph's checks ran
