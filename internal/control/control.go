@@ -139,6 +139,13 @@ func (c Command) Validate() error {
 		}
 		return inputErrorf("unknown command %q: the commands are %s", c.Kind, strings.Join(names, ", "))
 	}
+	// The id names the command's queue file: nothing but letters,
+	// digits, dots and dashes, or a command could be written anywhere.
+	if strings.ContainsFunc(c.ID, func(r rune) bool {
+		return !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '.' || r == '-')
+	}) {
+		return inputErrorf("the command id %q may hold only letters, digits, dots and dashes", c.ID)
+	}
 	if strings.TrimSpace(c.By) == "" {
 		return inputErrorf("a command needs who gives it (by: cli, watch, web or mcp)")
 	}

@@ -2,7 +2,9 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,4 +180,40 @@ func TestWatchStopEndsTheContextWithWhoStopped(t *testing.T) {
 	if !errors.As(context.Cause(ctx), &se) || se.Cmd.By != ByMCP || !strings.Contains(se.Error(), "stopped by mcp") {
 		t.Errorf("cause = %v; want a StopError by mcp", context.Cause(ctx))
 	}
+}
+
+// A command arrives as JSON from a web page, an MCP client or a queue
+// file anyone can write. Whatever it holds, validating it never panics,
+// and one that validates names a known command, a task without control
+// characters, and text within bounds, and survives a round trip to its
+// queue file unchanged.
+func FuzzCommandFromJSON(f *testing.F) {
+	f.Add([]byte(`{"command":"block","task":"US-002","text":"needs a key","by":"web"}`))
+	f.Add([]byte(`{"command":"checkpoint","step":"request-changes","text":"","by":"web"}`))
+	f.Add([]byte(`{"command":"answer","question":"q-1","text":"yes","by":"mcp","session":"../x"}`))
+	f.Add([]byte(`{"id":"../../x","command":"block","task":"US-1","by":"web"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var c Command
+		if json.Unmarshal(b, &c) != nil {
+			return
+		}
+		if c.Validate() != nil {
+			return
+		}
+		if !slices.Contains(Kinds, c.Kind) || len(c.Text) > maxText || strings.ContainsFunc(c.Task, func(r rune) bool { return r < 0x20 }) {
+			t.Fatalf("validated a command it should refuse: %+v", c)
+		}
+		if strings.ContainsAny(c.ID, "/\\") {
+			t.Fatalf("validated the id %q, which leaves the queue folder", c.ID)
+		}
+		c.ID, c.V = "x", SchemaVersion
+		dir := Folder{Dir: t.TempDir()}
+		if err := dir.Enqueue(c); err != nil {
+			t.Fatal(err)
+		}
+		q, err := dir.Queued()
+		if err != nil || len(q) != 1 || q[0].Kind != c.Kind || q[0].Task != c.Task || q[0].Text != c.Text {
+			t.Fatalf("queued %+v, read back %+v (%v)", c, q, err)
+		}
+	})
 }

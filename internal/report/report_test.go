@@ -219,3 +219,38 @@ func TestWritersOfOneJournalNeverShareASeq(t *testing.T) {
 		}
 	}
 }
+
+// The journal reader takes whatever bytes a file holds (a torn line, an
+// older shape, an editor's damage) without failing, and passes on only
+// envelopes it knows, each once, however the bytes arrive.
+func FuzzJournalReader(f *testing.F) {
+	f.Add([]byte("{\"v\":1,\"seq\":1,\"kind\":\"note\"}\n{\"v\":1,\"seq\":2,\"kin"), 7)
+	f.Add([]byte("{\"timestamp\":\"x\"}\n{\"v\":9,\"seq\":3}\n\n{\"v\":1,\"seq\":4,\"kind\":\"commit\"}\n"), 3)
+	f.Fuzz(func(t *testing.T, data []byte, split int) {
+		p := filepath.Join(t.TempDir(), "events.jsonl")
+		if split < 0 {
+			split = -split
+		}
+		split %= len(data) + 1
+		os.WriteFile(p, data[:split], 0o644)
+		r := &JournalReader{Path: p}
+		first, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(p, data, 0o644)
+		rest, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, _ := (&JournalReader{Path: p}).Next()
+		if got := len(first) + len(rest); got != len(all) {
+			t.Errorf("read in two pieces: %d events; at once: %d", got, len(all))
+		}
+		for _, ev := range append(first, rest...) {
+			if ev.V < 1 || ev.V > SchemaVersion {
+				t.Errorf("an event of version %d was passed on", ev.V)
+			}
+		}
+	})
+}
