@@ -254,3 +254,15 @@ func FuzzJournalReader(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkEmitToJournal is the cost of one event written to the journal
+// under its lock (what numbering across writers costs every event).
+func BenchmarkEmitToJournal(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "events.jsonl")
+	em := NewEmitter("loop", "r1", 0, nil, &Journal{Path: p})
+	ev := Event{Kind: KindAgentOutput, Text: "→ tool: Bash sh check.sh\n", Data: map[string]any{"line": "→ tool: Bash sh check.sh"}}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		em.Emit(ev)
+	}
+}
