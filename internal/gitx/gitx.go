@@ -1,9 +1,9 @@
 // Package gitx reads and records repository state by running the git binary.
 //
 // Shelling out keeps ralph's view identical to what the user and the agent
-// see with git itself (config, hooks, attributes). Because a status call runs
-// on every loop iteration, each method uses as few git processes as it can;
-// Snapshot uses exactly one.
+// see with git itself (config, hooks, attributes). Because the loop runs git
+// on every iteration, each method uses as few git processes as it can:
+// Snapshot and Range use exactly one, CommitSnapshot two.
 package gitx
 
 import (
@@ -299,6 +299,88 @@ func (r *Repo) ChangedFiles(ctx context.Context, from, to string) ([]string, err
 	return r.paths(ctx, args...)
 }
 
+// Range is what lies between two commits, read with one git process: what
+// CommitsBetween, ChangedFiles and IsAncestor tell with three.
+type Range struct {
+	// Commits are the commits reachable from to but not from from,
+	// oldest first.
+	Commits []Commit
+	// Files are the sorted paths those commits changed, each against its
+	// first parent; a merge's own changes are not listed (as `git log
+	// --name-only` shows them), the commits it brings in are.
+	Files []string
+	// Descends says that to descends from from: history was added to,
+	// not rewritten.
+	Descends bool
+}
+
+// Range reads the commits between from and to, the files they changed and
+// whether to descends from from, with one `git log --boundary`: from is an
+// ancestor of to exactly when it is one of the walk's boundary commits,
+// the excluded parents of the commits shown. from must be a full hash (as
+// Snapshot gives it) or "" (every commit reachable from to); from == to
+// returns a Range that descends without running git.
+func (r *Repo) Range(ctx context.Context, from, to string) (Range, error) {
+	if from == to {
+		return Range{Descends: true}, nil
+	}
+	if err := checkRevs(from, to); err != nil {
+		return Range{}, err
+	}
+	// Each commit starts with an empty record (the format's leading NUL
+	// after the NUL that ends the previous file): a path is never empty,
+	// so the header that follows cannot be mistaken for one.
+	args := []string{"log", "--no-show-signature", "--name-only", "--no-renames", "-z", "--format=%x00%m%H %s"}
+	if from != "" {
+		args = append(args, "--boundary", from+".."+to)
+	} else {
+		args = append(args, to)
+	}
+	out, err := r.git(ctx, append(args, "--")...)
+	if err != nil {
+		return Range{}, err
+	}
+	return parseRange(out, from), nil
+}
+
+// parseRange parses Range's log output, newest commit first.
+func parseRange(out []byte, from string) Range {
+	rg := Range{Descends: from == ""}
+	var commits []Commit
+	header, boundary, first := false, false, false
+	for rec := range strings.SplitSeq(string(out), "\x00") {
+		switch {
+		case rec == "":
+			header = true
+			continue
+		case header:
+			header, first = false, true
+			// %m is '>' for a commit of the range, '-' for a boundary.
+			hash, subject, _ := strings.Cut(rec[1:], " ")
+			boundary = rec[0] == '-'
+			if boundary {
+				rg.Descends = rg.Descends || hash == from
+			} else {
+				commits = append(commits, Commit{Hash: hash, Subject: subject})
+			}
+			continue
+		}
+		if first {
+			// git puts one newline between a commit's header and its
+			// first path.
+			rec, first = strings.TrimPrefix(rec, "\n"), false
+		}
+		if !boundary && rec != "" {
+			rg.Files = append(rg.Files, rec)
+		}
+	}
+	slices.Reverse(commits)
+	rg.Commits = commits
+	slices.Sort(rg.Files)
+	rg.Files = slices.Compact(rg.Files)
+	return rg
+}
+
 // paths runs a git command that prints NUL-separated paths (-z) and
 // returns them sorted, without duplicates.
 func (r *Repo) paths(ctx context.Context, args ...string) ([]string, error) {
@@ -345,22 +427,18 @@ func (r *Repo) AddAll(ctx context.Context) error {
 	return err
 }
 
+// noMaintenance goes before every commit ralph makes: a commit otherwise
+// starts `git maintenance run --auto` (a process per commit, and now and
+// then a repack or gc while the next agent waits). Maintenance is the
+// user's to schedule (`git maintenance start`), and their own commits
+// still run it.
+var noMaintenance = []string{"-c", "maintenance.auto=false"}
+
 // Commit records the staged changes as a new commit with message and returns
 // its hash. Hooks always run (never --no-verify) and it never amends. With no
 // staged changes it returns an error matching ErrNothingToCommit.
 func (r *Repo) Commit(ctx context.Context, message string) (string, error) {
-	var err error
-	if sr, ok := r.Runner.(StdinRunner); ok {
-		_, err = sr.GitStdin(ctx, r.Dir, strings.NewReader(message), "commit", "-F", "-")
-	} else {
-		err = r.commitViaFile(ctx, message)
-	}
-	if err != nil {
-		var ee *ExitError
-		if errors.As(err, &ee) && (strings.Contains(ee.Stderr, "nothing to commit") ||
-			strings.Contains(ee.Stderr, "no changes added to commit")) {
-			return "", fmt.Errorf("%w: %w", ErrNothingToCommit, err)
-		}
+	if err := r.commit(ctx, message); err != nil {
 		return "", err
 	}
 	out, err := r.git(ctx, "rev-parse", "--verify", "HEAD")
@@ -368,6 +446,34 @@ func (r *Repo) Commit(ctx context.Context, message string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// CommitSnapshot is Commit followed by a Snapshot, whose Head is the new
+// commit: two git processes where Commit and a Snapshot after it take
+// three, for a caller that reads the tree after its commit anyway.
+func (r *Repo) CommitSnapshot(ctx context.Context, message string) (Snapshot, error) {
+	if err := r.commit(ctx, message); err != nil {
+		return Snapshot{}, err
+	}
+	return r.Snapshot(ctx)
+}
+
+// commit runs git commit with message, maintenance off, and says when
+// there was nothing to commit.
+func (r *Repo) commit(ctx context.Context, message string) error {
+	var err error
+	if sr, ok := r.Runner.(StdinRunner); ok {
+		_, err = sr.GitStdin(ctx, r.Dir, strings.NewReader(message), slices.Concat(noMaintenance, []string{"commit", "-q", "-F", "-"})...,
+		)
+	} else {
+		err = r.commitViaFile(ctx, message)
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) && (strings.Contains(ee.Stderr, "nothing to commit") ||
+		strings.Contains(ee.Stderr, "no changes added to commit") || strings.Contains(ee.Stderr, "nothing added to commit")) {
+		return fmt.Errorf("%w: %w", ErrNothingToCommit, err)
+	}
+	return err
 }
 
 func (r *Repo) commitViaFile(ctx context.Context, message string) error {
@@ -383,7 +489,8 @@ func (r *Repo) commitViaFile(ctx context.Context, message string) error {
 	if err != nil {
 		return fmt.Errorf("gitx: commit message file: %w", err)
 	}
-	_, err = r.git(ctx, "commit", "-F", f.Name())
+	_, err = r.git(ctx, slices.Concat(noMaintenance, []string{"commit", "-q", "-F", f.Name()})...,
+	)
 	return err
 }
 
@@ -600,7 +707,8 @@ func (r *Repo) CommitPaths(ctx context.Context, message string, paths ...string)
 	if _, err := r.git(ctx, append([]string{"add", "--"}, paths...)...); err != nil {
 		return "", err
 	}
-	if _, err := r.git(ctx, append([]string{"commit", "-q", "-m", message, "--"}, paths...)...); err != nil {
+	if _, err := r.git(ctx, slices.Concat(noMaintenance, []string{"commit", "-q", "-m", message, "--"}, paths)...,
+	); err != nil {
 		return "", err
 	}
 	return r.Head(ctx)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -641,5 +643,124 @@ func TestSetAsideKeepsItsIndexOutOfTheWorkTree(t *testing.T) {
 	}
 	if !strings.Contains(files, "b.txt") {
 		t.Fatalf("the set-aside commit lacks the attempt's file: %q", files)
+	}
+}
+
+// Range tells in one git process what CommitsBetween, ChangedFiles and
+// IsAncestor tell in three: the commits, the files they changed (paths
+// with spaces and newlines too), and whether history was only added to.
+func TestRangeMatchesTheThreeQueriesItReplaces(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	write(t, r, "base.txt", "0\n")
+	base := commitAll(t, r, "base")
+	write(t, r, "a.txt", "a\n")
+	write(t, r, "dir/with space.txt", "s\n")
+	commitAll(t, r, "first: a and a spaced path")
+	write(t, r, "line\nbreak.txt", "n\n")
+	gitT(t, r.Dir, "commit", "-q", "--allow-empty", "-m", "empty")
+	head := commitAll(t, r, "second: a newline in a name")
+
+	counting := &countingRunner{Runner: r.Runner}
+	rg, err := (&Repo{Dir: r.Dir, Runner: counting}).Range(ctx, base, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counting.calls != 1 {
+		t.Errorf("Range ran %d git processes, want 1", counting.calls)
+	}
+	commits, _ := r.CommitsBetween(ctx, base, head)
+	files, _ := r.ChangedFiles(ctx, base, head)
+	if !reflect.DeepEqual(rg.Commits, commits) {
+		t.Errorf("Range commits %v, CommitsBetween %v", rg.Commits, commits)
+	}
+	if !reflect.DeepEqual(rg.Files, files) {
+		t.Errorf("Range files %q, ChangedFiles %q", rg.Files, files)
+	}
+	if !rg.Descends {
+		t.Error("Range says HEAD does not descend from its own ancestor")
+	}
+
+	// History rewritten: the old head is no ancestor of the new one.
+	gitT(t, r.Dir, "reset", "-q", "--hard", base)
+	write(t, r, "other.txt", "o\n")
+	other := commitAll(t, r, "other")
+	if rg, err := r.Range(ctx, head, other); err != nil || rg.Descends {
+		t.Errorf("Range(%s, %s) after a reset: descends=%v, %v; want false", short(head), short(other), rg.Descends, err)
+	}
+	// Back to an ancestor: nothing in the range, and no descent.
+	if rg, err := r.Range(ctx, head, base); err != nil || rg.Descends || len(rg.Commits) != 0 {
+		t.Errorf("Range back to an ancestor: %+v, %v; want no commits and no descent", rg, err)
+	}
+	// From the root: every commit, and it descends.
+	if rg, err := r.Range(ctx, "", other); err != nil || !rg.Descends || len(rg.Commits) != 2 {
+		t.Errorf("Range from the root: %+v, %v", rg, err)
+	}
+}
+
+func short(h string) string { return h[:7] }
+
+// CommitSnapshot makes the commit (maintenance off) and reads the tree
+// after it in two git processes; Head is the new commit.
+func TestCommitSnapshot(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	write(t, r, "a.txt", "a\n")
+	write(t, r, "left.txt", "l\n")
+	gitT(t, r.Dir, "add", "a.txt")
+	counting := &countingRunner{Runner: r.Runner}
+	snap, err := (&Repo{Dir: r.Dir, Runner: stdinCounting{counting, r.Runner.(StdinRunner)}}).CommitSnapshot(ctx, "one\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Head == "" || snap.Head != gitT(t, r.Dir, "rev-parse", "HEAD") || !reflect.DeepEqual(snap.Dirty, []string{"left.txt"}) {
+		t.Errorf("snapshot after the commit %+v, HEAD %s", snap, gitT(t, r.Dir, "rev-parse", "HEAD"))
+	}
+	if counting.calls != 2 {
+		t.Errorf("CommitSnapshot ran %d git processes, want 2", counting.calls)
+	}
+	if _, err := r.CommitSnapshot(ctx, "nothing\n"); !errors.Is(err, ErrNothingToCommit) {
+		t.Errorf("CommitSnapshot with nothing staged: %v, want ErrNothingToCommit", err)
+	}
+}
+
+// stdinCounting counts the commit (fed on stdin) with the other calls.
+type stdinCounting struct {
+	*countingRunner
+	sr StdinRunner
+}
+
+func (s stdinCounting) GitStdin(ctx context.Context, dir string, stdin io.Reader, args ...string) ([]byte, error) {
+	s.calls++
+	return s.sr.GitStdin(ctx, dir, stdin, args...)
+}
+
+// ralph's commits never start git's automatic maintenance: GIT_TRACE
+// logs every git process, the ones git starts itself included.
+func TestCommitsStartNoMaintenance(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	trace := filepath.Join(t.TempDir(), "trace")
+	t.Setenv("GIT_TRACE", trace)
+	write(t, r, "a.txt", "a\n")
+	commitAll(t, r, "one")
+	write(t, r, "b.txt", "b\n")
+	if _, err := r.CommitPaths(ctx, "two", "b.txt"); err != nil {
+		t.Fatal(err)
+	}
+	write(t, r, "c.txt", "c\n")
+	gitT(t, r.Dir, "add", "c.txt")
+	if _, err := r.CommitSnapshot(ctx, "three"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), "commit") {
+		t.Fatalf("GIT_TRACE logged no commit:\n%s", got)
+	}
+	if strings.Contains(string(got), "maintenance run") || strings.Contains(string(got), " gc ") {
+		t.Errorf("a commit of ralph's started git maintenance:\n%s", got)
 	}
 }
