@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +48,7 @@ type storyModel struct {
 	mu        sync.Mutex
 	calls     int      // completion requests answered
 	unmatched []string // first lines of prompts that named no story
+	prompts   []int    // bytes of each conversation's prompt, on its first request
 }
 
 // storyLine finds the story a prompt assigns, in the words of each
@@ -153,7 +155,7 @@ func (m *storyModel) pick(body []byte) answerKey {
 	defer m.mu.Unlock()
 	m.calls++
 	sm := storyLine.FindStringSubmatch(prompt)
-	if sm == nil {
+	if sm == nil || m.answers[key(answerKey{id: sm[1]})] == nil {
 		first, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
 		m.unmatched = append(m.unmatched, first)
 		return answerKey{unknownStory: true}
@@ -161,6 +163,8 @@ func (m *storyModel) pick(body []byte) answerKey {
 	if toolResult {
 		return answerKey{id: sm[1], final: true, tag: !tagOnlyWhenAllDone.MatchString(prompt)}
 	}
+	// The first request of a story's conversation: its prompt's size.
+	m.prompts = append(m.prompts, len(prompt))
 	return answerKey{id: sm[1], commit: commitAsked.MatchString(prompt)}
 }
 
@@ -203,4 +207,18 @@ func (m *storyModel) stats() (calls int, unmatched []string, leaks []string) {
 		}
 	}
 	return calls, unmatched, leaks
+}
+
+// medianPromptBytes is the median size of the prompts the agents were
+// given, or 0 before any: the bare loop's prompts are padded to ralph's
+// size, and this shows they are.
+func (m *storyModel) medianPromptBytes() int {
+	m.mu.Lock()
+	ps := slices.Clone(m.prompts)
+	m.mu.Unlock()
+	if len(ps) == 0 {
+		return 0
+	}
+	slices.Sort(ps)
+	return ps[len(ps)/2]
 }

@@ -28,6 +28,7 @@ var (
 	flagDelay   = flag.Duration("delay", 2*time.Second, "how long the scripted model takes to answer each request")
 	flagTimeout = flag.Duration("run-timeout", 6*time.Minute, "a run still going after this is killed and reported as timed out")
 	flagKeep    = flag.Bool("keep", false, "keep each run's repository, HOME and output log, and print where")
+	flagRalph   = flag.String("ralph", "", "a ralph binary to run instead of one built from this checkout (say, one built from a commit while the checkout has others' work in progress)")
 )
 
 // contender is one orchestrator in one mode.
@@ -192,6 +193,8 @@ type tools struct {
 	ralphy    string
 	missing   map[string]string // by contender.tool
 
+	barePrompts string // BenchmarkSerial's bare loop: one prompt file per story
+
 	ralphVersion, claudeVersion string
 }
 
@@ -225,17 +228,29 @@ func findTools(b *testing.B) *tools {
 	}
 	t.claudeVersion = strings.TrimSpace(string(out))
 
-	dir := b.TempDir()
-	t.ralph = filepath.Join(dir, "ralph")
-	build := exec.Command("go", "build", "-o", t.ralph, "./cmd/ralph")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build ./cmd/ralph: %v\n%s", err, out)
-	}
-	// ralph says "(devel)" when built from a checkout: name the commit.
-	t.ralphVersion = "ralph at " + gitOut(root, "rev-parse", "--short", "HEAD")
-	if gitOut(root, "status", "--porcelain", "--untracked-files=no") != "" {
-		t.ralphVersion += " with uncommitted changes"
+	if *flagRalph != "" {
+		if t.ralph, err = filepath.Abs(*flagRalph); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := os.Stat(t.ralph); err != nil {
+			b.Fatalf("-ralph: %v", err)
+		}
+		// The binary cannot say which commit it was built from ("(devel)"):
+		// whoever passes it says so.
+		t.ralphVersion = "ralph binary " + t.ralph
+	} else {
+		dir := b.TempDir()
+		t.ralph = filepath.Join(dir, "ralph")
+		build := exec.Command("go", "build", "-o", t.ralph, "./cmd/ralph")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			b.Fatalf("go build ./cmd/ralph: %v\n%s", err, out)
+		}
+		// ralph says "(devel)" when built from a checkout: name the commit.
+		t.ralphVersion = "ralph at " + gitOut(root, "rev-parse", "--short", "HEAD")
+		if gitOut(root, "status", "--porcelain", "--untracked-files=no") != "" {
+			t.ralphVersion += " with uncommitted changes"
+		}
 	}
 
 	cache := os.Getenv("RALPH_PEERS_CACHE")
@@ -287,7 +302,12 @@ func peerMissing(dir string, files ...string) string {
 
 // result is what one run left behind.
 type result struct {
-	wall      time.Duration
+	wall time.Duration
+	// cpu is the user+system time of the contender's whole process tree:
+	// the process and every descendant that was waited for (wait4's rusage
+	// of the child). A process that outlives its parent and is reparented
+	// to init is not in it.
+	cpu       time.Duration
 	exit      int
 	timedOut  bool
 	landed    int // stories whose file is on the target branch as written
@@ -296,9 +316,13 @@ type result struct {
 	branches  []string
 	worktrees int
 	requests  int // completion requests the model answered
-	notes     []string
-	err       error // the run could not be set up or measured
-	log       string
+	// promptBytes is the median size of the prompts the agent was given
+	// (the first user message of each conversation, Claude Code's own
+	// context blocks left out).
+	promptBytes int
+	notes       []string
+	err         error // the run could not be set up or measured
+	log         string
 }
 
 // BenchmarkPeers runs every contender on the same stories with the same
@@ -450,6 +474,9 @@ func runOnce(b *testing.B, t *tools, c contender, ids []string) (r result) {
 		}
 	}
 	r.wall = time.Since(began)
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
 	// Whatever it left running (an agent, a merge) is no part of the next run.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	var ee *exec.ExitError
@@ -491,6 +518,7 @@ func runOnce(b *testing.B, t *tools, c contender, ids []string) (r result) {
 	}
 	var unmatched, leaks []string
 	r.requests, unmatched, leaks = model.stats()
+	r.promptBytes = model.medianPromptBytes()
 	if len(unmatched) > 0 {
 		r.notes = append(r.notes, fmt.Sprintf("%d prompts named no story (first: %q)", len(unmatched), unmatched[0]))
 	}
@@ -596,7 +624,15 @@ func machine() string {
 			mem = fmt.Sprintf(", %.0f GiB RAM", float64(kb)/(1<<20))
 		}
 	}
-	return fmt.Sprintf("%d cores (%s)%s, %s/%s, %s", runtime.NumCPU(), cpu, mem, runtime.GOOS, runtime.GOARCH, time.Now().Format("2006-01-02"))
+	kernel := "?"
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(data))
+	}
+	node := "?"
+	if out, err := exec.Command("node", "--version").Output(); err == nil {
+		node = strings.TrimSpace(string(out))
+	}
+	return fmt.Sprintf("%d cores (%s)%s, %s/%s, kernel %s, %s, node %s, %s", runtime.NumCPU(), cpu, mem, runtime.GOOS, runtime.GOARCH, kernel, runtime.Version(), node, time.Now().Format("2006-01-02"))
 }
 
 func writeFiles(dir string, files map[string]string) error {
