@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: build test demo bench lint agents bd debs bench-peers
+.PHONY: build test demo bench lint agents bd debs bench-peers bench-serial
 
 build:
 	$(GO) build -o bin/ralph ./cmd/ralph
@@ -53,3 +53,16 @@ bench-peers:
 	bash scripts/install-agents.sh
 	-bash scripts/install-peers.sh
 	$(GO) test -run '^$$' -bench BenchmarkPeers -benchtime 1x -timeout 90m ./bench/ -args -reps $(REPS) $(BENCH_ARGS)
+
+# bench-serial runs, one story at a time, a bare `claude -p` loop, ralph
+# build --workers 1, ralph-tui --serial --delay 0 and ralphy on the same 10
+# stories with the real Claude Code against a model that answers after
+# 200 ms, in REPS rounds (3 unless given) of rotated order, and prints wall
+# and CPU per story over the bare loop (bench/serial_test.go, README
+# "Performance"). About 3 minutes. RALPH_BIN=path runs that ralph binary
+# instead of one built from the checkout.
+bench-serial: REPS = 3
+bench-serial:
+	bash scripts/install-agents.sh
+	-bash scripts/install-peers.sh
+	$(GO) test -run '^$$' -bench BenchmarkSerial -benchtime 1x -timeout 60m ./bench/ -args -serial-rounds $(REPS) $(if $(RALPH_BIN),-ralph $(abspath $(RALPH_BIN))) $(BENCH_ARGS)

@@ -1,6 +1,6 @@
 // Package bench holds benchmarks that compare ralph with its peers on the
 // same work. Its tests are benchmarks only, so `go test ./...` runs none of
-// them; `make bench-peers` runs them.
+// them; `make bench-peers` and `make bench-serial` run them.
 //
 // BenchmarkPeers (peers_test.go) runs, side by side in one run, ralph build
 // --workers 1 and --workers 4, ralph-tui 0.11.0 serial and with 4 parallel
@@ -14,6 +14,17 @@
 //
 //	make bench-peers              # one repetition, a few minutes
 //	make bench-peers REPS=3       # medians of three
+//
+// BenchmarkSerial (serial_test.go) measures what each orchestrator costs
+// per story over the agent CLI alone: a bare loop running `claude -p` once
+// per story, ralph build --workers 1, ralph-tui --serial --delay 0 and
+// ralphy, one story at a time on the same ten stories against a model that
+// answers after 200 ms, in rounds of rotated order. It prints wall time and
+// the CPU time of each contender's whole process tree per story, and both
+// minus the same round's bare loop, with medians.
+//
+//	make bench-serial                        # 3 rounds, about 3 minutes
+//	make bench-serial REPS=5 RALPH_BIN=/tmp/ralph
 //
 // scripts/install-peers.sh installs the peers from npm into a per-user
 // cache; a peer that cannot be installed or run shows in the table as
