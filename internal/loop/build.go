@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,6 +103,18 @@ type builder struct {
 	failure, failureOutput, blockerType string
 	// projectNotes are agent instruction files found in the repository.
 	projectNotes []string
+	// descent is a pair of commits (from, to) that this iteration's git
+	// log showed to descend one from the other: checkHistory need not ask
+	// again.
+	descent [2]string
+	// fresh is the tree as COMMIT left it, the snapshot the next
+	// IMPLEMENT starts from unless something may have changed the tree
+	// since (see freshSnapshot): one git status fewer per iteration.
+	fresh *freshSnap
+	// deltaIter is the iteration whose record holds the agent's commits
+	// and files as this process read them after the agent: COMMIT adds
+	// its own to them instead of asking git again.
+	deltaIter int
 	// resumedFrom is the interrupted attempt a resumed IMPLEMENT continues:
 	// its starting point is the baseline for "did the agent change
 	// anything".
@@ -860,11 +874,12 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	before, err := b.git.Snapshot(context.WithoutCancel(ctx))
+	before, err := b.snapshotBefore(context.WithoutCancel(ctx), n)
 	if err != nil {
 		return Event{Trigger: TrigUnresolvable}, b.fail("git: "+err.Error(), "", "permanent")
 	}
 	b.snap = before
+	b.descent, b.deltaIter = [2]string{}, 0
 	digest := b.statusDigest()
 	treeBefore := worktreeDigest(b.ws.Root, before)
 	headBefore := before.Head
@@ -982,9 +997,13 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		return Event{}, runErr
 	}
 	bg := context.WithoutCancel(ctx)
-	after, gerr := b.gitDelta(bg, rec, before)
+	after, rg, gerr := b.gitDelta(bg, rec, before)
 	if gerr == nil {
 		b.snap = after
+		b.deltaIter = n
+		if rg.Descends {
+			b.descent = [2]string{before.Head, after.Head}
+		}
 	}
 	if out.Interrupted {
 		rec.Status, rec.Reason = StatusInterrupted, "interrupted by the user"
@@ -1476,19 +1495,27 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		b.appendProgress(fmt.Sprintf("%s: %s verified by ralph (checks passed, acceptance criteria met; run %s, iteration %d)", taskID, story.Title, b.id, m.Iteration))
 	}
 	hash := ""
+	// after is the tree once the work is committed, read by the commit
+	// itself; made is the commit ralph made, nil when there was nothing to
+	// commit.
+	var pre, after gitx.Snapshot
+	var made *gitx.Commit
 	if !b.st.NoCommit {
 		snap, err := b.git.Snapshot(bg)
 		if err != nil {
 			return Event{Trigger: TrigCommitFailed}, b.fail("git: "+err.Error(), "", "permanent")
 		}
+		pre = snap
 		if err := b.checkHistory(bg, b.attemptHead(), snap); err != nil {
 			// Never commit on another branch, or over lost commits.
 			return Event{}, err
 		}
+		after = snap // nothing to commit: the tree is as it was
 		if len(snap.Dirty) > 0 {
 			var saved bool
 			var saveErr error
-			hash, err = runkit.Commit(bg, b.git, b.commitMessage(taskID, story, m.Partial, eventID), func(token string) error {
+			msg := b.commitMessage(taskID, story, m.Partial, eventID)
+			after, err = runkit.CommitSnapshot(bg, b.git, msg, func(token string) error {
 				b.st.CommitToken = token
 				saveErr = b.home.save(b.st)
 				saved = saveErr == nil
@@ -1503,11 +1530,13 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 				return Event{Trigger: TrigCommitFailed}, b.commitFailed(taskBytes, "git add failed (a lock in .git may have refused it)", err)
 			case err != nil && !errors.Is(err, gitx.ErrNothingToCommit):
 				return Event{Trigger: TrigCommitFailed}, b.commitFailed(taskBytes, "git commit failed (a pre-commit hook or a lock in .git refused it)", err)
+			case err != nil:
+				after = snap
+			default:
+				made = &gitx.Commit{Hash: after.Head, Subject: strings.TrimSpace(msg.Subject)}
 			}
 		}
-		if hash == "" {
-			hash, _ = b.git.Head(bg)
-		}
+		hash = after.Head
 		if eventID != "" && hash != "" {
 			b.mem.Link(bg, eventID, "commit", hash)
 		}
@@ -1523,9 +1552,9 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	if a, ok := b.src.(Auditor); ok && !m.Partial {
 		b.audit(bg, a, story.ID, hash)
 	}
-	after, err := b.gitDelta(bg, b.rec, gitx.Snapshot{Head: b.attemptHead()})
-	if err == nil {
+	if after, err := b.commitDelta(bg, pre, after, made); err == nil {
 		b.snap = after
+		b.keepFresh(after)
 	}
 	if hash != "" && hash != b.attemptHead() {
 		b.rec.Progress = true
@@ -1541,6 +1570,85 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	}
 	b.closeIteration()
 	return Event{Trigger: TrigCommitted}, nil
+}
+
+// commitDelta fills the git part of the iteration's record once COMMIT is
+// done and returns the tree as it is now. pre is the tree COMMIT found,
+// after the tree its commit left (made, nil when there was nothing to
+// commit). When this process read the agent's commits after the agent
+// (gitDelta) and HEAD has not moved since but for ralph's commit, the
+// record is that plus ralph's commit and the files it took in (dirty
+// before it, clean after): no git process. Otherwise (a resume, a check
+// that committed, --no-commit) git is asked.
+func (b *builder) commitDelta(ctx context.Context, pre, after gitx.Snapshot, made *gitx.Commit) (gitx.Snapshot, error) {
+	rec := b.rec
+	if b.st.NoCommit {
+		var err error
+		if after, err = b.git.Snapshot(ctx); err != nil {
+			return after, err
+		}
+	}
+	if b.st.NoCommit || b.deltaIter != rec.Iteration || pre.Head != rec.HeadAfter || pre.Head == "" {
+		_, err := b.rangeInto(ctx, rec, b.attemptHead(), after)
+		return after, err
+	}
+	rec.HeadAfter, rec.UncommittedFiles = after.Head, after.Dirty
+	if made == nil {
+		return after, nil
+	}
+	rec.Commits = append(rec.Commits, *made)
+	left := map[string]bool{}
+	for _, f := range after.Dirty {
+		left[f] = true
+	}
+	for _, f := range pre.Dirty {
+		if !left[f] {
+			rec.ChangedFiles = append(rec.ChangedFiles, f)
+		}
+	}
+	slices.Sort(rec.ChangedFiles)
+	rec.ChangedFiles = slices.Compact(rec.ChangedFiles)
+	return after, nil
+}
+
+// freshSnap is a snapshot COMMIT took, kept for the next IMPLEMENT.
+type freshSnap struct {
+	snap      gitx.Snapshot
+	iteration int
+	// taskFile is the task file's content when the snapshot was taken:
+	// STORY_SELECT, `ralph skip` and the like write it between COMMIT
+	// and IMPLEMENT, and then the snapshot is no longer the tree.
+	taskFile []byte
+}
+
+// keepFresh keeps the tree COMMIT left for the next IMPLEMENT, which
+// otherwise asks git for the same status again. Sources that write
+// outside the task file on the way (bd's claim) keep none.
+func (b *builder) keepFresh(after gitx.Snapshot) {
+	b.fresh = nil
+	if _, claims := b.src.(Claimer); claims || b.st.NoCommit {
+		return
+	}
+	data, err := os.ReadFile(b.src.Path())
+	if err != nil {
+		return
+	}
+	b.fresh = &freshSnap{snap: after, iteration: b.st.Machine.Iteration, taskFile: data}
+}
+
+// snapshotBefore is the tree before iteration n's agent: the one the
+// previous iteration's COMMIT left, when nothing ralph knows of can have
+// changed it since (the next iteration, the same task file, no pause in
+// between, which a person may have used to edit files), or git's status.
+func (b *builder) snapshotBefore(ctx context.Context, n int) (gitx.Snapshot, error) {
+	f := b.fresh
+	b.fresh = nil
+	if f != nil && f.iteration == n-1 {
+		if data, err := os.ReadFile(b.src.Path()); err == nil && bytes.Equal(data, f.taskFile) {
+			return f.snap, nil
+		}
+	}
+	return b.git.Snapshot(ctx)
 }
 
 // commitFailed records a commit git refused (a pre-commit hook, an

@@ -34,9 +34,16 @@ type GitPort interface {
 	Head(ctx context.Context) (string, error)
 	AddAll(ctx context.Context) error
 	Commit(ctx context.Context, message string) (string, error)
+	// CommitSnapshot commits and reads the tree after it (its Head is
+	// the commit) in two git processes: COMMIT needs both.
+	CommitSnapshot(ctx context.Context, message string) (gitx.Snapshot, error)
 	LastCommit(ctx context.Context) (hash, message string, err error)
 	CommitsBetween(ctx context.Context, from, to string) ([]gitx.Commit, error)
 	ChangedFiles(ctx context.Context, from, to string) ([]string, error)
+	// Range tells the commits, the files they changed and whether to
+	// descends from from in one git process: what the three methods
+	// above tell in three.
+	Range(ctx context.Context, from, to string) (gitx.Range, error)
 	IsAncestor(ctx context.Context, a, b string) (bool, error)
 	SetAside(ctx context.Context, ref, message string, exclude ...string) (string, error)
 	Untracked(ctx context.Context, pathspecs ...string) ([]string, error)
@@ -48,7 +55,7 @@ type GitPort interface {
 
 // A GitPort is what runkit.Commit and runkit.Committed need: the loop
 // commits a task as every runner does.
-var _ runkit.CommitGit = GitPort(nil)
+var _ runkit.SnapshotCommitGit = GitPort(nil)
 
 // CheckPort runs one of ralph's checks in dir.
 type CheckPort interface {

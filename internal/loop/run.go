@@ -576,22 +576,31 @@ func (r *run) saveIteration(rec *IterationRecord) {
 
 // gitDelta fills the git part of an iteration record: HEAD after, the
 // commits and files changed since before, and the files left uncommitted.
-func (r *run) gitDelta(ctx context.Context, rec *IterationRecord, before gitx.Snapshot) (gitx.Snapshot, error) {
+// It runs one git status, and one git log when HEAD moved; the range it
+// read is returned too, for its word on whether history was only added to.
+func (r *run) gitDelta(ctx context.Context, rec *IterationRecord, before gitx.Snapshot) (gitx.Snapshot, gitx.Range, error) {
 	after, err := r.git.Snapshot(ctx)
 	if err != nil {
-		return after, err
+		return after, gitx.Range{}, err
 	}
-	rec.HeadBefore, rec.HeadAfter = before.Head, after.Head
+	rg, err := r.rangeInto(ctx, rec, before.Head, after)
+	return after, rg, err
+}
+
+// rangeInto fills rec's HEAD before and after, its commits and changed
+// files between from and after's HEAD (one git log, none when HEAD did not
+// move), and the files after leaves uncommitted.
+func (r *run) rangeInto(ctx context.Context, rec *IterationRecord, from string, after gitx.Snapshot) (gitx.Range, error) {
+	rec.HeadBefore, rec.HeadAfter = from, after.Head
 	rec.UncommittedFiles = after.Dirty
-	if after.Head != before.Head && after.Head != "" {
-		if rec.Commits, err = r.git.CommitsBetween(ctx, before.Head, after.Head); err != nil {
-			return after, err
-		}
-		if rec.ChangedFiles, err = r.git.ChangedFiles(ctx, before.Head, after.Head); err != nil {
-			return after, err
-		}
+	if after.Head == from || after.Head == "" {
+		return gitx.Range{Descends: true}, nil
 	}
-	return after, nil
+	rg, err := r.git.Range(ctx, from, after.Head)
+	if err == nil {
+		rec.Commits, rec.ChangedFiles = rg.Commits, rg.Files
+	}
+	return rg, err
 }
 
 // runCheck runs one of ralph's checks with a heartbeat: a test suite can

@@ -43,7 +43,7 @@ type fakeGit struct {
 }
 
 // gitReads are the calls every run makes.
-var gitReads = []string{"Snapshot", "Head", "Untracked", "CommitsBetween", "ChangedFiles", "IsAncestor", "LastCommit"}
+var gitReads = []string{"Snapshot", "Head", "Untracked", "CommitsBetween", "ChangedFiles", "IsAncestor", "Range", "LastCommit"}
 
 func newFakeGit(t *testing.T, allow ...string) *fakeGit {
 	g := &fakeGit{t: t, allowed: map[string]bool{}, head: "h0", dirty: map[string]bool{}}
@@ -121,6 +121,23 @@ func (g *fakeGit) Commit(ctx context.Context, message string) (string, error) {
 	g.msgs = append(g.msgs, message)
 	g.dirty = map[string]bool{}
 	return g.head, nil
+}
+
+// CommitSnapshot is Commit (counted as one) and a Snapshot.
+func (g *fakeGit) CommitSnapshot(ctx context.Context, message string) (gitx.Snapshot, error) {
+	if _, err := g.Commit(ctx, message); err != nil {
+		return gitx.Snapshot{}, err
+	}
+	return g.Snapshot(ctx)
+}
+
+// Range is CommitsBetween; the fake's history only ever grows.
+func (g *fakeGit) Range(ctx context.Context, from, to string) (gitx.Range, error) {
+	commits, err := g.CommitsBetween(ctx, from, to)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("Range", from, to)
+	return gitx.Range{Commits: commits, Descends: true}, err
 }
 
 func (g *fakeGit) LastCommit(ctx context.Context) (string, string, error) {

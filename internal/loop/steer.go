@@ -29,6 +29,8 @@ func (b *builder) steer(ctx context.Context) error {
 		return nil
 	}
 	err := att.Boundary(ctx, func(p control.Command) {
+		// A person may change the tree while the run is paused.
+		b.fresh = nil
 		b.say(report.KindWait, fmt.Sprintf("⏸ paused by %s at %s: `ralph resume` goes on\n", p.By, p.Time.Local().Format("15:04:05")),
 			map[string]any{"paused": true, "by": p.By, "id": p.ID, "state": string(b.st.Machine.State)})
 	}, func() {

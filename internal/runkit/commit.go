@@ -73,6 +73,34 @@ func Committed(ctx context.Context, g CommitReader, token string) (string, bool)
 // refuse returns their error with the index left staged for the caller to
 // undo. Nothing staged returns an error matching gitx.ErrNothingToCommit.
 func Commit(ctx context.Context, g CommitGit, m Message, save func(token string) error) (string, error) {
+	text, err := stage(ctx, g, m, save)
+	if err != nil {
+		return "", err
+	}
+	return g.Commit(ctx, text)
+}
+
+// SnapshotCommitGit is a CommitGit that can read the work tree right after
+// its commit (*gitx.Repo's CommitSnapshot).
+type SnapshotCommitGit interface {
+	CommitGit
+	CommitSnapshot(ctx context.Context, message string) (gitx.Snapshot, error)
+}
+
+// CommitSnapshot is Commit for a runner that reads the tree after its
+// commit anyway: it returns that snapshot, whose Head is the new commit,
+// one git process sooner than Commit and a Snapshot after it.
+func CommitSnapshot(ctx context.Context, g SnapshotCommitGit, m Message, save func(token string) error) (gitx.Snapshot, error) {
+	text, err := stage(ctx, g, m, save)
+	if err != nil {
+		return gitx.Snapshot{}, err
+	}
+	return g.CommitSnapshot(ctx, text)
+}
+
+// stage stages every change, saves a fresh token and returns the message
+// that carries it.
+func stage(ctx context.Context, g CommitGit, m Message, save func(token string) error) (string, error) {
 	if err := g.AddAll(ctx); err != nil {
 		return "", fmt.Errorf("git add: %w", err)
 	}
@@ -82,5 +110,5 @@ func Commit(ctx context.Context, g CommitGit, m Message, save func(token string)
 			return "", err
 		}
 	}
-	return g.Commit(ctx, m.Text(token))
+	return m.Text(token), nil
 }

@@ -225,6 +225,36 @@ func TestCommitSavesItsTokenFirstAndIsRecognisedByIt(t *testing.T) {
 	}
 }
 
+// CommitSnapshot saves its token first too, and returns the tree after
+// the commit: HEAD is the commit, what the commit left is still dirty.
+func TestCommitSnapshotSavesItsTokenFirstAndReturnsTheTreeAfter(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	if err := os.WriteFile(filepath.Join(r.Dir, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var saved string
+	snap, err := CommitSnapshot(ctx, r, Message{Subject: "US-001: add a"}, func(tok string) error {
+		if head, _ := r.Head(ctx); head != "" {
+			t.Errorf("the token was saved after a commit was made (HEAD %s)", head)
+		}
+		saved = tok
+		return nil
+	})
+	if err != nil || saved == "" {
+		t.Fatalf("CommitSnapshot = %+v, %v (token %q)", snap, err, saved)
+	}
+	if h, ok := Committed(ctx, r, saved); !ok || h != snap.Head {
+		t.Errorf("Committed(saved token) = %q %v; the snapshot's HEAD is %s", h, ok, snap.Head)
+	}
+	if !snap.Clean() {
+		t.Errorf("the tree after the commit is dirty: %v", snap.Dirty)
+	}
+	if _, err := CommitSnapshot(ctx, r, Message{Subject: "again"}, nil); !errors.Is(err, gitx.ErrNothingToCommit) {
+		t.Errorf("CommitSnapshot with nothing staged = %v; want ErrNothingToCommit", err)
+	}
+}
+
 func TestAgentFileRoundTripsAndReadsAnOlderRecord(t *testing.T) {
 	f := AgentFile(filepath.Join(t.TempDir(), "agent.pgid"))
 	if _, _, ok := f.Read(); ok {
