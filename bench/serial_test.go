@@ -28,7 +28,7 @@ var (
 	flagSerialRounds  = flag.Int("serial-rounds", 3, "BenchmarkSerial: rounds; each runs every contender once, in a rotated order")
 	flagSerialStories = flag.Int("serial-stories", 10, "BenchmarkSerial: independent stories in the task file")
 	flagSerialDelay   = flag.Duration("serial-delay", 200*time.Millisecond, "BenchmarkSerial: how long the model takes to answer each request")
-	flagSerialOnly    = flag.String("serial-only", "", "BenchmarkSerial: comma-separated contenders to run (bare, ralph, tui, ralphy); empty runs all; bare always runs")
+	flagSerialOnly    = flag.String("serial-only", "", "BenchmarkSerial: comma-separated contenders to run (bare, bare-arg, ralph, tui, ralphy); empty runs all; bare always runs")
 	// ralph's build prompt for one of these stories is about this long
 	// (its median as the model received it, printed in the table's prompt
 	// column); the bare loop's prompt is padded to it so that the CLI
@@ -45,6 +45,15 @@ const claudeHeadless = "claude -p --output-format stream-json --verbose --danger
 const bareLoop = `st=0
 for p in "$1"/*.md; do
 	` + claudeHeadless + ` <"$p" || st=$?
+done
+exit $st`
+
+// bareLoopArg is the bare loop with the prompt on the command line, as
+// ralphy passes it, rather than on stdin, as ralph does: the two differ in
+// what Claude Code does before its first request.
+const bareLoopArg = `st=0
+for p in "$1"/*.md; do
+	` + claudeHeadless + ` "$(cat "$p")" </dev/null || st=$?
 done
 exit $st`
 
@@ -69,6 +78,11 @@ func serialContenders(n int) []contender {
 			// The task file is in its repository too, as in the others'.
 			files: tuiFiles,
 			argv:  func(t *tools) []string { return []string{"bash", "-c", bareLoop, "bare", t.barePrompts} },
+		},
+		{
+			key: "bare-arg", name: "bare loop, prompt as argument", tool: "claude",
+			files: tuiFiles,
+			argv:  func(t *tools) []string { return []string{"bash", "-c", bareLoopArg, "bare", t.barePrompts} },
 		},
 		{
 			key: "ralph", name: "ralph build --workers 1", tool: "ralph",
@@ -108,7 +122,10 @@ func BenchmarkSerial(b *testing.B) {
 	ids := storyIDs(*flagSerialStories)
 	var run []contender
 	for _, c := range serialContenders(len(ids)) {
-		if c.key == "bare" || *flagSerialOnly == "" || slices.Contains(strings.Split(*flagSerialOnly, ","), c.key) {
+		named := slices.Contains(strings.Split(*flagSerialOnly, ","), c.key)
+		// bare-arg only answers a question (does stdin or argv matter to
+		// the CLI? Not here: -6 ms per story), so it runs when named.
+		if c.key == "bare" || named || (*flagSerialOnly == "" && c.key != "bare-arg") {
 			run = append(run, c)
 		}
 	}
@@ -220,12 +237,12 @@ func printSerialTable(w io.Writer, run []contender, results map[string][]result,
 	bare := results["bare"]
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "contender\twall/story\tover bare\tCPU/story\tover bare\twall per run (s)\tCPU per run (s)\tstories done\tcommits\tprompt bytes\texit\tnotes")
+	fmt.Fprintln(tw, "contender\twall/story\tover bare\tover bare by round (ms)\tCPU/story\tover bare\twall per run (s)\tCPU per run (s)\tstories done\tcommits\tprompt bytes\texit\tnotes")
 	var whys []string
 	for _, c := range run {
 		rs := results[c.key]
 		if len(rs) > 0 && rs[0].err != nil && rs[0].wall == 0 {
-			fmt.Fprintf(tw, "%s\tcould not run: see below\t\t\t\t\t\t\t\t\t\t\n", c.name)
+			fmt.Fprintf(tw, "%s\tcould not run: see below\t\t\t\t\t\t\t\t\t\t\t\n", c.name)
 			whys = append(whys, fmt.Sprintf("%s could not run: %v", c.name, rs[0].err))
 			continue
 		}
@@ -236,6 +253,12 @@ func printSerialTable(w io.Writer, run []contender, results map[string][]result,
 			}
 			if d, ok := pairedOverBare(rs, bare, cpu); ok {
 				overCPU = signed(d)
+			}
+		}
+		var rounds []string // this round's wall minus its bare loop's, per story
+		for i, r := range rs {
+			if c.key != "bare" && i < len(bare) && r.wall > 0 && bare[i].wall > 0 {
+				rounds = append(rounds, fmt.Sprintf("%+.0f", (r.wall-bare[i].wall).Seconds()*1000/float64(n)))
 			}
 		}
 		var walls, cpus, done, commits, prompts, exits, notes []string
@@ -256,8 +279,8 @@ func printSerialTable(w io.Writer, run []contender, results map[string][]result,
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.name,
-			perStory(medianOf(rs, wall)), overWall, perStory(medianOf(rs, cpu)), overCPU,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.name,
+			perStory(medianOf(rs, wall)), overWall, strings.Join(rounds, " "), perStory(medianOf(rs, cpu)), overCPU,
 			strings.Join(walls, " "), strings.Join(cpus, " "), same(done), same(commits), same(prompts), same(exits), strings.Join(notes, "; "))
 	}
 	tw.Flush()
