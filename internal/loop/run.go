@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
@@ -314,9 +315,11 @@ type run struct {
 	id     string
 	dir    string
 	record RunRecord
-	lock   *store.Lock
-	start  time.Time
-	agentT time.Duration
+	// recordWrite is the background write of run.json in flight, if any.
+	recordWrite sync.WaitGroup
+	lock        *store.Lock
+	start       time.Time
+	agentT      time.Duration
 	// em stamps and sends the run's events; journal is its sink in
 	// events.jsonl.
 	em      *report.Emitter
@@ -419,7 +422,23 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 }
 
 func (r *run) saveRecord() error {
+	r.recordWrite.Wait()
 	return store.WriteJSON(filepath.Join(r.dir, "run.json"), r.record)
+}
+
+// saveRecordLater writes run.json in the background: the count of
+// iterations it gains after each one decides nothing, and its two fsyncs
+// need not sit between two agent runs. A kill before it lands loses only
+// that count, which the resumed run, or the final write of this one
+// (saveRecord waits for this write first), sets again.
+func (r *run) saveRecordLater() {
+	r.recordWrite.Wait()
+	rec := r.record
+	r.recordWrite.Add(1)
+	go func() {
+		defer r.recordWrite.Done()
+		store.WriteJSON(filepath.Join(r.dir, "run.json"), rec)
+	}()
 }
 
 // finish writes the final run record and releases the lock. It runs on
@@ -571,7 +590,7 @@ func (r *run) saveIteration(rec *IterationRecord) {
 		r.sayf(report.KindWarning, "ralph: could not write activity.log: %v\n", err)
 	}
 	r.record.Iterations = rec.Iteration
-	r.saveRecord()
+	r.saveRecordLater()
 }
 
 // gitDelta fills the git part of an iteration record: HEAD after, the

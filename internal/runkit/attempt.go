@@ -83,13 +83,25 @@ type Result struct {
 // Run writes the prompt file, opens the log, records the token and runs
 // the agent. The error is ralph's own (a file it could not write, an agent
 // program it could not start); how the agent ended is in the Result.
-func (a Attempt) Run(ctx context.Context) (Result, error) {
-	res := Result{PromptFile: a.PromptFile, LogFile: a.LogFile}
+func (a Attempt) Run(ctx context.Context) (res Result, err error) {
+	res = Result{PromptFile: a.PromptFile, LogFile: a.LogFile}
 	// Failure output fed back into a prompt, or a file the agent wrote,
 	// may quote a secret; neither the agent nor the record gets it.
 	prompt := redact.Default().Redact(a.Prompt)
 	if a.PromptFile != "" {
-		if err := store.WriteFileAtomic(a.PromptFile, []byte(prompt), 0o644); err != nil {
+		// An agent that reads its prompt on stdin never opens the file,
+		// which is then only the record of what it was told: it is
+		// written while the agent runs, off the time between two agents.
+		// The attempt does not return before it is written.
+		if _, stdin := agent.Argv(a.Spec.Headless, a.PromptFile); stdin {
+			written := make(chan error, 1)
+			go func() { written <- store.WriteFileAtomic(a.PromptFile, []byte(prompt), 0o644) }()
+			defer func() {
+				if werr := <-written; werr != nil && err == nil {
+					err = werr
+				}
+			}()
+		} else if err := store.WriteFileAtomic(a.PromptFile, []byte(prompt), 0o644); err != nil {
 			return res, err
 		}
 	}

@@ -14,15 +14,27 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/ralphloop/ralph/internal/inputlimit"
 )
+
+// Counts of the durable writes this process made, for the tests and
+// benchmarks that hold the loop to a number of writes per iteration: each
+// atomic write costs two fsyncs (the file and its folder), which is most of
+// ralph's own time between two agent runs.
+var atomicWrites, fsyncs atomic.Int64
+
+// WriteCounts returns how many atomic writes (WriteFileAtomic, WriteJSON)
+// and fsyncs (of files and folders) this process has made.
+func WriteCounts() (writes, syncs int64) { return atomicWrites.Load(), fsyncs.Load() }
 
 // WriteFileAtomic replaces path with data. It writes a unique temporary file
 // in the same folder, fsyncs it, renames it over path and fsyncs the folder,
 // so readers see the old or the new content and never a mix. The temporary
 // file is removed when any step fails.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	atomicWrites.Add(1)
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -42,6 +54,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if err := tmp.Chmod(perm); err != nil {
 		return err
 	}
+	fsyncs.Add(1)
 	if err := tmp.Sync(); err != nil {
 		return err
 	}
@@ -96,6 +109,7 @@ func SyncDir(dir string) error {
 		return err
 	}
 	defer d.Close()
+	fsyncs.Add(1)
 	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
 		return err
 	}

@@ -1,0 +1,51 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ralphloop/ralph/internal/store"
+)
+
+// A build on the success path makes no more durable writes per iteration
+// than its state needs (13 today: 9 of state.json, one per transition plus
+// the attempt, its agent's process group and the commit token; the prompt,
+// iter-N.json, run.json and activity.log's summary line), and the records
+// written off the critical path (the prompt while the agent runs, run.json
+// in the background) are all there when the run ends.
+func TestWritesPerIterationAndRecordsWrittenLater(t *testing.T) {
+	// A build of one story and one of five: the difference is four
+	// iterations' writes, without the run's setup and end.
+	build := func(stories int) (Report, int64, int64) {
+		ws, opts := newSuccessBuild(t, stories)
+		w0, s0 := store.WriteCounts()
+		rep, err := Build(context.Background(), ws, opts)
+		if err != nil || rep.StoriesDone != stories {
+			t.Fatalf("outcome %s, %d done: %v", rep.Outcome, rep.StoriesDone, err)
+		}
+		w1, s1 := store.WriteCounts()
+		return rep, w1 - w0, s1 - s0
+	}
+	const stories = 5
+	_, w1, s1 := build(1)
+	rep, w5, s5 := build(stories)
+	writes, syncs := float64(w5-w1)/(stories-1), float64(s5-s1)/(stories-1)
+	t.Logf("%.1f atomic writes and %.1f fsyncs per iteration", writes, syncs)
+	if writes > 13 {
+		t.Errorf("%.1f atomic writes per iteration, want at most 13", writes)
+	}
+	var rr RunRecord
+	if _, err := store.ReadJSON(filepath.Join(rep.RunDir, "run.json"), 1, &rr); err != nil || rr.Iterations != stories || rr.Outcome != OutcomeComplete {
+		t.Errorf("run.json: %+v, %v; want %d iterations, complete", rr, err, stories)
+	}
+	for n := 1; n <= stories; n++ {
+		b, err := os.ReadFile(filepath.Join(rep.RunDir, fmt.Sprintf("iter-%d.prompt.md", n)))
+		if err != nil || !strings.Contains(string(b), fmt.Sprintf("US-%03d", n)) {
+			t.Errorf("iter-%d.prompt.md: %v, does not name US-%03d:\n%.300s", n, err, n, b)
+		}
+	}
+}
