@@ -60,9 +60,10 @@ bench-peers:
 # 200 ms, in REPS rounds (3 unless given) of rotated order, and prints wall
 # and CPU per story over the bare loop (bench/serial_test.go, README
 # "Performance"). About 3 minutes. RALPH_BIN=path runs that ralph binary
-# instead of one built from the checkout.
+# instead of one built from the checkout; RALPH_BASE=path runs another
+# beside it in the same rounds (a before and after).
 bench-serial: REPS = 3
 bench-serial:
 	bash scripts/install-agents.sh
 	-bash scripts/install-peers.sh
-	$(GO) test -run '^$$' -bench BenchmarkSerial -benchtime 1x -timeout 60m ./bench/ -args -serial-rounds $(REPS) $(if $(RALPH_BIN),-ralph $(abspath $(RALPH_BIN))) $(BENCH_ARGS)
+	$(GO) test -run '^$$' -bench BenchmarkSerial -benchtime 1x -timeout 60m ./bench/ -args -serial-rounds $(REPS) $(if $(RALPH_BIN),-ralph $(abspath $(RALPH_BIN))) $(if $(RALPH_BASE),-ralph-base $(abspath $(RALPH_BASE))) $(BENCH_ARGS)

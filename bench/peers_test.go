@@ -194,6 +194,7 @@ type tools struct {
 	missing   map[string]string // by contender.tool
 
 	barePrompts string // BenchmarkSerial's bare loop: one prompt file per story
+	ralphBase   string // BenchmarkSerial's -ralph-base
 
 	ralphVersion, claudeVersion string
 }

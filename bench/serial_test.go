@@ -33,6 +33,9 @@ var (
 	// (its median as the model received it, printed in the table's prompt
 	// column); the bare loop's prompt is padded to it so that the CLI
 	// does the same work on both.
+	// -ralph-base runs a second ralph binary beside the first in the same
+	// rounds: a before and after on the same machine at the same minutes.
+	flagRalphBase  = flag.String("ralph-base", "", "BenchmarkSerial: another ralph binary to run as its own contender (say, one built before a change)")
 	flagBarePrompt = flag.Int("bare-prompt-bytes", 3300, "BenchmarkSerial: size the bare loop's prompt is padded to")
 )
 
@@ -90,6 +93,11 @@ func serialContenders(n int) []contender {
 			argv:  func(t *tools) []string { return []string{t.ralph, "build", "--workers", "1"} },
 		},
 		{
+			key: "ralph-base", name: "ralph build --workers 1 (-ralph-base)", tool: "ralph-base",
+			files: ralphFiles,
+			argv:  func(t *tools) []string { return []string{t.ralphBase, "build", "--workers", "1"} },
+		},
+		{
 			// ralph-tui waits 1 s between iterations unless told; its
 			// default of 10 iterations would leave no room for a retry.
 			key: "tui", name: "ralph-tui run --serial --delay 0", tool: "ralph-tui",
@@ -125,8 +133,20 @@ func BenchmarkSerial(b *testing.B) {
 		named := slices.Contains(strings.Split(*flagSerialOnly, ","), c.key)
 		// bare-arg only answers a question (does stdin or argv matter to
 		// the CLI? Not here: -6 ms per story), so it runs when named.
+		if c.key == "ralph-base" && *flagRalphBase == "" {
+			continue
+		}
 		if c.key == "bare" || named || (*flagSerialOnly == "" && c.key != "bare-arg") {
 			run = append(run, c)
+		}
+	}
+	if *flagRalphBase != "" {
+		var err error
+		if t.ralphBase, err = filepath.Abs(*flagRalphBase); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := os.Stat(t.ralphBase); err != nil {
+			t.missing["ralph-base"] = err.Error()
 		}
 	}
 	t.barePrompts = b.TempDir()
@@ -138,8 +158,12 @@ func BenchmarkSerial(b *testing.B) {
 
 	w := os.Stdout
 	fmt.Fprintf(w, "\n%d independent stories, one at a time, each one tool call and a final answer; the model answers every request after %v\n", len(ids), *flagSerialDelay)
-	fmt.Fprintf(w, "%s; %s (bun 1.4.5); %s; agent claude %s\nmachine: %s; load average at start %s\n\n",
-		t.ralphVersion, tuiPeer, ralphyPeer, t.claudeVersion, machine(), loadavg())
+	base := ""
+	if t.ralphBase != "" {
+		base = "; -ralph-base " + t.ralphBase
+	}
+	fmt.Fprintf(w, "%s%s; %s (bun 1.4.5); %s; agent claude %s\nmachine: %s; load average at start %s\n\n",
+		t.ralphVersion, base, tuiPeer, ralphyPeer, t.claudeVersion, machine(), loadavg())
 
 	// One unmeasured run of the CLI first: the first start of node and
 	// Claude Code after a while reads its files from disk, and would
