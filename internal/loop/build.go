@@ -1551,6 +1551,11 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	}
 	if a, ok := b.src.(Auditor); ok && !m.Partial {
 		b.audit(bg, a, story.ID, hash)
+		// The note may have changed files of the tree (bd's own): the
+		// tree the commit left is no longer the tree.
+		if now, err := b.git.Snapshot(bg); err == nil {
+			after = now
+		}
 	}
 	if after, err := b.commitDelta(bg, pre, after, made); err == nil {
 		b.snap = after
@@ -1623,10 +1628,13 @@ type freshSnap struct {
 
 // keepFresh keeps the tree COMMIT left for the next IMPLEMENT, which
 // otherwise asks git for the same status again. Sources that write
-// outside the task file on the way (bd's claim) keep none.
+// outside the task file on the way (bd's claim and audit note) keep none.
 func (b *builder) keepFresh(after gitx.Snapshot) {
 	b.fresh = nil
 	if _, claims := b.src.(Claimer); claims || b.st.NoCommit {
+		return
+	}
+	if _, audits := b.src.(Auditor); audits {
 		return
 	}
 	data, err := os.ReadFile(b.src.Path())
