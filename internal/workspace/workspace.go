@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/config"
@@ -224,7 +225,12 @@ a sign when a failure teaches something that the next agent must not repeat.
 
 const errorsTemplate = "# Errors Log\n# [YYYY-MM-DD HH:MM:SS] message\n\n"
 
-const activityTemplate = "# Activity Log\n\n## Run Summary\n\n## Events\n\n"
+// activityTemplate starts activity.log. Both kinds of line are appended
+// below it as they happen: "- ..." is an iteration's summary, "[time] ..."
+// an event.
+const activityTemplate = "# Activity Log\n\n## Run Summary\n" +
+	"One line per iteration, starting with \"- \", appended among the events below as each iteration ends: " +
+	"`grep '^- ' .ralph/activity.log` lists them.\n\n## Events\n\n"
 
 // EnsureStateFiles creates each missing state file from its template and
 // returns the paths it created. Existing files are left untouched.
@@ -355,77 +361,45 @@ func (w *Workspace) LogError(now time.Time, msg string) error {
 	return store.AppendFile(w.ErrorsLogPath(), []byte("["+stamp(now)+"] "+oneLine(msg)+"\n"))
 }
 
-// LogEvent appends "[YYYY-MM-DD HH:MM:SS] message" to the Events section of
-// activity.log, which is always the last section of the file.
+// activityMu serialises this process's appends to activity.log (events
+// and run-summary lines, from the loop and from goroutines that write
+// records in the background), so that every line lands whole.
+var activityMu sync.Mutex
+
+// LogEvent appends "[YYYY-MM-DD HH:MM:SS] message" to activity.log.
 func (w *Workspace) LogEvent(now time.Time, msg string) error {
-	return store.AppendFile(w.ActivityLogPath(), []byte("["+stamp(now)+"] "+oneLine(msg)+"\n"))
+	return w.appendActivity("[" + stamp(now) + "] " + oneLine(msg) + "\n")
 }
 
-// AddRunSummary inserts a line at the end of the "## Run Summary" section of
-// activity.log. The section sits above "## Events" so a person sees every
-// iteration's outcome at a glance; the file is rewritten atomically. A file
-// that lacks the sections gets them, never a second copy.
+// AddRunSummary appends "- line", an iteration's outcome, to activity.log.
+// Summary lines land among the events in the order things happened, and
+// `grep '^- ' .ralph/activity.log` lists them. They used to be inserted
+// into the "## Run Summary" section, which meant reading and rewriting the
+// whole log (two fsyncs) after every iteration, a cost that grew with the
+// log, and a rewrite that replaced the file under a `tail -f`. An append
+// costs one write and nothing rewrites a line once written (DESIGN §5:
+// logs are append-only).
 func (w *Workspace) AddRunSummary(line string) error {
+	return w.appendActivity("- " + oneLine(line) + "\n")
+}
+
+// appendActivity appends one whole line to activity.log in one write. A
+// log that is missing is made again from its template first; a .ralph/
+// deleted under a run is not brought back piecemeal: the run stops and
+// says so (Gone).
+func (w *Workspace) appendActivity(line string) error {
+	activityMu.Lock()
+	defer activityMu.Unlock()
 	p := w.ActivityLogPath()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		if !os.IsNotExist(err) {
+	if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(w.Dir()); err != nil {
 			return err
 		}
-		b = []byte(activityTemplate)
-	}
-	entry := "- " + oneLine(line)
-	body := strings.TrimRight(string(b), "\n")
-	trail := string(b[len(body):])
-	if trail == "" {
-		trail = "\n"
-	}
-	lines := strings.Split(body, "\n")
-	sum := -1
-	for i, l := range lines {
-		if strings.TrimSpace(l) == "## Run Summary" {
-			sum = i
-			break
+		if _, err := store.WriteIfMissing(p, []byte(activityTemplate), 0o644); err != nil {
+			return err
 		}
 	}
-	var out []string
-	if sum < 0 {
-		events := -1
-		for i, l := range lines {
-			if strings.TrimSpace(l) == "## Events" {
-				events = i
-				break
-			}
-		}
-		if events < 0 {
-			out = append(lines, "", "## Run Summary", entry, "", "## Events", "")
-		} else {
-			out = append(append(append([]string{}, lines[:events]...), "## Run Summary", entry, ""), lines[events:]...)
-		}
-	} else {
-		end := len(lines)
-		for i := sum + 1; i < len(lines); i++ {
-			if strings.HasPrefix(lines[i], "## ") {
-				end = i
-				break
-			}
-		}
-		at := sum + 1
-		for i := end - 1; i > sum; i-- {
-			if strings.TrimSpace(lines[i]) != "" {
-				at = i + 1
-				break
-			}
-		}
-		out = append(append(append([]string{}, lines[:at]...), entry), lines[at:]...)
-		if at == end {
-			// Keep a blank line between the summary and the next section.
-			out = append(append(append([]string{}, lines[:at]...), entry, ""), lines[at:]...)
-		}
-	}
-	// No MkdirAll: a .ralph/ deleted under a run is not brought back
-	// piecemeal; the run stops and says so (Gone).
-	return store.WriteFileAtomic(p, []byte(strings.Join(out, "\n")+trail), 0o644)
+	return store.AppendFile(p, []byte(line))
 }
 
 func oneLine(s string) string {

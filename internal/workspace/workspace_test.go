@@ -3,11 +3,14 @@ package workspace_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -306,9 +309,10 @@ func TestGitignoreKeepsMachineStateOutOfGit(t *testing.T) {
 	}
 }
 
-func TestActivityLogSummaryAboveEvents(t *testing.T) {
+func TestActivityLogLinesInTheOrderTheyHappened(t *testing.T) {
 	ws := openRepo(t)
 	initWorkspace(t, ws)
+	header := readFile(t, ws.ActivityLogPath())
 
 	t1 := time.Date(2024, time.March, 5, 9, 1, 2, 0, time.UTC)
 	t2 := time.Date(2024, time.March, 5, 10, 30, 0, 0, time.UTC)
@@ -327,33 +331,109 @@ func TestActivityLogSummaryAboveEvents(t *testing.T) {
 		}
 	}
 
-	want := "# Activity Log\n\n" +
-		"## Run Summary\n" +
-		"- iteration 1: US-001 done\n" +
-		"- iteration 2: US-002 ⏎ failed checks\n" +
-		"- iteration 3: US-002 done\n" +
-		"\n" +
-		"## Events\n\n" +
+	want := header +
 		"[2024-03-05 09:01:02] run started\n" +
+		"- iteration 1: US-001 done\n" +
 		"[2024-03-05 10:30:00] iteration 2 ⏎ started\n" +
-		"[2024-03-06 00:00:05] run ended\n"
+		"- iteration 2: US-002 ⏎ failed checks\n" +
+		"[2024-03-06 00:00:05] run ended\n" +
+		"- iteration 3: US-002 done\n"
 	if got := readFile(t, ws.ActivityLogPath()); got != want {
 		t.Errorf("activity.log =\n%s\nwant\n%s", got, want)
+	}
+	// The summary lines are one grep away, in order.
+	var summary []string
+	for _, l := range strings.Split(readFile(t, ws.ActivityLogPath()), "\n") {
+		if strings.HasPrefix(l, "- ") {
+			summary = append(summary, l)
+		}
+	}
+	if len(summary) != 3 || !strings.Contains(summary[2], "iteration 3") {
+		t.Errorf("lines starting with \"- \": %q, want the three summaries", summary)
+	}
+}
+
+// A person following the log (`tail -f .ralph/activity.log`) keeps
+// following it: a summary line is appended to the same file, never written
+// as a new file over it, and what was there is left as it was, however
+// long the log has grown.
+func TestAddRunSummaryAppendsToTheSameFile(t *testing.T) {
+	ws := openRepo(t)
+	initWorkspace(t, ws)
+	old := readFile(t, ws.ActivityLogPath()) + strings.Repeat("[2024-01-01 00:00:00] an old event\n", 10000)
+	writeFile(t, ws.ActivityLogPath(), old)
+	f, err := os.Open(ws.ActivityLogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := ws.AddRunSummary("iteration 1: US-001 done"); err != nil {
+		t.Fatal(err)
+	}
+	// The file the follower has open is the log: it sees the new line.
+	f.Seek(int64(len(old)), 0)
+	tail, _ := io.ReadAll(f)
+	if string(tail) != "- iteration 1: US-001 done\n" {
+		t.Errorf("a reader of the open log sees %q after the old content, want the summary line (the file was replaced?)", tail)
+	}
+	if got := readFile(t, ws.ActivityLogPath()); got != old+"- iteration 1: US-001 done\n" {
+		t.Errorf("activity.log changed other than by the appended line:\n%.300s", got[max(0, len(old)-100):])
+	}
+}
+
+// The loop's events and its summary lines, written from several goroutines
+// (records are written in the background), land as whole lines.
+func TestActivityLogLinesStayWholeUnderConcurrentWriters(t *testing.T) {
+	ws := openRepo(t)
+	initWorkspace(t, ws)
+	header := readFile(t, ws.ActivityLogPath())
+	long := strings.Repeat("x", 8000)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				if g%2 == 0 {
+					ws.LogEvent(initNow, fmt.Sprintf("event %d %d %s", g, i, long))
+				} else {
+					ws.AddRunSummary(fmt.Sprintf("summary %d %d %s", g, i, long))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	lines := strings.Split(strings.TrimSuffix(strings.TrimPrefix(readFile(t, ws.ActivityLogPath()), header), "\n"), "\n")
+	if len(lines) != 200 {
+		t.Fatalf("%d lines, want 200", len(lines))
+	}
+	for _, l := range lines {
+		if !(strings.HasPrefix(l, "- summary ") || strings.HasPrefix(l, "[")) || !strings.HasSuffix(l, long) {
+			t.Fatalf("torn or mixed line: %.80q", l)
+		}
 	}
 }
 
 func TestAddRunSummaryRecreatesMissingActivityLog(t *testing.T) {
 	ws := openRepo(t)
 	initWorkspace(t, ws)
+	fresh := readFile(t, ws.ActivityLogPath())
 	if err := os.Remove(ws.ActivityLogPath()); err != nil {
 		t.Fatal(err)
 	}
 	if err := ws.AddRunSummary("iteration 1: US-001 done"); err != nil {
 		t.Fatalf("AddRunSummary with no activity.log: %v", err)
 	}
-	want := "# Activity Log\n\n## Run Summary\n- iteration 1: US-001 done\n\n## Events\n\n"
+	want := fresh + "- iteration 1: US-001 done\n"
 	if got := readFile(t, ws.ActivityLogPath()); got != want {
 		t.Errorf("activity.log =\n%q\nwant\n%q", got, want)
+	}
+	// With .ralph/ itself gone nothing is made again: the run says so.
+	if err := os.RemoveAll(ws.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.AddRunSummary("iteration 2"); err == nil || ws.Exists() {
+		t.Errorf("AddRunSummary without .ralph/: err %v, .ralph made again: %v", err, ws.Exists())
 	}
 }
 
@@ -413,22 +493,6 @@ func TestAbsAndRelResolveFromRoot(t *testing.T) {
 		if got := ws.Abs(ws.Rel(ws.Abs(p))); got != ws.Abs(p) {
 			t.Errorf("Abs(Rel(Abs(%q))) = %q, want %q", p, got, ws.Abs(p))
 		}
-	}
-}
-
-// A hand-edited activity.log without the sections gets them once, not a
-// new "## Run Summary" heading per iteration.
-func TestAddRunSummaryRepairsAFileWithoutSections(t *testing.T) {
-	ws := openRepo(t)
-	writeFile(t, ws.ActivityLogPath(), "# Activity Log\n")
-	for _, l := range []string{"a", "b"} {
-		if err := ws.AddRunSummary(l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := "# Activity Log\n\n## Run Summary\n- a\n- b\n\n## Events\n\n"
-	if got := readFile(t, ws.ActivityLogPath()); got != want {
-		t.Fatalf("activity.log =\n%q\nwant\n%q", got, want)
 	}
 }
 
