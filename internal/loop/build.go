@@ -1963,7 +1963,7 @@ func closeRunRecord(home *Home, st *LoopState) {
 	}
 	rec.Outcome, rec.Reason, rec.EndedAt = st.Outcome, st.Reason, st.UpdatedAt
 	rec.Iterations = st.Machine.Iteration
-	store.WriteJSON(p, rec)
+	store.WriteJSONRecord(p, rec)
 }
 
 // ensureRecord rebuilds the iteration record after a resume into TEST,

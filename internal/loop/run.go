@@ -423,7 +423,7 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 
 func (r *run) saveRecord() error {
 	r.recordWrite.Wait()
-	return store.WriteJSON(filepath.Join(r.dir, "run.json"), r.record)
+	return store.WriteJSONRecord(filepath.Join(r.dir, "run.json"), r.record)
 }
 
 // saveRecordLater writes run.json in the background: the count of
@@ -437,7 +437,7 @@ func (r *run) saveRecordLater() {
 	r.recordWrite.Add(1)
 	go func() {
 		defer r.recordWrite.Done()
-		store.WriteJSON(filepath.Join(r.dir, "run.json"), rec)
+		store.WriteJSONRecord(filepath.Join(r.dir, "run.json"), rec)
 	}()
 }
 
@@ -570,7 +570,7 @@ func (r *run) saveIteration(rec *IterationRecord) {
 		"reason", rec.Reason, "exit_code", rec.ExitCode, "duration_ms", rec.DurationMillis, "signals", rec.Signals,
 		"signal_accepted", rec.SignalAccepted, "head_before", rec.HeadBefore, "head_after", rec.HeadAfter,
 		"commits", len(rec.Commits), "uncommitted", len(rec.UncommittedFiles), "output_bytes", rec.OutputBytes)
-	if err := store.WriteJSON(r.iterPath(rec.Iteration, "json"), rec); err != nil && r.ws.Exists() {
+	if err := store.WriteJSONRecord(r.iterPath(rec.Iteration, "json"), rec); err != nil && r.ws.Exists() {
 		r.sayf(report.KindWarning, "ralph: could not write iteration summary: %v\n", err)
 	}
 	line := fmt.Sprintf("%s | run=%s | iter=%d | mode=%s", r.opts.now().Format("2006-01-02 15:04:05"), r.id, rec.Iteration, r.kind)

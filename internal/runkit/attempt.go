@@ -95,13 +95,13 @@ func (a Attempt) Run(ctx context.Context) (res Result, err error) {
 		// The attempt does not return before it is written.
 		if _, stdin := agent.Argv(a.Spec.Headless, a.PromptFile); stdin {
 			written := make(chan error, 1)
-			go func() { written <- store.WriteFileAtomic(a.PromptFile, []byte(prompt), 0o644) }()
+			go func() { written <- store.WriteRecord(a.PromptFile, []byte(prompt), 0o644) }()
 			defer func() {
 				if werr := <-written; werr != nil && err == nil {
 					err = werr
 				}
 			}()
-		} else if err := store.WriteFileAtomic(a.PromptFile, []byte(prompt), 0o644); err != nil {
+		} else if err := store.WriteRecord(a.PromptFile, []byte(prompt), 0o644); err != nil {
 			return res, err
 		}
 	}

@@ -20,7 +20,7 @@ type AgentFile string
 
 // Save records the agent's process group (0 before it starts) and token.
 func (f AgentFile) Save(pgid int, token string) error {
-	return store.WriteFileAtomic(string(f), []byte(strconv.Itoa(pgid)+" "+token+"\n"), 0o644)
+	return store.WriteRecord(string(f), []byte(strconv.Itoa(pgid)+" "+token+"\n"), 0o644)
 }
 
 // Clear forgets the run: it ended and ralph saw it end.
