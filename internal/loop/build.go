@@ -119,6 +119,20 @@ type builder struct {
 	// its starting point is the baseline for "did the agent change
 	// anything".
 	resumedFrom *Attempt
+	// pending is a transition into IMPLEMENT that is not on disk yet: its
+	// state is saved, and its event journaled, together with the attempt
+	// the agent runs under (saveState), one atomic write where there were
+	// two.
+	pending *pendingTransition
+}
+
+// pendingTransition is a transition applied in memory whose save and
+// event wait for the next save of the state.
+type pendingTransition struct {
+	ev       report.Event
+	from, to Machine
+	trigger  Trigger
+	taskID   string
 }
 
 // Build runs the loop machine until every task is done and verified, only
@@ -371,6 +385,11 @@ func (b *builder) stop(trig Trigger, why string, err error) error {
 // transition's own actions, and persists the new state and the event line
 // before the next state's entry action runs.
 func (b *builder) transition(ev Event) error {
+	// A transition still in memory reaches the disk and the journal
+	// before the next one.
+	if err := b.flush(); err != nil {
+		return err
+	}
 	m := b.st.Machine
 	next, actions, err := Next(m, ev)
 	if err != nil {
@@ -421,9 +440,25 @@ func (b *builder) transition(ev Event) error {
 	if d := clip(detail, 300); d != "" {
 		e.Data = map[string]any{"detail": d}
 	}
-	// The state records the event before the journal gets it, so that a
-	// kill between the two is repaired on resume (repairJournal).
-	if _, err := b.em.EmitAfter(e, func(e report.Event) error {
+	p := &pendingTransition{ev: e, from: m, to: next, trigger: ev.Trigger, taskID: taskID}
+	if next.State == StateImplement && m.State != StateStopped {
+		// IMPLEMENT saves the attempt before its agent starts; this
+		// transition is saved and journaled with it (saveState). A kill
+		// before then finds the state and the journal as they were
+		// before this transition, and the resumed run takes it again
+		// from there, as after a kill during the previous state's action:
+		// the journal never holds an event the state does not.
+		b.pending = p
+		return nil
+	}
+	return b.persist(p)
+}
+
+// persist saves the state with p's event as its last and then journals
+// the event: the state records the event before the journal gets it, so
+// that a kill between the two is repaired on resume (repairJournal).
+func (b *builder) persist(p *pendingTransition) error {
+	if _, err := b.em.EmitAfter(p.ev, func(e report.Event) error {
 		b.st.LastEvent = &e
 		if err := b.home.save(b.st); err != nil {
 			return err
@@ -436,9 +471,29 @@ func (b *builder) transition(ev Event) error {
 	if err := b.journal.Err(); err != nil {
 		return err
 	}
-	b.log.Info("transition", "from", m.State, "to", next.State, "trigger", ev.Trigger, "task", taskID, "retry", next.RetryCount)
+	b.log.Info("transition", "from", p.from.State, "to", p.to.State, "trigger", p.trigger, "task", p.taskID, "retry", p.to.RetryCount)
 	CrashHook()
 	return nil
+}
+
+// flush saves the transition that is still in memory, if any.
+func (b *builder) flush() error {
+	if b.pending == nil {
+		return nil
+	}
+	return b.saveState()
+}
+
+// saveState saves the run's state: with the transition that is still in
+// memory, if any, and its event, else on its own. Every save of a build's
+// state goes through it, so that no save writes a state whose transition
+// the journal lacks.
+func (b *builder) saveState() error {
+	if p := b.pending; p != nil {
+		b.pending = nil
+		return b.persist(p)
+	}
+	return b.home.save(b.st)
 }
 
 func (b *builder) transitionAction(a Action, from, to Machine) {
@@ -889,18 +944,20 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	}
 	b.resumedFrom = nil
 	taskBytes, _ := os.ReadFile(b.src.Path())
-	attempt := fmt.Sprintf("attempt %d/%d", m.RetryCount+1, b.maxRetries())
-	b.say(report.KindIteration, fmt.Sprintf("\n── iteration %d/%d · %s: %s · %s · agent %s ──\n", n, b.st.MaxIterations, taskID, story.Title, attempt, b.opts.Agent.Name),
-		map[string]any{"iteration": n, "task": taskID, "agent": b.opts.Agent.Name})
-	b.event("iteration %d started: %s (%s) with agent %s", n, taskID, attempt, b.opts.Agent.Name)
 	started := b.opts.now()
 	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: headBefore, TreeBefore: treeBefore}
 	// The attempt, and with it the token that tags the agent's processes,
 	// is on disk before the agent starts, so that a crash at any instant
-	// leaves what finds and stops the agent.
-	if err := b.home.save(b.st); err != nil {
+	// leaves what finds and stops the agent. The transition into
+	// IMPLEMENT, when it is still in memory, is saved with it and
+	// journaled before the iteration's heading, as it always was.
+	if err := b.saveState(); err != nil {
 		return Event{}, err
 	}
+	attempt := fmt.Sprintf("attempt %d/%d", m.RetryCount+1, b.maxRetries())
+	b.say(report.KindIteration, fmt.Sprintf("\n── iteration %d/%d · %s: %s · %s · agent %s ──\n", n, b.st.MaxIterations, taskID, story.Title, attempt, b.opts.Agent.Name),
+		map[string]any{"iteration": n, "task": taskID, "agent": b.opts.Agent.Name})
+	b.event("iteration %d started: %s (%s) with agent %s", n, taskID, attempt, b.opts.Agent.Name)
 	b.agentToken = attemptToken(b.id, b.st.Attempt)
 	b.onAgentStart = func(pgid int) {
 		// A crash here, with the agent running and its group not yet
@@ -978,7 +1035,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		rec.Status, rec.Reason = StatusAgentError, envErr.Error()
 		b.saveIteration(rec)
 		b.st.Attempt = nil
-		if err := b.home.save(b.st); err != nil {
+		if err := b.saveState(); err != nil {
 			return Event{}, err
 		}
 		return Event{}, envErr
@@ -1017,7 +1074,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 			rec.Status, rec.Reason = StatusFailed, err.Error()
 			b.saveIteration(rec)
 			b.logError("iteration %d (%s): %v", n, taskID, err)
-			if serr := b.home.save(b.st); serr != nil {
+			if serr := b.saveState(); serr != nil {
 				return Event{}, serr
 			}
 			return Event{}, err
@@ -1517,7 +1574,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			msg := b.commitMessage(taskID, story, m.Partial, eventID)
 			after, err = runkit.CommitSnapshot(bg, b.git, msg, func(token string) error {
 				b.st.CommitToken = token
-				saveErr = b.home.save(b.st)
+				saveErr = b.saveState()
 				saved = saveErr == nil
 				return saveErr
 			})
@@ -1781,7 +1838,7 @@ func (b *builder) logBlocker(ctx context.Context) error {
 		}
 		b.sayf(report.KindBlocker, "   a person must decide: fix it, then `%s`\n", hint)
 	}
-	return b.home.save(b.st)
+	return b.saveState()
 }
 
 // setAside keeps the attempt's work in a commit at ref and puts the files
@@ -1921,7 +1978,7 @@ func (b *builder) resumeInterrupted() {
 	// cut-short one keeps its number in the records.
 	b.st.Machine.Iteration++
 	b.st.Metrics.Iterations = b.st.Machine.Iteration
-	b.home.save(b.st)
+	b.saveState()
 	CrashPoint("interrupted-recorded")
 }
 
@@ -1939,6 +1996,11 @@ func (b *builder) breakerGate(ctx context.Context) error {
 	if br.State != BreakerOpen {
 		return nil
 	}
+	// The transition into IMPLEMENT reaches the disk and the journal
+	// before a wait that may last minutes.
+	if err := b.flush(); err != nil {
+		return err
+	}
 	until := br.OpenedAt.Add(b.breakerCooldown())
 	// The breaker opened earlier ({"breaker":"open"}); this is the wait
 	// it imposes, which may start in a later run.
@@ -1950,7 +2012,7 @@ func (b *builder) breakerGate(ctx context.Context) error {
 	br.State = BreakerHalfOpen
 	b.event("circuit breaker HALF_OPEN: one iteration may try")
 	b.say(report.KindWait, "  ⚡ circuit breaker half-open: one iteration may try\n", map[string]any{"breaker": "half_open"})
-	return b.home.save(b.st)
+	return b.saveState()
 }
 
 // closeRunRecord completes the record of a finished run whose process died

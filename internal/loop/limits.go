@@ -187,7 +187,7 @@ func (b *builder) waitUntil(ctx context.Context, t time.Time, reason, what strin
 		m.WaitMillis[reason] += waited.Milliseconds()
 		m.TotalMillis += waited.Milliseconds()
 		b.st.EnteredAt = b.st.EnteredAt.Add(waited)
-		b.home.save(b.st)
+		b.saveState()
 	}()
 	return runkit.Wait(ctx, t, 0, func(left time.Duration) {
 		b.say(report.KindWait, fmt.Sprintf("  … %s: %s left (until %s)\n", what, left.Round(time.Second), t.Local().Format("15:04:05")),

@@ -28,14 +28,21 @@ func (b *builder) steer(ctx context.Context) error {
 	if att == nil {
 		return nil
 	}
+	var saveErr error
 	err := att.Boundary(ctx, func(p control.Command) {
 		// A person may change the tree while the run is paused.
 		b.fresh = nil
+		// A transition still in memory reaches the disk and the journal
+		// before the pause, which may last hours.
+		saveErr = b.flush()
 		b.say(report.KindWait, fmt.Sprintf("⏸ paused by %s at %s: `ralph resume` goes on\n", p.By, p.Time.Local().Format("15:04:05")),
 			map[string]any{"paused": true, "by": p.By, "id": p.ID, "state": string(b.st.Machine.State)})
 	}, func() {
 		b.say(report.KindNote, "▶ resumed\n", map[string]any{"paused": false})
 	})
+	if saveErr != nil {
+		return saveErr
+	}
 	if err != nil {
 		return ErrInterrupted
 	}
@@ -64,7 +71,7 @@ func (b *builder) steer(ctx context.Context) error {
 		task, why := b.applyControl(c)
 		b.journalControl(c, task, why)
 	}
-	if err := b.home.save(b.st); err != nil {
+	if err := b.saveState(); err != nil {
 		return err
 	}
 	return b.reloadBoard()
