@@ -28,7 +28,7 @@ var (
 	flagSerialRounds  = flag.Int("serial-rounds", 3, "BenchmarkSerial: rounds; each runs every contender once, in a rotated order")
 	flagSerialStories = flag.Int("serial-stories", 10, "BenchmarkSerial: independent stories in the task file")
 	flagSerialDelay   = flag.Duration("serial-delay", 200*time.Millisecond, "BenchmarkSerial: how long the model takes to answer each request")
-	flagSerialOnly    = flag.String("serial-only", "", "BenchmarkSerial: comma-separated contenders to run (bare, bare-arg, ralph, tui, ralphy); empty runs all; bare always runs")
+	flagSerialOnly    = flag.String("serial-only", "", "BenchmarkSerial: comma-separated contenders to run (bare, bare-arg, bare-pfirst, ralph, tui, ralphy); empty runs all; bare always runs")
 	// ralph's build prompt for one of these stories is about this long
 	// (its median as the model received it, printed in the table's prompt
 	// column); the bare loop's prompt is padded to it so that the CLI
@@ -40,14 +40,26 @@ var (
 )
 
 // claudeHeadless is how ralph runs Claude Code (internal/agent/registry.go),
-// the prompt on stdin; the bare loop runs it the same way.
-const claudeHeadless = "claude -p --output-format stream-json --verbose --dangerously-skip-permissions"
+// the prompt on stdin; the bare loop runs it the same way. The order of the
+// flags matters to Claude Code 2.1.197: -p first costs it about 60 ms per
+// run (BenchmarkClaudeArgOrder), which the bare-pfirst loop shows.
+const claudeHeadless = "claude --output-format stream-json --verbose --dangerously-skip-permissions -p"
+
+// claudePFirst is the order ralph used before, and the bare loop with it.
+const claudePFirst = "claude -p --output-format stream-json --verbose --dangerously-skip-permissions"
 
 // bareLoop is the baseline: no orchestration at all, one CLI run per story
 // in order, each prompt from a file. A failing run does not stop the loop.
 const bareLoop = `st=0
 for p in "$1"/*.md; do
 	` + claudeHeadless + ` <"$p" || st=$?
+done
+exit $st`
+
+// bareLoopPFirst is the bare loop with -p as Claude Code's first argument.
+const bareLoopPFirst = `st=0
+for p in "$1"/*.md; do
+	` + claudePFirst + ` <"$p" || st=$?
 done
 exit $st`
 
@@ -86,6 +98,11 @@ func serialContenders(n int) []contender {
 			key: "bare-arg", name: "bare loop, prompt as argument", tool: "claude",
 			files: tuiFiles,
 			argv:  func(t *tools) []string { return []string{"bash", "-c", bareLoopArg, "bare", t.barePrompts} },
+		},
+		{
+			key: "bare-pfirst", name: "bare loop, -p first", tool: "claude",
+			files: tuiFiles,
+			argv:  func(t *tools) []string { return []string{"bash", "-c", bareLoopPFirst, "bare", t.barePrompts} },
 		},
 		{
 			key: "ralph", name: "ralph build --workers 1", tool: "ralph",
@@ -131,12 +148,13 @@ func BenchmarkSerial(b *testing.B) {
 	var run []contender
 	for _, c := range serialContenders(len(ids)) {
 		named := slices.Contains(strings.Split(*flagSerialOnly, ","), c.key)
-		// bare-arg only answers a question (does stdin or argv matter to
-		// the CLI? Not here: -6 ms per story), so it runs when named.
+		// bare-arg and bare-pfirst only answer a question (does stdin or
+		// argv matter to the CLI? Not here: -6 ms per story. Does -p first?
+		// Yes: about 60 ms), so they run when named.
 		if c.key == "ralph-base" && *flagRalphBase == "" {
 			continue
 		}
-		if c.key == "bare" || named || (*flagSerialOnly == "" && c.key != "bare-arg") {
+		if c.key == "bare" || named || (*flagSerialOnly == "" && c.key != "bare-arg" && c.key != "bare-pfirst") {
 			run = append(run, c)
 		}
 	}

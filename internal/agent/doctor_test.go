@@ -111,10 +111,10 @@ func TestDiagnoseMissingFlag(t *testing.T) {
 	}}
 	p := Prober{Run: f.run, LookPath: installed("/usr/bin/claude")}
 	d := p.Diagnose(context.Background(), spec(t, "claude"))
-	if want := []string{"-p", "--verbose"}; !reflect.DeepEqual(d.FlagsMissing, want) {
+	if want := []string{"--verbose", "-p"}; !reflect.DeepEqual(d.FlagsMissing, want) {
 		t.Errorf("FlagsMissing = %q, want %q", d.FlagsMissing, want)
 	}
-	want := []string{"claude: its help no longer lists -p, --verbose; ralph's default command may be out of date (override it in [agents.claude])"}
+	want := []string{"claude: its help no longer lists --verbose, -p; ralph's default command may be out of date (override it in [agents.claude])"}
 	if !reflect.DeepEqual(d.Problems, want) {
 		t.Errorf("Problems = %q, want %q", d.Problems, want)
 	}
@@ -266,7 +266,7 @@ func TestHeadlessFlagsAndHelpArgv(t *testing.T) {
 		help  string
 	}{
 		{"codex", []string{"--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check"}, "codex exec --help"},
-		{"claude", []string{"-p", "--output-format", "--verbose", "--dangerously-skip-permissions"}, "claude --help"},
+		{"claude", []string{"--output-format", "--verbose", "--dangerously-skip-permissions", "-p"}, "claude --help"},
 		{"droid", []string{"--skip-permissions-unsafe", "-o", "-f"}, "droid exec --help"},
 		{"opencode", []string{"--format", "--auto"}, "opencode run --help"},
 		{"gemini", []string{"-o", "--yolo", "--skip-trust"}, "gemini --help"},

@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -97,7 +98,7 @@ func TestWithModelInsertsTheFlagAfterTheSubcommand(t *testing.T) {
 	}
 	for name, want := range map[string][]string{
 		"codex":  {"codex", "exec", "--model", "gpt-x", "--json"},
-		"claude": {"claude", "--model", "gpt-x", "-p"},
+		"claude": {"claude", "--model", "gpt-x", "--output-format"},
 		"droid":  {"droid", "exec", "--model", "gpt-x", "--skip-permissions-unsafe"},
 	} {
 		got, err := WithModel(specs[name], "gpt-x")
@@ -117,5 +118,22 @@ func TestWithModelInsertsTheFlagAfterTheSubcommand(t *testing.T) {
 	same, err := WithModel(specs["amp"], "")
 	if err != nil || strings.Join(same.Headless, " ") != strings.Join(specs["amp"].Headless, " ") {
 		t.Errorf("an empty model changed the spec: %v %v", same.Headless, err)
+	}
+}
+
+// Claude Code 2.1.197 started with -p as its first argument reaches its
+// first model request about 60 ms later than with the same flags in another
+// order (bench/argorder_test.go measures it), on every story ralph runs.
+func TestClaudeHeadlessDoesNotStartWithPrint(t *testing.T) {
+	for _, s := range Builtins() {
+		if s.Name != "claude" {
+			continue
+		}
+		if s.Headless[1] == "-p" || s.Headless[1] == "--print" {
+			t.Errorf("claude's headless argv %q starts with -p, which costs Claude Code about 60 ms per run", s.Headless)
+		}
+		if !slices.Contains(s.Headless, "-p") {
+			t.Errorf("claude's headless argv %q lost -p", s.Headless)
+		}
 	}
 }
