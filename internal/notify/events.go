@@ -183,7 +183,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 	switch {
 	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindSummary:
 		d.summary[ev.Run] = ev.Data
-	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindLimit && str(ev.Data, "outcome") != "":
+	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindLimit && report.DataString(ev.Data, "outcome") != "":
 		d.ending[ev.Run] = ev.Data
 	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindTransition &&
 		(ev.To == "EXIT" || ev.To == "ERROR" || ev.To == "STOPPED") && ev.Trigger != "resumed":
@@ -191,7 +191,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 		if !ok {
 			outcome = OutcomeError
 		}
-		reason := str(ev.Data, "detail")
+		reason := report.DataString(ev.Data, "detail")
 		// The run said why it ends just before the transition: the "■"
 		// limit event (a limit or an interrupt), else the summary (EXIT
 		// from STORY_SELECT). Their outcome is exact where the trigger is
@@ -201,10 +201,10 @@ func (d *deriver) derive(ev report.Event) []Notification {
 		if said == nil && ev.To == "EXIT" {
 			said = d.summary[ev.Run]
 		}
-		if o := loopOutcomes[str(said, "outcome")]; o != "" {
+		if o := loopOutcomes[report.DataString(said, "outcome")]; o != "" {
 			outcome = o
 		}
-		if r := str(said, "reason"); r != "" {
+		if r := report.DataString(said, "reason"); r != "" {
 			reason = r
 		}
 		if reason == "" {
@@ -218,11 +218,11 @@ func (d *deriver) derive(ev report.Event) []Notification {
 			finished(OutcomeDone, "the goal check passed", nil)
 			return out
 		case "Failed":
-			finished(OutcomeError, str(ev.Data, "detail"), nil)
+			finished(OutcomeError, report.DataString(ev.Data, "detail"), nil)
 			return out
 		case "Stopped":
 			if ev.Trigger == "waiting_for_answers" {
-				ids := splitIDs(str(ev.Data, "detail"))
+				ids := splitIDs(report.DataString(ev.Data, "detail"))
 				waiting(questionSummary(ev.Run, ids), "", strings.Join(ids, ","), map[string]any{"questions": ids})
 				delete(d.waits, wk)
 				return out
@@ -231,11 +231,11 @@ func (d *deriver) derive(ev report.Event) []Notification {
 			if !ok {
 				outcome = OutcomeError
 			}
-			finished(outcome, text.OrNone(str(ev.Data, "detail"), ev.Trigger), nil)
+			finished(outcome, text.OrNone(report.DataString(ev.Data, "detail"), ev.Trigger), nil)
 			return out
 		}
 	case ev.Machine == machineEngine && ev.Kind == report.KindSummary:
-		outcome, ok := engineOutcomes[str(ev.Data, "outcome")]
+		outcome, ok := engineOutcomes[report.DataString(ev.Data, "outcome")]
 		if !ok {
 			outcome = OutcomeError
 		}
@@ -252,13 +252,13 @@ func (d *deriver) derive(ev report.Event) []Notification {
 
 	// A loop's usage-limit wait ends with its own event, which says how
 	// long it was; a session's when the run does something again.
-	loopWaitEnded := ev.Kind == report.KindWait && ev.Machine == machineLoop && str(ev.Data, "wait") == "limit" && str(ev.Data, "state") == "ended"
+	loopWaitEnded := ev.Kind == report.KindWait && ev.Machine == machineLoop && report.DataString(ev.Data, "wait") == "limit" && report.DataString(ev.Data, "state") == "ended"
 	if w, open := d.waits[wk]; open && (loopWaitEnded || slices.Contains(activity, ev.Kind)) {
 		delete(d.waits, wk)
 		x := n(config.NotifyLimitWaitEnded, "the usage-limit wait is over: the run goes on")
 		x.Task = ""
 		waited, known := time.Duration(-1), false
-		if ms, ok := number(ev.Data["waited_ms"]); loopWaitEnded && ok {
+		if ms, ok := report.DataNumber(ev.Data["waited_ms"]); loopWaitEnded && ok {
 			waited, known = time.Duration(ms)*time.Millisecond, true
 		} else if !w.start.IsZero() && !ev.Time.IsZero() {
 			waited, known = ev.Time.Sub(w.start), true
@@ -274,26 +274,26 @@ func (d *deriver) derive(ev report.Event) []Notification {
 
 	switch {
 	case ev.Kind == report.KindTransition && ev.Machine == machineLoop && ev.To == "BLOCKER" && ev.Trigger != "resumed":
-		blocked(str(ev.Data, "detail"))
+		blocked(report.DataString(ev.Data, "detail"))
 	case ev.Kind == report.KindTransition && ev.Machine == machineThread && threadCheckpoints[ev.To] != "" && ev.Trigger != "resumed":
-		id := text.OrNone(str(ev.Data, "thread"), ev.Run)
-		waiting(fmt.Sprintf("thread %s %s", id, threadCheckpoints[ev.To]), str(ev.Data, "reason"),
+		id := text.OrNone(report.DataString(ev.Data, "thread"), ev.Run)
+		waiting(fmt.Sprintf("thread %s %s", id, threadCheckpoints[ev.To]), report.DataString(ev.Data, "reason"),
 			fmt.Sprintf("%s|%d", ev.To, ev.Seq), map[string]any{"thread": id, "phase": ev.To})
 	case ev.Kind == report.KindWait && ev.Machine == machineSession && ev.Data["questions"] != nil:
 		ids := anyStrings(ev.Data["questions"])
 		waiting(questionSummary(ev.Run, ids), "", strings.Join(ids, ","), map[string]any{"questions": ids})
-	case ev.Kind == report.KindWait && ev.Machine == machineLoop && str(ev.Data, "breaker") == "open":
+	case ev.Kind == report.KindWait && ev.Machine == machineLoop && report.DataString(ev.Data, "breaker") == "open":
 		x := n(config.NotifyBreakerOpened, "the circuit breaker opened: the run pauses before trying again")
-		x.Reason = oneLine(str(ev.Data, "reason"))
+		x.Reason = oneLine(report.DataString(ev.Data, "reason"))
 		if x.Reason != "" {
 			x.Summary = "the circuit breaker opened (" + x.Reason + "): the run pauses before trying again"
 		}
 		x.key = fmt.Sprintf("%s|%s|%d", ev.Run, x.Event, ev.Seq)
 		out = append(out, x)
-	case ev.Kind == report.KindWait && ev.Machine == machineLoop && str(ev.Data, "wait") == "limit" && str(ev.Data, "state") == "started":
+	case ev.Kind == report.KindWait && ev.Machine == machineLoop && report.DataString(ev.Data, "wait") == "limit" && report.DataString(ev.Data, "state") == "started":
 		until := ""
 		details := map[string]any{"agent": ev.Data["agent"], "resets_at": ev.Data["until"]}
-		if t, err := time.Parse(time.RFC3339, str(ev.Data, "until")); err == nil {
+		if t, err := time.Parse(time.RFC3339, report.DataString(ev.Data, "until")); err == nil {
 			until = t.UTC().Format("15:04 UTC")
 		}
 		limitWait(details, until)
@@ -304,10 +304,10 @@ func (d *deriver) derive(ev report.Event) []Notification {
 		}
 		limitWait(map[string]any{"agent": ev.Data["agent"], "role": ev.Data["role"], "resets_at": ev.Data["resets_at"]}, until)
 	case ev.Kind == report.KindBlocker && ev.Machine == machineEngine && ev.Task != "":
-		switch str(ev.Data, "state") {
+		switch report.DataString(ev.Data, "state") {
 		case "needs_review":
 			x := n(config.NotifyTaskNeedsReview, fmt.Sprintf("task %s needs review before it can land", ev.Task))
-			x.Reason = oneLine(str(ev.Data, "reason"))
+			x.Reason = oneLine(report.DataString(ev.Data, "reason"))
 			if x.Reason != "" {
 				x.Summary += ": " + x.Reason
 			}
@@ -317,7 +317,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 		case "sent_back":
 			// Sent back to a worker: the queue deals with it.
 		default:
-			blocked(text.OrNone(str(ev.Data, "reason"), str(ev.Data, "error")))
+			blocked(text.OrNone(report.DataString(ev.Data, "reason"), report.DataString(ev.Data, "error")))
 		}
 	}
 	return out
@@ -388,27 +388,6 @@ func anyStrings(v any) []string {
 	}
 	sort.Strings(ids)
 	return ids
-}
-
-// number reads a number from event data, as emitted (an int) or as read
-// back from JSON (a float64).
-func number(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int64:
-		return n, true
-	case float64:
-		return int64(n), true
-	}
-	return 0, false
-}
-
-func str(data map[string]any, key string) string {
-	if s, ok := data[key].(string); ok {
-		return s
-	}
-	return ""
 }
 
 func oneLine(s string) string { return text.Clip(text.OneLine(strings.TrimSpace(s)), 300) }

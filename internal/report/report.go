@@ -280,3 +280,24 @@ func (w *LineWriter) Flush() {
 		w.buf = nil
 	}
 }
+
+// DataString returns data[key] when it is a string, "" otherwise: what
+// a consumer of the journal reads of an event's data.
+func DataString(data map[string]any, key string) string {
+	s, _ := data[key].(string)
+	return s
+}
+
+// DataNumber reads a number of an event's data, as emitted (an int) or as
+// read back from the journal's JSON (a float64).
+func DataNumber(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	case float64:
+		return int64(n), true
+	}
+	return 0, false
+}

@@ -173,7 +173,7 @@ func (b *receiptBook) add(ev report.Event) {
 	}
 	switch ev.Kind {
 	case report.KindIteration:
-		n, numbered := number(ev.Data["iteration"])
+		n, numbered := report.DataNumber(ev.Data["iteration"])
 		if !numbered {
 			return
 		}
@@ -181,7 +181,7 @@ func (b *receiptBook) add(ev report.Event) {
 			b.endIteration(ev, key, int(n))
 			return
 		}
-		task := text.OrNone(ev.Task, str(ev.Data, "task"))
+		task := text.OrNone(ev.Task, report.DataString(ev.Data, "task"))
 		if task == "" {
 			return // a planning iteration
 		}
@@ -193,7 +193,7 @@ func (b *receiptBook) add(ev report.Event) {
 		r.State = "working"
 	case report.KindCheck:
 		passed, ok := ev.Data["passed"].(bool)
-		name := str(ev.Data, "name")
+		name := report.DataString(ev.Data, "name")
 		if !ok || name == "" || ev.Task == "" || ev.Machine != loopMachine {
 			return // not one of a build's checks on a task (a thread's, the starting tree's)
 		}
@@ -216,13 +216,13 @@ func (b *receiptBook) add(ev report.Event) {
 			c.Last = "failed"
 		}
 	case report.KindCommit:
-		hash := str(ev.Data, "commit")
+		hash := report.DataString(ev.Data, "commit")
 		if ev.Task == "" || hash == "" {
 			return
 		}
 		r := b.story(ev.Task, ev.Time)
 		state := "done"
-		if str(ev.Data, "status") == "partial" {
+		if report.DataString(ev.Data, "status") == "partial" {
 			state = "partial"
 		}
 		r.State, r.Commit, r.Reason = state, text.ShortHash(hash), ""
@@ -231,12 +231,12 @@ func (b *receiptBook) add(ev report.Event) {
 			cur.Status, cur.Commit, cur.End = state, text.ShortHash(hash), ev.Time
 		}
 	case report.KindBlocker:
-		if ev.Task == "" || str(ev.Data, "state") != "blocked" {
+		if ev.Task == "" || report.DataString(ev.Data, "state") != "blocked" {
 			return
 		}
 		r := b.story(ev.Task, ev.Time)
 		r.State = "blocked"
-		if why := str(ev.Data, "reason"); why != "" {
+		if why := report.DataString(ev.Data, "reason"); why != "" {
 			r.Reason = why
 		}
 	case report.KindSummary:
@@ -252,7 +252,7 @@ func (b *receiptBook) add(ev report.Event) {
 // endIteration files the event that closes iteration n, whatever its
 // status: its tokens, cost and duration, and the story's state.
 func (b *receiptBook) endIteration(ev report.Event, key string, n int) {
-	task := str(ev.Data, "task")
+	task := report.DataString(ev.Data, "task")
 	if task == "" {
 		return // a planning iteration
 	}
@@ -270,9 +270,9 @@ func (b *receiptBook) endIteration(ev report.Event, key string, n int) {
 		it = &IterationPoint{Run: ev.Run, Worker: ev.Worker, Iteration: n, Task: task, Start: ev.Time}
 		b.iters = append(b.iters, it)
 	}
-	status := str(ev.Data, "status")
+	status := report.DataString(ev.Data, "status")
 	it.Status, it.End = status, ev.Time
-	if d, ok := number(ev.Data["duration_ms"]); ok {
+	if d, ok := report.DataNumber(ev.Data["duration_ms"]); ok {
 		it.DurationMillis = d
 	}
 	dataUsage(ev.Data, it)
@@ -292,7 +292,7 @@ func (b *receiptBook) endIteration(ev report.Event, key string, n int) {
 		if r.State != "blocked" { // the blocker may be told first
 			r.State = "failed"
 		}
-		if why := str(ev.Data, "reason"); why != "" {
+		if why := report.DataString(ev.Data, "reason"); why != "" {
 			r.Reason = why
 		}
 	}
@@ -301,25 +301,6 @@ func (b *receiptBook) endIteration(ev report.Event, key string, n int) {
 // loopMachine is the machine of a build's events (loop.MachineName; the
 // loop sits above this package).
 const loopMachine = "loop"
-
-func str(data map[string]any, key string) string {
-	s, _ := data[key].(string)
-	return s
-}
-
-// number reads a number from event data, as emitted (an int) or as read
-// back from JSON (a float64).
-func number(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int64:
-		return n, true
-	case float64:
-		return int64(n), true
-	}
-	return 0, false
-}
 
 // dataUsage takes the tokens and cost an iteration event carries, when
 // the loop puts them there.
