@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ralphloop/ralph/internal/agent"
 	"os"
 	"path/filepath"
 	"sort"
@@ -54,17 +55,8 @@ type Check struct {
 	Last string `json:"last"`
 }
 
-// Usage is an agent's token use (agent.Usage's JSON).
-type Usage struct {
-	Input      int64 `json:"input"`
-	Output     int64 `json:"output"`
-	CacheRead  int64 `json:"cache_read"`
-	CacheWrite int64 `json:"cache_write"`
-}
-
-func (u Usage) add(v Usage) Usage {
-	return Usage{u.Input + v.Input, u.Output + v.Output, u.CacheRead + v.CacheRead, u.CacheWrite + v.CacheWrite}
-}
+// Usage is an agent's token use, as the iteration records hold it.
+type Usage = agent.Usage
 
 // IterationPoint is one iteration on the charts.
 type IterationPoint struct {
@@ -382,7 +374,7 @@ func (b *receiptBook) snapshot() Receipts {
 		}
 		out.Iterations = append(out.Iterations, p)
 		if r := totals[it.Task]; r != nil {
-			r.Tokens = r.Tokens.add(p.Tokens)
+			r.Tokens = r.Tokens.Add(p.Tokens)
 			r.CostUSD += p.CostUSD
 			r.DurationMillis += p.DurationMillis
 		}

@@ -67,10 +67,10 @@ func TestReceiptsFromTheJournal(t *testing.T) {
 	}
 	one, two, three := rc.Stories[0], rc.Stories[1], rc.Stories[2]
 	if one.Task != "US-001" || one.State != "done" || one.Attempts != 1 || one.Commit != "4175cae" || one.DurationMillis != 1200 ||
-		one.Tokens != (Usage{Input: 800, Output: 50}) || one.CostUSD != 0.01 || len(one.Checks) != 1 || one.Checks[0] != (Check{Name: "tests", Passed: 1, Last: "passed"}) {
+		one.Tokens != (Usage{InputTokens: 800, OutputTokens: 50}) || one.CostUSD != 0.01 || len(one.Checks) != 1 || one.Checks[0] != (Check{Name: "tests", Passed: 1, Last: "passed"}) {
 		t.Errorf("US-001: %+v", one)
 	}
-	if two.State != "done" || two.Attempts != 2 || two.Commit != "4b2ea81" || two.DurationMillis != 609+900 || two.Tokens.Input != 900 ||
+	if two.State != "done" || two.Attempts != 2 || two.Commit != "4b2ea81" || two.DurationMillis != 609+900 || two.Tokens.InputTokens != 900 ||
 		len(two.Checks) != 1 || two.Checks[0] != (Check{Name: "tests", Passed: 1, Failed: 1, Last: "passed"}) {
 		t.Errorf("US-002: %+v", two)
 	}
@@ -88,7 +88,7 @@ func TestReceiptsFromTheJournal(t *testing.T) {
 	var later Receipts
 	get(t, ts.URL+"/api/receipts", &later)
 	if three := later.Stories[2]; three.State != "done" || three.Attempts != 2 || three.Commit != "2a65bca" || three.Reason != "" ||
-		three.Tokens.Input != 70 || three.CostUSD != 0.5 {
+		three.Tokens.InputTokens != 70 || three.CostUSD != 0.5 {
 		t.Errorf("US-003 after its second attempt: %+v", three)
 	}
 }
@@ -116,17 +116,17 @@ func TestReceiptsFromARecordedBuild(t *testing.T) {
 	}
 	one, two, three := rc.Stories[0], rc.Stories[1], rc.Stories[2]
 	if one.Task != "US-001" || one.State != "done" || one.Attempts != 1 || one.Commit != "f239ebd" || one.DurationMillis != 610 ||
-		one.Tokens != (Usage{Input: 841, Output: 59}) || one.CostUSD != 0.0012 || len(one.Checks) != 1 || one.Checks[0] != (Check{Name: "tests", Passed: 1, Last: "passed"}) {
+		one.Tokens != (Usage{InputTokens: 841, OutputTokens: 59}) || one.CostUSD != 0.0012 || len(one.Checks) != 1 || one.Checks[0] != (Check{Name: "tests", Passed: 1, Last: "passed"}) {
 		t.Errorf("US-001: %+v", one)
 	}
 	if two.Task != "US-002" || two.State != "done" || two.Attempts != 2 || two.Commit != "5cd5ee3" || two.DurationMillis != 613+336 ||
-		two.Tokens != (Usage{Input: 844 + 893, Output: 49 + 58}) || len(two.Checks) != 1 || two.Checks[0] != (Check{Name: "tests", Passed: 1, Failed: 1, Last: "passed"}) {
+		two.Tokens != (Usage{InputTokens: 844 + 893, OutputTokens: 49 + 58}) || len(two.Checks) != 1 || two.Checks[0] != (Check{Name: "tests", Passed: 1, Failed: 1, Last: "passed"}) {
 		t.Errorf("US-002: %+v", two)
 	}
 	if three.Task != "US-003" || three.State != "done" || three.Commit != "27602f6" {
 		t.Errorf("US-003: %+v", three)
 	}
-	if it := rc.Iterations[1]; it.Iteration != 2 || it.Task != "US-002" || it.Status != "tests_failed" || it.DurationMillis != 613 || it.Tokens.Input != 844 {
+	if it := rc.Iterations[1]; it.Iteration != 2 || it.Task != "US-002" || it.Status != "tests_failed" || it.DurationMillis != 613 || it.Tokens.InputTokens != 844 {
 		t.Errorf("iteration 2: %+v", it)
 	}
 	if it := rc.Iterations[3]; it.Iteration != 4 || it.Status != "done" || it.Commit != "27602f6" || it.Attempt != 1 {

@@ -163,7 +163,7 @@ func TestDashboardFollowsABuildAndSendsAHint(t *testing.T) {
 		byTask[x.Task] = x
 	}
 	two := byTask["US-002"]
-	if two.State != "done" || two.Attempts != 2 || len(two.Checks) != 1 || two.Checks[0].Failed != 1 || two.Checks[0].Passed != 1 || two.Commit == "" || two.Tokens.Input == 0 {
+	if two.State != "done" || two.Attempts != 2 || len(two.Checks) != 1 || two.Checks[0].Failed != 1 || two.Checks[0].Passed != 1 || two.Commit == "" || two.Tokens.InputTokens == 0 {
 		t.Errorf("US-002's receipt: %+v, want done after 2 attempts, check tests failed once then passed, a commit and tokens", two)
 	}
 	if log := r.git(t, "log", "--format=%h %s"); two.Commit != "" && !strings.Contains(log, two.Commit+" US-002") {
