@@ -35,6 +35,10 @@ type BuildOptions struct {
 	JSON bool
 	// Workers is how many tasks are worked at once (0: from config).
 	Workers int
+	// Engine is "local" or "temporal" ("": [engine] kind).
+	Engine string
+	// Detach returns once a build on Temporal started, without following it.
+	Detach bool
 }
 
 // progress is where the run's own lines go that are not events (the
@@ -87,6 +91,8 @@ attempt ([build] on_failing_baseline).`,
 	cmd.Flags().BoolVar(&opts.NoCommit, "no-commit", false, "verify but never commit (ralph and the agent)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the run's events on stdout, one JSON object per line (see README, Events)")
 	cmd.Flags().IntVar(&opts.Workers, "workers", 0, "tasks worked at once, each in its own worktree, landed one at a time by the merge queue (default [build] workers: 1)")
+	cmd.Flags().StringVar(&opts.Engine, "engine", "", "where the build runs: local (in this process) or temporal (workflows run by `ralph worker`s on many machines; default [engine] kind)")
+	cmd.Flags().BoolVar(&opts.Detach, "detach", false, "with --engine temporal: return once the build started instead of following it")
 	return cmd
 }
 
@@ -225,11 +231,26 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 		s.opts.Memory.Close()
 		return usageErrorf("%s is one of ralph's own worktrees (a parallel worker's or a thread's): run ralph build from the repository's own checkout", s.ws.Root)
 	}
+	cfg, err := s.ws.LoadConfig()
+	if err != nil {
+		s.opts.Memory.Close()
+		return err
+	}
 	workers := opts.Workers
 	if workers == 0 {
-		if cfg, err := s.ws.LoadConfig(); err == nil {
-			workers = cfg.Build.Workers
-		}
+		workers = cfg.Build.Workers
+	}
+	kind, err := engineKind(opts.Engine, cfg)
+	if err != nil {
+		s.opts.Memory.Close()
+		return err
+	}
+	if kind == config.EngineTemporal {
+		return runFleetBuild(cmd, opts, s, workers)
+	}
+	if opts.Detach {
+		s.opts.Memory.Close()
+		return usageErrorf("--detach is for builds on Temporal (--engine temporal): a local build runs in this process")
 	}
 	if workers > 1 {
 		return runParallel(cmd, opts, s, workers)

@@ -57,6 +57,11 @@ func (s *steerer) Do(ctx context.Context, cmd control.Command) (control.Result, 
 	if err := cmd.Validate(); err != nil {
 		return control.Result{}, err
 	}
+	if s.cfg.Engine.Kind == config.EngineTemporal && cmd.Kind != control.Answer && cmd.Kind != control.Checkpoint {
+		// The build runs as a workflow: the command is an Update that its
+		// validator accepts or refuses, from any machine.
+		return fleetSteer(ctx, s.ws, s.cfg, cmd)
+	}
 	res, err := s.apply(ctx, cmd)
 	if err != nil {
 		return control.Result{}, err

@@ -26,6 +26,8 @@ type StatusOptions struct {
 	Env   *Env
 	JSON  bool
 	Tasks string
+	// Engine is "local" or "temporal" ("": [engine] kind).
+	Engine string
 }
 
 func newStatusCmd(env *Env) *cobra.Command {
@@ -40,6 +42,7 @@ func newStatusCmd(env *Env) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "task source as for build (e.g. beads:MOLECULE-ID to show the molecule's progress)")
+	cmd.Flags().StringVar(&opts.Engine, "engine", "", "local (this workspace's records) or temporal (the build of this branch on Temporal, through its status Query; default [engine] kind)")
 	return cmd
 }
 
@@ -48,6 +51,13 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	ws, cfg, err := openWorkspace(cmd.Context(), env)
 	if err != nil {
 		return err
+	}
+	kind, err := engineKind(opts.Engine, cfg)
+	if err != nil {
+		return err
+	}
+	if kind == config.EngineTemporal {
+		return fleetStatus(cmd, opts, ws, cfg)
 	}
 	rep, st, srcErr, err := buildStatus(ws, cfg, env, opts.Tasks)
 	if err != nil {

@@ -58,6 +58,7 @@ type Config struct {
 	Session       SessionSection         `toml:"session"`
 	Security      SecuritySection        `toml:"security"`
 	Notify        NotifySection          `toml:"notify"`
+	Engine        EngineSection          `toml:"engine"`
 	// Roles picks the agent, and optionally the model, of each role of a
 	// `ralph run` session: planner, questioner, executor, reviewer,
 	// goal-check. A role without an entry uses the run's agent.
@@ -249,6 +250,7 @@ func Default() Config {
 		Breaker: BreakerSection{NoProgress: 3, SameError: 3, PermissionDenials: 3, Cooldown: Duration{5 * time.Minute}},
 		Memory:  MemorySection{Store: "sqlite", PasswordEnv: "NEO4J_PASSWORD"},
 		Notify:  NotifySection{Timeout: Duration{10 * time.Second}},
+		Engine:  DefaultEngine(),
 		Session: SessionSection{MaxTaskAttempts: 3, MaxQACycles: 3, MaxPlanningRetries: 2, MaxGoalChecks: 3,
 			AgentRetries: 3, RetryBackoff: Duration{5 * time.Second}, MaxTasks: 30},
 	}
@@ -376,6 +378,9 @@ func (c Config) validate() error {
 		}
 	}
 	if err := c.Notify.validate(); err != nil {
+		return err
+	}
+	if err := c.Engine.validate(); err != nil {
 		return err
 	}
 	for i, ch := range c.Checks {

@@ -1,0 +1,377 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/control"
+	"github.com/ralphloop/ralph/internal/engine"
+	"github.com/ralphloop/ralph/internal/fleet"
+	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/words"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+// engineKind is the engine a command runs on: the --engine flag, else
+// [engine] kind.
+func engineKind(flag string, cfg config.Config) (string, error) {
+	switch flag {
+	case "":
+		return cfg.Engine.Kind, nil
+	case config.EngineLocal, config.EngineTemporal:
+		return flag, nil
+	}
+	return "", usageErrorf("--engine %q: use local or temporal", flag)
+}
+
+// temporalEngine checks that [engine] can run on Temporal.
+func temporalEngine(cfg config.Config) (config.EngineSection, error) {
+	e := cfg.Engine
+	if e.ExchangeRemote == "" {
+		return e, usageErrorf("the Temporal engine needs [engine] exchange_remote in .ralph/config.toml: the git remote through which task branches travel between machines, such as a bare repository on a shared disk (README \"Scaling out\")")
+	}
+	return e, nil
+}
+
+// runFleetBuild is `ralph build --engine temporal`: it prepares the
+// checkout as any build does, publishes the target's tip on the exchange
+// remote, and starts the build workflow, which the `ralph worker`s of
+// every host run. Without --detach it follows the run through its status
+// Query until it ends; the run does not depend on this process.
+func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers int) error {
+	defer s.opts.Memory.Close()
+	ctx := cmd.Context()
+	cfg, err := s.ws.LoadConfig()
+	if err != nil {
+		return err
+	}
+	eng, err := temporalEngine(cfg)
+	if err != nil {
+		return err
+	}
+	if s.opts.NoCommit {
+		return usageErrorf("the Temporal engine lands every task as a commit; --no-commit cannot go with it")
+	}
+	if _, ok := s.opts.Source.(*tasks.BeadsSource); ok {
+		return usageErrorf("the Temporal engine reads the task file at the target's tip on every host; a beads database is not shared that way yet: use a PRD, prd.json or progress.txt committed in the repository")
+	}
+	rel, err := filepath.Rel(s.ws.Root, s.opts.Source.Path())
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return usageErrorf("the task file %s is outside the repository: every host reads it from the target's tip, so it must be committed in the repository", s.opts.Source.Path())
+	}
+	if _, err := s.opts.Source.Load(); err != nil {
+		return fmt.Errorf("cannot read the task file: %w", err)
+	}
+	snap, err := s.ws.Repo.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if snap.Branch == "" {
+		return usageErrorf("HEAD is detached: check out the branch the tasks should land on (git checkout BRANCH), then run again")
+	}
+	c, err := fleet.Dial(ctx, eng)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	out := opts.progress()
+	say := func(kind report.Kind, text string, data map[string]any) { fmt.Fprint(out, text) }
+	if err := loop.PrepareCheckout(ctx, s.ws, s.opts.Source.Path(), s.opts.PlanPath, say); err != nil {
+		return err
+	}
+	tip, err := s.ws.Repo.RevParse(ctx, "HEAD")
+	if err != nil {
+		return err
+	}
+	runID := opts.Env.Now().UTC().Format("20060102-150405") + "-" + gitx.NewCommitToken()[:6]
+	if err := s.ws.Repo.PushBranch(ctx, eng.ExchangeRemote, fleet.TipBranch(runID, snap.Branch), tip, gitx.NoBranch, false); err != nil {
+		return fmt.Errorf("publishing %s on the exchange remote: %w", snap.Branch, err)
+	}
+	in := fleet.BuildInput{RunID: runID, Target: snap.Branch, PRD: filepath.ToSlash(rel), Workers: workers,
+		MaxIterations: opts.MaxIterations, LandAttempts: cfg.Build.LandAttempts,
+		Shared: eng.TaskQueue, Integration: fleet.IntegrationQueue(eng.TaskQueue),
+		HostTimeout: eng.HostTimeout.Duration, Heartbeat: eng.Heartbeat.Duration}
+	run, err := fleet.Start(ctx, c, in)
+	if errors.Is(err, fleet.ErrAlreadyRunning) {
+		_ = s.ws.Repo.DeleteRemoteBranch(ctx, eng.ExchangeRemote, fleet.TipBranch(runID, snap.Branch))
+		return usageErrorf("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "ralph: build %s started on Temporal (%s, namespace %s) as workflow %s: %s of the hosts polling task queue %q; landing on %s by the host that runs `ralph worker --integrate`\n",
+		runID, eng.Address, eng.Namespace, run.GetID(), words.Count(workers, "worker", "workers"), eng.TaskQueue, snap.Branch)
+	if opts.Detach {
+		fmt.Fprintf(out, "follow it with `ralph status`; stop it with `ralph stop`\n")
+		return nil
+	}
+	return followFleet(ctx, opts, c, run)
+}
+
+// followFleet prints each task's moves until the run ends, and returns its
+// outcome as the exit code. Ctrl+C leaves the run going.
+func followFleet(ctx context.Context, opts *BuildOptions, c client.Client, run client.WorkflowRun) error {
+	out := opts.progress()
+	ended := make(chan error, 1)
+	var final fleet.RunState
+	go func() { ended <- run.Get(context.WithoutCancel(ctx), &final) }()
+	seen := map[string]fleet.TaskState{}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	show := func(st fleet.Status) {
+		for _, t := range st.Tasks {
+			if seen[t.ID] == t.State {
+				continue
+			}
+			seen[t.ID] = t.State
+			line := fmt.Sprintf("[%s] %s", t.ID, t.State)
+			if t.Host != "" && t.State != fleet.Landed {
+				line += " on " + t.Host
+			}
+			if t.Commit != "" && t.State == fleet.Landed {
+				line += " · commit " + short(t.Commit)
+			}
+			if t.Reason != "" && t.State != fleet.Landed {
+				line += ": " + t.Reason
+			}
+			if opts.JSON {
+				_ = writeJSONLine(opts.Env, map[string]any{"kind": "task", "run": st.RunID, "task": t.ID, "state": t.State, "host": t.Host, "commit": t.Commit, "reason": t.Reason})
+				continue
+			}
+			fmt.Fprintln(out, line)
+		}
+	}
+	for {
+		select {
+		case err := <-ended:
+			if st, qerr := fleet.Query(context.WithoutCancel(ctx), c, run.GetID()); qerr == nil {
+				show(st)
+			} else if err == nil {
+				show(fleet.Status{RunState: final})
+			}
+			if err != nil {
+				return fmt.Errorf("the build workflow failed: %w", err)
+			}
+			return fleetOutcome(opts, final)
+		case <-ctx.Done():
+			fmt.Fprintf(opts.Env.IO.Err, "ralph: stopped following; the run goes on in Temporal: `ralph status` shows it, `ralph stop` stops it\n")
+			return &ExitError{Code: ExitInterrupted, Msg: "stopped following the run (it goes on)"}
+		case <-tick.C:
+			if st, err := fleet.Query(ctx, c, run.GetID()); err == nil {
+				show(st)
+			}
+		}
+	}
+}
+
+func short(h string) string {
+	if len(h) > 8 {
+		return h[:8]
+	}
+	return h
+}
+
+func fleetOutcome(opts *BuildOptions, st fleet.RunState) error {
+	landed := 0
+	for _, t := range st.Tasks {
+		if t.State == fleet.Landed {
+			landed++
+		}
+	}
+	fmt.Fprintf(opts.progress(), "ralph: %s: %s landed (%s)\n", st.Outcome, words.Count(landed, "task", "tasks"), st.Reason)
+	switch st.Outcome {
+	case "complete":
+		return nil
+	case "needs_human":
+		return &ExitError{Code: ExitNeedsHuman, Msg: st.Reason + ": see `ralph status`"}
+	case "max_iterations":
+		return &ExitError{Code: ExitLimit, Msg: st.Reason}
+	case "interrupted":
+		return &ExitError{Code: ExitInterrupted, Msg: st.Reason}
+	}
+	return errors.New(st.Reason)
+}
+
+// WorkerOptions are the flags of `ralph worker`.
+type WorkerOptions struct {
+	Env       *Env
+	Host      string
+	Integrate bool
+	Slots     int
+	Agent     string
+}
+
+func newWorkerCmd(env *Env) *cobra.Command {
+	opts := &WorkerOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run this machine's Temporal worker: it works the tasks of builds started with --engine temporal in this clone",
+		Long: `Run the Temporal engine's worker for this clone of the repository, until
+Ctrl+C. It polls [engine] task_queue (the runs' workflows, and new tasks
+any host may take), its own queue TASK_QUEUE@HOST (the work of the
+worktrees this clone holds), and with --integrate the merge queue's
+(one host per task queue lands tasks on the target branch).
+
+Task branches travel through [engine] exchange_remote. The agents' output
+goes to this clone's journal (.ralph/events.jsonl): ralph watch and
+ralph serve here show it.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runWorker(cmd, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Host, "host", "", "this host's name: its task queue is TASK_QUEUE@HOST (default: the machine's hostname)")
+	cmd.Flags().BoolVar(&opts.Integrate, "integrate", false, "also run the merge queue: land verified tasks on the target branch in this clone")
+	cmd.Flags().IntVar(&opts.Slots, "slots", 4, "task loops this host runs at once")
+	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run (see ralph build --help)")
+	return cmd
+}
+
+func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
+	env := opts.Env
+	if opts.Slots < 1 {
+		return usageErrorf("--slots must be at least 1, got %d", opts.Slots)
+	}
+	host := opts.Host
+	if host == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return usageErrorf("cannot read this machine's hostname (%v): name the host with --host", err)
+		}
+		host = h
+	}
+	if host == "" || strings.ContainsAny(host, " @/\t\n") {
+		return usageErrorf("--host %q: use a name without spaces, '@' or '/'", host)
+	}
+	s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: opts.Agent}, true)
+	if err != nil {
+		return err
+	}
+	s.opts.Memory.Close()
+	s.opts.Memory = nil
+	cfg, err := s.ws.LoadConfig()
+	if err != nil {
+		return err
+	}
+	eng, err := temporalEngine(cfg)
+	if err != nil {
+		return err
+	}
+	c, err := fleet.Dial(cmd.Context(), eng)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	base := s.opts
+	h := &fleet.Host{Name: host, WS: s.ws, Exchange: eng.ExchangeRemote, PushTarget: eng.PushTarget, Checks: base.Checks,
+		WorktreeRoot: cfg.Build.WorktreeRoot, HeartbeatEvery: max(eng.Heartbeat.Duration/4, time.Second), Now: env.Now,
+		Sink: engine.WorkerText{Out: report.Text{W: env.IO.Out}},
+		LoopOptions: func(ws *workspace.Workspace, src tasks.Source) loop.Options {
+			o := base
+			o.PlanPath = ws.Abs(s.ws.Rel(base.PlanPath))
+			return o
+		}}
+	queues := []string{eng.TaskQueue, fleet.HostQueue(eng.TaskQueue, host)}
+	if opts.Integrate {
+		queues = append(queues, fleet.IntegrationQueue(eng.TaskQueue))
+	}
+	fmt.Fprintf(env.IO.Out, "ralph worker %s: polling %s on %s (namespace %s); Ctrl+C stops it (work in flight is retried)\n",
+		host, strings.Join(queues, ", "), eng.Address, eng.Namespace)
+	err = fleet.RunWorker(cmd.Context(), c, h, fleet.WorkerOptions{Shared: eng.TaskQueue, Integrate: opts.Integrate, Slots: opts.Slots})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.IO.Out, "ralph worker %s: stopped\n", host)
+	return nil
+}
+
+// fleetStatus is `ralph status` for a build on Temporal: the run's state
+// from its status Query.
+func fleetStatus(cmd *cobra.Command, opts *StatusOptions, ws *workspace.Workspace, cfg config.Config) error {
+	eng := cfg.Engine
+	snap, err := ws.Repo.Snapshot(cmd.Context())
+	if err != nil {
+		return err
+	}
+	c, err := fleet.Dial(cmd.Context(), eng)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := fleet.Query(cmd.Context(), c, fleet.BuildID(eng.TaskQueue, snap.Branch))
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(opts.Env, st)
+	}
+	out := opts.Env.IO.Out
+	state := "running"
+	switch {
+	case st.Outcome != "":
+		state = st.Outcome + ": " + st.Reason
+	case st.Paused:
+		state = "paused"
+	case st.Stopping:
+		state = "stopping"
+	}
+	fmt.Fprintf(out, "build %s on Temporal (%s, task queue %s): %s\n", st.RunID, eng.Address, eng.TaskQueue, state)
+	fmt.Fprintf(out, "target %s · %s · %s · history %d events (continued as new %s)\n", st.Target, words.Count(st.Workers, "worker", "workers"),
+		words.Count(st.Iterations, "iteration", "iterations"), st.HistoryLength, words.Count(st.Generation, "time", "times"))
+	if !st.CooldownUntil.IsZero() {
+		fmt.Fprintf(out, "every agent is at a usage limit: waiting until %s (a durable timer)\n", st.CooldownUntil.Local().Format(time.RFC3339))
+	}
+	for _, t := range st.Tasks {
+		line := fmt.Sprintf("  %-12s %-12s", t.ID, t.State)
+		if t.Host != "" {
+			line += " host " + t.Host
+		}
+		if t.Attempt > 0 {
+			line += fmt.Sprintf(" attempt %d", t.Attempt)
+		}
+		if t.Commit != "" {
+			line += " commit " + short(t.Commit)
+		}
+		if t.Reason != "" && t.State != fleet.Landed {
+			line += " · " + t.Reason
+		}
+		fmt.Fprintln(out, line)
+	}
+	return nil
+}
+
+// fleetSteer gives a control command to the build on Temporal as an
+// Update: the run's validator refuses what it cannot take now.
+func fleetSteer(ctx context.Context, ws *workspace.Workspace, cfg config.Config, cmd control.Command) (control.Result, error) {
+	switch cmd.Kind {
+	case control.Pause, control.Resume, control.Stop, control.Hint, control.Skip, control.Block, control.Unblock:
+	default:
+		return control.Result{}, &control.InputError{Msg: fmt.Sprintf("%s is not a command a build on Temporal takes (threads on Temporal take checkpoints: ralph thread approve ...)", cmd.Kind)}
+	}
+	snap, err := ws.Repo.Snapshot(ctx)
+	if err != nil {
+		return control.Result{}, err
+	}
+	c, err := fleet.Dial(ctx, cfg.Engine)
+	if err != nil {
+		return control.Result{}, err
+	}
+	defer c.Close()
+	msg, err := fleet.Send(ctx, c, fleet.BuildID(cfg.Engine.TaskQueue, snap.Branch), fleet.Command{Kind: string(cmd.Kind), Task: cmd.Task, Text: cmd.Text, By: cmd.By})
+	if err != nil {
+		return control.Result{}, &control.InputError{Msg: err.Error()}
+	}
+	return control.Result{ID: cmd.ID, Status: control.Applied, Message: msg}, nil
+}

@@ -1,0 +1,145 @@
+package fleet
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/errs"
+)
+
+// Dial connects to the Temporal frontend [engine] names. Secrets come
+// from the environment only (config.EnvTemporalAPIKey and the TLS paths)
+// and never appear in an error or a log line. The SDK's own logging is
+// kept to warnings, on stderr.
+func Dial(ctx context.Context, e config.EngineSection) (client.Client, error) {
+	opts := client.Options{HostPort: e.Address, Namespace: e.Namespace,
+		Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
+	tlsCfg, err := tlsConfig(e)
+	if err != nil {
+		return nil, err
+	}
+	opts.ConnectionOptions.TLS = tlsCfg
+	if key := os.Getenv(config.EnvTemporalAPIKey); key != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
+		if opts.ConnectionOptions.TLS == nil {
+			opts.ConnectionOptions.TLS = &tls.Config{}
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := client.DialContext(dctx, opts)
+	if err != nil {
+		return nil, errs.Usagef("cannot reach the Temporal server at %s (namespace %s): %v; start one (`temporal server start-dev`, README \"Scaling out\") or fix [engine] address", e.Address, e.Namespace, err)
+	}
+	return c, nil
+}
+
+func tlsConfig(e config.EngineSection) (*tls.Config, error) {
+	cert, key, ca := os.Getenv(config.EnvTemporalTLSCert), os.Getenv(config.EnvTemporalTLSKey), os.Getenv(config.EnvTemporalTLSCA)
+	if !e.TLS && cert == "" && ca == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if (cert == "") != (key == "") {
+		return nil, errs.Usagef("set both %s and %s for a client certificate, or neither", config.EnvTemporalTLSCert, config.EnvTemporalTLSKey)
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, errs.Usagef("cannot load the client certificate %s named by %s: %v", cert, config.EnvTemporalTLSCert, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, errs.Usagef("cannot read the CA bundle %s named by %s: %v", ca, config.EnvTemporalTLSCA, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errs.Usagef("%s (%s) holds no PEM certificate", ca, config.EnvTemporalTLSCA)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// BuildID is the workflow id of the build of target: one build per
+// target branch and task queue at a time, so starting a second one is
+// refused while the first runs.
+func BuildID(taskQueue, target string) string { return "ralph-build-" + taskQueue + "-" + target }
+
+// ErrAlreadyRunning is returned by Start when a build of the same target
+// runs already.
+var ErrAlreadyRunning = errors.New("a build of this branch is already running on Temporal")
+
+// Start starts the build workflow. A second start of the same target
+// while one runs is refused with ErrAlreadyRunning.
+func Start(ctx context.Context, c client.Client, in BuildInput) (client.WorkflowRun, error) {
+	id := BuildID(in.Shared, in.Target)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                in.Shared,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, BuildWorkflow, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil, fmt.Errorf("%w: %s (see it: ralph status; stop it: ralph stop)", ErrAlreadyRunning, id)
+	}
+	return run, err
+}
+
+// Query returns a build's status.
+func Query(ctx context.Context, c client.Client, id string) (Status, error) {
+	var st Status
+	v, err := c.QueryWorkflow(ctx, id, "", QueryStatus)
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return st, errs.Usagef("no build %s on the Temporal server: start one with `ralph build --engine temporal`", id)
+		}
+		return st, err
+	}
+	return st, v.Get(&st)
+}
+
+// Send sends a control command as an Update: the run's validator refuses
+// a command it cannot take now (the error says why) and nothing changes.
+func Send(ctx context.Context, c client.Client, id string, cmd Command) (string, error) {
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: UpdateControl,
+		Args: []any{cmd}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return "", refused(err)
+	}
+	var msg string
+	if err := h.Get(ctx, &msg); err != nil {
+		return "", refused(err)
+	}
+	return msg, nil
+}
+
+func refused(err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return errs.Usagef("no build is running on the Temporal server: nothing to control")
+	}
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "(type: "); i > 0 {
+		msg = strings.TrimSpace(msg[:i])
+	}
+	return errs.Usagef("the run refused it: %s", msg)
+}

@@ -1,0 +1,521 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/errs"
+	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/text"
+	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/ralphloop/ralph/internal/worktree"
+)
+
+// MachineName is the envelope's machine of the events a host journals
+// for the Temporal engine's activities; the task loops keep "loop".
+const MachineName = "fleet"
+
+// Host is one machine's part of the Temporal engine: the activities that
+// touch the checkouts it holds. `ralph worker` makes one over the clone it
+// runs in. The agents' output and every loop event go to this host's
+// journal (.ralph/events.jsonl), never into the workflow's history.
+type Host struct {
+	// Name is the host's id: its task queue is HostQueue(shared, Name).
+	Name string
+	// WS is the host's clone of the repository.
+	WS *workspace.Workspace
+	// Exchange is the git remote task branches travel through.
+	Exchange string
+	// PushTarget also pushes the target branch there after a landing.
+	PushTarget bool
+	// Checks run on an integrated result before the target moves.
+	Checks []check.Check
+	// WorktreeRoot holds the task worktrees ("" is worktree.DefaultRoot).
+	WorktreeRoot string
+	// LoopOptions wires a task's loop from the host's config, as `ralph
+	// build` does; the host sets the task, home, sink and limits.
+	LoopOptions func(ws *workspace.Workspace, src tasks.Source) loop.Options
+	// Build runs a task's loop; nil is loop.Build.
+	Build func(ctx context.Context, ws *workspace.Workspace, opts loop.Options) (loop.Report, error)
+	// HeartbeatEvery is how often a running attempt heartbeats (0: 5s).
+	HeartbeatEvery time.Duration
+	// Sink gets every event besides the journal (the worker's terminal).
+	Sink report.Sink
+	Now  func() time.Time
+
+	landMu sync.Mutex // one landing at a time on this host
+}
+
+// TipBranch is the exchange branch holding a run's integrated target: the
+// merge queue moves it, and every task branch is cut from it.
+func TipBranch(run, target string) string { return "ralph/" + run + "/" + target }
+
+// TaskBranch is the branch of one task.
+func TaskBranch(run, task string) string { return "ralph/" + run + "/" + task }
+
+func (h *Host) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+func (h *Host) emitter(run string) *report.Emitter {
+	path := filepath.Join(h.WS.Dir(), "events.jsonl")
+	last, _ := report.LastSeq(path)
+	sinks := []report.Sink{&report.Journal{Path: path}}
+	if h.Sink != nil {
+		sinks = append(sinks, h.Sink)
+	}
+	return report.NewEmitter(MachineName, run, last, h.now, sinks...)
+}
+
+func (h *Host) say(em *report.Emitter, task string, kind report.Kind, data map[string]any, format string, args ...any) {
+	em.Emit(report.Event{Kind: kind, Worker: h.Name, Task: task, Data: data, Text: fmt.Sprintf(format, args...) + "\n"})
+}
+
+func (h *Host) worktreeBase() string { return worktree.Root(h.WS.Root, h.WorktreeRoot) }
+
+func (h *Host) taskPath(run, task string) string {
+	return worktree.PathUnder(h.worktreeBase(), run, task)
+}
+
+func (h *Host) home(run, task string, attempt int) string {
+	return filepath.Join(h.WS.Dir(), "runs", run, "workers", task, strconv.Itoa(attempt))
+}
+
+// Board returns the stories of the task file at the run's integrated tip.
+func (h *Host) Board(ctx context.Context, in BoardInput) ([]Story, error) {
+	integ, _, err := h.integration(ctx, in.RunID, in.Target)
+	if err != nil {
+		return nil, err
+	}
+	board, err := tasks.Open(tasks.KindForPath(in.PRD), filepath.Join(integ.Dir, filepath.FromSlash(in.PRD))).Load()
+	if err != nil {
+		return nil, usage(fmt.Errorf("cannot read %s at the tip of %s: %w", in.PRD, in.Target, err))
+	}
+	var out []Story
+	for _, s := range board.Stories {
+		out = append(out, Story{ID: s.ID, Title: s.Title, Done: s.Done, DependsOn: s.DependsOn, Priority: s.Priority, Started: s.Status == tasks.StatusInProgress})
+	}
+	return out, nil
+}
+
+// integration returns the merge queue's worktree, detached at the run's
+// tip on the exchange, and that tip.
+func (h *Host) integration(ctx context.Context, run, target string) (*gitx.Repo, string, error) {
+	tip, err := h.WS.Repo.FetchBranch(ctx, h.Exchange, TipBranch(run, target))
+	if err != nil {
+		return nil, "", err
+	}
+	dir := filepath.Join(h.worktreeBase(), run, ".integration")
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		_ = h.WS.Repo.PruneWorktrees(ctx)
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return nil, "", err
+		}
+		if err := h.WS.Repo.AddDetachedWorktree(ctx, dir, tip); err != nil {
+			return nil, "", fmt.Errorf("making the integration worktree %s: %w", dir, err)
+		}
+		if err := worktree.Mark(dir, worktree.Marker{Repo: h.WS.Root, Run: run, Task: "integration"}); err != nil {
+			return nil, "", err
+		}
+	}
+	w, err := gitx.Open(ctx, dir)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := w.DetachAt(ctx, tip); err != nil {
+		return nil, "", err
+	}
+	return w, tip, nil
+}
+
+// Prepare makes the task's worktree on this host, its branch cut from the
+// run's tip on the exchange, and says which host holds it. Work of an
+// earlier attempt on this host is kept on a ref first.
+func (h *Host) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
+	em := h.emitter(in.RunID)
+	tip, err := h.WS.Repo.FetchBranch(ctx, h.Exchange, TipBranch(in.RunID, in.Target))
+	if err != nil {
+		return PrepareResult{}, err
+	}
+	path, branch := h.taskPath(in.RunID, in.Task), TaskBranch(in.RunID, in.Task)
+	if _, err := os.Stat(filepath.Join(path, ".git")); err == nil {
+		w, err := gitx.Open(ctx, path)
+		if err != nil {
+			return PrepareResult{}, err
+		}
+		if head, err := w.Head(ctx); err == nil && head != tip {
+			ref := fmt.Sprintf("refs/ralph/attempts/%s/%s/%d", in.RunID, in.Task, in.Attempt-1)
+			if _, err := w.SetAside(ctx, ref, "ralph: the earlier attempt's uncommitted work on "+in.Task); err != nil {
+				return PrepareResult{}, err
+			}
+			if err := h.WS.Repo.UpdateRef(ctx, ref+"-head", head); err != nil {
+				return PrepareResult{}, err
+			}
+		}
+		if err := w.ResetTo(ctx, tip); err != nil {
+			return PrepareResult{}, err
+		}
+	} else {
+		_ = h.WS.Repo.PruneWorktrees(ctx)
+		if ok, _ := h.WS.Repo.BranchExists(ctx, branch); ok {
+			if err := h.WS.Repo.UpdateRef(ctx, "refs/heads/"+branch, tip); err != nil {
+				return PrepareResult{}, err
+			}
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return PrepareResult{}, err
+		}
+		if err := h.WS.Repo.AddWorktree(ctx, path, branch, tip); err != nil {
+			return PrepareResult{}, err
+		}
+		if err := worktree.Mark(path, worktree.Marker{Repo: h.WS.Root, Run: in.RunID, Task: in.Task}); err != nil {
+			return PrepareResult{}, err
+		}
+	}
+	if _, err := worktree.CopyIncluded(h.WS.Root, path); err != nil {
+		return PrepareResult{}, fmt.Errorf("copying the files .worktreeinclude names: %w", err)
+	}
+	h.say(em, in.Task, report.KindRun, map[string]any{"worktree": path, "branch": branch, "host": h.Name, "attempt": in.Attempt},
+		"▶ prepared attempt %d on %s from %s in %s", in.Attempt, branch, text.ShortHash(tip), path)
+	return PrepareResult{Host: h.Name, Base: tip}, nil
+}
+
+// Work runs the task's loop in its worktree until the loop verifies and
+// commits it, blocks it, or every agent is at a usage limit (the workflow
+// then waits on a durable timer, not this host). It heartbeats the offset
+// of the agent output it has journaled; a cancellation arrives through
+// the heartbeat and stops the agent's process group, the loop saving its
+// state. A retry after a crash resumes the loop where it was.
+func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
+	path := h.taskPath(in.RunID, in.Task)
+	if _, err := os.Stat(filepath.Join(path, ".git")); err != nil {
+		return WorkResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("host %s no longer holds the worktree of %s (%s)", h.Name, in.Task, path), ErrTypeWorktreeGone, nil)
+	}
+	ws, err := workspace.Open(ctx, path)
+	if err != nil {
+		return WorkResult{}, err
+	}
+	em := h.emitter(in.RunID)
+	prd := in.PRD
+	src := tasks.Open(tasks.KindForPath(prd), filepath.Join(path, filepath.FromSlash(prd)))
+	opts := h.LoopOptions(ws, src)
+	opts.Source, opts.PRDPath = src, src.Path()
+	opts.OnlyStory = in.Task
+	home := h.home(in.RunID, in.Task, in.Attempt)
+	_, statErr := os.Stat(filepath.Join(home, "state.json"))
+	opts.Home, opts.SharedHome = home, h.WS.Dir()
+	opts.IterationsGiven = statErr == nil
+	opts.Terminal = false
+	opts.Feedback = in.Feedback
+	// A usage limit ends the activity at once: the workflow waits for the
+	// reset on a durable timer, so no host sits idle for hours.
+	opts.MaxLimitWait = time.Nanosecond
+	if in.MaxIterations > 0 {
+		opts.MaxIterations = in.MaxIterations
+	} else {
+		opts.MaxIterations = max(opts.MaxRetries, 0) + 1
+	}
+	var logBytes, iteration atomic.Int64
+	opts.Sink = sinkFunc(func(ev report.Event) {
+		ev.Worker = h.Name
+		if ev.Task == "" {
+			ev.Task = in.Task
+		}
+		if ev.Kind == report.KindAgentOutput {
+			logBytes.Add(int64(len(ev.Text)))
+		}
+		if ev.Kind == report.KindIteration {
+			iteration.Add(1)
+		}
+		em.Forward(ev)
+	})
+	if prev := activity.HasHeartbeatDetails(ctx); prev {
+		var hb Heartbeat
+		if activity.GetHeartbeatDetails(ctx, &hb) == nil {
+			h.say(em, in.Task, report.KindRun, map[string]any{"log_bytes": hb.LogBytes, "iteration": hb.Iteration, "retry": activity.GetInfo(ctx).Attempt},
+				"↻ retried after its worker was lost at iteration %d (%d bytes of agent output): the loop resumes from its saved state", hb.Iteration, hb.LogBytes)
+		}
+	}
+	hctx, stopBeat := context.WithCancel(ctx)
+	defer stopBeat()
+	go func() {
+		every := h.HeartbeatEvery
+		if every <= 0 {
+			every = 5 * time.Second
+		}
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			activity.RecordHeartbeat(ctx, Heartbeat{Iteration: int(iteration.Load()), LogBytes: logBytes.Load()})
+			select {
+			case <-hctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	build := h.Build
+	if build == nil {
+		build = loop.Build
+	}
+	rep, err := build(ctx, ws, opts)
+	stopBeat()
+	res := WorkResult{Iterations: rep.Iterations}
+	var envErr *agent.EnvError
+	switch {
+	case errors.Is(err, loop.ErrAllLimited):
+		res.Outcome = WorkLimited
+		res.Until = h.earliestReset()
+		res.Reason = err.Error()
+		h.say(em, in.Task, report.KindLimit, map[string]any{"until": res.Until.UTC().Format(time.RFC3339)},
+			"⏸ every agent is at a usage limit until %s: the run waits on a durable timer", res.Until.Format(time.RFC3339))
+		return res, nil
+	case ctx.Err() != nil:
+		return res, ctx.Err()
+	case errors.As(err, &envErr):
+		return res, temporal.NewNonRetryableApplicationError(envErr.Error(), ErrTypeAgentCannotRun, err)
+	case errors.As(err, new(*errs.UsageError)):
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUsage, err)
+	case err != nil:
+		return res, err
+	case rep.Outcome != loop.OutcomeComplete:
+		res.Outcome, res.Reason = WorkBlocked, rep.Reason
+		if res.Reason == "" {
+			res.Reason = string(rep.Outcome)
+		}
+		return res, nil
+	}
+	head, err := ws.Repo.Head(ctx)
+	if err != nil {
+		return res, err
+	}
+	if err := ws.Repo.PushBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task), head, "", false); err != nil {
+		return res, err
+	}
+	h.say(em, in.Task, report.KindRun, map[string]any{"head": head, "branch": TaskBranch(in.RunID, in.Task)},
+		"✓ verified on its branch · %s pushed to the exchange", text.ShortHash(head))
+	res.Outcome, res.Head = WorkVerified, head
+	return res, nil
+}
+
+// earliestReset is when the first agent of this host is free again.
+func (h *Host) earliestReset() time.Time {
+	all, _ := runkit.OpenCooldowns(h.WS.Dir()).All(h.now())
+	var first time.Time
+	for _, r := range all {
+		if first.IsZero() || r.Until.Before(first) {
+			first = r.Until
+		}
+	}
+	if first.IsZero() {
+		first = h.now().Add(time.Minute)
+	}
+	return first
+}
+
+// Land integrates a verified task branch on the run's tip in the
+// integration worktree, runs the checks there, and moves the tip on the
+// exchange (and this checkout's target, and with push_target the
+// exchange's target) to the result. The tip only ever moves to a commit
+// whose checks passed. A retry after a crash finds a landing that already
+// happened by its token and never lands twice.
+func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
+	h.landMu.Lock()
+	defer h.landMu.Unlock()
+	em := h.emitter(in.RunID)
+	integ, tip, err := h.integration(ctx, in.RunID, in.Target)
+	if err != nil {
+		return LandResult{}, err
+	}
+	if _, msg, err := h.WS.Repo.CommitMessage(ctx, tip); err == nil && gitx.HasCommitToken(msg, in.Token) {
+		h.say(em, in.Task, report.KindCommit, map[string]any{"commit": tip, "before_restart": true}, "queue: landed before the restart · commit %s", text.ShortHash(tip))
+		h.catchUp(ctx, em, in, tip)
+		return LandResult{Landed: true, Commit: tip}, nil
+	}
+	head, err := h.WS.Repo.FetchBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
+	if err != nil {
+		return LandResult{Landed: false, Reason: "its branch is gone from the exchange remote: " + err.Error()}, nil
+	}
+	patch, err := h.WS.Repo.SquashDiff(ctx, in.Base, head, workspace.DirName, in.PRD)
+	if err != nil {
+		return LandResult{}, err
+	}
+	if err := integ.ApplyThreeWay(ctx, patch); err != nil {
+		var c *gitx.ApplyConflict
+		if errors.As(err, &c) {
+			_ = integ.DetachAt(ctx, tip)
+			reason := fmt.Sprintf("its changes conflict with work landed on %s meanwhile, in %s", in.Target, strings.Join(c.Files, ", "))
+			h.say(em, in.Task, report.KindBlocker, map[string]any{"state": "sent_back", "reason": reason, "conflicts": c.Files}, "queue: ↻ sent back: %s", reason)
+			return LandResult{Reason: reason, Conflicts: c.Files}, nil
+		}
+		return LandResult{}, err
+	}
+	if err := h.bookkeeping(integ.Dir, in); err != nil {
+		return LandResult{}, err
+	}
+	msg := runkit.Message{Subject: in.Task + ": " + text.OneLine(in.Title), Trailers: []runkit.Trailer{
+		{Key: "Ralph-Task", Value: in.Task}, {Key: "Ralph-Run", Value: in.RunID},
+		{Key: "Ralph-Worker", Value: in.Host}, {Key: "Ralph-Attempt", Value: strconv.Itoa(in.Attempt)},
+	}}
+	if err := integ.AddAll(ctx); err != nil {
+		return LandResult{}, err
+	}
+	hash, err := integ.Commit(ctx, msg.Text(in.Token))
+	if err != nil {
+		_ = integ.DetachAt(ctx, tip)
+		return LandResult{}, fmt.Errorf("committing %s on the integration worktree: %w", in.Task, err)
+	}
+	h.say(em, in.Task, report.KindCheck, nil, "queue: checking %s integrated on %s", in.Task, text.ShortHash(tip))
+	results, passed := check.RunAll(ctx, integ.Dir, h.Checks)
+	if ctx.Err() != nil {
+		_ = integ.DetachAt(context.WithoutCancel(ctx), tip)
+		return LandResult{}, ctx.Err()
+	}
+	if !passed {
+		last := results[len(results)-1]
+		reason := fmt.Sprintf("check %q failed after integration on %s (exit %d): %s", last.Check.Name, in.Target, last.ExitCode, text.Clip(strings.TrimSpace(last.Output), 600))
+		_ = integ.DetachAt(ctx, tip)
+		h.say(em, in.Task, report.KindBlocker, map[string]any{"state": "sent_back", "reason": reason}, "queue: ↻ sent back: %s", reason)
+		return LandResult{Reason: reason}, nil
+	}
+	// The exchange's tip moves first, with a lease: the run's record of
+	// the landing. The local target follows.
+	if err := h.WS.Repo.PushBranch(ctx, h.Exchange, TipBranch(in.RunID, in.Target), hash, tip, false); err != nil {
+		return LandResult{}, err
+	}
+	h.catchUp(ctx, em, in, hash)
+	// The task's work is on the tip now, in its one commit.
+	_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
+	h.say(em, in.Task, report.KindCommit, map[string]any{"state": "landed", "commit": hash, "branch": in.Target},
+		"queue: ✓ landed on %s · commit %s", in.Target, text.ShortHash(hash))
+	return LandResult{Landed: true, Commit: hash}, nil
+}
+
+// catchUp moves this checkout's target to the landed commit, as a
+// fast-forward that refuses to overwrite a person's changes, and pushes
+// the target to the exchange when the person enabled it.
+func (h *Host) catchUp(ctx context.Context, em *report.Emitter, in LandInput, hash string) {
+	cur, err := h.WS.Repo.RevParse(ctx, in.Target)
+	if err != nil {
+		return
+	}
+	if cur != hash {
+		if ok, _ := h.WS.Repo.IsAncestor(ctx, cur, hash); !ok {
+			h.say(em, in.Task, report.KindWarning, map[string]any{"branch": in.Target}, "queue: %s here has commits the run does not: not moved; the run's work is on %s of the exchange remote", in.Target, TipBranch(in.RunID, in.Target))
+			return
+		}
+		if err := h.WS.Repo.FastForward(ctx, in.Target, cur, hash); err != nil {
+			h.say(em, in.Task, report.KindWarning, map[string]any{"error": err.Error()}, "queue: could not move %s here: %v", in.Target, err)
+			return
+		}
+	}
+	if h.PushTarget {
+		if err := h.WS.Repo.PushBranch(ctx, h.Exchange, in.Target, hash, "", true); err != nil {
+			h.say(em, in.Task, report.KindWarning, map[string]any{"error": err.Error()}, "queue: could not push %s to the exchange remote: %v", in.Target, err)
+		}
+	}
+}
+
+// bookkeeping marks the task done in the integration worktree's task file
+// and adds its line to progress.md, in the task's one landing commit.
+func (h *Host) bookkeeping(dir string, in LandInput) error {
+	src := tasks.Open(tasks.KindForPath(in.PRD), filepath.Join(dir, filepath.FromSlash(in.PRD)))
+	if err := src.MarkDone(in.Task, "", h.now()); err != nil {
+		return fmt.Errorf("marking %s done in %s: %w", in.Task, in.PRD, err)
+	}
+	progress := filepath.Join(dir, workspace.DirName, "progress.md")
+	if _, err := os.Stat(progress); err == nil {
+		line := fmt.Sprintf("\n## %s - %s\n- %s landed by ralph's merge queue on Temporal (run %s, host %s, attempt %d): verified on its branch, checks passed on %s\n",
+			h.now().Format("2006-01-02 15:04"), in.Task, in.Title, in.RunID, in.Host, in.Attempt, in.Target)
+		if err := store.AppendFile(progress, []byte(line)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func usage(err error) error {
+	return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUsage, err)
+}
+
+// sinkFunc is a report.Sink of one function.
+type sinkFunc func(report.Event)
+
+func (f sinkFunc) Emit(ev report.Event) { f(ev) }
+
+// CleanupInput names a landed task whose worktree and branch a host
+// removes.
+type CleanupInput struct {
+	RunID, Task string
+}
+
+// Cleanup removes a landed task's worktree and local branch from this
+// host: its work is on the target, in the task's one commit.
+func (h *Host) Cleanup(ctx context.Context, in CleanupInput) error {
+	path := h.taskPath(in.RunID, in.Task)
+	if _, err := os.Stat(path); err == nil {
+		if err := h.WS.Repo.RemoveWorktree(ctx, path, true); err != nil {
+			return err
+		}
+	}
+	_ = os.Remove(filepath.Dir(path)) // the run's folder, once its last worktree is gone
+	branch := TaskBranch(in.RunID, in.Task)
+	if ok, _ := h.WS.Repo.BranchExists(ctx, branch); ok {
+		return h.WS.Repo.DeleteBranch(ctx, branch, "", true)
+	}
+	return nil
+}
+
+// FinishInput ends a run on the integration host.
+type FinishInput struct {
+	RunID, Target string
+	// Complete is true when every task landed: the run's tip branch on
+	// the exchange is then the target's history and is removed.
+	Complete bool
+}
+
+// Finish removes the run's integration worktree and, when the run is
+// complete and this checkout's target holds the tip, the tip branch on
+// the exchange.
+func (h *Host) Finish(ctx context.Context, in FinishInput) error {
+	base := filepath.Join(h.worktreeBase(), in.RunID)
+	dir := filepath.Join(base, ".integration")
+	if _, err := os.Stat(dir); err == nil {
+		if err := h.WS.Repo.RemoveWorktree(ctx, dir, true); err != nil {
+			return err
+		}
+	}
+	_ = os.Remove(base)
+	if !in.Complete {
+		return nil
+	}
+	tip, err := h.WS.Repo.FetchBranch(ctx, h.Exchange, TipBranch(in.RunID, in.Target))
+	if err != nil {
+		return nil
+	}
+	if ok, _ := h.WS.Repo.IsAncestor(ctx, tip, in.Target); ok {
+		return h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TipBranch(in.RunID, in.Target))
+	}
+	return nil
+}

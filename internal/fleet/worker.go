@@ -1,0 +1,77 @@
+package fleet
+
+import (
+	"context"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Register puts ralph's workflows on w, the worker of the shared queue.
+func Register(w worker.Registry) {
+	w.RegisterWorkflowWithOptions(Build, workflow.RegisterOptions{Name: BuildWorkflow})
+}
+
+// RegisterHost puts h's activities on w under their names.
+func RegisterHost(w worker.Registry, h *Host) {
+	w.RegisterActivityWithOptions(h.Board, activity.RegisterOptions{Name: ActivityBoard})
+	w.RegisterActivityWithOptions(h.Prepare, activity.RegisterOptions{Name: ActivityPrepare})
+	w.RegisterActivityWithOptions(h.Work, activity.RegisterOptions{Name: ActivityWork})
+	w.RegisterActivityWithOptions(h.Land, activity.RegisterOptions{Name: ActivityLand})
+	w.RegisterActivityWithOptions(h.Cleanup, activity.RegisterOptions{Name: ActivityCleanup})
+	w.RegisterActivityWithOptions(h.Finish, activity.RegisterOptions{Name: ActivityFinish})
+}
+
+// WorkerOptions configures the workers of one host.
+type WorkerOptions struct {
+	// Shared is [engine] task_queue.
+	Shared string
+	// Integrate makes this host the run's merge queue: it also polls the
+	// integration queue. One host per task queue does.
+	Integrate bool
+	// Slots bounds the task loops this host runs at once (0: 4).
+	Slots int
+}
+
+// RunWorker runs this host's workers until ctx ends: the shared queue
+// (workflows, and Prepare for any host), the host's own queue (the work
+// of the checkouts it holds) and, for the integration host, the merge
+// queue's. It returns when every worker stopped.
+func RunWorker(ctx context.Context, c client.Client, h *Host, o WorkerOptions) error {
+	slots := o.Slots
+	if slots <= 0 {
+		slots = 4
+	}
+	queues := []string{o.Shared, HostQueue(o.Shared, h.Name)}
+	if o.Integrate {
+		queues = append(queues, IntegrationQueue(o.Shared))
+	}
+	var workers []worker.Worker
+	for i, q := range queues {
+		wo := worker.Options{MaxConcurrentActivityExecutionSize: slots}
+		if i == 2 {
+			wo.MaxConcurrentActivityExecutionSize = 1 // one landing at a time
+		}
+		w := worker.New(c, q, wo)
+		if i == 0 {
+			Register(w)
+		}
+		RegisterHost(w, h)
+		workers = append(workers, w)
+	}
+	for _, w := range workers {
+		if err := w.Start(); err != nil {
+			for _, s := range workers {
+				s.Stop()
+			}
+			return err
+		}
+	}
+	<-ctx.Done()
+	for _, w := range workers {
+		w.Stop()
+	}
+	return nil
+}
