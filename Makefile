@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: build test demo bench lint agents bd debs bench-peers bench-serial
+.PHONY: build test demo bench lint agents bd debs temporal bench-peers bench-serial bench-temporal
 
 build:
 	$(GO) build -o bin/ralph ./cmd/ralph
@@ -23,7 +23,7 @@ lint:
 # the slowest package takes a few minutes, and 30m still leaves go test,
 # not CI's 90-minute limit, to end a hung package with its goroutine dump
 # (internal/testing/clitest's TestMakeTestHasTimeout holds this).
-test: lint agents bd debs
+test: lint agents bd debs temporal
 	@command -v git >/dev/null || { echo "the tests need git: apt-get install git"; exit 1; }
 	$(GO) test -race -count=1 -timeout 30m ./...
 
@@ -34,6 +34,12 @@ agents: bd
 # end-to-end tests of `ralph watch` and `ralph serve` drive them.
 debs:
 	bash scripts/install-debs.sh
+
+# temporal builds the pinned Temporal CLI, whose dev server the Temporal
+# engine's integration tests start on 127.0.0.1 (once per user, cached by
+# version; see the script).
+temporal:
+	bash scripts/install-temporal.sh
 
 # bd builds the pinned beads CLI into .tools/bd/bd (cached; see the script).
 bd:
