@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/ralphloop/ralph/internal/fleet"
 	"os"
 	"strings"
 
@@ -44,12 +45,12 @@ func countHints(path string) int {
 
 func newDiagramCmd(env *Env) *cobra.Command {
 	return &cobra.Command{
-		Use:       "diagram loop|thread|session",
+		Use:       "diagram loop|thread|session|fleet",
 		Short:     "Print a state machine as a mermaid diagram generated from its table",
-		ValidArgs: []string{"loop", "thread", "session"},
+		ValidArgs: []string{"loop", "thread", "session", "fleet"},
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 || (args[0] != "loop" && args[0] != "thread" && args[0] != "session") {
-				return usageErrorf("diagram takes the machine's name: ralph diagram loop, ralph diagram thread or ralph diagram session")
+			if len(args) != 1 || (args[0] != "loop" && args[0] != "thread" && args[0] != "session" && args[0] != "fleet") {
+				return usageErrorf("diagram takes the machine's name: ralph diagram loop, thread, session or fleet (a task of a build on Temporal)")
 			}
 			return nil
 		},
@@ -60,6 +61,9 @@ func newDiagramCmd(env *Env) *cobra.Command {
 				return nil
 			case "session":
 				fmt.Fprint(env.IO.Out, session.Mermaid())
+				return nil
+			case "fleet":
+				fmt.Fprint(env.IO.Out, fleet.Mermaid())
 				return nil
 			}
 			fmt.Fprint(env.IO.Out, loop.Mermaid())

@@ -321,13 +321,19 @@ func openLive(ctx context.Context, env *Env, dir string) (*live.Local, error) {
 		return nil, err
 	}
 	st := newSteerer(&e, ws, cfg)
+	statusOf := func(ctx context.Context) (status.Report, error) {
+		rep, _, _, err := buildStatus(ws, cfg, &e, "")
+		return rep, err
+	}
+	if cfg.Engine.Kind == config.EngineTemporal {
+		// The run's truth is the workflow's: its Query is laid over the
+		// local document, and this host's journal carries the events.
+		statusOf = fleetStatusOf(ws, cfg, &e, statusOf)
+	}
 	return &live.Local{
-		Dir:     ws.Root,
-		Journal: loop.EventsPath(ws),
-		StatusOf: func(ctx context.Context) (status.Report, error) {
-			rep, _, _, err := buildStatus(ws, cfg, &e, "")
-			return rep, err
-		},
-		Steerer: st,
+		Dir:      ws.Root,
+		Journal:  loop.EventsPath(ws),
+		StatusOf: statusOf,
+		Steerer:  st,
 	}, nil
 }

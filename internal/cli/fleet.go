@@ -19,6 +19,7 @@ import (
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/status"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -102,7 +103,7 @@ func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers
 	in := fleet.BuildInput{RunID: runID, Target: snap.Branch, PRD: filepath.ToSlash(rel), Workers: workers,
 		MaxIterations: opts.MaxIterations, LandAttempts: cfg.Build.LandAttempts,
 		Shared: eng.TaskQueue, Integration: fleet.IntegrationQueue(eng.TaskQueue),
-		HostTimeout: eng.HostTimeout.Duration, Heartbeat: eng.Heartbeat.Duration}
+		HostTimeout: eng.HostTimeout.Duration, Heartbeat: eng.Heartbeat.Duration, HistoryLimit: eng.HistoryLimit}
 	run, err := fleet.Start(ctx, c, in)
 	if errors.Is(err, fleet.ErrAlreadyRunning) {
 		_ = s.ws.Repo.DeleteRemoteBranch(ctx, eng.ExchangeRemote, fleet.TipBranch(runID, snap.Branch))
@@ -374,4 +375,94 @@ func fleetSteer(ctx context.Context, ws *workspace.Workspace, cfg config.Config,
 		return control.Result{}, &control.InputError{Msg: err.Error()}
 	}
 	return control.Result{ID: cmd.ID, Status: control.Applied, Message: msg}, nil
+}
+
+// fleetOverlay puts the build on Temporal, as its status Query returns
+// it, into the status document the front ends (ralph watch, ralph serve,
+// the MCP server) read: the board's states, the workers and the merge
+// queue, and a steerable run so their controls send Updates. The local
+// parts (this host's journal, the task file) stay as they are.
+func fleetOverlay(rep *status.Report, st fleet.Status, now time.Time) {
+	p := &status.Parallel{RunID: st.RunID, Target: st.Target, Workers: st.Workers, Finished: st.Outcome != "",
+		Outcome: st.Outcome, Reason: st.Reason, Working: []status.Worker{}, Queue: []status.Queued{},
+		NeedsReview: []status.Queued{}, Blocked: []status.Queued{}, Worktrees: "on each host, under its worktree root"}
+	byID := map[string]*fleet.Task{}
+	for _, t := range st.Tasks {
+		byID[t.ID] = t
+		q := status.Queued{Task: t.ID, State: string(t.State), Attempt: t.Attempt, Branch: t.Branch, Reason: t.Reason}
+		switch t.State {
+		case fleet.Preparing, fleet.Working, fleet.Cooling:
+			p.Working = append(p.Working, status.Worker{Worker: t.Host, Task: t.ID, State: string(t.State), Attempt: t.Attempt, Branch: t.Branch})
+		case fleet.Queued, fleet.Landing:
+			p.Queue = append(p.Queue, q)
+		case fleet.NeedsReview:
+			p.NeedsReview = append(p.NeedsReview, q)
+		case fleet.Blocked:
+			p.Blocked = append(p.Blocked, q)
+		case fleet.Landed:
+			p.Landed++
+		}
+	}
+	rep.Parallel = p
+	rep.RunID, rep.Running, rep.Finished = st.RunID, st.Outcome == "", st.Outcome != ""
+	rep.Outcome, rep.Reason, rep.Iteration = st.Outcome, st.Reason, st.Iterations
+	for i := range rep.Board {
+		t := byID[rep.Board[i].ID]
+		if t == nil {
+			continue
+		}
+		switch t.State {
+		case fleet.Landed:
+			rep.Board[i].State = "done"
+		case fleet.Blocked, fleet.NeedsReview:
+			rep.Board[i].State, rep.Board[i].Reason = "blocked", t.Reason
+		case fleet.Ready, fleet.SentBack:
+		default:
+			rep.Board[i].State = "in_progress"
+		}
+		rep.Board[i].Worker = t.Host
+	}
+	if st.Outcome == "" {
+		rep.Steerable = append(rep.Steerable, control.Run{Run: st.RunID, Machine: "build on Temporal",
+			Takes: []control.Kind{control.Pause, control.Resume, control.Stop, control.Hint, control.Skip, control.Block, control.Unblock}, Since: st.StartedAt})
+	}
+	if st.Paused && rep.Paused == nil {
+		rep.Paused = &control.Command{Kind: control.Pause, By: "the build on Temporal", Time: now}
+	}
+	if !st.CooldownUntil.IsZero() {
+		if rep.Cooldowns == nil {
+			rep.Cooldowns = map[string]string{}
+		}
+		rep.Cooldowns["every agent (the run's durable timer)"] = st.CooldownUntil.UTC().Format(time.RFC3339)
+	}
+}
+
+// fleetStatusOf returns the status function of a live source over a
+// build on Temporal: the local document with the run's Query laid over
+// it. The client is dialled once, at the first call.
+func fleetStatusOf(ws *workspace.Workspace, cfg config.Config, env *Env, local func(context.Context) (status.Report, error)) func(context.Context) (status.Report, error) {
+	var c client.Client
+	return func(ctx context.Context) (status.Report, error) {
+		rep, err := local(ctx)
+		if err != nil {
+			return rep, err
+		}
+		if c == nil {
+			if c, err = fleet.Dial(ctx, cfg.Engine); err != nil {
+				c = nil
+				return rep, err
+			}
+		}
+		snap, err := ws.Repo.Snapshot(ctx)
+		if err != nil {
+			return rep, err
+		}
+		st, err := fleet.Query(ctx, c, fleet.BuildID(cfg.Engine.TaskQueue, snap.Branch))
+		if err != nil {
+			// No build on the server yet: the local document stands.
+			return rep, nil
+		}
+		fleetOverlay(&rep, st, env.Now())
+		return rep, nil
+	}
 }

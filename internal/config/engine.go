@@ -49,6 +49,10 @@ type EngineSection struct {
 	// Heartbeat is how long an agent attempt may go without a heartbeat
 	// before Temporal takes its worker for dead and retries it (default 1m).
 	Heartbeat Duration `toml:"heartbeat"`
+	// HistoryLimit is the history length (events) at which a run
+	// continues as new once its in-flight work is done (0: 8000; Temporal
+	// refuses a history past 51,200 events and warns at 10,240).
+	HistoryLimit int `toml:"history_limit"`
 	// TLS turns on TLS without client certificates (Temporal Cloud with
 	// an API key sets it by itself).
 	TLS bool `toml:"tls"`
@@ -85,6 +89,9 @@ func (e EngineSection) validate() error {
 	}
 	if e.Heartbeat.Duration < time.Second {
 		return fmt.Errorf("[engine] heartbeat = %q: use at least 1s, such as \"1m\"", e.Heartbeat.String())
+	}
+	if e.HistoryLimit != 0 && (e.HistoryLimit < 100 || e.HistoryLimit > 40000) {
+		return fmt.Errorf("[engine] history_limit = %d: use 0 (the default, 8000) or 100 to 40000 events; Temporal refuses histories past 51,200", e.HistoryLimit)
 	}
 	if e.Kind == EngineTemporal && e.ExchangeRemote == "" {
 		return fmt.Errorf("[engine] kind = \"temporal\" needs exchange_remote: the git remote through which task branches travel between machines (a bare repository on a shared disk or a git server)")

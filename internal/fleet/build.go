@@ -88,8 +88,18 @@ func Build(ctx workflow.Context, in BuildInput) (*RunState, error) {
 	if err := r.loadBoard(ctx); err != nil {
 		return r.end(ctx, "error", "cannot read the task file: "+err.Error())
 	}
-	// Tasks a continued run had in flight start again; their loops on
-	// their hosts resume where they were.
+	// A continued run lands what it had verified first, in order; it
+	// drained its workers before it continued, so nothing else is in
+	// flight.
+	for _, t := range r.st.Tasks {
+		switch t.State {
+		case Queued:
+			r.queue = append(r.queue, t.ID)
+		case Landing:
+			t.State = Queued
+			r.queue = append(r.queue, t.ID)
+		}
+	}
 	for {
 		r.dispatch()
 		if r.finished() {
