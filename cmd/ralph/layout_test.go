@@ -42,6 +42,8 @@ var layer = map[string]int{
 	"internal/status": 5,
 	// runs above the machines: parallel workers and the merge queue
 	"internal/engine": 6,
+	// the same runs on Temporal, across machines: workflows and activities
+	"internal/fleet": 6,
 	// a workspace as the front ends see it
 	"internal/live": 6,
 	// the front ends: terminal UI, web dashboard, MCP server
@@ -50,7 +52,7 @@ var layer = map[string]int{
 	"internal/cli": 8, "cmd/ralph": 9,
 	// tests' own packages sit on top
 	"internal/testing/clitest": 10, "internal/testing/modelserver": 10, "internal/beads/beadstest": 10,
-	"internal/e2e/crash": 11, "internal/e2e/realagents": 11, "internal/e2e/beads": 11, "internal/e2e/watch": 11, "internal/e2e/browser": 11, "internal/e2e/mcp": 11,
+	"internal/e2e/crash": 11, "internal/e2e/realagents": 11, "internal/e2e/beads": 11, "internal/e2e/watch": 11, "internal/e2e/browser": 11, "internal/e2e/mcp": 11, "internal/e2e/fleet": 11,
 }
 
 // goPackages lists the module's package folders with their non-test

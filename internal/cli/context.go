@@ -50,7 +50,7 @@ func newDiagramCmd(env *Env) *cobra.Command {
 		ValidArgs: []string{"loop", "thread", "session", "fleet"},
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 || (args[0] != "loop" && args[0] != "thread" && args[0] != "session" && args[0] != "fleet") {
-				return usageErrorf("diagram takes the machine's name: ralph diagram loop, thread, session or fleet (a task of a build on Temporal)")
+				return usageErrorf("diagram takes the machine's name: ralph diagram loop, ralph diagram thread, ralph diagram session or ralph diagram fleet (a task of a build on Temporal)")
 			}
 			return nil
 		},
