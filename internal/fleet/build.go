@@ -585,11 +585,11 @@ func (r *run) validate(cmd Command) error {
 				return nil // held until its worker is back
 			}
 			if _, _, err := Next(t.State, BlockedBy); err != nil {
-				return err
+				return fmt.Errorf("%s is %s: only a task that is waiting, in flight or queued can be blocked", t.ID, t.State)
 			}
 		case CmdUnblock:
 			if _, _, err := Next(t.State, Unblocked); err != nil {
-				return err
+				return fmt.Errorf("%s is %s: only a blocked task or one that needs review can be unblocked", t.ID, t.State)
 			}
 		}
 	default:
