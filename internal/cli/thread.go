@@ -31,6 +31,9 @@ type ThreadOptions struct {
 	// Worktree (start, finalize) makes the thread work in a worktree of
 	// its own when implementation begins.
 	Worktree bool
+	// Engine, Host and Detach: start on Temporal (thread_temporal.go).
+	Engine, Host string
+	Detach       bool
 }
 
 // threadCommandHelp is the one-line help of each thread.Commands entry.
@@ -218,6 +221,7 @@ func newThreadShowCmd(env *Env) *cobra.Command {
 				return tc.printJSON()
 			}
 			tc.printShow()
+			showThreadOnTemporal(cmd, tc)
 			return nil
 		},
 	}
@@ -303,6 +307,9 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 					return usageErrorf("%s takes at most one thread id", name)
 				}
 			}
+			if done, err := threadOnTemporal(cmd, opts, name, idArgs, strings.TrimSpace(strings.Join(rest, " "))); done {
+				return threadExit(err)
+			}
 			tc, err := openThread(cmd, opts, idArgs)
 			if err != nil {
 				return err
@@ -329,6 +336,9 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 	}
 	switch name {
 	case "start", "finalize":
+		if name == "start" {
+			addThreadEngineFlags(cmd, opts)
+		}
 		// finalize begins implementation at once in quick mode.
 		f.BoolVar(&opts.Worktree, "worktree", false, "work in a worktree of the thread's own, outside the repository, so that your checkout stays as it is and several threads can run at once (applies when implementation begins; finalize: quick mode only)")
 	case "revise":

@@ -1,12 +1,16 @@
 package fleet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -404,3 +408,71 @@ func (w *threadRun) status(history int) ThreadStatus {
 	}
 	return st
 }
+
+// ErrThreadRunning is returned by StartThread when the thread's workflow
+// runs already.
+var ErrThreadRunning = errors.New("the thread runs on Temporal already")
+
+// ErrNoThreadWorkflow is returned by SendCheckpoint and QueryThread when
+// the thread's workflow is not running (it ended, or never started).
+var ErrNoThreadWorkflow = errors.New("the thread's workflow is not running on Temporal")
+
+// StartThread starts the thread's workflow. Its id is the thread's
+// (ThreadWorkflowID), so a second start while it runs is refused with
+// ErrThreadRunning.
+func StartThread(ctx context.Context, c client.Client, in ThreadInput) (client.WorkflowRun, error) {
+	id := ThreadWorkflowID(in.ThreadID)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                in.Shared,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, ThreadWorkflow, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil, fmt.Errorf("%w: thread %s is workflow %s; give it commands with `ralph thread approve|pause|abandon|... %s` (see it: ralph thread show %s)",
+			ErrThreadRunning, in.ThreadID, id, in.ThreadID, in.ThreadID)
+	}
+	return run, err
+}
+
+// QueryThread returns the status of thread id's workflow.
+func QueryThread(ctx context.Context, c client.Client, id string) (ThreadStatus, error) {
+	var st ThreadStatus
+	v, err := c.QueryWorkflow(ctx, ThreadWorkflowID(id), "", QueryStatus)
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return st, fmt.Errorf("%w: %v", ErrNoThreadWorkflow, err)
+		}
+		return st, err
+	}
+	return st, v.Get(&st)
+}
+
+// SendCheckpoint sends a person's command to thread id as a checkpoint
+// Update and returns once the workflow accepted it (the work it leads to
+// goes on; QueryThread follows it). A command the thread's phase does
+// not allow is refused by the validator: the error is a *CheckpointRefused
+// with its reason, and nothing changed.
+func SendCheckpoint(ctx context.Context, c client.Client, id string, cmd ThreadCommand) (client.WorkflowUpdateHandle, error) {
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: ThreadWorkflowID(id), UpdateName: UpdateCheckpoint,
+		Args: []any{cmd}, WaitForStage: client.WorkflowUpdateStageAccepted})
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil, fmt.Errorf("%w: %v", ErrNoThreadWorkflow, err)
+		}
+		var ae *temporal.ApplicationError
+		if errors.As(err, &ae) {
+			return nil, &CheckpointRefused{Reason: ae.Message()}
+		}
+		return nil, err
+	}
+	return h, nil
+}
+
+// CheckpointRefused is a command the thread's validator refused.
+type CheckpointRefused struct{ Reason string }
+
+func (e *CheckpointRefused) Error() string { return e.Reason }

@@ -1,0 +1,322 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/fleet"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/thread"
+)
+
+// A thread on Temporal: `ralph thread start --engine temporal` starts the
+// thread's workflow (fleet.Thread) instead of working in this process,
+// and leaves a marker in the thread's folder. While the marker is there,
+// the thread's commands (approve, pause, abandon, ...) are checkpoint
+// Updates to the workflow, whose validator refuses what the phase does
+// not allow; the work runs on the `ralph worker` of the host that holds
+// this checkout.
+
+// threadMarkerName is the marker's file in the thread's folder.
+const threadMarkerName = "temporal.json"
+
+// ThreadMarker says a thread runs on Temporal, and where.
+type ThreadMarker struct {
+	SchemaVersion int       `json:"schema_version"`
+	WorkflowID    string    `json:"workflow_id"`
+	RunID         string    `json:"run_id"`
+	Host          string    `json:"host"`
+	TaskQueue     string    `json:"task_queue"`
+	Address       string    `json:"address"`
+	Namespace     string    `json:"namespace"`
+	StartedAt     time.Time `json:"started_at"`
+}
+
+func threadMarkerPath(ralphDir, id string) string {
+	return filepath.Join(thread.Dir(ralphDir, id), threadMarkerName)
+}
+
+func readThreadMarker(ralphDir, id string) (*ThreadMarker, error) {
+	var m ThreadMarker
+	if _, err := store.ReadJSON(threadMarkerPath(ralphDir, id), 1, &m); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return &m, nil
+}
+
+// addThreadEngineFlags adds the Temporal flags of `ralph thread start`.
+func addThreadEngineFlags(cmd *cobra.Command, opts *ThreadOptions) {
+	f := cmd.Flags()
+	f.StringVar(&opts.Engine, "engine", "", "where the thread's work runs: local (in this process) or temporal (a workflow, worked by the `ralph worker` of this checkout's host); default [engine] kind")
+	f.StringVar(&opts.Host, "host", "", "with --engine temporal: the name this checkout's `ralph worker --host` polls under (default: the machine's hostname)")
+	f.BoolVar(&opts.Detach, "detach", false, "with --engine temporal: return once the workflow started, without following it")
+}
+
+// threadOnTemporal runs the thread command name on Temporal when the
+// thread runs there (its marker), or when it is start with the Temporal
+// engine chosen. It reports whether it handled the command; when not,
+// the command runs here as always.
+func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idArgs []string, msg string) (bool, error) {
+	tc, err := readThread(cmd, opts, idArgs)
+	if err != nil {
+		return false, nil // the local path reports it in its words
+	}
+	t := tc.r.Thread()
+	m, err := readThreadMarker(tc.dir, t.ID)
+	if err != nil {
+		return true, fmt.Errorf("reading the thread's Temporal marker: %w", err)
+	}
+	if m == nil {
+		if name != "start" {
+			return false, nil
+		}
+		kind, err := engineKind(opts.Engine, tc.cfg)
+		if err != nil {
+			return true, err
+		}
+		if kind != config.EngineTemporal {
+			return false, nil
+		}
+		return true, startThreadOnTemporal(cmd, tc, opts)
+	}
+	if opts.Engine == config.EngineLocal {
+		return true, usageErrorf("thread %s runs on Temporal (workflow %s): its commands go there; --engine local does not apply", t.ID, m.WorkflowID)
+	}
+	eng := tc.cfg.Engine
+	c, err := fleet.Dial(cmd.Context(), eng)
+	if err != nil {
+		return true, err
+	}
+	defer c.Close()
+	before, err := fleet.QueryThread(cmd.Context(), c, t.ID)
+	if errors.Is(err, fleet.ErrNoThreadWorkflow) {
+		// The workflow ended (or was terminated): the thread is this
+		// checkout's again, and the command runs here.
+		_ = os.Remove(threadMarkerPath(tc.dir, t.ID))
+		fmt.Fprintf(opts.Env.IO.Err, "ralph: thread %s's workflow %s is no longer running on Temporal: the command runs here\n", t.ID, m.WorkflowID)
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	by := os.Getenv("USER")
+	if h, err := os.Hostname(); err == nil && by != "" {
+		by += "@" + h
+	}
+	tcmd := fleet.ThreadCommand{Verb: name, Text: msg, By: by, Agents: opts.Agents, MaxIterations: opts.MaxIterations,
+		Verifiers: opts.Verifiers, Agent: opts.Agent, Worktree: opts.Worktree, Yes: opts.Yes}
+	if _, err := fleet.SendCheckpoint(cmd.Context(), c, t.ID, tcmd); err != nil {
+		var refused *fleet.CheckpointRefused
+		if errors.As(err, &refused) {
+			return true, usageErrorf("%s", refused.Reason)
+		}
+		return true, err
+	}
+	out := tc.progress()
+	fmt.Fprintf(out, "ralph: %s accepted by thread %s on Temporal (workflow %s, host %s)\n", name, t.ID, m.WorkflowID, m.Host)
+	if opts.Detach {
+		return true, nil
+	}
+	return true, followThread(cmd.Context(), tc, c, t.ID, len(before.Commands), before.Commands)
+}
+
+// startThreadOnTemporal starts the thread's workflow with start as its
+// first command, writes the marker, and follows the thread until it waits
+// for a person.
+func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOptions) error {
+	ctx := cmd.Context()
+	t := tc.r.Thread()
+	start := thread.Commands[0]
+	for _, c := range thread.Commands {
+		if c.Name == "start" {
+			start = c
+		}
+	}
+	if _, ok := start.Phases[t.Phase.Type]; !ok {
+		return &thread.WrongCommandError{ID: t.ID, Phase: t.Phase.Type, Command: "start", Allowed: thread.AllowedCommands(t.Phase.Type)}
+	}
+	if tc.r.Busy() {
+		return usageErrorf("thread %s is busy in another ralph here: wait for it, or `ralph thread pause %s`", t.ID, t.ID)
+	}
+	host := opts.Host
+	if host == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return usageErrorf("cannot read this machine's hostname (%v): name the host with --host, as its `ralph worker --host` does", err)
+		}
+		host = h
+	}
+	if strings.ContainsAny(host, " @/\t\n") {
+		return usageErrorf("--host %q: use a name without spaces, '@' or '/'", host)
+	}
+	eng := tc.cfg.Engine
+	c, err := fleet.Dial(ctx, eng)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	by := os.Getenv("USER")
+	in := fleet.ThreadInput{ThreadID: t.ID, Host: host, Shared: eng.TaskQueue, Thread: t, Heartbeat: eng.Heartbeat.Duration,
+		Start: fleet.ThreadCommand{Verb: "start", By: by, Agents: opts.Agents, MaxIterations: opts.MaxIterations,
+			Verifiers: opts.Verifiers, Agent: opts.Agent, Worktree: opts.Worktree}}
+	run, err := fleet.StartThread(ctx, c, in)
+	if errors.Is(err, fleet.ErrThreadRunning) {
+		return usageErrorf("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	m := ThreadMarker{SchemaVersion: 1, WorkflowID: run.GetID(), RunID: run.GetRunID(), Host: host, TaskQueue: eng.TaskQueue,
+		Address: eng.Address, Namespace: eng.Namespace, StartedAt: opts.Env.Now().UTC()}
+	if err := store.WriteJSON(threadMarkerPath(tc.dir, t.ID), m); err != nil {
+		return fmt.Errorf("the workflow %s started, but its marker could not be written (%v): the thread's commands would run here; stop it with `temporal workflow terminate --workflow-id %s`", run.GetID(), err, run.GetID())
+	}
+	fmt.Fprintf(tc.progress(), "ralph: thread %s started on Temporal (%s, namespace %s) as workflow %s: its work runs on the `ralph worker --host %s` of this checkout (task queue %s)\n",
+		t.ID, eng.Address, eng.Namespace, run.GetID(), host, fleet.HostQueue(eng.TaskQueue, host))
+	if opts.Detach {
+		fmt.Fprintf(tc.progress(), "follow it with `ralph thread show %s`\n", t.ID)
+		return nil
+	}
+	return followThread(ctx, tc, c, t.ID, 0, nil)
+}
+
+// followThread prints the thread's phases, through its status Query, until
+// the command sent after n earlier commands has settled, and ends as the
+// local command would: stuck and a failed preflight have their exit codes,
+// a command that ended with an error ends with it. Ctrl+C stops following;
+// the thread goes on.
+func followThread(ctx context.Context, tc *threadCmd, c client.Client, id string, n int, _ []string) error {
+	out := tc.progress()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	last := thread.Phase("")
+	for {
+		st, err := fleet.QueryThread(ctx, c, id)
+		if err == nil {
+			if st.Phase != last {
+				if tc.opts.JSON {
+					_ = writeJSONLine(tc.env, map[string]any{"kind": "thread", "thread": id, "phase": st.Phase, "working": st.Working})
+				} else {
+					fmt.Fprintf(out, "thread %s: %s\n", id, st.Phase)
+				}
+				last = st.Phase
+			}
+			if st.Working == "" && len(st.Commands) > n {
+				return threadSettled(tc, st)
+			}
+		} else if !errors.Is(err, fleet.ErrNoThreadWorkflow) || n > 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(tc.env.IO.Err, "ralph: stopped following; thread %s goes on in Temporal: `ralph thread show %s` shows it\n", id, id)
+			return &ExitError{Code: ExitInterrupted, Msg: "stopped following the thread (it goes on)"}
+		case <-tick.C:
+		}
+	}
+}
+
+// threadSettled reports where the thread waits and maps it to the exit
+// code, as the local command's finish does.
+func threadSettled(tc *threadCmd, st fleet.ThreadStatus) error {
+	if tc.opts.JSON {
+		_ = writeJSONLine(tc.env, map[string]any{"kind": "summary", "thread": st})
+	} else {
+		line := fmt.Sprintf("thread %s waits in %s", st.ThreadID, st.Phase)
+		if st.WaitsFor != "" {
+			line += " at the " + st.WaitsFor + " checkpoint"
+		}
+		if len(st.Allowed) > 0 {
+			line += ": next: ralph thread " + strings.Join(st.Allowed, " | ") + " " + st.ThreadID
+		}
+		fmt.Fprintln(tc.progress(), line)
+	}
+	if st.LastError != "" {
+		return errors.New(st.LastError)
+	}
+	switch st.Phase {
+	case thread.PhaseStuck:
+		return &ExitError{Code: ExitNeedsHuman, Msg: fmt.Sprintf("thread %s is stuck: a person must decide: ralph thread revise | reconfigure | assist | abandon | diagnose", st.ThreadID)}
+	case thread.PhasePreflightFailed:
+		return &ExitError{Code: ExitFailure, Msg: fmt.Sprintf("preflight failed for thread %s: fix it, then `ralph thread retry` (or `ralph thread revise` to fix the spec)", st.ThreadID)}
+	}
+	return nil
+}
+
+// showThreadOnTemporal prints, under `ralph thread show`, the status the
+// thread's workflow answers its Query with, when the thread runs there.
+func showThreadOnTemporal(cmd *cobra.Command, tc *threadCmd) {
+	t := tc.r.Thread()
+	m, err := readThreadMarker(tc.dir, t.ID)
+	if err != nil || m == nil {
+		return
+	}
+	c, err := fleet.Dial(cmd.Context(), tc.cfg.Engine)
+	if err != nil {
+		fmt.Fprintf(tc.env.IO.Err, "ralph: thread %s runs on Temporal (workflow %s), which cannot be reached: %v\n", t.ID, m.WorkflowID, err)
+		return
+	}
+	defer c.Close()
+	st, err := fleet.QueryThread(cmd.Context(), c, t.ID)
+	if err != nil {
+		fmt.Fprintf(tc.env.IO.Err, "ralph: thread %s: its workflow %s did not answer: %v\n", t.ID, m.WorkflowID, err)
+		return
+	}
+	working := "waits for a person"
+	if st.Working != "" {
+		working = "working on " + st.Working
+	}
+	tc.out("  temporal:  workflow %s on %s (host %s): %s, %s, history %d events", m.WorkflowID, m.Address, st.Host, st.Phase, working, st.HistoryLength)
+	if st.LastError != "" {
+		tc.out("  last:      %s", st.LastError)
+	}
+}
+
+// NewThreadHost is the thread part of `ralph worker`'s host: the thread
+// activities over this checkout, run by the same runner `ralph thread`
+// uses, with no terminal (nothing asks a question on the worker's), and
+// c to report the phases to the workflows.
+func NewThreadHost(ctx context.Context, env *Env, c client.Client, host string) (*fleet.ThreadHost, error) {
+	ws, _, err := openWorkspace(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	quiet := *env
+	quiet.IO.InTerminal = false
+	return &fleet.ThreadHost{Name: host, RalphDir: ws.Dir(), Client: c,
+		Do: func(ctx context.Context, in fleet.ThreadCommandInput) error {
+			return runThreadCommandHere(ctx, &quiet, in)
+		}}, nil
+}
+
+// runThreadCommandHere runs a thread command from the workflow in this
+// checkout, as `ralph thread NAME` does, its events in this checkout's
+// journal and on the worker's output.
+func runThreadCommandHere(ctx context.Context, env *Env, in fleet.ThreadCommandInput) error {
+	cmd := &cobra.Command{}
+	cmd.SetContext(ctx)
+	c := in.Command
+	opts := &ThreadOptions{Env: env, Agents: c.Agents, MaxIterations: c.MaxIterations, Verifiers: c.Verifiers,
+		Agent: c.Agent, Worktree: c.Worktree, Yes: c.Yes}
+	tc, err := openThread(cmd, opts, []string{in.ThreadID})
+	if err != nil {
+		return err
+	}
+	if tc.detach != nil {
+		tc.att = tc.attach("")
+		defer tc.detach()
+	}
+	return tc.r.Do(in.Name, c.Text, nil)
+}
