@@ -427,6 +427,9 @@ func StartThread(ctx context.Context, c client.Client, in ThreadInput) (client.W
 		TaskQueue:                in.Shared,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		// Without it the SDK hands back the running workflow as if it
+		// had started it.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 	}, ThreadWorkflow, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
@@ -463,13 +466,26 @@ func SendCheckpoint(ctx context.Context, c client.Client, id string, cmd ThreadC
 		if errors.As(err, &nf) {
 			return nil, fmt.Errorf("%w: %v", ErrNoThreadWorkflow, err)
 		}
-		var ae *temporal.ApplicationError
-		if errors.As(err, &ae) {
-			return nil, &CheckpointRefused{Reason: ae.Message()}
-		}
-		return nil, err
+		return nil, refusedCheckpoint(err)
+	}
+	// A rejected Update comes back as a completed one whose result is the
+	// validator's error, at once; an accepted one completes only when its
+	// command settled, which this does not wait for.
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	var st ThreadStatus
+	if err := h.Get(wctx, &st); err != nil && wctx.Err() == nil {
+		return nil, refusedCheckpoint(err)
 	}
 	return h, nil
+}
+
+func refusedCheckpoint(err error) error {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return &CheckpointRefused{Reason: ae.Message()}
+	}
+	return err
 }
 
 // CheckpointRefused is a command the thread's validator refused.

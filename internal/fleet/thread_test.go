@@ -2,15 +2,23 @@ package fleet
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/config"
@@ -308,5 +316,133 @@ func TestThreadPauseStopsTheLoopOnTheHost(t *testing.T) {
 	}
 	if !slices.Equal(g.ran, []string{"resume", "abandon"}) {
 		t.Errorf("the host ran %q", g.ran)
+	}
+}
+
+// devServer starts the Temporal dev server that scripts/install-temporal.sh
+// builds, on a free port of 127.0.0.1, and returns a client of it.
+func devServer(t *testing.T) client.Client {
+	t.Helper()
+	bin, err := filepath.Abs(filepath.Join("..", "..", ".tools", "temporal", "temporal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("the Temporal dev server is not built at %s (%v): run `make temporal` (scripts/install-temporal.sh) once", bin, err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	srv := exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", strconv.Itoa(port), "--ui-port", "0", "--log-level", "warn")
+	var log strings.Builder
+	srv.Stdout, srv.Stderr = &log, &log
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = srv.Process.Kill()
+		_ = srv.Wait()
+	})
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: "default",
+			Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+		cancel()
+		if err == nil {
+			t.Cleanup(c.Close)
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dev server at %s did not answer in 20s: %v\n%s", addr, err, log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// On a real Temporal server, with a worker on the shared queue and one on
+// the thread's host queue: the thread's workflow starts with resume, the
+// host's loop runs and its progress makes the workflow's phase Running; a
+// second start of the same thread is refused; a checkpoint the phase does
+// not allow is refused with the validator's reason; pause is accepted,
+// stops the loop through the heartbeat and leaves the thread Paused on the
+// host; abandon ends the workflow.
+func TestThreadOnDevServer(t *testing.T) {
+	g := newThreadRig(t, thread.PhasePaused)
+	c := devServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g.host.Client = c
+	shared := "ralph-thread-test"
+	ws := worker.New(c, shared, worker.Options{})
+	RegisterThread(ws, nil)
+	wh := worker.New(c, HostQueue(shared, "h1"), worker.Options{})
+	RegisterThread(wh, g.host)
+	for _, w := range []worker.Worker{ws, wh} {
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+	}
+	in := ThreadInput{ThreadID: "t1", Host: "h1", Shared: shared, Thread: g.t, Heartbeat: 2 * time.Second, Start: ThreadCommand{Verb: "resume", By: "ann"}}
+	run, err := StartThread(ctx, c, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.loop.started:
+	case <-ctx.Done():
+		t.Fatal("the host's loop never started")
+	}
+	var st ThreadStatus
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if st, err = QueryThread(ctx, c, "t1"); err == nil && st.Phase == thread.PhaseRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the workflow never saw the thread Running: %+v, %v", st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st.Working != "resume" || !slices.Equal(st.Allowed, []string{"abandon", "pause"}) {
+		t.Errorf("status while the loop runs: %+v", st)
+	}
+	if _, err := StartThread(ctx, c, in); !errors.Is(err, ErrThreadRunning) {
+		t.Errorf("a second start of the thread: %v, want ErrThreadRunning", err)
+	}
+	_, err = SendCheckpoint(ctx, c, "t1", ThreadCommand{Verb: "approve"})
+	var refused *CheckpointRefused
+	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, "Running") {
+		t.Fatalf("approve while the loop runs: %v", err)
+	}
+	began := time.Now()
+	h, err := SendCheckpoint(ctx, c, "t1", ThreadCommand{Verb: "pause", By: "ann"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Get(ctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pause took %v from the Update to the thread Paused on the host", time.Since(began).Round(time.Millisecond))
+	if st.Phase != thread.PhasePaused || g.onDisk(t) != thread.PhasePaused {
+		t.Errorf("after pause: workflow %s, disk %s", st.Phase, g.onDisk(t))
+	}
+	_, err = SendCheckpoint(ctx, c, "t1", ThreadCommand{Verb: "commit"})
+	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, "allowed in Paused: abandon, reconfigure, resume") {
+		t.Errorf("commit in Paused: %v", err)
+	}
+	if h, err = SendCheckpoint(ctx, c, "t1", ThreadCommand{Verb: "abandon", By: "ann"}); err != nil {
+		t.Fatal(err)
+	}
+	var final thread.Thread
+	if err := run.Get(ctx, &final); err != nil || final.Phase.Type != thread.PhaseAbandoned {
+		t.Fatalf("the workflow ended with %v, %v", final.Phase, err)
+	}
+	if g.onDisk(t) != thread.PhaseAbandoned {
+		t.Errorf("thread on disk is %s", g.onDisk(t))
 	}
 }
