@@ -290,7 +290,11 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	}
 	fmt.Fprintf(env.IO.Out, "ralph worker %s: polling %s on %s (namespace %s); Ctrl+C stops it (work in flight is retried)\n",
 		host, strings.Join(queues, ", "), eng.Address, eng.Namespace)
-	err = fleet.RunWorker(cmd.Context(), c, h, fleet.WorkerOptions{Shared: eng.TaskQueue, Integrate: opts.Integrate, Slots: opts.Slots})
+	th, err := NewThreadHost(cmd.Context(), env, c, host)
+	if err != nil {
+		return err
+	}
+	err = fleet.RunWorker(cmd.Context(), c, h, fleet.WorkerOptions{Shared: eng.TaskQueue, Integrate: opts.Integrate, Slots: opts.Slots, Thread: th})
 	if err != nil {
 		return err
 	}

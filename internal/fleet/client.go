@@ -91,10 +91,13 @@ var ErrAlreadyRunning = errors.New("a build of this branch is already running on
 func Start(ctx context.Context, c client.Client, in BuildInput) (client.WorkflowRun, error) {
 	id := BuildID(in.Shared, in.Target)
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                in.Shared,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		ID:        id,
+		TaskQueue: in.Shared,
+		// Without it the SDK hands back the run that is already going,
+		// and a second build of the branch would follow the first.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	}, BuildWorkflow, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {

@@ -33,6 +33,9 @@ type WorkerOptions struct {
 	Integrate bool
 	// Slots bounds the task loops this host runs at once (0: 4).
 	Slots int
+	// Thread runs the threads of this host's checkout (nil: threads are
+	// not worked here, though their workflows still run).
+	Thread *ThreadHost
 }
 
 // RunWorker runs this host's workers until ctx ends: the shared queue
@@ -59,6 +62,7 @@ func RunWorker(ctx context.Context, c client.Client, h *Host, o WorkerOptions) e
 			Register(w)
 		}
 		RegisterHost(w, h)
+		RegisterThread(w, o.Thread)
 		workers = append(workers, w)
 	}
 	for _, w := range workers {
