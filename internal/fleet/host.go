@@ -62,6 +62,17 @@ type Host struct {
 	Now  func() time.Time
 
 	landMu sync.Mutex // one landing at a time on this host
+	// refsMu serialises what changes this clone's refs and worktree list
+	// (fetches, worktree adds): activities run side by side here, and two
+	// gits updating refs at once fail on each other's locks.
+	refsMu sync.Mutex
+}
+
+// fetch fetches one exchange branch into this clone, one fetch at a time.
+func (h *Host) fetch(ctx context.Context, branch string) (string, error) {
+	h.refsMu.Lock()
+	defer h.refsMu.Unlock()
+	return h.fetch(ctx, branch)
 }
 
 // TipBranch is the exchange branch holding a run's integrated target: the
@@ -122,12 +133,14 @@ func (h *Host) Board(ctx context.Context, in BoardInput) ([]Story, error) {
 // integration returns the merge queue's worktree, detached at the run's
 // tip on the exchange, and that tip.
 func (h *Host) integration(ctx context.Context, run, target string) (*gitx.Repo, string, error) {
-	tip, err := h.WS.Repo.FetchBranch(ctx, h.Exchange, TipBranch(run, target))
+	tip, err := h.fetch(ctx, TipBranch(run, target))
 	if err != nil {
 		return nil, "", err
 	}
 	dir := filepath.Join(h.worktreeBase(), run, ".integration")
 	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		h.refsMu.Lock()
+		defer h.refsMu.Unlock()
 		_ = h.WS.Repo.PruneWorktrees(ctx)
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return nil, "", err
@@ -154,7 +167,7 @@ func (h *Host) integration(ctx context.Context, run, target string) (*gitx.Repo,
 // earlier attempt on this host is kept on a ref first.
 func (h *Host) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
 	em := h.emitter(in.RunID)
-	tip, err := h.WS.Repo.FetchBranch(ctx, h.Exchange, TipBranch(in.RunID, in.Target))
+	tip, err := h.fetch(ctx, TipBranch(in.RunID, in.Target))
 	if err != nil {
 		return PrepareResult{}, err
 	}
@@ -177,6 +190,8 @@ func (h *Host) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, err
 			return PrepareResult{}, err
 		}
 	} else {
+		h.refsMu.Lock()
+		defer h.refsMu.Unlock()
 		_ = h.WS.Repo.PruneWorktrees(ctx)
 		if ok, _ := h.WS.Repo.BranchExists(ctx, branch); ok {
 			if err := h.WS.Repo.UpdateRef(ctx, "refs/heads/"+branch, tip); err != nil {
@@ -353,9 +368,16 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 		h.catchUp(ctx, em, in, tip)
 		return LandResult{Landed: true, Commit: tip}, nil
 	}
-	head, err := h.WS.Repo.FetchBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
+	head, err := h.fetch(ctx, TaskBranch(in.RunID, in.Task))
+	if errors.Is(err, gitx.ErrNoSuchRemoteBranch) {
+		// Only a branch that is truly gone sends the task back; any
+		// other failure of the fetch is retried by Temporal.
+		reason := "its branch " + TaskBranch(in.RunID, in.Task) + " is gone from the exchange remote (deleted by hand?)"
+		h.say(em, in.Task, report.KindBlocker, map[string]any{"state": "sent_back", "reason": reason}, "queue: ↻ sent back: %s", reason)
+		return LandResult{Reason: reason}, nil
+	}
 	if err != nil {
-		return LandResult{Landed: false, Reason: "its branch is gone from the exchange remote: " + err.Error()}, nil
+		return LandResult{}, err
 	}
 	patch, err := h.WS.Repo.SquashDiff(ctx, in.Base, head, workspace.DirName, in.PRD)
 	if err != nil {
@@ -473,6 +495,8 @@ type CleanupInput struct {
 // Cleanup removes a landed task's worktree and local branch from this
 // host: its work is on the target, in the task's one commit.
 func (h *Host) Cleanup(ctx context.Context, in CleanupInput) error {
+	h.refsMu.Lock()
+	defer h.refsMu.Unlock()
 	path := h.taskPath(in.RunID, in.Task)
 	if _, err := os.Stat(path); err == nil {
 		if err := h.WS.Repo.RemoveWorktree(ctx, path, true); err != nil {
@@ -501,16 +525,14 @@ type FinishInput struct {
 func (h *Host) Finish(ctx context.Context, in FinishInput) error {
 	base := filepath.Join(h.worktreeBase(), in.RunID)
 	dir := filepath.Join(base, ".integration")
-	if _, err := os.Stat(dir); err == nil {
-		if err := h.WS.Repo.RemoveWorktree(ctx, dir, true); err != nil {
-			return err
-		}
+	if err := h.removeWorktree(ctx, dir); err != nil {
+		return err
 	}
 	_ = os.Remove(base)
 	if !in.Complete {
 		return nil
 	}
-	tip, err := h.WS.Repo.FetchBranch(ctx, h.Exchange, TipBranch(in.RunID, in.Target))
+	tip, err := h.fetch(ctx, TipBranch(in.RunID, in.Target))
 	if err != nil {
 		return nil
 	}
@@ -518,4 +540,15 @@ func (h *Host) Finish(ctx context.Context, in FinishInput) error {
 		return h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TipBranch(in.RunID, in.Target))
 	}
 	return nil
+}
+
+// removeWorktree removes one of ralph's worktrees from this clone, if it
+// is there, while no fetch runs (see refsMu).
+func (h *Host) removeWorktree(ctx context.Context, dir string) error {
+	h.refsMu.Lock()
+	defer h.refsMu.Unlock()
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	return h.WS.Repo.RemoveWorktree(ctx, dir, true)
 }
