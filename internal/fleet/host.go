@@ -72,7 +72,7 @@ type Host struct {
 func (h *Host) fetch(ctx context.Context, branch string) (string, error) {
 	h.refsMu.Lock()
 	defer h.refsMu.Unlock()
-	return h.fetch(ctx, branch)
+	return h.WS.Repo.FetchBranch(ctx, h.Exchange, branch)
 }
 
 // TipBranch is the exchange branch holding a run's integrated target: the
