@@ -318,6 +318,15 @@ func (r *run) goWork(t *Task) {
 			r.done.Send(ctx, stepDone{task: in.Task, event: Prepared, prep: prep})
 		}
 		for {
+			// A task prepared while every agent is at its limit waits for
+			// the reset too, on the same durable timer (and shows as
+			// cooling): an attempt started now would only hit the limit.
+			if r.inCooldown(ctx) {
+				r.done.Send(ctx, stepDone{task: in.Task, event: Limited, work: WorkResult{Outcome: WorkLimited, Until: r.st.CooldownUntil, Reason: "every agent is at a usage limit"}})
+				if !r.coolOff(ctx, &in) {
+					return
+				}
+			}
 			ao := r.options(HostQueue(r.in.Shared, host), 24*time.Hour, r.in.HostTimeout, 20)
 			ao.HeartbeatTimeout = r.in.Heartbeat
 			actx := workflow.WithActivityOptions(ctx, ao)
@@ -330,20 +339,9 @@ func (r *run) goWork(t *Task) {
 			switch res.Outcome {
 			case WorkLimited:
 				r.done.Send(ctx, stepDone{task: in.Task, event: Limited, work: res})
-				// The cooldown is a durable timer: a 5-hour wait costs
-				// nothing, and survives any restart of worker or server.
-				if d := res.Until.Sub(workflow.Now(ctx)); d > 0 {
-					if err := workflow.Sleep(ctx, d); err != nil {
-						r.done.Send(ctx, stepDone{task: in.Task, event: Stopped, err: err})
-						return
-					}
-				}
-				if err := workflow.Await(ctx, func() bool { return !r.st.Paused || r.st.Stopping }); err != nil || r.st.Stopping {
-					r.done.Send(ctx, stepDone{task: in.Task, event: Stopped, err: err})
+				if !r.coolOff(ctx, &in) {
 					return
 				}
-				r.done.Send(ctx, stepDone{task: in.Task, event: Cooled})
-				in.Feedback = r.feedback(r.task(in.Task))
 				continue
 			case WorkVerified:
 				r.done.Send(ctx, stepDone{task: in.Task, event: Verified, work: res})
@@ -353,6 +351,31 @@ func (r *run) goWork(t *Task) {
 			return
 		}
 	})
+}
+
+func (r *run) inCooldown(ctx workflow.Context) bool {
+	return !r.st.CooldownUntil.IsZero() && workflow.Now(ctx).Before(r.st.CooldownUntil)
+}
+
+// coolOff waits, for a cooling task, until the run's cooldown ended (a
+// later limit met meanwhile extends it) and the run is not paused, and
+// reports it cooled; false when the run stopped meanwhile (reported). The
+// cooldown is a durable timer: a 5-hour wait costs nothing, and survives
+// any restart of worker or server.
+func (r *run) coolOff(ctx workflow.Context, in *WorkInput) bool {
+	for r.inCooldown(ctx) {
+		if err := workflow.Sleep(ctx, r.st.CooldownUntil.Sub(workflow.Now(ctx))); err != nil {
+			r.done.Send(ctx, stepDone{task: in.Task, event: Stopped, err: err})
+			return false
+		}
+	}
+	if err := workflow.Await(ctx, func() bool { return !r.st.Paused || r.st.Stopping }); err != nil || r.st.Stopping {
+		r.done.Send(ctx, stepDone{task: in.Task, event: Stopped, err: err})
+		return false
+	}
+	r.done.Send(ctx, stepDone{task: in.Task, event: Cooled})
+	in.Feedback = r.feedback(r.task(in.Task))
+	return true
 }
 
 // classify turns an activity's failure into the task's event: a host
