@@ -51,13 +51,24 @@ func TestBuildRunsToDone(t *testing.T) {
 	if prepC.start < landA.end {
 		t.Errorf("C was prepared (order %d) before A, its dependency, landed (order %d)", prepC.start, landA.end)
 	}
+	// Every landed task's worktree is removed from its host, and the run's
+	// integration worktree and tip at the end.
+	for _, id := range []string{"A", "B", "C", "D"} {
+		cl := f.ofKind("cleanup", id)
+		if len(cl) != 1 || cl[0].queue != HostQueue("q", "h1") || cl[0].start < f.ofKind("land", id)[0].end {
+			t.Errorf("%s: %d cleanups, want one on h1's queue after it landed", id, len(cl))
+		}
+	}
+	if len(f.finished) != 1 || !f.finished[0].Complete || f.finished[0].RunID != "r1" {
+		t.Errorf("Finish calls %+v, want one of the complete run", f.finished)
+	}
 	if st.Iterations != 4 {
 		t.Errorf("iterations %d, want 4 (one per task)", st.Iterations)
 	}
 	// Work runs on the queue of the host that prepared the task; Prepare
 	// on the shared queue; Land on the integration host's.
 	for _, c := range f.calls {
-		want := map[string]string{"prepare": "q", "work": HostQueue("q", "h1"), "land": IntegrationQueue("q")}[c.kind]
+		want := map[string]string{"prepare": "q", "work": HostQueue("q", "h1"), "land": IntegrationQueue("q"), "cleanup": HostQueue("q", "h1")}[c.kind]
 		if c.queue != want {
 			t.Errorf("%s of %s ran on queue %q, want %q", c.kind, c.task, c.queue, want)
 		}

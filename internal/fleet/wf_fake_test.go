@@ -52,6 +52,7 @@ type wfFake struct {
 	landing, maxLanding     int
 	boardCalls              int
 	counts                  map[string]int // kind/task -> calls
+	finished                []FinishInput
 	landed                  map[string]int // task -> successful landings
 	limitedAt, limitedUntil time.Time      // the workflow time of the first limit, and its reset
 	limitedSeq              int            // the order of the first limit among starts and ends
@@ -73,10 +74,14 @@ func wfNewEnv(t *testing.T, stories ...Story) (*testsuite.TestWorkflowEnvironmen
 	env.RegisterActivityWithOptions(func(context.Context, PrepareInput) (PrepareResult, error) { return PrepareResult{}, notMocked }, activity.RegisterOptions{Name: ActivityPrepare})
 	env.RegisterActivityWithOptions(func(context.Context, WorkInput) (WorkResult, error) { return WorkResult{}, notMocked }, activity.RegisterOptions{Name: ActivityWork})
 	env.RegisterActivityWithOptions(func(context.Context, LandInput) (LandResult, error) { return LandResult{}, notMocked }, activity.RegisterOptions{Name: ActivityLand})
+	env.RegisterActivityWithOptions(func(context.Context, CleanupInput) error { return notMocked }, activity.RegisterOptions{Name: ActivityCleanup})
+	env.RegisterActivityWithOptions(func(context.Context, FinishInput) error { return notMocked }, activity.RegisterOptions{Name: ActivityFinish})
 	env.OnActivity(ActivityBoard, mock.Anything, mock.Anything).Return(f.board)
 	env.OnActivity(ActivityPrepare, mock.Anything, mock.Anything).Return(f.prepare)
 	env.OnActivity(ActivityWork, mock.Anything, mock.Anything).Return(f.work)
 	env.OnActivity(ActivityLand, mock.Anything, mock.Anything).Return(f.land)
+	env.OnActivity(ActivityCleanup, mock.Anything, mock.Anything).Return(f.cleanup)
+	env.OnActivity(ActivityFinish, mock.Anything, mock.Anything).Return(f.finishRun)
 	return env, f
 }
 
@@ -104,7 +109,7 @@ func (f *wfFake) begin(ctx context.Context, kind, task string) *wfCall {
 	return c
 }
 
-func (f *wfFake) finish(c *wfCall) {
+func (f *wfFake) end(c *wfCall) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seq++
@@ -139,7 +144,7 @@ func (f *wfFake) board(_ context.Context, in BoardInput) ([]Story, error) {
 
 func (f *wfFake) prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
 	c := f.begin(ctx, "prepare", in.Task)
-	defer f.finish(c)
+	defer f.end(c)
 	if f.onPrepare != nil {
 		res, err := f.onPrepare(in, f.count("prepare", in.Task))
 		if err != nil || res != nil {
@@ -152,7 +157,7 @@ func (f *wfFake) prepare(ctx context.Context, in PrepareInput) (PrepareResult, e
 func (f *wfFake) work(ctx context.Context, in WorkInput) (WorkResult, error) {
 	c := f.begin(ctx, "work", in.Task)
 	c.work = in
-	defer f.finish(c)
+	defer f.end(c)
 	f.mu.Lock()
 	f.working++
 	f.maxWorking = max(f.maxWorking, f.working)
@@ -181,7 +186,7 @@ func (f *wfFake) work(ctx context.Context, in WorkInput) (WorkResult, error) {
 
 func (f *wfFake) land(ctx context.Context, in LandInput) (LandResult, error) {
 	c := f.begin(ctx, "land", in.Task)
-	defer f.finish(c)
+	defer f.end(c)
 	f.mu.Lock()
 	f.landing++
 	f.maxLanding = max(f.maxLanding, f.landing)
@@ -208,6 +213,18 @@ func (f *wfFake) land(ctx context.Context, in LandInput) (LandResult, error) {
 		f.mu.Unlock()
 	}
 	return *res, nil
+}
+
+func (f *wfFake) cleanup(ctx context.Context, in CleanupInput) error {
+	f.end(f.begin(ctx, "cleanup", in.Task))
+	return nil
+}
+
+func (f *wfFake) finishRun(ctx context.Context, in FinishInput) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.finished = append(f.finished, in)
+	return nil
 }
 
 func deref[T any](p *T) T {
