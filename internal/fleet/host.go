@@ -366,6 +366,8 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	if _, msg, err := h.WS.Repo.CommitMessage(ctx, tip); err == nil && gitx.HasCommitToken(msg, in.Token) {
 		h.say(em, in.Task, report.KindCommit, map[string]any{"commit": tip, "before_restart": true}, "queue: landed before the restart · commit %s", text.ShortHash(tip))
 		h.catchUp(ctx, em, in, tip)
+		// The crash may have come before the task branch was deleted.
+		_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
 		return LandResult{Landed: true, Commit: tip}, nil
 	}
 	head, err := h.fetch(ctx, TaskBranch(in.RunID, in.Task))

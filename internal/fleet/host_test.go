@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
@@ -73,6 +74,8 @@ type hostRig struct {
 // hostBehaviour is what a fake task loop does instead of an agent.
 type hostBehaviour func(ctx context.Context, ws *workspace.Workspace, opts loop.Options) (loop.Report, error)
 
+var hostGitEnv sync.Once
+
 func hostGit(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
@@ -94,9 +97,14 @@ func newHostRig(t *testing.T) *hostRig {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("the git binary is required by the host tests but is not in PATH: %v", err)
 	}
-	// The person's git config (signing, hooks, default branch) stays out.
-	t.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
-	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	hostGitEnv.Do(func() {
+		// The person's git config (signing, hooks, default branch) stays
+		// out. Set once for the process, not with t.Setenv, so the tests
+		// run in parallel: each has its own repositories.
+		os.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
+		os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	})
+	t.Parallel()
 	base, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -498,6 +506,47 @@ func TestHostWorkAgentCannotRunIsNotRetried(t *testing.T) {
 	hostAppErr(t, err, ErrTypeAgentCannotRun)
 }
 
+// A cancellation (it reaches the activity through its heartbeat) stops
+// the task's loop: the attempt ends as cancelled, nothing is pushed.
+func TestHostWorkCancelStopsTheLoop(t *testing.T) {
+	r := newHostRig(t)
+	r.prepare(r.b, "US-001", 1)
+	started := make(chan struct{})
+	r.on("US-001", func(ctx context.Context, _ *workspace.Workspace, _ loop.Options) (loop.Report, error) {
+		close(started)
+		select {
+		case <-ctx.Done():
+			return loop.Report{Outcome: loop.OutcomeInterrupted, Iterations: 1}, loop.ErrInterrupted
+		case <-time.After(10 * time.Second):
+			return loop.Report{}, errors.New("the loop was never cancelled")
+		}
+	})
+	// The test environment cannot cancel an activity itself; the
+	// worker's background context is where the activity's context
+	// comes from, so cancelling it is what a cancellation does.
+	bg, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-started; cancel() }()
+	began := time.Now()
+	res, err := r.work(r.b, "US-001", 1, func(env *testsuite.TestActivityEnvironment) {
+		env.SetWorkerOptions(worker.Options{BackgroundActivityContext: bg})
+	})
+	if err == nil {
+		t.Fatalf("Work = %+v; want it to end as cancelled", res)
+	}
+	// On a worker the SDK reports it as a CanceledError; the test
+	// environment wraps the context's error as it is.
+	if !temporal.IsCanceledError(err) && !strings.Contains(err.Error(), context.Canceled.Error()) {
+		t.Errorf("Work's error = %v; want a cancellation", err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("the cancelled attempt took %v to end", d)
+	}
+	if r.exchangeRef(TaskBranch(hostRun, "US-001")) != "" {
+		t.Error("a cancelled attempt pushed its branch")
+	}
+}
+
 // A blocked loop is an outcome with its reason.
 func TestHostWorkBlockedSaysWhy(t *testing.T) {
 	r := newHostRig(t)
@@ -521,6 +570,8 @@ func TestHostWorkWorktreeGone(t *testing.T) {
 	}
 	_, err := r.work(r.b, "US-001", 1)
 	hostAppErr(t, err, ErrTypeWorktreeGone)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if n := len(r.got); n != 0 {
 		t.Errorf("a loop ran %d times without a worktree", n)
 	}
@@ -653,6 +704,33 @@ func TestHostLandOneCommitOnceAndOnlyRalphBranches(t *testing.T) {
 	}
 }
 
+// A landing whose host died after the exchange's tip moved, before a's
+// main followed and the task branch was deleted: the retry finds the
+// landing by its token and finishes the job without a second commit.
+func TestHostLandRetryAfterCrashFinishesTheLanding(t *testing.T) {
+	r := newHostRig(t)
+	in := r.verified(r.b, "US-001")
+	head := r.exchangeRef(TaskBranch(hostRun, "US-001"))
+	res := r.land(r.a, in)
+	if !res.Landed {
+		t.Fatalf("Land = %+v", res)
+	}
+	// Back to the moment of the crash.
+	hostGit(t, r.a.WS.Root, "reset", "-q", "--hard", r.tip)
+	hostGit(t, r.exchange, "update-ref", "refs/heads/"+TaskBranch(hostRun, "US-001"), head)
+
+	again := r.land(r.a, in)
+	if !again.Landed || again.Commit != res.Commit || r.exchangeTip() != res.Commit {
+		t.Fatalf("retried Land = %+v, exchange tip %s; want landed at %s", again, r.exchangeTip(), res.Commit)
+	}
+	if main := hostGit(t, r.a.WS.Root, "rev-parse", "main"); main != res.Commit {
+		t.Errorf("a's main is %s after the retry; want %s", main, res.Commit)
+	}
+	if got := r.exchangeRef(TaskBranch(hostRun, "US-001")); got != "" {
+		t.Errorf("the task branch is left on the exchange at %s after the retried landing", got)
+	}
+}
+
 // With push_target the exchange also gets the target branch.
 func TestHostLandPushTarget(t *testing.T) {
 	r := newHostRig(t)
@@ -734,6 +812,13 @@ func TestHostLandKeepsAPersonsCommit(t *testing.T) {
 	}
 	if !warned {
 		t.Error("no warning says a's main was not moved and where the run's work is")
+	}
+	// The run's work is only on the exchange: a complete run keeps it.
+	if _, err := hostExec[struct{}](t, r.a.Finish, FinishInput{RunID: hostRun, Target: "main", Complete: true}); err != nil {
+		t.Fatal(err)
+	}
+	if tip := r.exchangeTip(); tip != res.Commit {
+		t.Errorf("Finish removed the tip branch (%q) that holds the only copy of the run's work", tip)
 	}
 }
 
