@@ -618,11 +618,32 @@ func (r engineRun) short(n int) string {
 			by += h.bytes
 		}
 		s += fmt.Sprintf("  history %d events %d bytes in %d runs  retried activities %d  sent back %d", ev, by, len(r.hist), r.retries, r.sentBk)
+		// A workflow task that timed out (a busy machine: the worker did
+		// not answer in 10 s) costs its timeout; the history says so.
+		if to := countTypes(r.hist, "WORKFLOW_TASK_TIMED_OUT", "WORKFLOW_TASK_FAILED", "ACTIVITY_TASK_TIMED_OUT", "ACTIVITY_TASK_FAILED"); to != "" {
+			s += "  " + to
+		}
 	}
 	if r.err != nil {
 		s += "  FAILED: " + firstLines(r.err.Error(), 2)
 	}
 	return s
+}
+
+// countTypes names the events of these types in the histories, with their
+// counts ("" when there are none).
+func countTypes(hist []runHistory, types ...string) string {
+	var parts []string
+	for _, t := range types {
+		c := 0
+		for _, h := range hist {
+			c += h.types[t]
+		}
+		if c > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", strings.ToLower(t), c))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func medianRuns(rs []engineRun, f func(engineRun) time.Duration) time.Duration {
