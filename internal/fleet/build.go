@@ -296,7 +296,11 @@ func (r *run) goWork(t *Task) {
 	host := t.Host
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
 		if host == "" {
-			actx := workflow.WithActivityOptions(ctx, r.options(r.in.Shared, 10*time.Minute, 0, 5))
+			// Prepare heartbeats: a host that dies during it loses the
+			// task to another host after the heartbeat timeout.
+			ao := r.options(r.in.Shared, 10*time.Minute, 0, 5)
+			ao.HeartbeatTimeout = r.in.Heartbeat
+			actx := workflow.WithActivityOptions(ctx, ao)
 			var prep PrepareResult
 			err := workflow.ExecuteActivity(actx, ActivityPrepare, PrepareInput{RunID: in.RunID, Target: in.Target, Task: in.Task, Attempt: in.Attempt}).Get(ctx, &prep)
 			if err != nil {
@@ -308,7 +312,9 @@ func (r *run) goWork(t *Task) {
 		} else {
 			// A task sent back keeps its host and worktree: Prepare on
 			// that host resets its branch to the new tip.
-			actx := workflow.WithActivityOptions(ctx, r.options(HostQueue(r.in.Shared, host), 10*time.Minute, r.in.HostTimeout, 5))
+			ao := r.options(HostQueue(r.in.Shared, host), 10*time.Minute, r.in.HostTimeout, 5)
+			ao.HeartbeatTimeout = r.in.Heartbeat
+			actx := workflow.WithActivityOptions(ctx, ao)
 			var prep PrepareResult
 			err := workflow.ExecuteActivity(actx, ActivityPrepare, PrepareInput{RunID: in.RunID, Target: in.Target, Task: in.Task, Attempt: in.Attempt}).Get(ctx, &prep)
 			if err != nil {
@@ -323,7 +329,7 @@ func (r *run) goWork(t *Task) {
 			// cooling): an attempt started now would only hit the limit.
 			if r.inCooldown(ctx) {
 				r.done.Send(ctx, stepDone{task: in.Task, event: Limited, work: WorkResult{Outcome: WorkLimited, Until: r.st.CooldownUntil, Reason: "every agent is at a usage limit"}})
-				if !r.coolOff(ctx, &in) {
+				if !r.coolOff(ctx, &in, r.st.CooldownUntil) {
 					return
 				}
 			}
@@ -339,7 +345,7 @@ func (r *run) goWork(t *Task) {
 			switch res.Outcome {
 			case WorkLimited:
 				r.done.Send(ctx, stepDone{task: in.Task, event: Limited, work: res})
-				if !r.coolOff(ctx, &in) {
+				if !r.coolOff(ctx, &in, res.Until) {
 					return
 				}
 				continue
@@ -357,14 +363,24 @@ func (r *run) inCooldown(ctx workflow.Context) bool {
 	return !r.st.CooldownUntil.IsZero() && workflow.Now(ctx).Before(r.st.CooldownUntil)
 }
 
-// coolOff waits, for a cooling task, until the run's cooldown ended (a
-// later limit met meanwhile extends it) and the run is not paused, and
-// reports it cooled; false when the run stopped meanwhile (reported). The
-// cooldown is a durable timer: a 5-hour wait costs nothing, and survives
-// any restart of worker or server.
-func (r *run) coolOff(ctx workflow.Context, in *WorkInput) bool {
-	for r.inCooldown(ctx) {
-		if err := workflow.Sleep(ctx, r.st.CooldownUntil.Sub(workflow.Now(ctx))); err != nil {
+// coolOff waits, for a cooling task, until until and the run's cooldown
+// ended (a later limit met meanwhile extends it) and the run is not
+// paused, and reports it cooled; false when the run stopped meanwhile
+// (reported). until is the limit's own reset: the Limited just sent may
+// not be applied to the run's cooldown yet. The cooldown is a durable
+// timer: a 5-hour wait costs nothing, and survives any restart of worker
+// or server.
+func (r *run) coolOff(ctx workflow.Context, in *WorkInput, until time.Time) bool {
+	for {
+		end := until
+		if r.st.CooldownUntil.After(end) {
+			end = r.st.CooldownUntil
+		}
+		d := end.Sub(workflow.Now(ctx))
+		if d <= 0 {
+			break
+		}
+		if err := workflow.Sleep(ctx, d); err != nil {
 			r.done.Send(ctx, stepDone{task: in.Task, event: Stopped, err: err})
 			return false
 		}

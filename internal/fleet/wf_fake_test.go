@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -248,6 +249,12 @@ func wfResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) *RunState {
 	var st RunState
 	if err := env.GetWorkflowResult(&st); err != nil {
 		t.Fatal(err)
+	}
+	// move records an edge the task machine refused: a workflow bug.
+	for _, c := range st.Controls {
+		if strings.Contains(c, "cannot take") {
+			t.Errorf("the workflow tried an edge the task machine lacks: %s", c)
+		}
 	}
 	return &st
 }
