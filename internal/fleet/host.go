@@ -162,10 +162,39 @@ func (h *Host) integration(ctx context.Context, run, target string) (*gitx.Repo,
 	return w, tip, nil
 }
 
+// keepAlive heartbeats an activity until the returned stop is called:
+// with a heartbeat timeout, Temporal retries the work of a host that died
+// during it after [engine] heartbeat, not after its start-to-close
+// timeout (the task would wait that long for nothing).
+func (h *Host) keepAlive(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	every := h.HeartbeatEvery
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	go func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-hctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return cancel
+}
+
 // Prepare makes the task's worktree on this host, its branch cut from the
 // run's tip on the exchange, and says which host holds it. Work of an
 // earlier attempt on this host is kept on a ref first.
 func (h *Host) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
+	defer h.keepAlive(ctx)()
 	em := h.emitter(in.RunID)
 	tip, err := h.fetch(ctx, TipBranch(in.RunID, in.Target))
 	if err != nil {
