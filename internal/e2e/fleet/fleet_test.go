@@ -87,10 +87,7 @@ func TestFleetBuildSurvivesAKilledWorker(t *testing.T) {
 
 	// The killed worker's task is retried on the restarted worker, which
 	// says so, and resumes the loop.
-	retried := r.waitLog(wb2, `\[b (US-\d+)\] ↻ retried after its worker was lost`, 3*time.Minute)[1]
-	if retried != task {
-		t.Errorf("the restarted worker retried %s, want %s (the task whose agent was killed)", retried, task)
-	}
+	r.waitLog(wb2, `\[b `+task+`\] ↻ retried after its worker was lost`, 3*time.Minute)
 
 	// The build follows the run to its end and exits 0.
 	r.waitFor("the build to end", 5*time.Minute, func() (bool, string) { return build.exited(), clip(build.output(), 2000) })
