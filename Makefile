@@ -73,3 +73,12 @@ bench-serial:
 	bash scripts/install-agents.sh
 	-bash scripts/install-peers.sh
 	$(GO) test -run '^$$' -bench BenchmarkSerial -benchtime 1x -timeout 60m ./bench/ -args -serial-rounds $(REPS) $(if $(RALPH_BIN),-ralph $(abspath $(RALPH_BIN))) $(if $(RALPH_BASE),-ralph-base $(abspath $(RALPH_BASE))) $(BENCH_ARGS)
+
+# bench-temporal measures ralph's own time per story on the Temporal engine
+# against the local engine (same fake agent, alternating rounds, one dev
+# server), the workflow history per story, and a 100-story build that must
+# continue as new (bench/temporal_test.go, README "Performance"). About 2
+# minutes. REPS rounds (3 unless given); RALPH_BIN=path runs that ralph binary.
+bench-temporal: REPS = 3
+bench-temporal: temporal
+	$(GO) test -run '^$$' -bench BenchmarkTemporalEngine -benchtime 1x -timeout 30m ./bench/ -args -temporal-rounds $(REPS) $(if $(RALPH_BIN),-ralph $(abspath $(RALPH_BIN))) $(BENCH_ARGS)

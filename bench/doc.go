@@ -1,6 +1,7 @@
 // Package bench holds benchmarks that compare ralph with its peers on the
 // same work. Its tests are benchmarks only, so `go test ./...` runs none of
-// them; `make bench-peers` and `make bench-serial` run them.
+// them; `make bench-peers`, `make bench-serial` and `make bench-temporal`
+// run them.
 //
 // BenchmarkPeers (peers_test.go) runs, side by side in one run, ralph build
 // --workers 1 and --workers 4, ralph-tui 0.11.0 serial and with 4 parallel
@@ -25,6 +26,15 @@
 //
 //	make bench-serial                        # 3 rounds, about 3 minutes
 //	make bench-serial REPS=5 RALPH_BIN=/tmp/ralph
+//
+// BenchmarkTemporalEngine (temporal_test.go) measures ralph's own time per
+// story on the Temporal engine against the local engine, on the same
+// stories with the same fake agent, in alternating rounds against one
+// Temporal dev server; the workflow history per story as the server counts
+// it; and a 100-story build with a low [engine] history_limit that must
+// continue as new and land every story exactly once.
+//
+//	make bench-temporal                      # 3 rounds, about 2 minutes
 //
 // scripts/install-peers.sh installs the peers from npm into a per-user
 // cache; a peer that cannot be installed or run shows in the table as
