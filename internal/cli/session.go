@@ -38,6 +38,9 @@ type RunOptions struct {
 	Session string
 	Agent   string
 	JSON    bool
+	// Engine, Host and Detach: run on Temporal (session_temporal.go).
+	Engine, Host string
+	Detach       bool
 }
 
 func newRunCmd(env *Env, runF func(*RunOptions) error) *cobra.Command {
@@ -89,6 +92,7 @@ model = "..." in .ralph/config.toml; the retry policy is under [session].`,
 	cmd.Flags().StringVar(&opts.Session, "session", "", "the session to resume (default: the active one)")
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent for every role without [roles.NAME] agent in config")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the session's events on stdout, one JSON object per line (see README, Events)")
+	addRunEngineFlags(cmd, opts)
 	return cmd
 }
 
@@ -150,6 +154,9 @@ func listSessions(ws *workspace.Workspace) []string {
 }
 
 func runSession(ctx context.Context, opts *RunOptions) error {
+	if done, err := sessionOnTemporal(ctx, opts); done {
+		return err
+	}
 	env := opts.Env
 	ws, cfg, err := openWorkspace(ctx, env)
 	if err != nil {
@@ -494,6 +501,9 @@ func newAnswerCmd(env *Env) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if done, err := answerOnTemporal(cmd, env, sessionID, args[0], strings.Join(args[1:], " ")); done {
+				return err
+			}
 			// The session must exist before anything is journaled.
 			if _, err := openSession(cmd.Context(), env, sessionID); err != nil {
 				return err

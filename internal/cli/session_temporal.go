@@ -1,0 +1,447 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/control"
+	"github.com/ralphloop/ralph/internal/fleet"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
+	"github.com/ralphloop/ralph/internal/session"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/words"
+	"github.com/ralphloop/ralph/internal/workspace"
+)
+
+// A session on Temporal: `ralph run "REQUEST" --engine temporal` creates
+// the session here, as `ralph run` does, and starts the session's
+// workflow (fleet.Session) instead of running the roles in this process;
+// a marker in the session's folder says so. The session runs on the
+// `ralph worker` of the host that holds this checkout, with the same
+// runner; its questions for a person are answered with `ralph answer`,
+// which becomes an Update of the workflow (from any machine, with
+// --session), and the last answer lets it go on by itself.
+
+// sessionMarkerName is the marker's file in the session's folder.
+const sessionMarkerName = "temporal.json"
+
+// SessionMarker says a session runs on Temporal, and where: the same
+// record a thread's marker is.
+type SessionMarker = ThreadMarker
+
+func sessionMarkerPath(dir string) string { return filepath.Join(dir, sessionMarkerName) }
+
+func readSessionMarker(dir string) (*SessionMarker, error) {
+	var m SessionMarker
+	if _, err := store.ReadJSON(sessionMarkerPath(dir), 1, &m); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return &m, nil
+}
+
+// answerWait is how long `ralph answer` waits for the session's host to
+// record an answer the workflow accepted.
+var answerWait = 30 * time.Second
+
+// addRunEngineFlags adds the Temporal flags of `ralph run`.
+func addRunEngineFlags(cmd *cobra.Command, opts *RunOptions) {
+	f := cmd.Flags()
+	f.StringVar(&opts.Engine, "engine", "", "where the session runs: local (in this process) or temporal (a workflow, run by the `ralph worker` of this checkout's host); default [engine] kind")
+	f.StringVar(&opts.Host, "host", "", "with --engine temporal: the name this checkout's `ralph worker --host` polls under (default: the machine's hostname)")
+	f.BoolVar(&opts.Detach, "detach", false, "with --engine temporal: return once the workflow started, without following it")
+}
+
+// who names the person giving a command from this machine.
+func who() string {
+	by := os.Getenv("USER")
+	if h, err := os.Hostname(); err == nil && by != "" {
+		by += "@" + h
+	}
+	return by
+}
+
+// sessionOnTemporal runs `ralph run` on Temporal when the Temporal
+// engine is chosen, and refuses a local resume of a session whose
+// workflow runs. It reports whether it handled the command; when not,
+// the session runs here as always.
+func sessionOnTemporal(ctx context.Context, opts *RunOptions) (bool, error) {
+	env := opts.Env
+	ws, cfg, err := openWorkspace(ctx, env)
+	if err != nil {
+		return false, nil // the local path reports it in its words
+	}
+	kind, err := engineKind(opts.Engine, cfg)
+	if err != nil {
+		return true, err
+	}
+	if kind != config.EngineTemporal {
+		if !opts.Resume {
+			return false, nil
+		}
+		dir, err := sessionDir(ws, opts.Session)
+		if err != nil {
+			return false, nil
+		}
+		m, err := readSessionMarker(dir)
+		if err != nil || m == nil {
+			return false, nil
+		}
+		// Two runners of one session would each write its progress: while
+		// its workflow runs, the session is the workflow's.
+		c, err := fleet.Dial(ctx, cfg.Engine)
+		if err != nil {
+			return true, fmt.Errorf("session %s runs on Temporal (workflow %s), which cannot be reached, so it cannot be resumed here: %w", filepath.Base(dir), m.WorkflowID, err)
+		}
+		defer c.Close()
+		if running(ctx, c, m.WorkflowID) {
+			return true, usageErrorf("session %s runs on Temporal as workflow %s (host %s): it goes on by itself; answer its questions with `ralph answer`", filepath.Base(dir), m.WorkflowID, m.Host)
+		}
+		// The workflow ended: the session is this checkout's again.
+		_ = os.Remove(sessionMarkerPath(dir))
+		return false, nil
+	}
+	return true, startSessionOnTemporal(ctx, opts, ws, cfg)
+}
+
+// running reports whether workflow id is running.
+func running(ctx context.Context, c client.Client, id string) bool {
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return false
+	}
+	return d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+}
+
+// startSessionOnTemporal creates the session (or takes the one to
+// resume), starts its workflow, writes the marker and follows it. Bad
+// input and an unreachable server change nothing.
+func startSessionOnTemporal(ctx context.Context, opts *RunOptions, ws *workspace.Workspace, cfg config.Config) error {
+	env := opts.Env
+	host := opts.Host
+	if host == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return usageErrorf("cannot read this machine's hostname (%v): name the host with --host, as its `ralph worker --host` does", err)
+		}
+		host = h
+	}
+	if strings.ContainsAny(host, " @/\t\n") {
+		return usageErrorf("--host %q: use a name without spaces, '@' or '/'", host)
+	}
+	var resumeDir string
+	if opts.Resume {
+		dir, err := sessionDir(ws, opts.Session)
+		if err != nil {
+			return err
+		}
+		p, err := session.Load(dir)
+		if err != nil {
+			return err
+		}
+		if p.State.Final() {
+			return fmt.Errorf("session %s is %s; start a new one with ralph run \"request\"", p.State.SessionID, p.State.Current)
+		}
+		resumeDir = dir
+	}
+	// The agents run on this checkout's worker: a mistake in them is
+	// told now, not in the worker's output.
+	if _, err := roleAgents(env, cfg, opts.Agent); err != nil {
+		return err
+	}
+	if holder, busy := store.Held(ws.LockPath()); busy {
+		return fmt.Errorf("another ralph is working in this repository (%v): wait for it to finish", holder)
+	}
+	var snap string
+	if !opts.Resume {
+		s, err := cleanTree(ctx, ws)
+		if err != nil {
+			return err
+		}
+		snap = s.Head
+	}
+	eng := cfg.Engine
+	c, err := fleet.Dial(ctx, eng)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := ws.EnsureStateFiles(env.Now()); err != nil {
+		return err
+	}
+	dir := resumeDir
+	if dir == "" {
+		id := session.NewID(env.Now())
+		dir = filepath.Join(sessionsDir(ws), id)
+		for n := 2; pathExists(dir); n++ {
+			dir = filepath.Join(sessionsDir(ws), fmt.Sprintf("%s-%d", id, n))
+		}
+		if err := session.Create(ws, dir, filepath.Base(dir), opts.Request, snap, env.Now()); err != nil {
+			return err
+		}
+	}
+	id := filepath.Base(dir)
+	p, err := session.Load(dir)
+	if err != nil {
+		return err
+	}
+	qs, err := session.LoadQuestions(dir)
+	if err != nil {
+		return err
+	}
+	in := fleet.SessionInput{SessionID: id, Host: host, Shared: eng.TaskQueue, Agent: opts.Agent, Title: p.Title, State: p.State,
+		Open: session.OpenQuestions(qs), Heartbeat: eng.Heartbeat.Duration}
+	run, err := fleet.StartSession(ctx, c, in)
+	if err != nil {
+		if resumeDir == "" {
+			_ = os.RemoveAll(dir) // nothing of it ran
+		}
+		if errors.Is(err, fleet.ErrSessionRunning) {
+			return usageErrorf("%v", err)
+		}
+		return err
+	}
+	if err := store.WriteFileAtomic(activeSessionPath(ws), []byte(id+"\n"), 0o644); err != nil {
+		return err
+	}
+	m := SessionMarker{SchemaVersion: 1, WorkflowID: run.GetID(), RunID: run.GetRunID(), Host: host, TaskQueue: eng.TaskQueue,
+		Address: eng.Address, Namespace: eng.Namespace, StartedAt: env.Now().UTC()}
+	if err := store.WriteJSON(sessionMarkerPath(dir), m); err != nil {
+		return fmt.Errorf("the workflow %s started, but its marker could not be written (%v): `ralph answer` would answer here; stop it with `temporal workflow terminate --workflow-id %s`", run.GetID(), err, run.GetID())
+	}
+	out := env.IO.Err
+	if !opts.JSON {
+		out = env.IO.Out
+	}
+	fmt.Fprintf(out, "ralph: session %s started on Temporal (%s, namespace %s) as workflow %s: it runs on the `ralph worker --host %s` of this checkout (task queue %s)\n",
+		id, eng.Address, eng.Namespace, run.GetID(), host, fleet.HostQueue(eng.TaskQueue, host))
+	if opts.Detach {
+		fmt.Fprintf(out, "its questions: ralph questions --session %s; its progress: ralph metrics --session %s\n", id, id)
+		return nil
+	}
+	return followSession(ctx, env, c, run, id, opts.JSON)
+}
+
+// followSession prints the session's states, through its status Query,
+// until it waits for answers or ends, and ends as the local `ralph run`
+// would: waiting for answers and a failed session exit with "a person
+// must decide". Ctrl+C stops following; the session goes on.
+func followSession(ctx context.Context, env *Env, c client.Client, run client.WorkflowRun, id string, asJSON bool) error {
+	out := env.IO.Out
+	ended := make(chan error, 1)
+	var final fleet.SessionStatus
+	go func() { ended <- run.Get(ctx, &final) }()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	last := ""
+	show := func(st fleet.SessionStatus) {
+		line := string(st.State)
+		if st.CurrentTask != "" {
+			line += fmt.Sprintf(" %s (attempt %d)", st.CurrentTask, st.Attempt)
+		}
+		if line == last {
+			return
+		}
+		last = line
+		if asJSON {
+			_ = writeJSONLine(env, map[string]any{"kind": "session", "session": id, "state": st.State, "task": st.CurrentTask, "attempt": st.Attempt})
+			return
+		}
+		fmt.Fprintf(out, "session %s: %s\n", id, line)
+	}
+	for {
+		select {
+		case err := <-ended:
+			if err != nil {
+				return err
+			}
+			show(final)
+			return sessionEnded(env, final, asJSON)
+		case <-ctx.Done():
+			fmt.Fprintf(env.IO.Err, "ralph: stopped following; session %s goes on in Temporal\n", id)
+			return &ExitError{Code: ExitInterrupted, Msg: "stopped following the session (it goes on)"}
+		case <-tick.C:
+		}
+		st, err := fleet.QuerySession(ctx, c, id)
+		if err != nil {
+			continue // not yet started by a worker, or ended: the result says
+		}
+		show(st)
+		if st.WaitsForAnswers {
+			if asJSON {
+				_ = writeJSONLine(env, map[string]any{"kind": "summary", "session": st})
+			} else {
+				fmt.Fprintf(out, "ralph: session %s waits for a person to answer:\n", id)
+				for _, q := range st.OpenQuestions {
+					fmt.Fprintf(out, "  %s  %s\n", q.ID, q.Text)
+				}
+				fmt.Fprintf(out, "answer with: ralph answer --session %s %s \"...\"   the session goes on by itself on Temporal once every question is answered\n", id, st.OpenQuestions[0].ID)
+			}
+			return &ExitError{Code: ExitNeedsHuman, Msg: "session " + id + " waits for answers: ralph answer ID \"...\" (it goes on by itself on Temporal)"}
+		}
+	}
+}
+
+// sessionEnded maps how the workflow ended to the exit code the local
+// `ralph run` gives.
+func sessionEnded(env *Env, st fleet.SessionStatus, asJSON bool) error {
+	if asJSON {
+		_ = writeJSONLine(env, map[string]any{"kind": "summary", "session": st})
+	}
+	switch {
+	case st.Done:
+		if !asJSON {
+			fmt.Fprintf(env.IO.Out, "✓ session %s complete: %s done, goal check passed\n", st.SessionID, words.Count(st.Tasks, "task", "tasks"))
+		}
+		return nil
+	case st.Outcome == fleet.SessionFailed:
+		return &ExitError{Code: ExitNeedsHuman, Msg: fmt.Sprintf("session %s failed: %s\nsee its progress.md and reports on host %s", st.SessionID, st.Reason, st.Host)}
+	}
+	return fmt.Errorf("session %s stopped at %s on host %s: %s; fix it there, then ralph run --resume --session %s --engine temporal",
+		st.SessionID, st.State, st.Host, st.LastError, st.SessionID)
+}
+
+// answerOnTemporal gives `ralph answer` to the session's workflow when
+// the session runs on Temporal: its marker is here, or the session is not
+// here (another machine holds it) and [engine] kind is temporal. It
+// reports whether it handled the command.
+func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string) (bool, error) {
+	ctx := cmd.Context()
+	ws, cfg, err := openWorkspace(ctx, env)
+	if err != nil {
+		return false, nil
+	}
+	id := sessionID
+	dir, derr := sessionDir(ws, sessionID)
+	var m *SessionMarker
+	if derr == nil {
+		if m, err = readSessionMarker(dir); err != nil {
+			return true, fmt.Errorf("reading the session's Temporal marker: %w", err)
+		}
+		if m == nil {
+			return false, nil
+		}
+		id = filepath.Base(dir)
+	} else if sessionID == "" || cfg.Engine.Kind != config.EngineTemporal {
+		return false, nil
+	}
+	c, err := fleet.Dial(ctx, cfg.Engine)
+	if err != nil {
+		return true, err
+	}
+	defer c.Close()
+	st, recorded, err := fleet.SendAnswer(ctx, c, id, fleet.SessionAnswer{QuestionID: qid, Text: text, By: who()}, answerWait)
+	var refused *fleet.AnswerRefused
+	switch {
+	case errors.Is(err, fleet.ErrNoSessionWorkflow) && m != nil:
+		// The workflow ended: the session is this checkout's again.
+		_ = os.Remove(sessionMarkerPath(dir))
+		fmt.Fprintf(env.IO.Err, "ralph: session %s's workflow %s is no longer running on Temporal: the answer is recorded here\n", id, m.WorkflowID)
+		return false, nil
+	case errors.Is(err, fleet.ErrNoSessionWorkflow):
+		return true, fmt.Errorf("no session %q here, and none runs on Temporal: %w", id, derr)
+	case errors.As(err, &refused):
+		return true, usageErrorf("%s", refused.Reason)
+	case err != nil:
+		return true, err
+	}
+	switch {
+	case !recorded:
+		fmt.Fprintf(env.IO.Out, "accepted the answer to %s by session %s; its host's worker records it when it runs\n", qid, id)
+	case len(st.OpenQuestions) > 0:
+		fmt.Fprintf(env.IO.Out, "recorded the answer to %s on host %s; %s still open: ralph questions --session %s\n", qid, st.Host, words.Count(len(st.OpenQuestions), "question", "questions"), id)
+	default:
+		fmt.Fprintf(env.IO.Out, "recorded the answer to %s on host %s; no questions left: session %s goes on there by itself\n", qid, st.Host, id)
+	}
+	return true, nil
+}
+
+// NewSessionHost is the session part of `ralph worker`'s host: the
+// session activities over this checkout, run by the same runner `ralph
+// run` uses, with no terminal, and c to report the states to the
+// workflows. Answers are recorded by the steerer, as `ralph answer`
+// records them here, journal line included.
+func NewSessionHost(ctx context.Context, env *Env, c client.Client, host string) (*fleet.SessionHost, error) {
+	ws, cfg, err := openWorkspace(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	quiet := *env
+	quiet.IO.InTerminal, quiet.IO.OutTerminal = false, false
+	return &fleet.SessionHost{Name: host, RalphDir: ws.Dir(), Client: c, Now: env.Now,
+		Do: func(ctx context.Context, in fleet.SessionRunInput) error {
+			return runSessionHere(ctx, &quiet, in)
+		},
+		Record: func(ctx context.Context, a fleet.SessionAnswer) error {
+			cmd := control.New(control.Answer, a.By, quiet.Now())
+			cmd.Session, cmd.Question, cmd.Text = a.SessionID, a.QuestionID, a.Text
+			if cmd.By == "" {
+				cmd.By = "temporal"
+			}
+			_, err := newSteerer(&quiet, ws, cfg).Do(ctx, cmd)
+			return err
+		}}, nil
+}
+
+// runSessionHere runs session in.SessionID in this checkout with the
+// session runner, as `ralph run --resume --session ID` does (without its
+// terminal and pause controls: the workflow is its control), its events
+// in this checkout's journal and on the worker's output. It returns the
+// runner's error for the activity to read.
+func runSessionHere(ctx context.Context, env *Env, in fleet.SessionRunInput) error {
+	ws, cfg, err := openWorkspace(ctx, env)
+	if err != nil {
+		return err
+	}
+	dir, err := sessionDir(ws, in.SessionID)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), fleet.ErrTypeUsage, err)
+	}
+	specs, err := roleAgents(env, cfg, in.Agent)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), fleet.ErrTypeAgentCannotRun, err)
+	}
+	lock, err := store.TryLock(ws.LockPath(), "ralph worker: session "+in.SessionID)
+	if err != nil {
+		var le *store.LockedError
+		if errors.As(err, &le) {
+			// Retried by the workflow's policy: the session runs once the
+			// other ralph is done.
+			return fmt.Errorf("another ralph is working in this checkout (%v): session %s waits for it", le.Holder, in.SessionID)
+		}
+		return err
+	}
+	defer lock.Unlock()
+	em, journal := sessionEvents(env, ws, in.SessionID, false, notifySinks(env, ws, cfg)...)
+	em.Emit(report.Event{Kind: report.KindRun, Text: fmt.Sprintf("session %s · %s · %s (Temporal, run %d)\n", in.SessionID, describeRoles(specs), ws.Rel(dir), in.Seq),
+		Data: map[string]any{"dir": ws.Rel(dir), "resumed": true, "temporal": true}})
+	// The runner as runSession makes it.
+	r := &session.Runner{
+		WS: ws, Dir: dir, Checks: checksFromConfig(cfg),
+		Invoker: &agentInvoker{env: env, ws: ws, cfg: cfg, specs: specs, dir: dir, em: em},
+		Policy: session.Policy{MaxTaskAttempts: cfg.Session.MaxTaskAttempts, MaxQACycles: cfg.Session.MaxQACycles,
+			MaxPlanningRetries: cfg.Session.MaxPlanningRetries, MaxGoalChecks: cfg.Session.MaxGoalChecks},
+		Backoff: cfg.Session.RetryBackoff.Duration, MaxAgentRetries: cfg.Session.AgentRetries,
+		MaxLimitWait: sessionMaxLimitWait, MaxTasks: cfg.Session.MaxTasks, Events: em,
+		Budget: runkit.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
+	}
+	_, err = r.Run(ctx)
+	if jerr := journal.Err(); jerr != nil && err == nil {
+		err = fmt.Errorf("the session's events could not all be written to %s: %w", ws.Rel(journal.Path), jerr)
+	}
+	return err
+}
