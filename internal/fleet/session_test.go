@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/role"
@@ -245,7 +247,10 @@ func TestSessionAnswerUpdate(t *testing.T) {
 	release := make(chan struct{})
 	g.roles.before = func() {
 		close(executing)
-		<-release
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second): // the test failed: do not hang it
+		}
 	}
 	var waiting, afterRefusals, afterQ1, working SessionStatus
 	var unknown, empty, q1, q1again, q2, whileWorking answerResult
@@ -269,7 +274,13 @@ func TestSessionAnswerUpdate(t *testing.T) {
 		sendAnswer(env, "u5", SessionAnswer{QuestionID: "q-2", Text: "greet.txt", By: "bob"}, &q2)
 	}, 3*time.Minute)
 	env.RegisterDelayedCallback(func() {
-		<-executing
+		select {
+		case <-executing:
+		case <-time.After(20 * time.Second):
+			t.Error("the host's executor never ran after the answers")
+			close(release)
+			return
+		}
 		working = querySession(t, env)
 		sendAnswer(env, "u6", SessionAnswer{QuestionID: "q-3", Text: "late", By: "cid"}, &whileWorking)
 		close(release)
@@ -351,5 +362,79 @@ func TestSessionValidatorWithNothingOpen(t *testing.T) {
 	err = w.validate(SessionAnswer{QuestionID: "q-1", Text: "x"})
 	if err == nil || !strings.Contains(err.Error(), "ralph is working on it on host h1") {
 		t.Errorf("validate while a run works: %v", err)
+	}
+}
+
+// On a real Temporal server, with a worker on the shared queue and one on
+// the session's host queue: the session's workflow runs the session until
+// its questioner asks a person; a second start of the same session is
+// refused; an answer to an unknown question is refused with the
+// validator's reason; answers to q-1 and q-2 are recorded on the host and
+// the session goes on to Complete, which ends the workflow.
+func TestSessionOnDevServer(t *testing.T) {
+	g := newSessionRig(t)
+	c := devServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g.host.Client = c
+	shared := "ralph-session-test"
+	ws := worker.New(c, shared, worker.Options{})
+	RegisterSession(ws, nil)
+	wh := worker.New(c, HostQueue(shared, "h1"), worker.Options{})
+	RegisterSession(wh, g.host)
+	for _, w := range []worker.Worker{ws, wh} {
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+	}
+	in := g.input()
+	in.Shared = shared
+	began := time.Now()
+	run, err := StartSession(ctx, c, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st SessionStatus
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if st, err = QuerySession(ctx, c, g.id); err == nil && st.WaitsForAnswers {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the workflow never waited for answers: %+v, %v", st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("from the start to the session waiting for answers: %v", time.Since(began).Round(time.Millisecond))
+	if !slices.Equal(openIDs(st.OpenQuestions), []string{"q-1", "q-2"}) || st.State != session.Planning {
+		t.Errorf("status while the session waits: %+v", st)
+	}
+	if _, err := StartSession(ctx, c, in); !errors.Is(err, ErrSessionRunning) {
+		t.Errorf("a second start of the session: %v, want ErrSessionRunning", err)
+	}
+	_, _, err = SendAnswer(ctx, c, g.id, SessionAnswer{QuestionID: "q-7", Text: "x"}, 10*time.Second)
+	var refused *AnswerRefused
+	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, `no open question "q-7"`) {
+		t.Fatalf("an answer to q-7: %v", err)
+	}
+	began = time.Now()
+	st, recorded, err := SendAnswer(ctx, c, g.id, SessionAnswer{QuestionID: "q-1", Text: "hello", By: "ann"}, 10*time.Second)
+	if err != nil || !recorded || !slices.Equal(openIDs(st.OpenQuestions), []string{"q-2"}) {
+		t.Fatalf("the answer to q-1: %+v, recorded %v, %v", st, recorded, err)
+	}
+	t.Logf("an answer from the Update to recorded on the host: %v", time.Since(began).Round(time.Millisecond))
+	if g.questionsOnDisk(t)["q-1"] != "hello" {
+		t.Errorf("the host has %v", g.questionsOnDisk(t))
+	}
+	if _, _, err := SendAnswer(ctx, c, g.id, SessionAnswer{QuestionID: "q-2", Text: "greet.txt", By: "ann"}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var final SessionStatus
+	if err := run.Get(ctx, &final); err != nil || !final.Done || final.Runs != 2 {
+		t.Fatalf("the workflow ended with %+v, %v", final, err)
+	}
+	t.Logf("history of the whole session: %d events", final.HistoryLength)
+	if _, err := os.Stat(filepath.Join(g.ws.Root, "greet.txt")); err != nil {
+		t.Errorf("the host's session did not do its task: %v", err)
 	}
 }
