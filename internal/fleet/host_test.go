@@ -731,6 +731,46 @@ func TestHostLandRetryAfterCrashFinishesTheLanding(t *testing.T) {
 	}
 }
 
+// A task branch deleted from the exchange by hand sends the task back
+// (the workflow prepares it again) instead of failing the landing for
+// good; the tip stays.
+func TestHostLandBranchGoneSendsBack(t *testing.T) {
+	r := newHostRig(t)
+	in := r.verified(r.b, "US-001")
+	hostGit(t, r.exchange, "update-ref", "-d", "refs/heads/"+TaskBranch(hostRun, "US-001"))
+	res := r.land(r.a, in)
+	if res.Landed || !strings.Contains(res.Reason, TaskBranch(hostRun, "US-001")) {
+		t.Fatalf("Land = %+v; want sent back, naming the missing branch", res)
+	}
+	if tip := r.exchangeTip(); tip != r.tip {
+		t.Errorf("the tip moved to %s without the task's branch", tip)
+	}
+}
+
+// Tasks are prepared side by side on one host (its worker runs several
+// activities at once): each gets its worktree and branch.
+func TestHostPrepareSideBySide(t *testing.T) {
+	r := newHostRig(t)
+	ids := []string{"US-001", "US-002", "US-003", "US-004", "US-005", "US-006"}
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			_, errs[i] = hostExec[PrepareResult](t, r.b.Prepare, PrepareInput{RunID: hostRun, Target: "main", Task: id, Attempt: 1})
+		})
+	}
+	wg.Wait()
+	for i, id := range ids {
+		if errs[i] != nil {
+			t.Errorf("Prepare %s beside the others: %v", id, errs[i])
+			continue
+		}
+		if br := hostGit(t, filepath.Join(r.bWT, hostRun, id), "rev-parse", "--abbrev-ref", "HEAD"); br != TaskBranch(hostRun, id) {
+			t.Errorf("%s's worktree is on %s", id, br)
+		}
+	}
+}
+
 // With push_target the exchange also gets the target branch.
 func TestHostLandPushTarget(t *testing.T) {
 	r := newHostRig(t)
