@@ -301,9 +301,14 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 				"↻ retried after its worker was lost at iteration %d (%d bytes of agent output): the loop resumes from its saved state", hb.Iteration, hb.LogBytes)
 		}
 	}
-	hctx, stopBeat := context.WithCancel(ctx)
-	defer stopBeat()
+	hctx, cancelBeat := context.WithCancel(ctx)
+	beating := make(chan struct{})
+	// stopBeat ends the heartbeats and waits for the last one, so that none
+	// is recorded after the activity returned.
+	stopBeat := func() { cancelBeat(); <-beating }
+	defer cancelBeat()
 	go func() {
+		defer close(beating)
 		every := h.HeartbeatEvery
 		if every <= 0 {
 			every = 5 * time.Second
