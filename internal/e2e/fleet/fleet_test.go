@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -87,7 +88,13 @@ func TestFleetBuildSurvivesAKilledWorker(t *testing.T) {
 
 	// The killed worker's task is retried on the restarted worker, which
 	// says so, and resumes the loop.
-	r.waitLog(wb2, `\[b `+task+`\] ↻ retried after its worker was lost`, 3*time.Minute)
+	retry := regexp.MustCompile(`\[b ` + task + `\] ↻ retried after its worker was lost`)
+	r.waitFor("the restarted worker to retry "+task, 3*time.Minute, func() (bool, string) {
+		return retry.MatchString(wb2.output()) || build.exited(), clip(wb2.output(), 2000)
+	})
+	if !retry.MatchString(wb2.output()) {
+		t.Fatalf("the build ended and the restarted worker b never retried %s, whose agent was killed with its worker:\n%s", task, wb2.output())
+	}
 
 	// The build follows the run to its end and exits 0.
 	r.waitFor("the build to end", 5*time.Minute, func() (bool, string) { return build.exited(), clip(build.output(), 2000) })

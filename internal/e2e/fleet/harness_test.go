@@ -72,12 +72,18 @@ exit $fail
 // file: long enough to kill a worker in the middle of an attempt.
 const agentSleep = "5s"
 
+// orphanStays makes an agent whose worker is gone (its parent is no
+// longer a `ralph worker`) stay a minute longer, well past the end of the
+// run, so that only ralph stopping the agent its killed worker left
+// (the resumed loop's leftover cleanup) ends it in time.
+const orphanStays = `pp=$(awk '{print $4}' /proc/$PPID/stat); case "$(tr '\0' ' ' < /proc/$pp/cmdline)" in *" worker "*) ;; *) sleep 60 ;; esac`
+
 func scenario() fakeagent.Scenario {
 	sc := fakeagent.Scenario{Format: "claude"}
 	for _, s := range stories {
 		sc.Invocations = append(sc.Invocations, fakeagent.Invocation{Match: "Story: " + s.id + ":", Steps: []fakeagent.Step{
-			{Say: "working on " + s.id}, {Sleep: agentSleep}, {Write: s.file, Content: s.id + "\n"},
-			{CheckStory: s.id}, {Final: s.id + " done"}}})
+			{Say: "working on " + s.id}, {Sleep: agentSleep}, {Run: orphanStays},
+			{Write: s.file, Content: s.id + "\n"}, {CheckStory: s.id}, {Final: s.id + " done"}}})
 	}
 	return sc
 }
