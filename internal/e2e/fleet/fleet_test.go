@@ -20,8 +20,9 @@ import (
 // on the restarted worker, every story lands exactly once, the target
 // only ever moves to commits whose check passes, only ralph/ branches
 // travel through the exchange remote, and no agent is left running. On
-// the way, `ralph status --json` reads the run through its Query and
-// `ralph block` of a landed task is refused by the Update's validator.
+// the way, `ralph status --json` reads the run through its Query, a
+// second `ralph build` of the same branch is refused, and `ralph block` of
+// a landed task is refused by the Update's validator.
 func TestFleetBuildSurvivesAKilledWorker(t *testing.T) {
 	r := newFleetRun(t)
 	r.startServer()
@@ -44,6 +45,11 @@ func TestFleetBuildSurvivesAKilledWorker(t *testing.T) {
 		if task.ID != stories[i].id {
 			t.Errorf("ralph status --json: task %d is %s, want %s", i, task.ID, stories[i].id)
 		}
+	}
+
+	// The workflow id is the target's build: a second start is refused.
+	if out, code := r.ralphRun(r.a, "build", "--workers", "2"); code == 0 || !strings.Contains(out, "already running") {
+		t.Errorf("a second ralph build of main while the first runs: exit %d, %q; want it refused as already running", code, out)
 	}
 
 	// Kill worker b while its agent works on a task: the task's iteration
