@@ -69,7 +69,10 @@ func addRunEngineFlags(cmd *cobra.Command, opts *RunOptions) {
 // who names the person giving a command from this machine.
 func who() string {
 	by := os.Getenv("USER")
-	if h, err := os.Hostname(); err == nil && by != "" {
+	if by == "" {
+		by = control.ByCLI
+	}
+	if h, err := os.Hostname(); err == nil {
 		by += "@" + h
 	}
 	return by

@@ -217,10 +217,11 @@ func Session(ctx workflow.Context, in SessionInput) (SessionStatus, error) {
 			w.note("every question answered: the session goes on")
 		}
 		if !w.until.IsZero() {
-			if d := w.until.Sub(workflow.Now(ctx)); d > 0 {
-				if err := workflow.Sleep(ctx, d); err != nil {
-					return w.status(0), err
-				}
+			// At least a minute: a host whose clock runs behind the
+			// workflow's sees the limit still in force, and must not be
+			// asked again and again at once.
+			if err := workflow.Sleep(ctx, max(w.until.Sub(workflow.Now(ctx)), time.Minute)); err != nil {
+				return w.status(0), err
 			}
 			w.until = time.Time{}
 		}

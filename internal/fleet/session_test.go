@@ -46,6 +46,9 @@ type scriptedRoles struct {
 	mu     sync.Mutex
 	calls  []session.Call
 	before func()
+	// limit, when set, is the reset of a usage limit the first role run
+	// hits.
+	limit time.Time
 }
 
 func (s *scriptedRoles) Agent(string) string { return "fake" }
@@ -53,7 +56,12 @@ func (s *scriptedRoles) Agent(string) string { return "fake" }
 func (s *scriptedRoles) Invoke(ctx context.Context, c session.Call) (string, error) {
 	s.mu.Lock()
 	s.calls = append(s.calls, c)
+	limit := s.limit
+	s.limit = time.Time{}
 	s.mu.Unlock()
+	if !limit.IsZero() {
+		return "", &session.LimitError{Agent: "fake", ResetsAt: limit, Message: "5-hour limit reached"}
+	}
 	switch {
 	case c.Role == role.Planner && strings.Contains(c.Prompt, "Mode: INITIALIZE"):
 		return sPlannerQA, nil
@@ -102,6 +110,9 @@ type sessionRig struct {
 	// runs counts the host's runs of the session.
 	mu   sync.Mutex
 	runs int
+	// now, when set, is the time of the workflow (the test environment's
+	// clock), which the host's runner takes at the start of a run.
+	now func() time.Time
 }
 
 func newSessionRig(t *testing.T) *sessionRig {
@@ -147,13 +158,30 @@ func newSessionRig(t *testing.T) *sessionRig {
 			r.mu.Lock()
 			r.runs++
 			r.mu.Unlock()
-			run := &session.Runner{WS: ws, Dir: SessionDir(ws.Dir(), in.SessionID), Invoker: r.roles,
+			// The runner's time is the workflow's: in the SDK's test
+			// environment a durable timer skips hours in no time.
+			clock := &activityClock{at: time.Now(), began: time.Now()}
+			if r.now != nil {
+				clock.at = r.now()
+			}
+			run := &session.Runner{WS: ws, Dir: SessionDir(ws.Dir(), in.SessionID), Invoker: r.roles, Clock: clock,
 				Backoff: time.Millisecond, MaxAgentRetries: 1, MaxLimitWait: time.Second,
 				Events: report.NewEmitter(session.MachineName, in.SessionID, 0, nil)}
 			_, err := run.Run(ctx)
 			return err
 		}}
 	return r
+}
+
+// activityClock tells the time from a run's start as the workflow's
+// clock saw it; it never waits (a limit the runner would sit
+// out in place stops the run instead: MaxLimitWait is 1s).
+type activityClock struct{ at, began time.Time }
+
+func (c *activityClock) Now() time.Time { return c.at.Add(time.Since(c.began)) }
+
+func (c *activityClock) Wait(ctx context.Context, d time.Duration, _ func(time.Duration)) error {
+	return ctx.Err()
 }
 
 func (r *sessionRig) hostRuns() int {
@@ -436,5 +464,48 @@ func TestSessionOnDevServer(t *testing.T) {
 	t.Logf("history of the whole session: %d events", final.HistoryLength)
 	if _, err := os.Stat(filepath.Join(g.ws.Root, "greet.txt")); err != nil {
 		t.Errorf("the host's session did not do its task: %v", err)
+	}
+}
+
+// A usage limit that resets in five hours stops the host's run; the
+// workflow sleeps it out on a durable timer (skipped here in
+// milliseconds) and runs the session again once it reset, when it goes
+// on to the questions and, answered, to Complete. The status Query shows
+// the wait.
+func TestSessionUsageLimitIsADurableTimer(t *testing.T) {
+	g := newSessionRig(t)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	RegisterSession(env, g.host)
+	env.SetTestTimeout(time.Minute)
+	g.now = env.Now
+	until := env.Now().Add(5 * time.Hour)
+	g.roles.limit = until
+	var sleeping, waiting SessionStatus
+	var q1, q2 answerResult
+	env.RegisterDelayedCallback(func() { sleeping = querySession(t, env) }, time.Hour)
+	env.RegisterDelayedCallback(func() {
+		waiting = querySession(t, env)
+		sendAnswer(env, "a1", SessionAnswer{QuestionID: "q-1", Text: "hello"}, &q1)
+		sendAnswer(env, "a2", SessionAnswer{QuestionID: "q-2", Text: "greet.txt"}, &q2)
+	}, 6*time.Hour)
+	began := time.Now()
+	env.ExecuteWorkflow(SessionWorkflow, g.input())
+	t.Logf("a 5-hour limit and the whole session took %v", time.Since(began).Round(time.Millisecond))
+	if err := env.GetWorkflowError(); err != nil || !env.IsWorkflowCompleted() {
+		t.Fatalf("workflow: %v", err)
+	}
+	if !sleeping.UntilLimit.Equal(until) || sleeping.Working || sleeping.Outcome != SessionLimited || sleeping.Runs != 1 {
+		t.Errorf("status during the limit: %+v", sleeping)
+	}
+	if !waiting.WaitsForAnswers || waiting.Runs != 2 || !waiting.UntilLimit.IsZero() {
+		t.Errorf("status after the limit reset: %+v", waiting)
+	}
+	if !q1.accepted || !q2.accepted {
+		t.Errorf("answers: %+v %+v", q1, q2)
+	}
+	var final SessionStatus
+	if err := env.GetWorkflowResult(&final); err != nil || !final.Done || g.hostRuns() != 3 {
+		t.Errorf("the workflow ended with %+v, %v after %d runs on the host (want 3: limited, questions, the rest)", final, err, g.hostRuns())
 	}
 }
