@@ -294,7 +294,11 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	if err != nil {
 		return err
 	}
-	err = fleet.RunWorker(cmd.Context(), c, h, fleet.WorkerOptions{Shared: eng.TaskQueue, Integrate: opts.Integrate, Slots: opts.Slots, Thread: th})
+	sh, err := NewSessionHost(cmd.Context(), env, c, host)
+	if err != nil {
+		return err
+	}
+	err = fleet.RunWorker(cmd.Context(), c, h, fleet.WorkerOptions{Shared: eng.TaskQueue, Integrate: opts.Integrate, Slots: opts.Slots, Thread: th, Session: sh})
 	if err != nil {
 		return err
 	}

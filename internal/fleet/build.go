@@ -424,7 +424,9 @@ func (r *run) goLand(t *Task) {
 	in := LandInput{RunID: r.st.RunID, Target: r.st.Target, PRD: r.in.PRD, Task: t.ID, Title: t.Title, Base: t.Base, Head: t.Head,
 		Attempt: t.Attempt, Host: t.Host, Token: fmt.Sprintf("land-%s-%s-%d", r.st.RunID, t.ID, t.Attempt)}
 	workflow.Go(r.root, func(ctx workflow.Context) {
-		actx := workflow.WithActivityOptions(ctx, r.options(r.in.Integration, time.Hour, 0, 10))
+		ao := r.options(r.in.Integration, time.Hour, 0, 10)
+		ao.HeartbeatTimeout = r.in.Heartbeat
+		actx := workflow.WithActivityOptions(ctx, ao)
 		var res LandResult
 		err := workflow.ExecuteActivity(actx, ActivityLand, in).Get(ctx, &res)
 		ev := Integrated

@@ -289,8 +289,8 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 		if ev.Kind == report.KindAgentOutput {
 			logBytes.Add(int64(len(ev.Text)))
 		}
-		if ev.Kind == report.KindIteration {
-			iteration.Add(1)
+		if ev.Kind == report.KindIteration && ev.Data["iteration_end"] == nil {
+			iteration.Add(1) // an iteration's banner, not its closing record
 		}
 		em.Forward(ev)
 	})
@@ -390,6 +390,9 @@ func (h *Host) earliestReset() time.Time {
 // whose checks passed. A retry after a crash finds a landing that already
 // happened by its token and never lands twice.
 func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
+	// Heartbeats let Temporal notice a dead integration host within
+	// [engine] heartbeat, not the landing's one-hour timeout.
+	defer h.keepAlive(ctx)()
 	h.landMu.Lock()
 	defer h.landMu.Unlock()
 	em := h.emitter(in.RunID)

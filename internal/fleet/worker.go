@@ -36,6 +36,9 @@ type WorkerOptions struct {
 	// Thread runs the threads of this host's checkout (nil: threads are
 	// not worked here, though their workflows still run).
 	Thread *ThreadHost
+	// Session runs the sessions of this host's checkout (nil: sessions
+	// are not run here, though their workflows still run).
+	Session *SessionHost
 }
 
 // RunWorker runs this host's workers until ctx ends: the shared queue
@@ -63,6 +66,7 @@ func RunWorker(ctx context.Context, c client.Client, h *Host, o WorkerOptions) e
 		}
 		RegisterHost(w, h)
 		RegisterThread(w, o.Thread)
+		RegisterSession(w, o.Session)
 		workers = append(workers, w)
 	}
 	for _, w := range workers {
