@@ -90,20 +90,31 @@ var ErrAlreadyRunning = errors.New("a build of this branch is already running on
 // while one runs is refused with ErrAlreadyRunning.
 func Start(ctx context.Context, c client.Client, in BuildInput) (client.WorkflowRun, error) {
 	id := BuildID(in.Shared, in.Target)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        id,
-		TaskQueue: in.Shared,
-		// Without it the SDK hands back the run that is already going,
-		// and a second build of the branch would follow the first.
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	}, BuildWorkflow, in)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &started) {
+	run, running, err := startOnce(ctx, c, id, in.Shared, BuildWorkflow, in)
+	if running {
 		return nil, fmt.Errorf("%w: %s (see it: ralph status; stop it: ralph stop)", ErrAlreadyRunning, id)
 	}
 	return run, err
+}
+
+// startOnce starts workflow name under id on queue, unless a workflow with
+// that id runs already (running is then true): ids are builds', threads'
+// and sessions', so nothing is started twice.
+func startOnce(ctx context.Context, c client.Client, id, queue, name string, in any) (run client.WorkflowRun, running bool, err error) {
+	run, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                queue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		// Without it the SDK hands back the run that is already going as
+		// if it had started it.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}, name, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil, true, nil
+	}
+	return run, false, err
 }
 
 // Query returns a build's status.

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -417,17 +416,8 @@ var ErrNoSessionWorkflow = errors.New("the session's workflow is not running on 
 // ErrSessionRunning.
 func StartSession(ctx context.Context, c client.Client, in SessionInput) (client.WorkflowRun, error) {
 	id := SessionWorkflowID(in.SessionID)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                in.Shared,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		// Without it the SDK hands back the running workflow as if it
-		// had started it.
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, SessionWorkflow, in)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &started) {
+	run, running, err := startOnce(ctx, c, id, in.Shared, SessionWorkflow, in)
+	if running {
 		return nil, fmt.Errorf("%w: session %s is workflow %s; answer its questions with `ralph answer --session %s ID \"...\"`",
 			ErrSessionRunning, in.SessionID, id, in.SessionID)
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -422,17 +421,8 @@ var ErrNoThreadWorkflow = errors.New("the thread's workflow is not running on Te
 // ErrThreadRunning.
 func StartThread(ctx context.Context, c client.Client, in ThreadInput) (client.WorkflowRun, error) {
 	id := ThreadWorkflowID(in.ThreadID)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                in.Shared,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		// Without it the SDK hands back the running workflow as if it
-		// had started it.
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, ThreadWorkflow, in)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &started) {
+	run, running, err := startOnce(ctx, c, id, in.Shared, ThreadWorkflow, in)
+	if running {
 		return nil, fmt.Errorf("%w: thread %s is workflow %s; give it commands with `ralph thread approve|pause|abandon|... %s` (see it: ralph thread show %s)",
 			ErrThreadRunning, in.ThreadID, id, in.ThreadID, in.ThreadID)
 	}
