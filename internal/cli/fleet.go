@@ -245,16 +245,9 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	if opts.Slots < 1 {
 		return usageErrorf("--slots must be at least 1, got %d", opts.Slots)
 	}
-	host := opts.Host
-	if host == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return usageErrorf("cannot read this machine's hostname (%v): name the host with --host", err)
-		}
-		host = h
-	}
-	if host == "" || strings.ContainsAny(host, " @/\t\n") {
-		return usageErrorf("--host %q: use a name without spaces, '@' or '/'", host)
+	host, err := hostName(opts.Host)
+	if err != nil {
+		return err
 	}
 	s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: opts.Agent}, true)
 	if err != nil {
@@ -473,4 +466,21 @@ func fleetStatusOf(ws *workspace.Workspace, cfg config.Config, env *Env, local f
 		fleetOverlay(&rep, st, env.Now())
 		return rep, nil
 	}
+}
+
+// hostName is the host a worker, thread or session runs on: the --host
+// flag, else this machine's hostname. Its task queue is TASK_QUEUE@HOST.
+func hostName(flag string) (string, error) {
+	host := flag
+	if host == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", usageErrorf("cannot read this machine's hostname (%v): name the host with --host, as its `ralph worker --host` does", err)
+		}
+		host = h
+	}
+	if host == "" || strings.ContainsAny(host, " @/\t\n") {
+		return "", usageErrorf("--host %q: use a name without spaces, '@' or '/'", host)
+	}
+	return host, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -135,16 +134,9 @@ func running(ctx context.Context, c client.Client, id string) bool {
 // input and an unreachable server change nothing.
 func startSessionOnTemporal(ctx context.Context, opts *RunOptions, ws *workspace.Workspace, cfg config.Config) error {
 	env := opts.Env
-	host := opts.Host
-	if host == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return usageErrorf("cannot read this machine's hostname (%v): name the host with --host, as its `ralph worker --host` does", err)
-		}
-		host = h
-	}
-	if strings.ContainsAny(host, " @/\t\n") {
-		return usageErrorf("--host %q: use a name without spaces, '@' or '/'", host)
+	host, err := hostName(opts.Host)
+	if err != nil {
+		return err
 	}
 	var resumeDir string
 	if opts.Resume {

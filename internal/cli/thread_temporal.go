@@ -150,16 +150,9 @@ func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOption
 	if tc.r.Busy() {
 		return usageErrorf("thread %s is busy in another ralph here: wait for it, or `ralph thread pause %s`", t.ID, t.ID)
 	}
-	host := opts.Host
-	if host == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return usageErrorf("cannot read this machine's hostname (%v): name the host with --host, as its `ralph worker --host` does", err)
-		}
-		host = h
-	}
-	if strings.ContainsAny(host, " @/\t\n") {
-		return usageErrorf("--host %q: use a name without spaces, '@' or '/'", host)
+	host, err := hostName(opts.Host)
+	if err != nil {
+		return err
 	}
 	eng := tc.cfg.Engine
 	c, err := fleet.Dial(ctx, eng)
