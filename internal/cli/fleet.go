@@ -97,16 +97,31 @@ func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers
 		return err
 	}
 	runID := opts.Env.Now().UTC().Format("20060102-150405") + "-" + gitx.NewCommitToken()[:6]
-	if err := s.ws.Repo.PushBranch(ctx, eng.ExchangeRemote, fleet.TipBranch(runID, snap.Branch), tip, gitx.NoBranch, false); err != nil {
+	resumed := resumable(ctx, c, s.ws, eng, snap.Branch)
+	if resumed != nil {
+		runID = resumed.RunID
+		landed := 0
+		for _, t := range resumed.Tasks {
+			if t.State == fleet.Landed {
+				landed++
+			}
+		}
+		fmt.Fprintf(out, "ralph: resuming build %s on %s (%s landed so far; tasks stopped in flight resume on their hosts)\n", runID, snap.Branch, words.Count(landed, "task", "tasks"))
+	} else if err := s.ws.Repo.PushBranch(ctx, eng.ExchangeRemote, fleet.TipBranch(runID, snap.Branch), tip, gitx.NoBranch, false); err != nil {
 		return fmt.Errorf("publishing %s on the exchange remote: %w", snap.Branch, err)
 	}
-	in := fleet.BuildInput{RunID: runID, Target: snap.Branch, PRD: filepath.ToSlash(rel), Workers: workers,
+	in := fleet.BuildInput{RunID: runID, State: resumed, Target: snap.Branch, PRD: filepath.ToSlash(rel), Workers: workers,
 		MaxIterations: opts.MaxIterations, LandAttempts: cfg.Build.LandAttempts,
 		Shared: eng.TaskQueue, Integration: fleet.IntegrationQueue(eng.TaskQueue),
 		HostTimeout: eng.HostTimeout.Duration, Heartbeat: eng.Heartbeat.Duration, HistoryLimit: eng.HistoryLimit}
 	run, err := fleet.Start(ctx, c, in)
 	if errors.Is(err, fleet.ErrAlreadyRunning) {
-		_ = s.ws.Repo.DeleteRemoteBranch(ctx, eng.ExchangeRemote, fleet.TipBranch(runID, snap.Branch))
+		if resumed == nil {
+			_ = s.ws.Repo.DeleteRemoteBranch(ctx, eng.ExchangeRemote, fleet.TipBranch(runID, snap.Branch))
+		}
+		if st, qerr := fleet.Query(ctx, c, fleet.BuildID(eng.TaskQueue, snap.Branch)); qerr == nil && st.Stopping {
+			return usageErrorf("the last build of %s is still stopping (its hosts are saving the attempts in flight): run `ralph build` again in a few seconds to resume it", snap.Branch)
+		}
 		return usageErrorf("%v", err)
 	}
 	if err != nil {
@@ -119,6 +134,30 @@ func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers
 		return nil
 	}
 	return followFleet(ctx, opts, c, run)
+}
+
+
+// resumable returns the state of the last build of branch when it was
+// stopped or ended on an error (a Query answers for a closed workflow
+// while the server keeps it) and its integrated tip is still on the
+// exchange remote: a new build goes on from it, as a local build resumes
+// its unfinished run. Nil starts afresh.
+func resumable(ctx context.Context, c client.Client, ws *workspace.Workspace, eng config.EngineSection, branch string) *fleet.RunState {
+	id := fleet.BuildID(eng.TaskQueue, branch)
+	if fleet.Running(ctx, c, id) {
+		return nil // Start refuses it, and says why
+	}
+	st, err := fleet.Query(ctx, c, id)
+	if err != nil || st.Target != branch || (st.Outcome != "interrupted" && st.Outcome != "error") {
+		return nil
+	}
+	if _, err := ws.Repo.FetchBranch(ctx, eng.ExchangeRemote, fleet.TipBranch(st.RunID, branch)); err != nil {
+		return nil
+	}
+	rs := st.RunState
+	rs.Outcome, rs.Reason, rs.Stopping, rs.Paused = "", "", false, false
+	rs.CooldownUntil = time.Time{}
+	return &rs
 }
 
 // followFleet prints each task's moves until the run ends, and returns its

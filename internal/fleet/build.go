@@ -248,7 +248,9 @@ func (r *run) dispatch() {
 			return
 		}
 		r.move(t, Dispatched)
-		t.Attempt++
+		if !t.Resume {
+			t.Attempt++
+		}
 		r.inFlight++
 		r.goWork(t)
 	}
@@ -293,9 +295,14 @@ func (r *run) nextReady() *Task {
 // the host that prepared it, with durable cooldowns in between.
 func (r *run) goWork(t *Task) {
 	in := WorkInput{RunID: r.st.RunID, Target: r.st.Target, PRD: r.in.PRD, Task: t.ID, Attempt: t.Attempt, Feedback: r.feedback(t)}
-	host := t.Host
+	host, base, resume := t.Host, t.Base, t.Resume && t.Host != ""
+	t.Resume = false
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
-		if host == "" {
+		if resume {
+			// The worktree and the loop's state are on host already, from
+			// a run that was stopped: no Prepare, which would start over.
+			r.done.Send(ctx, stepDone{task: in.Task, event: Prepared, prep: PrepareResult{Host: host, Base: base}})
+		} else if host == "" {
 			// Prepare heartbeats: a host that dies during it loses the
 			// task to another host after the heartbeat timeout.
 			ao := r.options(r.in.Shared, 10*time.Minute, 0, 5)
@@ -335,6 +342,9 @@ func (r *run) goWork(t *Task) {
 			}
 			ao := r.options(HostQueue(r.in.Shared, host), 24*time.Hour, r.in.HostTimeout, 20)
 			ao.HeartbeatTimeout = r.in.Heartbeat
+			// A stop ends the run only once the host stopped the agent and
+			// the loop saved its state, so the next run resumes it.
+			ao.WaitForCancellation = true
 			actx := workflow.WithActivityOptions(ctx, ao)
 			var res WorkResult
 			err := workflow.ExecuteActivity(actx, ActivityWork, in).Get(ctx, &res)
@@ -533,6 +543,7 @@ func (r *run) apply(d stepDone) {
 		t.Hosts++
 		r.move(t, HostLost)
 	case Stopped:
+		t.Resume = (t.State == Working || t.State == Cooling) && t.Host != ""
 		if d.err != nil && !r.st.Stopping {
 			var ae *temporal.ApplicationError
 			if errors.As(d.err, &ae) && (ae.Type() == ErrTypeAgentCannotRun || ae.Type() == ErrTypeUsage) {

@@ -117,6 +117,13 @@ func startOnce(ctx context.Context, c client.Client, id, queue, name string, in 
 	return run, false, err
 }
 
+// Running reports whether workflow id runs now (a stopped build runs on
+// until its hosts saved the attempts in flight).
+func Running(ctx context.Context, c client.Client, id string) bool {
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+}
+
 // Query returns a build's status.
 func Query(ctx context.Context, c client.Client, id string) (Status, error) {
 	var st Status

@@ -118,6 +118,10 @@ type Task struct {
 	Iters    int    `json:"iterations"`
 	Branch   string `json:"branch"`
 	Hosts    int    `json:"host_moves,omitempty"`
+	// Resume: the run stopped with the task's loop in flight on Host; the
+	// next run works it there with the same attempt, and its loop
+	// resumes from its saved state instead of starting over.
+	Resume bool `json:"resume,omitempty"`
 	LogBytes int64  `json:"log_bytes,omitempty"`
 }
 
