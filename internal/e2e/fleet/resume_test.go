@@ -1,0 +1,94 @@
+package fleet
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// `ralph stop` while agents work, then `ralph build` again: the new build
+// goes on from the stopped run (its id, its landed tasks), and the tasks
+// whose loops were in flight resume on their host with the same attempt,
+// their loops picking up their saved state, instead of starting over.
+// Every story lands exactly once.
+func TestFleetStopThenBuildResumes(t *testing.T) {
+	r := newFleetRun(t)
+	r.startServer()
+	r.makeRepos()
+	wa := r.start("worker-a", r.a, r.ralph, "worker", "--host", "a", "--integrate")
+	r.waitLog(wa, `ralph worker a: polling`, time.Minute)
+	build := r.start("build", r.a, r.ralph, "build", "--workers", "2")
+	runID := r.waitLog(build, `ralph: build (\S+) started on Temporal`, time.Minute)[1]
+	r.waitLog(wa, `── iteration 1/`, time.Minute)
+
+	out, code := r.ralphRun(r.a, "stop")
+	if code != 0 || !strings.Contains(out, "stopping") {
+		t.Fatalf("ralph stop: exit %d, %q", code, out)
+	}
+	r.waitFor("the first build to end", time.Minute, func() (bool, string) { return build.exited(), build.output() })
+	if !strings.Contains(build.output(), "ralph: interrupted") {
+		t.Errorf("the stopped build's last words:\n%s", clip(build.output(), 3000))
+	}
+	interrupted := len(regexp.MustCompile(`■ interrupted: iteration 1 recorded as interrupted`).FindAllString(wa.output(), -1))
+	if interrupted == 0 {
+		t.Fatalf("worker a recorded no interrupted iteration: the stop did not reach an attempt in flight\n%s", clip(wa.output(), 4000))
+	}
+
+	// The hosts may still be saving the attempts when the follower ends:
+	// a build started meanwhile is told to wait, then resumes.
+	var again *proc
+	r.waitFor("a second ralph build to start", time.Minute, func() (bool, string) {
+		p := r.start("build-again", r.a, r.ralph, "build", "--workers", "2")
+		<-func() chan struct{} {
+			ch := make(chan struct{})
+			go func() {
+				for !p.exited() && !strings.Contains(p.output(), "started on Temporal") {
+					time.Sleep(50 * time.Millisecond)
+				}
+				close(ch)
+			}()
+			return ch
+		}()
+		if strings.Contains(p.output(), "started on Temporal") {
+			again = p
+			return true, ""
+		}
+		return false, p.output()
+	})
+	if !strings.Contains(again.output(), "ralph: resuming build "+runID) {
+		t.Errorf("the second build did not resume run %s:\n%s", runID, clip(again.output(), 3000))
+	}
+	r.waitFor("the resumed build to end", 3*time.Minute, func() (bool, string) { return again.exited(), clip(again.output(), 2000) })
+	if again.err != nil || !strings.Contains(again.output(), "complete: 6 tasks landed") {
+		t.Fatalf("the resumed build: %v\n%s", again.err, clip(again.output(), 4000))
+	}
+	log := wa.output()
+	if n := len(regexp.MustCompile(`resuming run \S+ in IMPLEMENT`).FindAllString(log, -1)); n < interrupted {
+		t.Errorf("%d loops were interrupted but %d resumed from their saved state:\n%s", interrupted, n, clip(log, 6000))
+	}
+	prepared := map[string]int{}
+	for _, m := range regexp.MustCompile(`\[a (\S+)\] ▶ prepared attempt`).FindAllStringSubmatch(log, -1) {
+		prepared[m[1]]++
+	}
+	for id, n := range prepared {
+		if n != 1 {
+			t.Errorf("%s was prepared %d times: a task stopped in flight must resume in its worktree, not be prepared (reset) again\n%s", id, n, clip(log, 6000))
+		}
+	}
+	var tasks []string
+	for _, line := range strings.Split(r.git(r.a, "log", "--format=%(trailers:key=Ralph-Task,valueonly)", "main"), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			tasks = append(tasks, line)
+		}
+	}
+	slices.Sort(tasks)
+	var want []string
+	for _, s := range stories {
+		want = append(want, s.id)
+	}
+	if !slices.Equal(tasks, want) {
+		t.Errorf("main's Ralph-Task commits are for %v; want each story once", tasks)
+	}
+}
