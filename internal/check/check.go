@@ -11,7 +11,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -234,7 +236,8 @@ func (r Result) Passed() bool {
 	return r.ExitCode == 0 && !r.TimedOut && !r.Missing
 }
 
-// Run runs c in dir with sh -c, in its own process group, killed after
+// Run runs c in dir with sh -c (or, for a plain command line, the program
+// itself: see directArgv), in its own process group, killed after
 // c.Timeout (DefaultTimeout when zero) or when ctx is cancelled. Stdin is
 // empty. Run never fails: problems starting the shell show in Output with
 // ExitCode -1.
@@ -244,8 +247,12 @@ func Run(ctx context.Context, dir string, c Check) Result {
 		timeout = DefaultTimeout
 	}
 	out := proc.NewTailBuffer(OutputLimit)
+	args := directArgv(dir, c.Run)
+	if args == nil {
+		args = []string{"sh", "-c", c.Run}
+	}
 	o, err := proc.Run(ctx, proc.Spec{
-		Args:    []string{"sh", "-c", c.Run},
+		Args:    args,
 		Dir:     dir,
 		Stdout:  out,
 		Stderr:  out,
@@ -320,4 +327,53 @@ func RunAll(ctx context.Context, dir string, checks []Check) ([]Result, bool) {
 		}
 	}
 	return results, true
+}
+
+// directArgv returns the argv of a check command line that needs no shell:
+// plain words (letters, digits and - _ . / : , + @ %) naming an installed
+// program that is a binary or a script with a #! line. sh -c would run it
+// the same way, one fork and exec later, on every check of every
+// iteration. Anything else (quotes, variables, globs, redirections,
+// builtins, assignments, a program not found) returns nil and goes to sh,
+// which also reports a missing program as "not found".
+func directArgv(dir, run string) []string {
+	words := strings.Fields(run)
+	if len(words) == 0 {
+		return nil
+	}
+	for _, w := range words {
+		for _, r := range w {
+			switch {
+			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			case strings.ContainsRune("-_./:,+@%", r):
+			default:
+				return nil
+			}
+		}
+	}
+	path := words[0]
+	switch {
+	case !strings.Contains(path, "/"):
+		p, err := exec.LookPath(path)
+		if err != nil {
+			return nil
+		}
+		path = p
+	case !filepath.IsAbs(path):
+		// Relative to the check's folder, as the child resolves it.
+		path = filepath.Join(dir, path)
+	}
+	if info, err := os.Stat(path); err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	head := make([]byte, 4)
+	if n, _ := io.ReadFull(f, head); n < 2 || (string(head[:2]) != "#!" && string(head) != "\x7fELF") {
+		return nil // a script without #!: only a shell runs it
+	}
+	return words
 }
