@@ -136,7 +136,6 @@ func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers
 	return followFleet(ctx, opts, c, run)
 }
 
-
 // resumable returns the state of the last build of branch when it was
 // stopped or ended on an error (a Query answers for a closed workflow
 // while the server keeps it) and its integrated tip is still on the

@@ -107,22 +107,22 @@ type Task struct {
 	State     TaskState `json:"state"`
 	// Host is the host that holds the task's worktree ("" before Prepare
 	// or after the host was lost).
-	Host     string `json:"host,omitempty"`
-	Attempt  int    `json:"attempt"`
-	Base     string `json:"base,omitempty"`
-	Head     string `json:"head,omitempty"`
-	Commit   string `json:"commit,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	Skipped  bool   `json:"skipped,omitempty"`
-	HeldBy   string `json:"held_block,omitempty"`
-	Iters    int    `json:"iterations"`
-	Branch   string `json:"branch"`
-	Hosts    int    `json:"host_moves,omitempty"`
+	Host    string `json:"host,omitempty"`
+	Attempt int    `json:"attempt"`
+	Base    string `json:"base,omitempty"`
+	Head    string `json:"head,omitempty"`
+	Commit  string `json:"commit,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Skipped bool   `json:"skipped,omitempty"`
+	HeldBy  string `json:"held_block,omitempty"`
+	Iters   int    `json:"iterations"`
+	Branch  string `json:"branch"`
+	Hosts   int    `json:"host_moves,omitempty"`
 	// Resume: the run stopped with the task's loop in flight on Host; the
 	// next run works it there with the same attempt, and its loop
 	// resumes from its saved state instead of starting over.
-	Resume bool `json:"resume,omitempty"`
-	LogBytes int64  `json:"log_bytes,omitempty"`
+	Resume   bool  `json:"resume,omitempty"`
+	LogBytes int64 `json:"log_bytes,omitempty"`
 }
 
 // Story is a task as the task file holds it: what Board returns.
