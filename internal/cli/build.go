@@ -91,7 +91,7 @@ attempt ([build] on_failing_baseline).`,
 	cmd.Flags().BoolVar(&opts.NoCommit, "no-commit", false, "verify but never commit (ralph and the agent)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the run's events on stdout, one JSON object per line (see README, Events)")
 	cmd.Flags().IntVar(&opts.Workers, "workers", 0, "tasks worked at once, each in its own worktree, landed one at a time by the merge queue (default [build] workers: 1)")
-	cmd.Flags().StringVar(&opts.Engine, "engine", "", "where the build runs: local (in this process) or temporal (workflows run by `ralph worker`s on many machines; default [engine] kind)")
+	cmd.Flags().StringVar(&opts.Engine, "engine", "", "where the build runs: local (in this process) or temporal (workflows that ralph workers on many machines run; default [engine] kind)")
 	cmd.Flags().BoolVar(&opts.Detach, "detach", false, "with --engine temporal: return once the build started instead of following it")
 	return cmd
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -37,4 +38,23 @@ func TestHelpSpeaksTheUsersWords(t *testing.T) {
 	root := NewRootCmd(&Env{})
 	root.InitDefaultHelpCmd()
 	walk(root)
+}
+
+// TestFlagHelpHasNoBacktickPlaceholders fails on a flag whose usage
+// quotes something in backticks: pflag takes a backticked word for the
+// flag's value name, so --help showed "--engine ralph worker" instead of
+// "--engine string".
+func TestFlagHelpHasNoBacktickPlaceholders(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if name, _ := pflag.UnquoteUsage(f); strings.Contains(f.Usage, "`") {
+				t.Errorf("%s --%s: its help shows %q as the value's name: %s", c.CommandPath(), f.Name, name, f.Usage)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewRootCmd(&Env{}))
 }

@@ -60,8 +60,8 @@ var answerWait = 30 * time.Second
 // addRunEngineFlags adds the Temporal flags of `ralph run`.
 func addRunEngineFlags(cmd *cobra.Command, opts *RunOptions) {
 	f := cmd.Flags()
-	f.StringVar(&opts.Engine, "engine", "", "where the session runs: local (in this process) or temporal (a workflow, run by the `ralph worker` of this checkout's host); default [engine] kind")
-	f.StringVar(&opts.Host, "host", "", "with --engine temporal: the name this checkout's `ralph worker --host` polls under (default: the machine's hostname)")
+	f.StringVar(&opts.Engine, "engine", "", "where the session runs: local (in this process) or temporal (a workflow, run by the ralph worker of this checkout's host); default [engine] kind")
+	f.StringVar(&opts.Host, "host", "", "with --engine temporal: the name this checkout's ralph worker --host polls under (default: the machine's hostname)")
 	f.BoolVar(&opts.Detach, "detach", false, "with --engine temporal: return once the workflow started, without following it")
 }
 

@@ -59,8 +59,8 @@ func readThreadMarker(ralphDir, id string) (*ThreadMarker, error) {
 // addThreadEngineFlags adds the Temporal flags of `ralph thread start`.
 func addThreadEngineFlags(cmd *cobra.Command, opts *ThreadOptions) {
 	f := cmd.Flags()
-	f.StringVar(&opts.Engine, "engine", "", "where the thread's work runs: local (in this process) or temporal (a workflow, worked by the `ralph worker` of this checkout's host); default [engine] kind")
-	f.StringVar(&opts.Host, "host", "", "with --engine temporal: the name this checkout's `ralph worker --host` polls under (default: the machine's hostname)")
+	f.StringVar(&opts.Engine, "engine", "", "where the thread's work runs: local (in this process) or temporal (a workflow, worked by the ralph worker of this checkout's host); default [engine] kind")
+	f.StringVar(&opts.Host, "host", "", "with --engine temporal: the name this checkout's ralph worker --host polls under (default: the machine's hostname)")
 	f.BoolVar(&opts.Detach, "detach", false, "with --engine temporal: return once the workflow started, without following it")
 }
 

@@ -73,7 +73,7 @@ It needs a terminal; scripts read ` + "`ralph status --json`" + ` or ` + "`ralph
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "the workspace to watch (default: the working directory)")
-	cmd.Flags().StringVar(&remoteURL, "url", "", "watch a workspace another machine serves: the address `ralph serve` printed")
+	cmd.Flags().StringVar(&remoteURL, "url", "", "watch a workspace another machine serves: the address ralph serve printed")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "with --url: the file holding the server's control token")
 	return cmd
 }
