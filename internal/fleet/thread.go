@@ -467,7 +467,10 @@ func SendCheckpoint(ctx context.Context, c client.Client, id string, cmd ThreadC
 	if err := h.Get(wctx, &st); err != nil && wctx.Err() == nil {
 		return nil, refusedCheckpoint(err)
 	}
-	return h, nil
+	// A fresh handle to wait on: the one above may keep the short wait's
+	// cancellation as its result, which a later Get would return instead
+	// of the Update's (seen under load in CI).
+	return c.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: h.WorkflowID(), RunID: h.RunID(), UpdateID: h.UpdateID()}), nil
 }
 
 func refusedCheckpoint(err error) error {
