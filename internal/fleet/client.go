@@ -142,12 +142,12 @@ func Query(ctx context.Context, c client.Client, id string) (Status, error) {
 // a command it cannot take now (the error says why) and nothing changes.
 func Send(ctx context.Context, c client.Client, id string, cmd Command) (string, error) {
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: UpdateControl,
-		Args: []any{cmd}, WaitForStage: client.WorkflowUpdateStageCompleted})
+		Args: []any{cmd}, WaitForStage: client.WorkflowUpdateStageAccepted})
 	if err != nil {
 		return "", refused(err)
 	}
 	var msg string
-	if err := h.Get(ctx, &msg); err != nil {
+	if err := (patientUpdate{h}).Get(ctx, &msg); err != nil {
 		return "", refused(err)
 	}
 	return msg, nil
@@ -163,4 +163,25 @@ func refused(err error) error {
 		msg = strings.TrimSpace(msg[:i])
 	}
 	return errs.Usagef("the run refused it: %s", msg)
+}
+
+// patientUpdate is an Update handle whose Get polls again when the server
+// cut a poll short (gRPC Canceled or DeadlineExceeded, seen under load)
+// while the caller still waits: only the caller's ctx ends the wait, and a
+// cut poll is never taken for the run's answer.
+type patientUpdate struct{ client.WorkflowUpdateHandle }
+
+func (h patientUpdate) Get(ctx context.Context, v any) error {
+	for {
+		err := h.WorkflowUpdateHandle.Get(ctx, v)
+		var cut *client.WorkflowUpdateServiceTimeoutOrCanceledError
+		if err == nil || ctx.Err() != nil || !errors.As(err, &cut) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -465,7 +465,7 @@ func SendAnswer(ctx context.Context, c client.Client, id string, a SessionAnswer
 	// recorded the answer.
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	if err := h.Get(wctx, &st); err != nil {
+	if err := (patientUpdate{h}).Get(wctx, &st); err != nil {
 		if wctx.Err() != nil && ctx.Err() == nil {
 			return st, false, nil
 		}

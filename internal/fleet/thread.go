@@ -464,13 +464,11 @@ func SendCheckpoint(ctx context.Context, c client.Client, id string, cmd ThreadC
 	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	var st ThreadStatus
-	if err := h.Get(wctx, &st); err != nil && wctx.Err() == nil {
+	patient := patientUpdate{h}
+	if err := patient.Get(wctx, &st); err != nil && wctx.Err() == nil {
 		return nil, refusedCheckpoint(err)
 	}
-	// A fresh handle to wait on: the one above may keep the short wait's
-	// cancellation as its result, which a later Get would return instead
-	// of the Update's (seen under load in CI).
-	return c.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: h.WorkflowID(), RunID: h.RunID(), UpdateID: h.UpdateID()}), nil
+	return patient, nil
 }
 
 func refusedCheckpoint(err error) error {
