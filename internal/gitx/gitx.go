@@ -179,6 +179,9 @@ type Snapshot struct {
 	Dirty []string
 	// Unmerged lists the paths with merge conflicts, sorted.
 	Unmerged []string
+	// Added lists the paths the index adds that HEAD does not have (a
+	// `git add` of a new file that was never committed), sorted.
+	Added []string
 }
 
 // Clean reports whether the work tree has no changes.
@@ -231,12 +234,16 @@ func parseStatus(out []byte) (Snapshot, error) {
 			return Snapshot{}, fmt.Errorf("gitx: malformed status record %q", rec)
 		}
 		s.Dirty = append(s.Dirty, fields[n-1])
+		if rec[0] == '1' && fields[1][0] == 'A' {
+			s.Added = append(s.Added, fields[n-1])
+		}
 		if rec[0] == 'u' {
 			s.Unmerged = append(s.Unmerged, fields[n-1])
 		}
 		origNext = rec[0] == '2'
 	}
 	slices.Sort(s.Unmerged)
+	slices.Sort(s.Added)
 	slices.Sort(s.Dirty)
 	s.Dirty = slices.Compact(s.Dirty)
 	return s, nil

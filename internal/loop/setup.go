@@ -32,6 +32,12 @@ func checkCleanTree(ctx context.Context, ws *workspace.Workspace, git GitPort, t
 	for _, f := range untracked {
 		isNew[f] = true
 	}
+	// A file staged as new but never committed is new too: a kill between
+	// the setup commit's `git add` and its commit leaves ralph's own files
+	// so, and they are not a person's edits.
+	for _, f := range snap.Added {
+		isNew[f] = true
+	}
 	own := map[string]bool{ws.Rel(taskFile): true, ws.Rel(planFile): true}
 	var foreign, edited []string
 	for _, f := range snap.Dirty {
@@ -68,17 +74,31 @@ func commitSetup(ctx context.Context, ws *workspace.Workspace, git GitPort, task
 		}
 	}
 	files, err := git.Untracked(ctx, paths...)
-	if err != nil || len(files) == 0 {
+	if err != nil {
 		return err
+	}
+	snap, err := git.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	// Files staged as new and never committed are the setup's too: a kill
+	// between an earlier setup's `git add` and its commit leaves them so.
+	for _, f := range snap.Added {
+		for _, p := range paths {
+			if (f == p || strings.HasPrefix(f, p+"/")) && !contains(files, f) {
+				files = append(files, f)
+			}
+		}
+	}
+	if len(files) == 0 {
+		return nil
 	}
 	// .ralph/.gitignore keeps ralph's machine state out: commit it (and
 	// any lines EnsureStateFiles added to an older one) with the rest.
 	ignore := workspace.DirName + "/.gitignore"
-	if snap, err := git.Snapshot(ctx); err == nil {
-		for _, f := range snap.Dirty {
-			if f == ignore && !contains(files, f) {
-				files = append(files, f)
-			}
+	for _, f := range snap.Dirty {
+		if f == ignore && !contains(files, f) {
+			files = append(files, f)
 		}
 	}
 	hash, err := git.CommitPaths(ctx, "ralph: workspace setup\n\nFiles ralph created before its first run here: "+strings.Join(clipList(files, 10), ", ")+"\n", files...)
