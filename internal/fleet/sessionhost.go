@@ -140,38 +140,16 @@ func (sh *SessionHost) Run(ctx context.Context, in SessionRunInput) (SessionStep
 	return step, nil
 }
 
-// watch heartbeats until done and, with a client, signals the workflow
-// each state the session enters.
+// watch heartbeats until done and reports each state the session enters.
 func (sh *SessionHost) watch(ctx context.Context, in SessionRunInput, poll time.Duration, done <-chan struct{}) {
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-	info := activity.GetInfo(ctx)
 	dir := SessionDir(sh.RalphDir, in.SessionID)
-	var last session.OrchestratorState
-	for {
-		activity.RecordHeartbeat(ctx, string(last.Resumes()))
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	watchProgress(ctx, poll, done, "", func() (string, SessionProgress, bool) {
 		p, err := session.Load(dir)
 		s := p.State
-		if err != nil || (s.Current == last.Current && s.StoppedIn == last.StoppedIn && s.CurrentTaskID == last.CurrentTaskID &&
-			s.CurrentAttemptNumber == last.CurrentAttemptNumber) {
-			continue
-		}
-		last = s
 		pr := SessionProgress{Seq: in.Seq, State: s}
 		pr.Tasks, pr.TasksDone = p.Counts()
-		if sh.Progress != nil {
-			sh.Progress(ctx, pr)
-		} else if sh.Client != nil {
-			_ = sh.Client.SignalWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, SignalSessionProgress, pr)
-		}
-	}
+		return fmt.Sprintf("%s/%s/%s/%d", s.Current, s.StoppedIn, s.CurrentTaskID, s.CurrentAttemptNumber), pr, err == nil
+	}, sh.Progress, sh.Client, SignalSessionProgress)
 }
 
 // Answer is the activity of an accepted answer: it records the answer in

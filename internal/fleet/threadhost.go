@@ -125,31 +125,11 @@ func (th *ThreadHost) Command(ctx context.Context, in ThreadCommandInput) (Threa
 	return step, nil
 }
 
-// watch heartbeats until done and, with a client, signals the workflow
-// each phase the thread enters.
+// watch heartbeats until done and reports each phase the thread enters.
 func (th *ThreadHost) watch(ctx context.Context, in ThreadCommandInput, last thread.Thread, poll time.Duration, done <-chan struct{}) {
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-	info := activity.GetInfo(ctx)
-	for {
-		activity.RecordHeartbeat(ctx, string(last.Phase.Type))
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	key := func(t thread.Thread) string { return fmt.Sprintf("%s/%d", t.Phase.Type, t.Phase.Iteration) }
+	watchProgress(ctx, poll, done, key(last), func() (string, ThreadProgress, bool) {
 		t, err := thread.Load(th.RalphDir, in.ThreadID)
-		if err != nil || (t.Phase.Type == last.Phase.Type && t.Phase.Iteration == last.Phase.Iteration) {
-			continue
-		}
-		last = t
-		p := ThreadProgress{Seq: in.Seq, Thread: t}
-		if th.Progress != nil {
-			th.Progress(ctx, p)
-		} else if th.Client != nil {
-			_ = th.Client.SignalWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, SignalThreadProgress, p)
-		}
-	}
+		return key(t), ThreadProgress{Seq: in.Seq, Thread: t}, err == nil
+	}, th.Progress, th.Client, SignalThreadProgress)
 }

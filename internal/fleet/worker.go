@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -82,4 +83,36 @@ func RunWorker(ctx context.Context, c client.Client, h *Host, o WorkerOptions) e
 		w.Stop()
 	}
 	return nil
+}
+
+// watchProgress heartbeats the activity of ctx every poll until done and,
+// each time look reads a state whose key changed, reports it: to local
+// when set (the SDK's test environment), else as signal to the activity's
+// workflow, so that its Query shows what the host's runner does while the
+// activity runs. The key is also the heartbeat's detail.
+func watchProgress[P any](ctx context.Context, poll time.Duration, done <-chan struct{}, key string, look func() (string, P, bool),
+	local func(context.Context, P), c client.Client, signal string) {
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	info := activity.GetInfo(ctx)
+	for {
+		activity.RecordHeartbeat(ctx, key)
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		k, p, ok := look()
+		if !ok || k == key {
+			continue
+		}
+		key = k
+		if local != nil {
+			local(ctx, p)
+		} else if c != nil {
+			_ = c.SignalWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, signal, p)
+		}
+	}
 }
