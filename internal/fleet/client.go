@@ -126,12 +126,19 @@ func Running(ctx context.Context, c client.Client, id string) bool {
 
 // Query returns a build's status.
 func Query(ctx context.Context, c client.Client, id string) (Status, error) {
-	var st Status
+	return queryWorkflowStatus[Status](ctx, c, id, errs.Usagef("no build %s on the Temporal server: start one with `ralph build --engine temporal`", id))
+}
+
+// queryWorkflowStatus asks workflow id for its status Query (builds, threads and
+// sessions answer the same name); gone is the error when the server has
+// no such workflow.
+func queryWorkflowStatus[S any](ctx context.Context, c client.Client, id string, gone error) (S, error) {
+	var st S
 	v, err := c.QueryWorkflow(ctx, id, "", QueryStatus)
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return st, errs.Usagef("no build %s on the Temporal server: start one with `ralph build --engine temporal`", id)
+			return st, fmt.Errorf("%w (%v)", gone, err)
 		}
 		return st, err
 	}

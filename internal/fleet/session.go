@@ -426,16 +426,7 @@ func StartSession(ctx context.Context, c client.Client, in SessionInput) (client
 
 // QuerySession returns the status of session id's workflow.
 func QuerySession(ctx context.Context, c client.Client, id string) (SessionStatus, error) {
-	var st SessionStatus
-	v, err := c.QueryWorkflow(ctx, SessionWorkflowID(id), "", QueryStatus)
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return st, fmt.Errorf("%w: %v", ErrNoSessionWorkflow, err)
-		}
-		return st, err
-	}
-	return st, v.Get(&st)
+	return queryWorkflowStatus[SessionStatus](ctx, c, SessionWorkflowID(id), ErrNoSessionWorkflow)
 }
 
 // AnswerRefused is an answer the session's validator refused: nothing

@@ -431,16 +431,7 @@ func StartThread(ctx context.Context, c client.Client, in ThreadInput) (client.W
 
 // QueryThread returns the status of thread id's workflow.
 func QueryThread(ctx context.Context, c client.Client, id string) (ThreadStatus, error) {
-	var st ThreadStatus
-	v, err := c.QueryWorkflow(ctx, ThreadWorkflowID(id), "", QueryStatus)
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return st, fmt.Errorf("%w: %v", ErrNoThreadWorkflow, err)
-		}
-		return st, err
-	}
-	return st, v.Get(&st)
+	return queryWorkflowStatus[ThreadStatus](ctx, c, ThreadWorkflowID(id), ErrNoThreadWorkflow)
 }
 
 // SendCheckpoint sends a person's command to thread id as a checkpoint
