@@ -119,17 +119,18 @@ type builder struct {
 	// its starting point is the baseline for "did the agent change
 	// anything".
 	resumedFrom *Attempt
-	// pending is a transition into IMPLEMENT that is not on disk yet: its
-	// state is saved, and its event journaled, together with the attempt
-	// the agent runs under (saveState), one atomic write where there were
-	// two.
-	pending *pendingTransition
 }
 
-// pendingTransition is a transition applied in memory whose save and
-// event wait for the next save of the state.
+// pendingEvent is an event that waits for the next save of the state: a
+// transition (t set) or a line said after one.
+type pendingEvent struct {
+	ev report.Event
+	t  *pendingTransition
+}
+
+// pendingTransition is what the run's log says of a transition once it
+// is saved.
 type pendingTransition struct {
-	ev       report.Event
 	from, to Machine
 	trigger  Trigger
 	taskID   string
@@ -222,6 +223,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	}
 	reason := ""
 	defer func() {
+		b.flushAtExit()
 		rep.StoriesLeft, rep.StoriesDone = b.board.Remaining(), len(b.board.Stories)-b.board.Remaining()
 		r.finish(&rep, reason)
 	}()
@@ -383,13 +385,11 @@ func (b *builder) stop(trig Trigger, why string, err error) error {
 
 // transition applies the pure machine to an event, performs the
 // transition's own actions, and persists the new state and the event line
-// before the next state's entry action runs.
+// before the next state's entry action runs, unless that action is one a
+// kill may simply have done again (waitsForSave): then the transition
+// waits in memory for the next save of the state, which records it with
+// the others that waited, in one atomic write where there were several.
 func (b *builder) transition(ev Event) error {
-	// A transition still in memory reaches the disk and the journal
-	// before the next one.
-	if err := b.flush(); err != nil {
-		return err
-	}
 	m := b.st.Machine
 	next, actions, err := Next(m, ev)
 	if err != nil {
@@ -440,26 +440,66 @@ func (b *builder) transition(ev Event) error {
 	if d := clip(detail, 300); d != "" {
 		e.Data = map[string]any{"detail": d}
 	}
-	p := &pendingTransition{ev: e, from: m, to: next, trigger: ev.Trigger, taskID: taskID}
-	if next.State == StateImplement && m.State != StateStopped {
-		// IMPLEMENT saves the attempt before its agent starts; this
-		// transition is saved and journaled with it (saveState). A kill
-		// before then finds the state and the journal as they were
-		// before this transition, and the resumed run takes it again
-		// from there, as after a kill during the previous state's action:
-		// the journal never holds an event the state does not.
-		b.pending = p
+	b.pending = append(b.pending, pendingEvent{ev: e, t: &pendingTransition{from: m, to: next, trigger: ev.Trigger, taskID: taskID}})
+	if b.waitsForSave(m, next) {
 		return nil
 	}
-	return b.persist(p)
+	return b.saveState()
 }
 
-// persist saves the state with p's event as its last and then journals
-// the event: the state records the event before the journal gets it, so
-// that a kill between the two is repaired on resume (repairJournal).
-func (b *builder) persist(p *pendingTransition) error {
-	if _, err := b.em.EmitAfter(p.ev, func(e report.Event) error {
-		b.st.LastEvent = &e
+// waitsForSave reports whether the transition from m into next may wait
+// in memory for the next save of the state. It may when what next does
+// before that save is quick work of ralph's own, with no agent, check or
+// wait in it, that a kill before the save simply has done again from the
+// state on disk, as after a kill during the previous state's action: the
+// journal never holds an event the state does not. IMPLEMENT saves its
+// attempt before the agent starts; COMMIT saves its token before git
+// commits; MEMORY_LOAD and STORY_SELECT read and choose; VALIDATE without
+// a reviewer or a criterion's command reads the task file. Transitions
+// into every other state, and out of STOPPED, are saved at once.
+func (b *builder) waitsForSave(m, next Machine) bool {
+	if m.State == StateStopped {
+		return false
+	}
+	switch next.State {
+	case StateImplement, StateCommit, StateMemoryLoad, StateStorySelect:
+		return true
+	case StateValidate:
+		return b.opts.Reviewer == nil && !b.criteriaRunCommands()
+	}
+	return false
+}
+
+// criteriaRunCommands reports whether VALIDATE runs a command for one of
+// the selected story's criteria.
+func (b *builder) criteriaRunCommands() bool {
+	for _, c := range b.sel.Story.Criteria {
+		if c.Verify != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// persist saves the state with batch's transitions as its last events and
+// then journals the batch: the state records the transitions before the
+// journal gets them, so that a kill between the two is repaired on resume
+// (repairJournal).
+func (b *builder) persist(batch []pendingEvent) error {
+	evs := make([]report.Event, len(batch))
+	for i, p := range batch {
+		evs[i] = p.ev
+	}
+	if _, err := b.em.EmitAllAfter(evs, func(stamped []report.Event) error {
+		var ts []report.Event
+		for i, e := range stamped {
+			if batch[i].t != nil {
+				ts = append(ts, e)
+			}
+		}
+		if n := len(ts); n > 0 {
+			b.st.LastEvent, b.st.EarlierEvents = &ts[n-1], ts[:n-1]
+		}
 		if err := b.home.save(b.st); err != nil {
 			return err
 		}
@@ -471,27 +511,47 @@ func (b *builder) persist(p *pendingTransition) error {
 	if err := b.journal.Err(); err != nil {
 		return err
 	}
-	b.log.Info("transition", "from", p.from.State, "to", p.to.State, "trigger", p.trigger, "task", p.taskID, "retry", p.to.RetryCount)
-	CrashHook()
+	for _, p := range batch {
+		if t := p.t; t != nil {
+			b.log.Info("transition", "from", t.from.State, "to", t.to.State, "trigger", t.trigger, "task", t.taskID, "retry", t.to.RetryCount)
+			CrashHook()
+		}
+	}
 	return nil
 }
 
-// flush saves the transition that is still in memory, if any.
+// flushAtExit saves what still waits for a save when the run returns
+// without a last transition (an error on the way): the lines said are
+// shown even when the save fails, and the state on disk is then the one
+// before those transitions, which resumes just the same.
+func (b *builder) flushAtExit() {
+	batch := b.pending
+	if len(batch) == 0 || b.saveState() == nil {
+		return
+	}
+	for _, p := range batch {
+		if p.t == nil {
+			b.em.Emit(p.ev)
+		}
+	}
+}
+
+// flush saves the transitions that wait in memory, if any.
 func (b *builder) flush() error {
-	if b.pending == nil {
+	if len(b.pending) == 0 {
 		return nil
 	}
 	return b.saveState()
 }
 
-// saveState saves the run's state: with the transition that is still in
-// memory, if any, and its event, else on its own. Every save of a build's
-// state goes through it, so that no save writes a state whose transition
-// the journal lacks.
+// saveState saves the run's state: with the transitions that wait in
+// memory, if any, and the lines said since, else on its own. Every save
+// of a build's state goes through it, so that no save writes a state
+// whose transitions the journal lacks.
 func (b *builder) saveState() error {
-	if p := b.pending; p != nil {
+	if batch := b.pending; len(batch) > 0 {
 		b.pending = nil
-		return b.persist(p)
+		return b.persist(batch)
 	}
 	return b.home.save(b.st)
 }
@@ -2215,7 +2275,7 @@ func (b *builder) consumeContext(taskID string) string {
 	}
 	b.event("context hints used in iteration %d (%s)", b.st.Machine.Iteration, taskID)
 	// A note, not a transition: using hints is no step of the machine.
-	b.em.Emit(report.Event{Kind: report.KindNote, Task: taskID, Attempt: b.st.Machine.RetryCount + 1,
+	b.emit(report.Event{Kind: report.KindNote, Task: taskID, Attempt: b.st.Machine.RetryCount + 1,
 		Data: map[string]any{"context_used": clip(strings.TrimSpace(string(data)), 300)}})
 	return strings.TrimSpace(string(data))
 }

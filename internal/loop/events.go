@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/ralphloop/ralph/internal/report"
 )
@@ -22,7 +23,21 @@ func (r *run) startEvents(journal string) {
 
 // say emits a line a person reads, with data for programs.
 func (r *run) say(kind report.Kind, text string, data map[string]any) {
-	r.em.Emit(report.Event{Kind: kind, Text: text, Data: data})
+	r.emit(report.Event{Kind: kind, Text: text, Data: data})
+}
+
+// emit sends ev now, or after the transitions that wait for the next
+// save of the state, when some do: a line said in a state comes after
+// the transition into it, in the journal as on the screen.
+func (r *run) emit(ev report.Event) {
+	if len(r.pending) > 0 {
+		if ev.Time.IsZero() {
+			ev.Time = r.opts.now().UTC()
+		}
+		r.pending = append(r.pending, pendingEvent{ev: ev})
+		return
+	}
+	r.em.Emit(ev)
 }
 
 // sayf emits a line a person reads, made from format.
@@ -36,7 +51,7 @@ func (b *builder) say(kind report.Kind, text string, data map[string]any) {
 	if b.st != nil && b.st.Machine.TaskID != "" {
 		ev.Task, ev.Attempt = b.st.Machine.TaskID, b.st.Machine.RetryCount+1
 	}
-	b.em.Emit(ev)
+	b.emit(ev)
 }
 
 func (b *builder) sayf(kind report.Kind, format string, args ...any) {
@@ -61,8 +76,12 @@ func (b *builder) repairJournal(path, statePath string) error {
 		}
 		return nil
 	}
-	if err := report.Repair(path, *ev); err != nil {
-		return err
+	// The transitions saved together with the last one come first, in
+	// their order: a kill may have come before any of them was appended.
+	for _, e := range append(slices.Clone(b.st.EarlierEvents), *ev) {
+		if err := report.Repair(path, e); err != nil {
+			return err
+		}
 	}
 	b.em.Skip(ev.Seq)
 	return nil

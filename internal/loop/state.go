@@ -75,6 +75,11 @@ type LoopState struct {
 	// would lose the line, so a resume appends LastEvent when the log
 	// lacks it (see RepairEvents).
 	LastEvent *report.Event `json:"last_event,omitempty"`
+	// EarlierEvents are the transitions saved together with LastEvent,
+	// oldest first, when one save recorded several (transitions into
+	// quick states wait for the next save, see builder.transition). A
+	// resume appends those the log lacks, in order, before LastEvent.
+	EarlierEvents []report.Event `json:"earlier_events,omitempty"`
 	// CommitToken is written here just before ralph commits a task and
 	// goes into the commit as its Ralph-Commit trailer. Only a commit that
 	// carries it is ralph's: the other trailers are in the agent's prompt

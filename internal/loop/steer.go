@@ -163,7 +163,7 @@ func (b *builder) journalControl(c control.Command, task, why string) {
 		data["status"], data["why"] = "refused", why
 		text = fmt.Sprintf("  ⇢ %s %s by %s: refused: %s\n", c.Kind, task, c.By, why)
 	}
-	b.em.Emit(report.Event{Kind: report.KindControl, Task: task, Data: data, Text: text})
+	b.emit(report.Event{Kind: report.KindControl, Task: task, Data: data, Text: text})
 }
 
 // stopMessage says why ctx ended: a stop command names who gave it.

@@ -38,6 +38,10 @@ type Journal struct {
 	// Journal last wrote: an unchanged size means no one else wrote
 	// since, and the tail need not be read again.
 	size, last int64
+	// wrote is the journal's size right after this Journal's last
+	// append, whose line was whole: while the file is still that long,
+	// no one has written since and no torn line can be there to cut.
+	wrote int64
 }
 
 // Emit implements Sink: it appends ev as it is, numbered by whoever
@@ -47,17 +51,45 @@ func (j *Journal) Emit(ev Event) {
 	defer j.claimed.Unlock()
 	j.lockFile()
 	defer j.unlockFile()
-	j.append(ev)
+	j.append([]Event{ev})
 }
 
-func (j *Journal) append(ev Event) {
-	if err := store.AppendJSONLine(j.Path, ev); err != nil {
+// append writes evs, one line each, in one write. A torn last line that a
+// killed writer left is cut first; when the journal is as long as this
+// Journal's own last complete append left it, it has none, and the file
+// is not read for it.
+func (j *Journal) append(evs []Event) {
+	if len(evs) == 0 {
+		return
+	}
+	var buf []byte
+	for _, ev := range evs {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			j.fail(err)
+			return
+		}
+		buf = append(append(buf, b...), '\n')
+	}
+	known := false
+	if fi, err := os.Stat(j.Path); err == nil && fi.Size() == j.wrote {
+		known = true
+	} else if err := store.CutTornLine(j.Path); err != nil {
 		j.fail(err)
 		return
 	}
-	if fi, err := os.Stat(j.Path); err == nil {
-		j.size, j.last = fi.Size(), max(j.last, ev.Seq)
+	if err := store.AppendFile(j.Path, buf); err != nil {
+		j.fail(err)
+		return
 	}
+	if known {
+		j.wrote += int64(len(buf))
+	} else if fi, err := os.Stat(j.Path); err == nil {
+		j.wrote = fi.Size()
+	} else {
+		j.wrote = -1
+	}
+	j.size, j.last = j.wrote, max(j.last, evs[len(evs)-1].Seq)
 }
 
 func (j *Journal) fail(err error) {
@@ -102,8 +134,8 @@ func (j *Journal) claim(after int64) (seq int64, unlock func()) {
 	}
 }
 
-// appendLocked writes ev while the journal is claimed.
-func (j *Journal) appendLocked(ev Event) { j.append(ev) }
+// appendLocked writes evs while the journal is claimed.
+func (j *Journal) appendLocked(evs []Event) { j.append(evs) }
 
 // Err returns the first append that failed, nil when every one succeeded
 // (or j is nil: no journal, no failed append).

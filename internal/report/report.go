@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
 	"sync"
 	"time"
 )
@@ -126,23 +127,25 @@ func NewEmitter(machine, run string, after int64, now func() time.Time, sinks ..
 	return e
 }
 
-// number gives ev the next seq. With a journal the number is taken under
-// the journal's lock, after every seq in it, and the journal stays locked
-// until done is called with the event as it is to be written (nil: not
-// written).
-func (e *Emitter) number(ev *Event) (done func(*Event)) {
+// number gives the events of evs consecutive seqs. With a journal the
+// numbers are taken under the journal's lock, after every seq in it, and
+// the journal stays locked until done is called with the events as they
+// are to be written (nil: not written).
+func (e *Emitter) number(evs []Event) (done func([]Event)) {
 	if e.journal == nil {
-		e.seq++
-		ev.Seq = e.seq
-		return func(*Event) {}
+		for i := range evs {
+			e.seq++
+			evs[i].Seq = e.seq
+		}
+		return func([]Event) {}
 	}
 	seq, unlock := e.journal.claim(e.seq)
-	e.seq = seq
-	ev.Seq = seq
-	return func(ev *Event) {
-		if ev != nil {
-			e.journal.appendLocked(*ev)
-		}
+	for i := range evs {
+		evs[i].Seq = seq + int64(i)
+	}
+	e.seq = seq + int64(len(evs)) - 1
+	return func(evs []Event) {
+		e.journal.appendLocked(evs)
 		unlock()
 	}
 }
@@ -173,27 +176,47 @@ func (e *Emitter) Emit(ev Event) Event {
 // the event, to repair the journal after a kill) in persist, so that the
 // state never lags the journal.
 func (e *Emitter) EmitAfter(ev Event, persist func(Event) error) (Event, error) {
+	var save func([]Event) error
+	if persist != nil {
+		save = func(evs []Event) error { return persist(evs[0]) }
+	}
+	evs, err := e.EmitAllAfter([]Event{ev}, save)
+	return evs[0], err
+}
+
+// EmitAllAfter is EmitAfter for events that one save of a runner's state
+// records together: they get consecutive seqs in their order, persist is
+// called once with all of them stamped, and only when it succeeds are
+// they handed to the sinks, in order. No other event comes between them.
+func (e *Emitter) EmitAllAfter(evs []Event, persist func([]Event) error) ([]Event, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	done := e.number(&ev)
-	ev.V, ev.Run, ev.Machine = SchemaVersion, e.run, e.machine
-	if ev.Time.IsZero() {
-		ev.Time = e.now().UTC()
-	}
-	if ev.Worker == "" {
-		ev.Worker = e.worker
-	}
-	if persist != nil {
-		if err := persist(ev); err != nil {
-			done(nil)
-			return ev, err
+	evs = slices.Clone(evs)
+	done := e.number(evs)
+	now := e.now().UTC()
+	for i := range evs {
+		ev := &evs[i]
+		ev.V, ev.Run, ev.Machine = SchemaVersion, e.run, e.machine
+		if ev.Time.IsZero() {
+			ev.Time = now
+		}
+		if ev.Worker == "" {
+			ev.Worker = e.worker
 		}
 	}
-	done(&ev)
-	for _, s := range e.sinks {
-		s.Emit(ev)
+	if persist != nil {
+		if err := persist(evs); err != nil {
+			done(nil)
+			return evs, err
+		}
 	}
-	return ev, nil
+	done(evs)
+	for _, ev := range evs {
+		for _, s := range e.sinks {
+			s.Emit(ev)
+		}
+	}
+	return evs, nil
 }
 
 // Forward numbers an event another emitter stamped (a worker's loop) in
@@ -204,7 +227,9 @@ func (e *Emitter) EmitAfter(ev Event, persist func(Event) error) (Event, error) 
 func (e *Emitter) Forward(ev Event) Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	done := e.number(&ev)
+	evs := []Event{ev}
+	done := e.number(evs)
+	ev = evs[0]
 	if ev.Run != "" && ev.Run != e.run {
 		data := make(map[string]any, len(ev.Data)+1)
 		for k, v := range ev.Data {
@@ -217,7 +242,7 @@ func (e *Emitter) Forward(ev Event) Event {
 	if ev.Time.IsZero() {
 		ev.Time = e.now().UTC()
 	}
-	done(&ev)
+	done([]Event{ev})
 	for _, s := range e.sinks {
 		s.Emit(ev)
 	}

@@ -204,15 +204,15 @@ func AppendJSONLine(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	if err := cutTornLine(path); err != nil {
+	if err := CutTornLine(path); err != nil {
 		return err
 	}
 	return AppendFile(path, append(b, '\n'))
 }
 
-// cutTornLine truncates path after its last newline when it does not end
+// CutTornLine truncates path after its last newline when it does not end
 // with one. A missing or empty file is left alone.
-func cutTornLine(path string) error {
+func CutTornLine(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
