@@ -266,3 +266,40 @@ func BenchmarkEmitToJournal(b *testing.B) {
 		em.Emit(ev)
 	}
 }
+
+// A journal that keeps writing after another writer left a torn line (a
+// process killed mid-append) cuts it first, although it skips reading the
+// file while the journal is as long as its own last append left it; a
+// batch lands in order, with consecutive seqs.
+func TestJournalCutsATornLineOfAnotherWriter(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "events.jsonl")
+	j := &Journal{Path: p}
+	e := NewEmitter("loop", "r1", 0, nil, j)
+	e.Emit(Event{Kind: KindNote, Text: "a\n"})
+	e.Emit(Event{Kind: KindNote, Text: "b\n"})
+	f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"v":1,"seq":3,"run":"other"`) // killed mid-append
+	f.Close()
+	evs, err := e.EmitAllAfter([]Event{{Kind: KindTransition, From: "A", To: "B"}, {Kind: KindNote, Text: "c\n"}}, func(evs []Event) error {
+		if len(evs) != 2 || evs[1].Seq != evs[0].Seq+1 {
+			t.Errorf("persist got %+v, want two events with consecutive seqs", evs)
+		}
+		return nil
+	})
+	if err != nil || j.Err() != nil {
+		t.Fatal(err, j.Err())
+	}
+	b, _ := os.ReadFile(p)
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("journal has %d lines, want 4:\n%s", len(lines), b)
+	}
+	for i, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("line %d is not JSON (the torn line was not cut): %q", i+1, l)
+		}
+	}
+	if !strings.Contains(lines[2], `"to":"B"`) || !strings.Contains(lines[3], `"text":"c\n"`) || evs[0].Seq != 3 {
+		t.Errorf("the batch is not last, in order, from seq 3: %+v\n%s", evs, b)
+	}
+}
