@@ -1618,7 +1618,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	var pre, after gitx.Snapshot
 	var made *gitx.Commit
 	if !b.st.NoCommit {
-		snap, err := b.git.Snapshot(bg)
+		snap, known, err := b.treeBeforeCommit(bg)
 		if err != nil {
 			return Event{Trigger: TrigCommitFailed}, b.fail("git: "+err.Error(), "", "permanent")
 		}
@@ -1628,16 +1628,20 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			return Event{}, err
 		}
 		after = snap // nothing to commit: the tree is as it was
-		if len(snap.Dirty) > 0 {
+		if known || len(snap.Dirty) > 0 {
 			var saved bool
 			var saveErr error
+			var staged []string
 			msg := b.commitMessage(taskID, story, m.Partial, eventID)
-			after, err = runkit.CommitSnapshot(bg, b.git, msg, func(token string) error {
+			after, staged, err = runkit.CommitListed(bg, b.git, msg, func(token string) error {
 				b.st.CommitToken = token
 				saveErr = b.saveState()
 				saved = saveErr == nil
 				return saveErr
 			})
+			// What the checks and ralph changed since the agent is what
+			// the staging took in.
+			pre.Dirty = slices.Compact(slices.Sorted(slices.Values(append(pre.Dirty, staged...))))
 			switch {
 			case saveErr != nil:
 				// Nothing was committed: a commit whose token is not on
@@ -1647,6 +1651,13 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 				return Event{Trigger: TrigCommitFailed}, b.commitFailed(taskBytes, "git add failed (a lock in .git may have refused it)", err)
 			case err != nil && !errors.Is(err, gitx.ErrNothingToCommit):
 				return Event{Trigger: TrigCommitFailed}, b.commitFailed(taskBytes, "git commit failed (a pre-commit hook or a lock in .git refused it)", err)
+			case err != nil && known:
+				// Nothing to commit after all: the tree is not the one
+				// read after the agent (a check put files back).
+				if after, err = b.git.Snapshot(bg); err != nil {
+					return Event{Trigger: TrigCommitFailed}, b.fail("git: "+err.Error(), "", "permanent")
+				}
+				pre = after
 			case err != nil:
 				after = snap
 			default:
@@ -1692,6 +1703,26 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	}
 	b.closeIteration()
 	return Event{Trigger: TrigCommitted}, nil
+}
+
+// treeBeforeCommit is the tree COMMIT starts from. When this process read
+// the tree after the agent (gitDelta) and HEAD and the branch are still
+// what it read then (from git's files: no process), it is that tree, and
+// known is true: what the checks and ralph (the task file, progress.md)
+// changed since is what the commit's staging names, so the commit is
+// tried even with nothing dirty then. Otherwise (a resume, a check that
+// committed or switched branches, a layout only git reads) it is git's
+// status.
+func (b *builder) treeBeforeCommit(ctx context.Context) (snap gitx.Snapshot, known bool, err error) {
+	if b.deltaIter == b.st.Machine.Iteration && b.deltaIter != 0 {
+		if head, branch, ok := b.git.HeadFiles(); ok && head == b.snap.Head && branch == b.snap.Branch && head != "" {
+			snap = b.snap
+			snap.Dirty = slices.Clone(snap.Dirty)
+			return snap, true, nil
+		}
+	}
+	snap, err = b.git.Snapshot(ctx)
+	return snap, false, err
 }
 
 // commitDelta fills the git part of the iteration's record once COMMIT is

@@ -33,6 +33,11 @@ type GitPort interface {
 	Snapshot(ctx context.Context) (gitx.Snapshot, error)
 	Head(ctx context.Context) (string, error)
 	AddAll(ctx context.Context) error
+	// AddAllListed is AddAll that names the paths it staged.
+	AddAllListed(ctx context.Context) ([]string, error)
+	// HeadFiles reads HEAD and the branch from git's files, without a
+	// process; ok is false when only git can tell (gitx.ReadHead).
+	HeadFiles() (head, branch string, ok bool)
 	Commit(ctx context.Context, message string) (string, error)
 	// CommitSnapshot commits and reads the tree after it (its Head is
 	// the commit) in two git processes: COMMIT needs both.
@@ -55,7 +60,7 @@ type GitPort interface {
 
 // A GitPort is what runkit.Commit and runkit.Committed need: the loop
 // commits a task as every runner does.
-var _ runkit.SnapshotCommitGit = GitPort(nil)
+var _ runkit.ListingGit = GitPort(nil)
 
 // CheckPort runs one of ralph's checks in dir.
 type CheckPort interface {
@@ -64,6 +69,8 @@ type CheckPort interface {
 
 // repoGit is the real GitPort.
 type repoGit struct{ *gitx.Repo }
+
+func (g repoGit) HeadFiles() (head, branch string, ok bool) { return gitx.ReadHead(g.Dir) }
 
 func (g repoGit) Unstage(ctx context.Context) error {
 	_, err := g.Runner.Git(ctx, g.Dir, "reset", "-q")

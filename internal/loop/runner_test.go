@@ -43,7 +43,7 @@ type fakeGit struct {
 }
 
 // gitReads are the calls every run makes.
-var gitReads = []string{"Snapshot", "Head", "Untracked", "CommitsBetween", "ChangedFiles", "IsAncestor", "Range", "LastCommit"}
+var gitReads = []string{"Snapshot", "Head", "HeadFiles", "Untracked", "CommitsBetween", "ChangedFiles", "IsAncestor", "Range", "LastCommit"}
 
 func newFakeGit(t *testing.T, allow ...string) *fakeGit {
 	g := &fakeGit{t: t, allowed: map[string]bool{}, head: "h0", dirty: map[string]bool{}}
@@ -106,6 +106,33 @@ func (g *fakeGit) AddAll(ctx context.Context) error {
 	defer g.mu.Unlock()
 	g.call("AddAll")
 	return g.addErr
+}
+
+// AddAllListed is AddAll (counted as one) naming the dirty paths.
+func (g *fakeGit) AddAllListed(ctx context.Context) ([]string, error) {
+	if err := g.AddAll(ctx); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var staged []string
+	for f := range g.dirty {
+		staged = append(staged, f)
+	}
+	slices.Sort(staged)
+	return staged, nil
+}
+
+// HeadFiles reads what Snapshot would.
+func (g *fakeGit) HeadFiles() (string, string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("HeadFiles")
+	branch := g.branch
+	if branch == "" {
+		branch = "main"
+	}
+	return g.head, branch, true
 }
 
 func (g *fakeGit) Commit(ctx context.Context, message string) (string, error) {

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -91,5 +93,42 @@ func TestWritesPerIterationAndRecordsWrittenLater(t *testing.T) {
 		if err != nil || !strings.Contains(string(b), fmt.Sprintf("US-%03d", n)) {
 			t.Errorf("iter-%d.prompt.md: %v, does not name US-%03d:\n%.300s", n, err, n, b)
 		}
+	}
+}
+
+// COMMIT starts from the tree read after the agent when HEAD and the
+// branch are still what that read saw: what the checks changed since is
+// still committed and recorded (git add --verbose names it). A check that
+// commits moves HEAD, and COMMIT asks git for the tree instead.
+func TestCommitTakesInWhatTheChecksChanged(t *testing.T) {
+	for _, tc := range []struct{ name, check string }{
+		{"check writes a file", "echo made by the check >> generated.txt"},
+		{"check commits", "echo made by the check >> generated.txt && git add -A && git commit -qm 'by the check'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, opts := newSuccessBuild(t, 2)
+			opts.Checks[0].Run = tc.check
+			rep, err := Build(context.Background(), ws, opts)
+			if err != nil || rep.StoriesDone != 2 {
+				t.Fatalf("outcome %s, %d done: %v", rep.Outcome, rep.StoriesDone, err)
+			}
+			for n := 1; n <= 2; n++ {
+				var rec IterationRecord
+				if _, err := store.ReadJSON(filepath.Join(rep.RunDir, fmt.Sprintf("iter-%d.json", n)), 1, &rec); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Contains(rec.ChangedFiles, "generated.txt") || !slices.Contains(rec.ChangedFiles, "prd.md") || len(rec.UncommittedFiles) != 0 {
+					t.Errorf("iteration %d: changed %q, uncommitted %q; want generated.txt and prd.md changed, nothing left", n, rec.ChangedFiles, rec.UncommittedFiles)
+				}
+			}
+			out, err := exec.Command("git", "-C", ws.Root, "status", "--porcelain").CombinedOutput()
+			if err != nil || len(out) != 0 {
+				t.Errorf("the tree after the build: %v\n%s", err, out)
+			}
+			out, _ = exec.Command("git", "-C", ws.Root, "log", "-1", "--name-only", "--format=%s").CombinedOutput()
+			if !strings.HasPrefix(string(out), "US-002") || !strings.Contains(string(out), ".ralph/progress.md") {
+				t.Errorf("ralph's last commit is not US-002's with its progress note:\n%s", out)
+			}
+		})
 	}
 }

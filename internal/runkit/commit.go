@@ -98,10 +98,38 @@ func CommitSnapshot(ctx context.Context, g SnapshotCommitGit, m Message, save fu
 	return g.CommitSnapshot(ctx, text)
 }
 
+// ListingGit is a SnapshotCommitGit whose staging also names the paths it
+// staged (*gitx.Repo's AddAllListed).
+type ListingGit interface {
+	SnapshotCommitGit
+	AddAllListed(ctx context.Context) ([]string, error)
+}
+
+// CommitListed is CommitSnapshot that also returns the paths the staging
+// took in, new, changed or removed: a runner that knows the tree from
+// before the checks learns what they and ralph changed since without
+// another git status. staged is set even when the commit then fails.
+func CommitListed(ctx context.Context, g ListingGit, m Message, save func(token string) error) (after gitx.Snapshot, staged []string, err error) {
+	text, err := stageWith(ctx, func(ctx context.Context) (err error) {
+		staged, err = g.AddAllListed(ctx)
+		return err
+	}, m, save)
+	if err != nil {
+		return gitx.Snapshot{}, staged, err
+	}
+	after, err = g.CommitSnapshot(ctx, text)
+	return after, staged, err
+}
+
 // stage stages every change, saves a fresh token and returns the message
 // that carries it.
 func stage(ctx context.Context, g CommitGit, m Message, save func(token string) error) (string, error) {
-	if err := g.AddAll(ctx); err != nil {
+	return stageWith(ctx, g.AddAll, m, save)
+}
+
+// stageWith is stage with add as the staging.
+func stageWith(ctx context.Context, add func(context.Context) error, m Message, save func(token string) error) (string, error) {
+	if err := add(ctx); err != nil {
 		return "", fmt.Errorf("git add: %w", err)
 	}
 	token := gitx.NewCommitToken()
