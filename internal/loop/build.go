@@ -111,6 +111,11 @@ type builder struct {
 	// IMPLEMENT starts from unless something may have changed the tree
 	// since (see freshSnapshot): one git status fewer per iteration.
 	fresh *freshSnap
+	// freshToken is the commit token this process made with the
+	// transition into TEST and has not committed with: no commit carries
+	// it, so COMMIT need not look for one. savedToken is the token in the
+	// state as last saved.
+	freshToken, savedToken string
 	// deltaIter is the iteration whose record holds the agent's commits
 	// and files as this process read them after the agent: COMMIT adds
 	// its own to them instead of asking git again.
@@ -411,6 +416,13 @@ func (b *builder) transition(ev Event) error {
 		// token, which recognises a commit it already made.
 		b.st.CommitToken = ""
 	}
+	if m.State == StateImplement && next.State == StateTest {
+		// The commit token goes to disk with this transition, which is
+		// saved before the checks run, and not with a save of its own
+		// just before the commit. The agent has ended: it never sees it.
+		b.st.CommitToken = gitx.NewCommitToken()
+		b.freshToken = b.st.CommitToken
+	}
 	b.st.Machine = next
 	b.st.EnteredAt = now.UTC()
 	b.st.UpdatedAt = now.UTC()
@@ -549,11 +561,17 @@ func (b *builder) flush() error {
 // of a build's state goes through it, so that no save writes a state
 // whose transitions the journal lacks.
 func (b *builder) saveState() error {
+	var err error
 	if batch := b.pending; len(batch) > 0 {
 		b.pending = nil
-		return b.persist(batch)
+		err = b.persist(batch)
+	} else {
+		err = b.home.save(b.st)
 	}
-	return b.home.save(b.st)
+	if err == nil {
+		b.savedToken = b.st.CommitToken
+	}
+	return err
 }
 
 func (b *builder) transitionAction(a Action, from, to Machine) {
@@ -1578,7 +1596,14 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	// the token saved before it was made, never by the task and run
 	// trailers, which are in the agent's prompt and which an agent can copy
 	// into a commit of its own.
-	if hash, ok := runkit.Committed(bg, b.git, b.st.CommitToken); ok {
+	// A token this process made and has not committed with yet is on no
+	// commit: only a resumed COMMIT looks for its commit.
+	var hash string
+	committed := false
+	if b.st.CommitToken != b.freshToken {
+		hash, committed = runkit.Committed(bg, b.git, b.st.CommitToken)
+	}
+	if committed {
 		// A crash may have come between the commit and the audit note.
 		if a, ok := b.src.(Auditor); ok && !m.Partial {
 			b.audit(bg, a, story.ID, hash)
@@ -1611,7 +1636,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	if !m.Partial {
 		b.appendProgress(fmt.Sprintf("%s: %s verified by ralph (checks passed, acceptance criteria met; run %s, iteration %d)", taskID, story.Title, b.id, m.Iteration))
 	}
-	hash := ""
+	hash = ""
 	// after is the tree once the work is committed, read by the commit
 	// itself; made is the commit ralph made, nil when there was nothing to
 	// commit.
@@ -1633,7 +1658,17 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			var saveErr error
 			var staged []string
 			msg := b.commitMessage(taskID, story, m.Partial, eventID)
+			msg.Token = b.freshToken
+			b.freshToken = "" // a COMMIT entered again looks for this commit
 			after, staged, err = runkit.CommitListed(bg, b.git, msg, func(token string) error {
+				if token == b.savedToken {
+					// On disk since the transition into TEST. The
+					// transitions since wait for the next save: a kill
+					// before it resumes in TEST, and the COMMIT after the
+					// checks finds this commit by its token.
+					saved = true
+					return nil
+				}
 				b.st.CommitToken = token
 				saveErr = b.saveState()
 				saved = saveErr == nil

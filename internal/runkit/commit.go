@@ -32,6 +32,10 @@ type Message struct {
 	// Body comes between the subject and the trailers; "" for none.
 	Body     string
 	Trailers []Trailer
+	// Token is the Ralph-Commit token when the runner made one before
+	// (and may have saved it already); "" makes a fresh one. Either way
+	// save gets it before the commit is made.
+	Token string
 }
 
 // Text returns the message with token as its Ralph-Commit trailer, the
@@ -132,7 +136,10 @@ func stageWith(ctx context.Context, add func(context.Context) error, m Message, 
 	if err := add(ctx); err != nil {
 		return "", fmt.Errorf("git add: %w", err)
 	}
-	token := gitx.NewCommitToken()
+	token := m.Token
+	if token == "" {
+		token = gitx.NewCommitToken()
+	}
 	if save != nil {
 		if err := save(token); err != nil {
 			return "", err
