@@ -465,10 +465,12 @@ func (b *builder) transition(ev Event) error {
 // wait in it, that a kill before the save simply has done again from the
 // state on disk, as after a kill during the previous state's action: the
 // journal never holds an event the state does not. IMPLEMENT saves its
-// attempt before the agent starts; COMMIT saves its token before git
-// commits; MEMORY_LOAD and STORY_SELECT read and choose; VALIDATE without
-// a reviewer or a criterion's command reads the task file. Transitions
-// into every other state, and out of STOPPED, are saved at once.
+// attempt before the agent starts; COMMIT commits with the token saved
+// with the transition into TEST, and a kill after its commit resumes
+// before it and finds that commit by the token; MEMORY_LOAD and
+// STORY_SELECT read and choose; VALIDATE without a reviewer or a
+// criterion's command reads the task file. Transitions into every other
+// state, and out of STOPPED, are saved at once.
 func (b *builder) waitsForSave(m, next Machine) bool {
 	if m.State == StateStopped {
 		return false
