@@ -182,6 +182,11 @@ type Snapshot struct {
 	// Added lists the paths the index adds that HEAD does not have (a
 	// `git add` of a new file that was never committed), sorted.
 	Added []string
+	// Nested lists the dirty paths that are repositories of their own, a
+	// submodule or an untracked folder holding a repository ("nest/"),
+	// sorted: git add takes in what moved their HEAD, never what changed
+	// inside them, so they stay dirty after any commit.
+	Nested []string
 }
 
 // Clean reports whether the work tree has no changes.
@@ -234,7 +239,13 @@ func parseStatus(out []byte) (Snapshot, error) {
 			return Snapshot{}, fmt.Errorf("gitx: malformed status record %q", rec)
 		}
 		s.Dirty = append(s.Dirty, fields[n-1])
-		if rec[0] == '1' && fields[1][0] == 'A' {
+		// The third field of a changed entry is its submodule state,
+		// "N..." for anything else; git lists an untracked repository
+		// as its folder, never its files.
+		if (rec[0] != '?' && rec[0] != '!' && strings.HasPrefix(fields[2], "S")) || (rec[0] == '?' && strings.HasSuffix(fields[1], "/")) {
+			s.Nested = append(s.Nested, fields[n-1])
+		}
+		if rec[0] == '1' && strings.HasPrefix(fields[1], "A") {
 			s.Added = append(s.Added, fields[n-1])
 		}
 		if rec[0] == 'u' {
@@ -244,6 +255,7 @@ func parseStatus(out []byte) (Snapshot, error) {
 	}
 	slices.Sort(s.Unmerged)
 	slices.Sort(s.Added)
+	slices.Sort(s.Nested)
 	slices.Sort(s.Dirty)
 	s.Dirty = slices.Compact(s.Dirty)
 	return s, nil
@@ -475,6 +487,12 @@ func (r *Repo) commit(ctx context.Context, message string) error {
 	} else {
 		err = r.commitViaFile(ctx, message)
 	}
+	return nothingToCommit(err)
+}
+
+// nothingToCommit wraps a commit's error in ErrNothingToCommit when git
+// refused it for want of changes.
+func nothingToCommit(err error) error {
 	var ee *ExitError
 	if errors.As(err, &ee) && (strings.Contains(ee.Stderr, "nothing to commit") ||
 		strings.Contains(ee.Stderr, "no changes added to commit") || strings.Contains(ee.Stderr, "nothing added to commit")) {
