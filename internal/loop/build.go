@@ -229,6 +229,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	reason := ""
 	defer func() {
 		b.flushAtExit()
+		os.Remove(b.commitTrace(gitx.Snapshot{})) // scratch: git's trace of the last commit
 		rep.StoriesLeft, rep.StoriesDone = b.board.Remaining(), len(b.board.Stories)-b.board.Remaining()
 		r.finish(&rep, reason)
 	}()
@@ -1675,7 +1676,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 				saveErr = b.saveState()
 				saved = saveErr == nil
 				return saveErr
-			})
+			}, b.commitTrace(snap))
 			// What the checks and ralph changed since the agent is what
 			// the staging took in.
 			pre.Dirty = slices.Compact(slices.Sorted(slices.Values(append(pre.Dirty, staged...))))
@@ -1760,6 +1761,24 @@ func (b *builder) treeBeforeCommit(ctx context.Context) (snap gitx.Snapshot, kno
 	}
 	snap, err = b.git.Snapshot(ctx)
 	return snap, false, err
+}
+
+// commitTrace is where COMMIT's git traces what it runs, so that a
+// commit that ran no hook needs no git status after it
+// (runkit.CommitListed): a scratch file of the run's folder, which no
+// status lists, emptied before each commit and removed when the run
+// returns. A tree holding a repository of its own (a submodule, an
+// embedded repository) gets none: what changed inside it stays dirty
+// whatever ralph stages, so only a status tells the tree after.
+func (b *builder) commitTrace(pre gitx.Snapshot) string {
+	if len(pre.Nested) > 0 {
+		return ""
+	}
+	p, err := filepath.Abs(filepath.Join(b.dir, "commit.trace"))
+	if err != nil {
+		return ""
+	}
+	return p
 }
 
 // commitDelta fills the git part of the iteration's record once COMMIT is

@@ -42,6 +42,10 @@ type GitPort interface {
 	// CommitSnapshot commits and reads the tree after it (its Head is
 	// the commit) in two git processes: COMMIT needs both.
 	CommitSnapshot(ctx context.Context, message string) (gitx.Snapshot, error)
+	// CommitAlone commits and says whether git ran no hook or other
+	// program on the way, from git's trace written to trace
+	// (gitx.Repo.CommitAlone): then COMMIT knows the tree after it.
+	CommitAlone(ctx context.Context, message, trace string) (alone bool, err error)
 	LastCommit(ctx context.Context) (hash, message string, err error)
 	CommitsBetween(ctx context.Context, from, to string) ([]gitx.Commit, error)
 	ChangedFiles(ctx context.Context, from, to string) ([]string, error)

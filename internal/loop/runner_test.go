@@ -40,6 +40,8 @@ type fakeGit struct {
 	commitErr, addErr error
 	// branch is the checked-out branch, "" for main.
 	branch string
+	// alone is what CommitAlone says: that git ran no hook.
+	alone bool
 }
 
 // gitReads are the calls every run makes.
@@ -156,6 +158,16 @@ func (g *fakeGit) CommitSnapshot(ctx context.Context, message string) (gitx.Snap
 		return gitx.Snapshot{}, err
 	}
 	return g.Snapshot(ctx)
+}
+
+// CommitAlone is Commit (counted as one); alone is what the test set.
+func (g *fakeGit) CommitAlone(ctx context.Context, message, trace string) (bool, error) {
+	if _, err := g.Commit(ctx, message); err != nil {
+		return false, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.alone, nil
 }
 
 // Range is CommitsBetween; the fake's history only ever grows.

@@ -113,10 +113,7 @@ func TestCommitTakesInWhatTheChecksChanged(t *testing.T) {
 				t.Fatalf("outcome %s, %d done: %v", rep.Outcome, rep.StoriesDone, err)
 			}
 			for n := 1; n <= 2; n++ {
-				var rec IterationRecord
-				if _, err := store.ReadJSON(filepath.Join(rep.RunDir, fmt.Sprintf("iter-%d.json", n)), 1, &rec); err != nil {
-					t.Fatal(err)
-				}
+				rec := readIteration(t, rep.RunDir, n)
 				if !slices.Contains(rec.ChangedFiles, "generated.txt") || !slices.Contains(rec.ChangedFiles, "prd.md") || len(rec.UncommittedFiles) != 0 {
 					t.Errorf("iteration %d: changed %q, uncommitted %q; want generated.txt and prd.md changed, nothing left", n, rec.ChangedFiles, rec.UncommittedFiles)
 				}
@@ -131,4 +128,54 @@ func TestCommitTakesInWhatTheChecksChanged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// After ralph's commit the tree is the commit, with nothing dirty, only
+// when git vouches for it; otherwise COMMIT reads the tree, and the
+// iteration's record lists what the commit left: a file a commit hook
+// wrote, or an embedded repository with changes inside it, which no
+// staging takes in. A tree taken for clean would lose them from the
+// records and from the next iteration's starting point.
+func TestTheTreeAfterTheCommitIsReadWhenGitCannotVouchForIt(t *testing.T) {
+	nest := `[ -d nest ] || (mkdir nest && cd nest && git init -q && echo b > b && git add b && ` +
+		`git -c user.name=T -c user.email=t@example.com commit -qm b) && date +%s%N > nest/inside.txt; `
+	for _, tc := range []struct {
+		name, left string
+		setup      func(t *testing.T, root string, opts *Options)
+	}{
+		{"a commit hook writes a file", "hooked.txt", func(t *testing.T, root string, opts *Options) {
+			hook := filepath.Join(root, ".git", "hooks", "post-commit")
+			if err := os.WriteFile(hook, []byte("#!/bin/sh\ndate +%s%N > hooked.txt\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"an embedded repository changes inside", "nest", func(t *testing.T, root string, opts *Options) {
+			opts.Agent.Headless[2] = nest + opts.Agent.Headless[2]
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, opts := newSuccessBuild(t, 2)
+			tc.setup(t, ws.Root, &opts)
+			rep, err := Build(context.Background(), ws, opts)
+			if err != nil || rep.StoriesDone != 2 {
+				t.Fatalf("outcome %s, %d done: %v", rep.Outcome, rep.StoriesDone, err)
+			}
+			for n := 1; n <= 2; n++ {
+				rec := readIteration(t, rep.RunDir, n)
+				if !slices.Equal(rec.UncommittedFiles, []string{tc.left}) {
+					t.Errorf("iteration %d: uncommitted %q, want %s", n, rec.UncommittedFiles, tc.left)
+				}
+			}
+		})
+	}
+}
+
+// readIteration reads iteration n's record from a run's folder.
+func readIteration(t *testing.T, runDir string, n int) IterationRecord {
+	t.Helper()
+	var rec IterationRecord
+	if _, err := store.ReadJSON(filepath.Join(runDir, fmt.Sprintf("iter-%d.json", n)), 1, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
 }

@@ -3,6 +3,7 @@ package runkit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/gitx"
@@ -107,13 +108,29 @@ func CommitSnapshot(ctx context.Context, g SnapshotCommitGit, m Message, save fu
 type ListingGit interface {
 	SnapshotCommitGit
 	AddAllListed(ctx context.Context) ([]string, error)
+	// CommitAlone commits and says whether git ran no other program on
+	// the way (gitx.Repo.CommitAlone).
+	CommitAlone(ctx context.Context, message, trace string) (alone bool, err error)
+	// HeadFiles reads HEAD and the branch from git's files (gitx.ReadHead).
+	HeadFiles() (head, branch string, ok bool)
+	Snapshot(ctx context.Context) (gitx.Snapshot, error)
 }
 
 // CommitListed is CommitSnapshot that also returns the paths the staging
 // took in, new, changed or removed: a runner that knows the tree from
 // before the checks learns what they and ralph changed since without
 // another git status. staged is set even when the commit then fails.
-func CommitListed(ctx context.Context, g ListingGit, m Message, save func(token string) error) (after gitx.Snapshot, staged []string, err error) {
+//
+// With trace set (an absolute path outside the work tree, for git's
+// trace: gitx.Repo.CommitAlone) it takes no status after the commit
+// either when git says it ran no hook or other program on the way: the
+// staging took in every change, so the tree after is the commit with
+// nothing dirty, read from git's files. A staged path that is a
+// repository of its own (an embedded repository, "nest/"), whose inner
+// changes no staging takes in, and HEAD that only git can read still get
+// the status. A caller whose tree already holds such a repository (a
+// submodule: gitx.Snapshot.Nested) passes "": always the status.
+func CommitListed(ctx context.Context, g ListingGit, m Message, save func(token string) error, trace string) (after gitx.Snapshot, staged []string, err error) {
 	text, err := stageWith(ctx, func(ctx context.Context) (err error) {
 		staged, err = g.AddAllListed(ctx)
 		return err
@@ -121,7 +138,21 @@ func CommitListed(ctx context.Context, g ListingGit, m Message, save func(token 
 	if err != nil {
 		return gitx.Snapshot{}, staged, err
 	}
-	after, err = g.CommitSnapshot(ctx, text)
+	if trace == "" {
+		after, err = g.CommitSnapshot(ctx, text)
+		return after, staged, err
+	}
+	alone, err := g.CommitAlone(ctx, text, trace)
+	if err != nil {
+		return gitx.Snapshot{}, staged, err
+	}
+	nested := slices.ContainsFunc(staged, func(p string) bool { return strings.HasSuffix(p, "/") })
+	if alone && !nested {
+		if head, branch, ok := g.HeadFiles(); ok && head != "" {
+			return gitx.Snapshot{Head: head, Branch: branch}, staged, nil
+		}
+	}
+	after, err = g.Snapshot(ctx)
 	return after, staged, err
 }
 
