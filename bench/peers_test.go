@@ -324,6 +324,52 @@ type result struct {
 	notes       []string
 	err         error // the run could not be set up or measured
 	log         string
+	// agentRuns, agentTime and gaps are what the timing shim in front of
+	// the CLI saw (claudeTimer): how many agent runs, their summed wall
+	// time, and the time from the end of each run to the start of the
+	// next, which is the orchestrator's alone.
+	agentRuns int
+	agentTime time.Duration
+	gaps      []time.Duration
+}
+
+// claudeTimer stands first on PATH as claude: it runs the real CLI and,
+// for an agent run (-p or --print; not a --version probe), appends its
+// start and end ($EPOCHREALTIME, no process of its own) to $AGENT_TIMES.
+// Every contender pays the same bash start per run.
+const claudeTimer = `#!/bin/bash
+case " $* " in
+*" -p "* | *" --print "*) ;;
+*) exec "$REAL_CLAUDE" "$@" ;;
+esac
+start=$EPOCHREALTIME
+"$REAL_CLAUDE" "$@"
+st=$?
+printf '%s %s\n' "$start" "$EPOCHREALTIME" >> "$AGENT_TIMES"
+exit $st
+`
+
+// readAgentTimes reads the shim's log: the runs, their summed time and
+// the gaps between one run's end and the next one's start.
+func readAgentTimes(path string) (runs int, total time.Duration, gaps []time.Duration) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, nil
+	}
+	var prevEnd float64
+	for line := range strings.Lines(string(data)) {
+		var start, end float64
+		if _, err := fmt.Sscanf(line, "%f %f", &start, &end); err != nil || end < start {
+			continue
+		}
+		if runs > 0 {
+			gaps = append(gaps, time.Duration((start-prevEnd)*float64(time.Second)))
+		}
+		runs++
+		total += time.Duration((end - start) * float64(time.Second))
+		prevEnd = end
+	}
+	return runs, total, gaps
 }
 
 // BenchmarkPeers runs every contender on the same stories with the same
@@ -403,8 +449,17 @@ func runOnce(b *testing.B, t *tools, c contender, ids []string) (r result) {
 	}
 	model := startStoryModel(b, ids, *flagDelay)
 	gitconfig := filepath.Join(home, ".gitconfig")
+	shim, times := filepath.Join(base, "shim"), filepath.Join(base, "agent-times")
+	if err := writeFiles(shim, map[string]string{"claude": claudeTimer}); err != nil {
+		return result{err: err}
+	}
+	if err := os.Chmod(filepath.Join(shim, "claude"), 0o755); err != nil {
+		return result{err: err}
+	}
 	env := append(modelserver.ClaudeEnv(home, model.URL),
-		"PATH="+strings.Join([]string{t.claudeDir, filepath.Dir(t.bun), filepath.Dir(t.ralph), os.Getenv("PATH")}, string(os.PathListSeparator)),
+		"PATH="+strings.Join([]string{shim, t.claudeDir, filepath.Dir(t.bun), filepath.Dir(t.ralph), os.Getenv("PATH")}, string(os.PathListSeparator)),
+		"REAL_CLAUDE="+filepath.Join(t.claudeDir, "claude"),
+		"AGENT_TIMES="+times,
 		"LANG=C.UTF-8",
 		"TMPDIR="+tmp,
 		"GIT_CONFIG_GLOBAL="+gitconfig,
@@ -475,6 +530,7 @@ func runOnce(b *testing.B, t *tools, c contender, ids []string) (r result) {
 		}
 	}
 	r.wall = time.Since(began)
+	r.agentRuns, r.agentTime, r.gaps = readAgentTimes(times)
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}

@@ -279,12 +279,12 @@ func printSerialTable(w io.Writer, run []contender, results map[string][]result,
 	bare := results["bare"]
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "contender\twall/story\tover bare\tover bare by round (ms)\tCPU/story\tover bare\twall per run (s)\tCPU per run (s)\tstories done\tcommits\tprompt bytes\texit\tnotes")
+	fmt.Fprintln(tw, "contender\twall/story\tover bare\tover bare by round (ms)\toutside the agent/story\tbetween agent runs\tagent runs\tCPU/story\tover bare\twall per run (s)\tCPU per run (s)\tstories done\tcommits\tprompt bytes\texit\tnotes")
 	var whys []string
 	for _, c := range run {
 		rs := results[c.key]
 		if len(rs) > 0 && rs[0].err != nil && rs[0].wall == 0 {
-			fmt.Fprintf(tw, "%s\tcould not run: see below\t\t\t\t\t\t\t\t\t\t\t\n", c.name)
+			fmt.Fprintf(tw, "%s\tcould not run: see below\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", c.name)
 			whys = append(whys, fmt.Sprintf("%s could not run: %v", c.name, rs[0].err))
 			continue
 		}
@@ -303,8 +303,11 @@ func printSerialTable(w io.Writer, run []contender, results map[string][]result,
 				rounds = append(rounds, fmt.Sprintf("%+.0f", (r.wall-bare[i].wall).Seconds()*1000/float64(n)))
 			}
 		}
-		var walls, cpus, done, commits, prompts, exits, notes []string
+		var walls, cpus, done, commits, prompts, exits, notes, runs []string
+		var gaps []time.Duration
 		for _, r := range rs {
+			gaps = append(gaps, r.gaps...)
+			runs = append(runs, fmt.Sprint(r.agentRuns))
 			walls = append(walls, fmt.Sprintf("%.2f", r.wall.Seconds()))
 			cpus = append(cpus, fmt.Sprintf("%.2f", r.cpu.Seconds()))
 			done = append(done, fmt.Sprintf("%d/%d", r.landed, n))
@@ -321,8 +324,10 @@ func printSerialTable(w io.Writer, run []contender, results map[string][]result,
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.name,
-			perStory(medianOf(rs, wall)), overWall, strings.Join(rounds, " "), perStory(medianOf(rs, cpu)), overCPU,
+		outside := func(r result) time.Duration { return r.wall - r.agentTime }
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f ms\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.name,
+			perStory(medianOf(rs, wall)), overWall, strings.Join(rounds, " "), perStory(medianOf(rs, outside)), median(gaps).Seconds()*1000, same(runs),
+			perStory(medianOf(rs, cpu)), overCPU,
 			strings.Join(walls, " "), strings.Join(cpus, " "), same(done), same(commits), same(prompts), same(exits), strings.Join(notes, "; "))
 	}
 	tw.Flush()
@@ -330,7 +335,9 @@ func printSerialTable(w io.Writer, run []contender, results map[string][]result,
 		fmt.Fprintln(w, why)
 	}
 	fmt.Fprintln(w, "\nwall and CPU per story: medians over the rounds, divided by the stories; CPU is user+system of the contender's whole process tree (every waited-for descendant: the CLI, git, bun);")
-	fmt.Fprintln(w, "over bare: the median over rounds of (that run minus the same round's bare loop), per story")
+	fmt.Fprintln(w, "over bare: the median over rounds of (that run minus the same round's bare loop), per story;")
+	fmt.Fprintln(w, "outside the agent: the median over rounds of (wall minus the agent runs' time), per story; between agent runs: the median time from the end of one agent run to the start of the next,")
+	fmt.Fprintln(w, "both as a timing shim in front of the CLI saw them (the orchestrator's own time, and the part of it that sits between agent runs)")
 }
 
 func loadavg() string {
