@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -123,7 +124,9 @@ func TestRunRedactsSecrets(t *testing.T) {
 }
 
 // A process the agent started with setsid left its process group; Run
-// stops it too and reports it.
+// stops it too and reports it. OnExit comes once, when the agent's group
+// is gone and before the scan that finds the process that left it, so
+// that a caller's next step runs beside the scan.
 func TestRunStopsAndReportsProcessesThatLeftTheGroup(t *testing.T) {
 	pidFile := t.TempDir() + "/escapee.pid"
 	spec := fakeSpec(t, fakeagent.Scenario{Invocations: []fakeagent.Invocation{{
@@ -133,9 +136,24 @@ func TestRunStopsAndReportsProcessesThatLeftTheGroup(t *testing.T) {
 			{Final: "done"},
 		},
 	}}})
-	out, err := Run(context.Background(), Invocation{Spec: spec, Prompt: "p", Dir: t.TempDir()})
+	exits, group, strayAlive := 0, 0, false
+	out, err := Run(context.Background(), Invocation{Spec: spec, Prompt: "p", Dir: t.TempDir(),
+		OnStart: func(pgid int) { group = pgid },
+		OnExit: func() {
+			exits++
+			b, _ := os.ReadFile(pidFile)
+			p, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			st, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+			strayAlive = p > 0 && err == nil && !strings.Contains(string(st), ") Z ")
+			if syscall.Kill(-group, 0) == nil {
+				t.Errorf("OnExit came while the agent's group %d still had members", group)
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if exits != 1 || !strayAlive {
+		t.Errorf("OnExit came %d times, the process that left the group alive then: %v; want once, before the scan stopped it", exits, strayAlive)
 	}
 	b, _ := os.ReadFile(pidFile)
 	pid := 0

@@ -36,6 +36,11 @@ type Invocation struct {
 	IdleTimeout time.Duration
 	// OnStart receives the agent's process group id once it runs.
 	OnStart func(pgid int)
+	// OnExit is called once the agent's process group is stopped, before
+	// Run looks for the processes that left the group, a scan of every
+	// process on the machine. It must not block: a caller that reads the
+	// work tree next starts that in a goroutine here, beside the scan.
+	OnExit func()
 	// Token tags every process of this run: it is put in the agent's
 	// environment as TokenVar, so that a scan of /proc finds the agent and
 	// everything it started, in its process group or not. A caller that
@@ -207,6 +212,9 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 		spec.Stdin = strings.NewReader(inv.Prompt)
 	}
 	out, err := proc.Run(ctx, spec)
+	if inv.OnExit != nil && pgid > 0 {
+		inv.OnExit()
+	}
 	stdout.Flush()
 	stderr.Flush()
 	var logCut int64

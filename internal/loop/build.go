@@ -1051,6 +1051,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	var res runkit.Result
 	var runErr error
 	var spec agent.Spec
+	var tree func() treeRead
 	for {
 		// Pick an agent that is not cooling down after a usage limit; when
 		// every configured agent is, wait for the first to be free.
@@ -1087,11 +1088,15 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		if spec.Name != b.opts.Agent.Name {
 			b.sayf(report.KindLimit, "  ↻ %s is cooling down; using %s for this iteration\n", b.opts.Agent.Name, spec.Name)
 		}
+		tree = b.treeAfterAgent(context.WithoutCancel(ctx))
 		res, runErr = b.agents.RunAgent(ctx, spec, n, text)
 		b.countUsage(res.Outcome)
 		if res.Limit == nil {
 			break
 		}
+		// The same task runs again: no status of this run may still
+		// read the tree (or hold git's index lock) when the next starts.
+		tree()
 		wait, err := b.coolDown(spec, res.Limit, res.LimitSource, b.opts.now())
 		if err != nil {
 			return Event{}, err
@@ -1099,6 +1104,9 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		waits = append(waits, wait)
 		b.event("iteration %d: %s hit a usage limit; the same task runs again", n, spec.Name)
 	}
+	// Read beside agent.Run's scan for processes that left the group;
+	// nothing below may run while that status still reads.
+	afterAgent := tree()
 	CrashPoint("agent-exited")
 	b.agentToken = ""
 	out, promptFile, logFile := res.Outcome, res.PromptFile, res.LogFile
@@ -1135,7 +1143,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		return Event{}, runErr
 	}
 	bg := context.WithoutCancel(ctx)
-	after, rg, gerr := b.gitDelta(bg, rec, before)
+	after, rg, gerr := b.gitDelta(bg, rec, before, afterAgent.read(bg, b.git))
 	if gerr == nil {
 		b.snap = after
 		b.deltaIter = n

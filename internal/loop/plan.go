@@ -88,7 +88,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 		for _, f := range snap.Dirty {
 			dirtyBefore[f] = true
 		}
-		after, _, gerr := r.gitDelta(bg, rec, snap)
+		after, _, gerr := r.gitDelta(bg, rec, snap, treeRead{}.read(bg, r.git))
 		if gerr != nil {
 			r.logError("planning iteration %d: git: %v", n, gerr)
 		} else {

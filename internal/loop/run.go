@@ -335,6 +335,9 @@ type run struct {
 	logFile *os.File
 	// onAgentStart receives the agent's process group id.
 	onAgentStart func(pgid int)
+	// onAgentExit is called once the agent's process group is stopped
+	// (treeAfterAgent).
+	onAgentExit func()
 	// agentToken tags the processes of the agent run in progress (see
 	// attemptToken); "" lets agent.Run pick one.
 	agentToken string
@@ -520,6 +523,7 @@ func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt str
 		// The attempt that holds the token is saved before this call.
 		Token:         r.agentToken,
 		OnStart:       r.onAgentStart,
+		OnExit:        r.onAgentExit,
 		Events:        r.em,
 		Terminal:      r.opts.Terminal,
 		LimitPatterns: r.opts.LimitPatterns,
@@ -600,15 +604,63 @@ func (r *run) saveIteration(rec *IterationRecord) {
 
 // gitDelta fills the git part of an iteration record: HEAD after, the
 // commits and files changed since before, and the files left uncommitted.
-// It runs one git status, and one git log when HEAD moved; the range it
-// read is returned too, for its word on whether history was only added to.
-func (r *run) gitDelta(ctx context.Context, rec *IterationRecord, before gitx.Snapshot) (gitx.Snapshot, gitx.Range, error) {
-	after, err := r.git.Snapshot(ctx)
+// It reads the tree with read (one git status), and runs one git log when
+// HEAD moved; the range it read is returned too, for its word on whether
+// history was only added to.
+func (r *run) gitDelta(ctx context.Context, rec *IterationRecord, before gitx.Snapshot, read func() (gitx.Snapshot, error)) (gitx.Snapshot, gitx.Range, error) {
+	after, err := read()
 	if err != nil {
 		return after, gitx.Range{}, err
 	}
 	rg, err := r.rangeInto(ctx, rec, before.Head, after)
 	return after, rg, err
+}
+
+// treeAfterAgent has the next agent run read the work tree as soon as
+// the agent's process group is stopped, beside agent.Run's scan of /proc
+// for processes that left the group (every process's environment: half
+// a millisecond on a quiet machine, milliseconds on a busy desktop). Call
+// it before the run; the func it returns waits for that status. A
+// process that left the group may still write while the status reads, as
+// it could before the scan stopped it: COMMIT's staging names whatever
+// it changed.
+func (r *run) treeAfterAgent(ctx context.Context) (wait func() treeRead) {
+	var ch chan treeRead
+	r.onAgentExit = func() {
+		ch = make(chan treeRead, 1)
+		go func() {
+			snap, err := r.git.Snapshot(ctx)
+			ch <- treeRead{snap: snap, err: err, ok: true}
+		}()
+	}
+	return func() treeRead {
+		r.onAgentExit = nil
+		if ch == nil {
+			return treeRead{}
+		}
+		got := <-ch
+		ch = nil
+		return got
+	}
+}
+
+// treeRead is a status read beside the agent's end (treeAfterAgent).
+type treeRead struct {
+	snap gitx.Snapshot
+	err  error
+	// ok is false when the run never got that far: an agent that could
+	// not start, a port that runs no process.
+	ok bool
+}
+
+// read returns the status, or reads one now when there is none.
+func (t treeRead) read(ctx context.Context, git GitPort) func() (gitx.Snapshot, error) {
+	return func() (gitx.Snapshot, error) {
+		if t.ok {
+			return t.snap, t.err
+		}
+		return git.Snapshot(ctx)
+	}
 }
 
 // rangeInto fills rec's HEAD before and after, its commits and changed

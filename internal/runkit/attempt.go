@@ -51,6 +51,9 @@ type Attempt struct {
 	SaveToken func(token string) error
 	// OnStart receives the agent's process group id once it runs.
 	OnStart func(pgid int)
+	// OnExit is called once the agent's process group is stopped
+	// (agent.Invocation.OnExit); it must not block.
+	OnExit func()
 	// Events receives the agent's display text and the heartbeat of a
 	// silent agent; nil shows nothing.
 	Events *report.Emitter
@@ -156,6 +159,7 @@ func (a Attempt) Run(ctx context.Context) (res Result, err error) {
 		IdleTimeout: a.IdleTimeout,
 		MaxLogBytes: a.MaxLogBytes,
 		OnStart:     a.OnStart,
+		OnExit:      a.OnExit,
 		Token:       res.Token,
 	})
 	res.Outcome = out
