@@ -229,7 +229,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	reason := ""
 	defer func() {
 		b.flushAtExit()
-		os.Remove(b.commitTrace(gitx.Snapshot{})) // scratch: git's trace of the last commit
+		os.Remove(b.commitTracePath()) // scratch: git's trace of the last commit
 		rep.StoriesLeft, rep.StoriesDone = b.board.Remaining(), len(b.board.Stories)-b.board.Remaining()
 		r.finish(&rep, reason)
 	}()
@@ -1782,6 +1782,12 @@ func (b *builder) commitTrace(pre gitx.Snapshot) string {
 	if len(pre.Nested) > 0 {
 		return ""
 	}
+	return b.commitTracePath()
+}
+
+// commitTracePath is the run's scratch file for git's trace of a commit,
+// absolute as git wants it; "" when the folder has no absolute path.
+func (b *builder) commitTracePath() string {
 	p, err := filepath.Abs(filepath.Join(b.dir, "commit.trace"))
 	if err != nil {
 		return ""
