@@ -19,7 +19,7 @@ const module = "github.com/ralphloop/ralph/"
 // decide where it belongs.
 var layer = map[string]int{
 	// leaves: no ralph imports, or only other leaves
-	"internal/errs": 0, "internal/text": 0, "internal/words": 0, "internal/inputlimit": 0,
+	"internal/errs": 0, "internal/text": 0, "internal/words": 0, "internal/inputlimit": 0, "internal/testreport": 0,
 	"internal/redact": 0, "internal/proc": 0, "internal/heartbeat": 0, "internal/fakeagent": 0,
 	// files, git and prompts
 	"internal/store": 1, "internal/gitx": 1, "internal/prompt": 1,
@@ -34,7 +34,7 @@ var layer = map[string]int{
 	// where parallel workers' worktrees live and what goes in them
 	"internal/worktree": 3,
 	// what every runner shares: the agent attempt
-	"internal/runkit": 3,
+	"internal/runkit": 3, "internal/verify": 3,
 	// the machines and their runners
 	"internal/loop":    4,
 	"internal/session": 5, "internal/thread": 5,

@@ -8,6 +8,7 @@ package check
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/redact"
+	"github.com/ralphloop/ralph/internal/testreport"
 )
 
 // Kinds of checks, in the order ralph runs them: cheap and broad first, so
@@ -54,7 +56,28 @@ type Check struct {
 	Run string `toml:"run" json:"run"`
 	// Timeout bounds the run; 0 means DefaultTimeout.
 	Timeout time.Duration `toml:"timeout" json:"timeout"`
+	// Format is how the runner reports tests one by one: FormatGoJSON or
+	// FormatTAP on its standard output, FormatJUnit in Report; "" reads a
+	// go test -json or TAP stream when the output is one, and FormatNone
+	// judges the check by its exit code alone.
+	Format string `toml:"format" json:"format,omitempty"`
+	// Report is the file (a glob, relative to the work tree) the runner
+	// writes its per-test results to, "" when they come on its standard
+	// output. ralph removes it before each run, so that only what this
+	// run wrote is read.
+	Report string `toml:"report" json:"report,omitempty"`
 }
+
+// Formats of per-test results, as Check.Format names them.
+const (
+	FormatGoJSON = testreport.FormatGoJSON
+	FormatJUnit  = testreport.FormatJUnit
+	FormatTAP    = testreport.FormatTAP
+	FormatNone   = "none"
+)
+
+// Formats lists the values Check.Format may take besides "".
+var Formats = []string{FormatGoJSON, FormatJUnit, FormatTAP, FormatNone}
 
 // Detect returns the checks a project in dir evidently uses, judged from its
 // files, ordered typecheck, lint, test, e2e. The result depends only on the
@@ -64,14 +87,14 @@ func Detect(dir string) []Check {
 	if exists(dir, "go.mod") {
 		checks = append(checks,
 			Check{Name: "go vet", Kind: KindLint, Run: "go vet ./..."},
-			Check{Name: "go test", Kind: KindTest, Run: "go test ./..."})
+			Check{Name: "go test", Kind: KindTest, Run: "go test -json ./...", Format: FormatGoJSON})
 	}
 	checks = append(checks, detectNode(dir)...)
 	if exists(dir, "Cargo.toml") {
 		checks = append(checks, Check{Name: "cargo test", Kind: KindTest, Run: "cargo test"})
 	}
 	if usesPytest(dir) {
-		checks = append(checks, Check{Name: "pytest", Kind: KindTest, Run: "pytest"})
+		checks = append(checks, Check{Name: "pytest", Kind: KindTest, Run: "pytest --junitxml=" + PytestReport, Format: FormatJUnit, Report: PytestReport})
 	}
 	// make test often wraps the tests found above; running both would run
 	// the suite twice.
@@ -105,6 +128,14 @@ var nodeScripts = []struct{ kind, script string }{
 	{KindE2E, "e2e"}, {KindE2E, "test:e2e"},
 }
 
+// Where the detected checks write their JUnit reports: a folder of ralph's
+// that git ignores (.ralph/.gitignore lists reports/).
+const (
+	PytestReport = ".ralph/reports/pytest.xml"
+	VitestReport = ".ralph/reports/vitest.xml"
+	JestReport   = ".ralph/reports/jest.xml"
+)
+
 // npmPlaceholderTest is what `npm init` puts in scripts.test; it always fails
 // and tests nothing.
 const npmPlaceholderTest = "Error: no test specified"
@@ -115,8 +146,10 @@ func detectNode(dir string) []Check {
 		return nil
 	}
 	var pkg struct {
-		Scripts        map[string]string `json:"scripts"`
-		PackageManager string            `json:"packageManager"`
+		Scripts         map[string]string `json:"scripts"`
+		PackageManager  string            `json:"packageManager"`
+		Dependencies    map[string]string `json:"dependencies"`
+		DevDependencies map[string]string `json:"devDependencies"`
 	}
 	if json.Unmarshal(data, &pkg) != nil {
 		return nil
@@ -134,9 +167,40 @@ func detectNode(dir string) []Check {
 		}
 		done[s.kind] = true
 		run := pm + " run " + s.script
-		checks = append(checks, Check{Name: run, Kind: s.kind, Run: run})
+		c := Check{Name: run, Kind: s.kind, Run: run}
+		if s.kind == KindTest {
+			c = nodeTestReport(c, body, pkg.DevDependencies, pkg.Dependencies)
+		}
+		checks = append(checks, c)
 	}
 	return checks
+}
+
+// nodeTestReport makes a node test script report its tests one by one
+// where its runner can without anything installed: node's own test runner
+// prints TAP, vitest writes JUnit, and jest does with jest-junit. The
+// arguments after "--" go to the script's runner.
+func nodeTestReport(c Check, script string, deps ...map[string]string) Check {
+	has := func(name string) bool {
+		for _, d := range deps {
+			if _, ok := d[name]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case strings.Contains(script, "node --test"):
+		c.Run += " -- --test-reporter=tap"
+		c.Format = FormatTAP
+	case strings.Contains(script, "vitest"):
+		c.Run += " -- --reporter=default --reporter=junit --outputFile.junit=" + VitestReport
+		c.Format, c.Report = FormatJUnit, VitestReport
+	case strings.Contains(script, "jest") && has("jest-junit"):
+		c.Run = "JEST_JUNIT_OUTPUT_FILE=" + JestReport + " " + c.Run + " -- --ci --reporters=default --reporters=jest-junit"
+		c.Format, c.Report = FormatJUnit, JestReport
+	}
+	return c
 }
 
 // nodePackageManager picks the package manager whose lockfile is present,
@@ -219,7 +283,8 @@ type Result struct {
 	// could not start.
 	ExitCode int
 	// Output is the combined stdout and stderr, in the order written, cut
-	// to its last OutputLimit bytes.
+	// to its last OutputLimit bytes. For go test -json it is the text go
+	// test prints without -json, which people and agents read.
 	Output string
 	// Duration is the wall-clock time the check took.
 	Duration time.Duration
@@ -229,18 +294,33 @@ type Result struct {
 	// exited 127 saying "not found". A missing test runner proves nothing,
 	// so it is never a pass.
 	Missing bool
+	// Tests are the runner's per-test results, nil when it gave none that
+	// agree with its exit code (ReportNote says why).
+	Tests *testreport.Report
+	// ReportFailed says the runner exited 0 while its report shows a
+	// failing test: the check failed.
+	ReportFailed bool
+	// ReportNote says what was wrong with the per-test report, "" when
+	// nothing was or none was expected.
+	ReportNote string
 }
 
-// Passed reports whether the check ran to completion and exited 0.
+// Passed reports whether the check ran to completion, exited 0, and its
+// report (when it has one) shows no failing test.
 func (r Result) Passed() bool {
-	return r.ExitCode == 0 && !r.TimedOut && !r.Missing
+	return r.ExitCode == 0 && !r.TimedOut && !r.Missing && !r.ReportFailed
 }
+
+// reportLimit bounds what is read of a report, and of the standard output
+// kept for its per-test results.
+const reportLimit = 64 << 20
 
 // Run runs c in dir with sh -c (or, for a plain command line, the program
 // itself: see directArgv), in its own process group, killed after
 // c.Timeout (DefaultTimeout when zero) or when ctx is cancelled. Stdin is
 // empty. Run never fails: problems starting the shell show in Output with
-// ExitCode -1.
+// ExitCode -1. The runner's per-test results are read as c.Format and
+// c.Report say (see readTests).
 func Run(ctx context.Context, dir string, c Check) Result {
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -251,11 +331,22 @@ func Run(ctx context.Context, dir string, c Check) Result {
 	if args == nil {
 		args = []string{"sh", "-c", c.Run}
 	}
+	// A report left by an earlier run, or written by an agent, must not
+	// be read as this run's.
+	reportNote := clearReports(dir, c.Report)
+	// One writer for both streams keeps them in one pipe, in the order
+	// written; the per-test parsers skip what is not theirs.
+	var output io.Writer = out
+	var streamed *cappedBuffer
+	if c.Format != FormatNone && c.Report == "" {
+		streamed = &cappedBuffer{max: reportLimit}
+		output = io.MultiWriter(out, streamed)
+	}
 	o, err := proc.Run(ctx, proc.Spec{
 		Args:    args,
 		Dir:     dir,
-		Stdout:  out,
-		Stderr:  out,
+		Stdout:  output,
+		Stderr:  output,
 		Timeout: timeout,
 	})
 	if err != nil {
@@ -273,7 +364,156 @@ func Run(ctx context.Context, dir string, c Check) Result {
 	// 127 is the shell's "command not found"; the message check keeps a
 	// program that merely exits 127 itself from being called missing.
 	res.Missing = o.ExitCode == 127 && strings.Contains(res.Output, "not found")
+	var stream []byte
+	if streamed != nil {
+		stream = streamed.buf.Bytes()
+	}
+	res.readTests(dir, stream, reportNote)
 	return res
+}
+
+// readTests reads the run's per-test results and holds them against its
+// exit code. A report is something a test (and so an agent) can write, so
+// it never overrides the exit code: a report without failures from a
+// runner that exited non-zero is set aside, and a report with failures
+// from one that exited 0 fails the check. A missing, truncated or
+// malformed report leaves the check judged by its exit code, and says so.
+func (r *Result) readTests(dir string, stream []byte, note string) {
+	c := r.Check
+	if c.Format == FormatNone {
+		return
+	}
+	var rep *testreport.Report
+	if c.Report != "" {
+		rep, note = readReports(dir, c, note)
+	} else {
+		format := c.Format
+		if format == "" {
+			format = testreport.Sniff(stream)
+		}
+		if format == "" {
+			return
+		}
+		if format == FormatGoJSON {
+			// People and agents read what go test prints without -json.
+			r.Output = redact.Default().Redact(Tail(testreport.GoJSONText(stream), OutputLimit))
+		}
+		p, err := testreport.Parse(format, stream)
+		if err != nil {
+			note = fmt.Sprintf("its output is not %s (%v): judged by its exit code", format, err)
+		} else {
+			rep = p
+		}
+	}
+	switch {
+	case rep == nil:
+	case r.TimedOut || r.Missing:
+		rep, note = nil, ""
+	case r.ExitCode != 0 && !rep.Failed():
+		rep, note = nil, fmt.Sprintf("its report shows no failing test, but it exited with code %d: judged by its exit code", r.ExitCode)
+	case r.ExitCode == 0 && rep.Failed():
+		r.ReportFailed = true
+		note = "it exited 0, but its report shows failing tests: failed"
+	}
+	r.Tests, r.ReportNote = rep, note
+}
+
+// readReports reads and merges the report files c.Report names.
+func readReports(dir string, c Check, note string) (*testreport.Report, string) {
+	if note != "" {
+		return nil, note
+	}
+	paths, err := reportPaths(dir, c.Report)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Sprintf("its report %s was not written: judged by its exit code", c.Report)
+	}
+	var reps []*testreport.Report
+	for _, p := range paths {
+		rel, _ := filepath.Rel(dir, p)
+		data, err := readCapped(p)
+		if err != nil {
+			return nil, fmt.Sprintf("its report %s could not be read (%v): judged by its exit code", rel, err)
+		}
+		format := c.Format
+		if format == "" {
+			format = testreport.Sniff(data)
+		}
+		if format == "" {
+			return nil, fmt.Sprintf("its report %s is in no format ralph reads (go-json, junit, tap): judged by its exit code", rel)
+		}
+		rep, err := testreport.Parse(format, data)
+		if err != nil {
+			return nil, fmt.Sprintf("its report %s is not valid %s (%v): judged by its exit code", rel, format, err)
+		}
+		reps = append(reps, rep)
+	}
+	return testreport.Merge(reps...), ""
+}
+
+// reportPaths resolves a report glob inside dir.
+func reportPaths(dir, glob string) ([]string, error) {
+	clean := filepath.Clean(filepath.FromSlash(glob))
+	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return nil, fmt.Errorf("its report %s is outside the work tree: judged by its exit code", glob)
+	}
+	matches, err := filepath.Glob(filepath.Join(dir, clean))
+	if err != nil {
+		return nil, fmt.Errorf("its report pattern %s is malformed (%v): judged by its exit code", glob, err)
+	}
+	var files []string
+	for _, m := range matches {
+		if fi, err := os.Lstat(m); err == nil && fi.Mode().IsRegular() {
+			files = append(files, m)
+		}
+	}
+	return files, nil
+}
+
+// clearReports removes the report files of an earlier run before the
+// check runs, and makes the report's folder. It returns a note when the
+// report could not be cleared, and so cannot be trusted to be this run's.
+func clearReports(dir, glob string) string {
+	if glob == "" {
+		return ""
+	}
+	paths, err := reportPaths(dir, glob)
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range paths {
+		if err := os.Remove(p); err != nil {
+			return fmt.Sprintf("its old report %s could not be removed (%v): judged by its exit code", p, err)
+		}
+	}
+	if !strings.ContainsAny(glob, "*?[") {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, filepath.FromSlash(glob))), 0o755)
+	}
+	return ""
+}
+
+func readCapped(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, reportLimit))
+}
+
+// cappedBuffer keeps the first max bytes written to it and drops the rest.
+type cappedBuffer struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
 }
 
 // Tail returns the end of a check's output, at most max bytes, for records

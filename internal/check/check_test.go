@@ -46,7 +46,7 @@ func TestDetect(t *testing.T) {
 	}{
 		{"empty", nil, nil},
 		{"go", []string{"go.mod", "module x\n"},
-			[]string{"lint: go vet ./...", "test: go test ./..."}},
+			[]string{"lint: go vet ./...", "test: go test -json ./..."}},
 		{"pnpm with placeholder test", []string{
 			"pnpm-lock.yaml", "",
 			"package.json", `{"scripts": {
@@ -56,7 +56,7 @@ func TestDetect(t *testing.T) {
 		}, []string{"typecheck: pnpm run tsc", "lint: pnpm run lint", "e2e: pnpm run test:e2e"}},
 		{"npm aliases pick the first", []string{
 			"package.json", `{"scripts": {"type-check": "x", "typecheck": "y", "test": "vitest run", "e2e": "z", "test:e2e": "w"}}`,
-		}, []string{"typecheck: npm run typecheck", "test: npm run test", "e2e: npm run e2e"}},
+		}, []string{"typecheck: npm run typecheck", "test: npm run test -- --reporter=default --reporter=junit --outputFile.junit=.ralph/reports/vitest.xml", "e2e: npm run e2e"}},
 		{"yarn", []string{"yarn.lock", "", "package.json", `{"scripts": {"test": "jest"}}`},
 			[]string{"test: yarn run test"}},
 		{"bun", []string{"bun.lock", "", "package.json", `{"scripts": {"test": "bun test"}}`},
@@ -67,23 +67,23 @@ func TestDetect(t *testing.T) {
 		{"cargo", []string{"Cargo.toml", "[package]\nname = \"x\"\n"},
 			[]string{"test: cargo test"}},
 		{"pytest via pyproject", []string{"pyproject.toml", "[project]\nname='x'\n\n[tool.pytest.ini_options]\naddopts='-q'\n"},
-			[]string{"test: pytest"}},
+			[]string{"test: pytest --junitxml=.ralph/reports/pytest.xml"}},
 		{"pyproject without pytest", []string{"pyproject.toml", "[project]\nname='x'\n"}, nil},
-		{"pytest.ini", []string{"pytest.ini", "[pytest]\n"}, []string{"test: pytest"}},
-		{"setup.cfg", []string{"setup.cfg", "[tool:pytest]\n"}, []string{"test: pytest"}},
-		{"tests dir", []string{"tests/test_x.py", "def test_x(): pass\n"}, []string{"test: pytest"}},
+		{"pytest.ini", []string{"pytest.ini", "[pytest]\n"}, []string{"test: pytest --junitxml=.ralph/reports/pytest.xml"}},
+		{"setup.cfg", []string{"setup.cfg", "[tool:pytest]\n"}, []string{"test: pytest --junitxml=.ralph/reports/pytest.xml"}},
+		{"tests dir", []string{"tests/test_x.py", "def test_x(): pass\n"}, []string{"test: pytest --junitxml=.ralph/reports/pytest.xml"}},
 		{"makefile only", []string{"Makefile", "VAR := 1\nbuild:\n\tcc x.c\n\n.PHONY: test\ntest: build\n\t./run-tests\n"},
 			[]string{"test: make test"}},
 		{"makefile without test", []string{"Makefile", "test := 1\nbuild:\n\ttest -f x\n"}, nil},
 		{"makefile defers to go test", []string{"go.mod", "module x\n", "Makefile", "test:\n\tgo test ./...\n"},
-			[]string{"lint: go vet ./...", "test: go test ./..."}},
+			[]string{"lint: go vet ./...", "test: go test -json ./..."}},
 		{"mixed ecosystems are ordered by kind", []string{
 			"go.mod", "module x\n",
 			"package.json", `{"scripts": {"e2e": "playwright test", "typecheck": "tsc", "test": "vitest"}}`,
 			"Cargo.toml", "",
 		}, []string{
-			"typecheck: npm run typecheck", "lint: go vet ./...", "test: go test ./...",
-			"test: npm run test", "test: cargo test", "e2e: npm run e2e",
+			"typecheck: npm run typecheck", "lint: go vet ./...", "test: go test -json ./...",
+			"test: npm run test -- --reporter=default --reporter=junit --outputFile.junit=.ralph/reports/vitest.xml", "test: cargo test", "e2e: npm run e2e",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,7 +103,7 @@ func TestDetectNames(t *testing.T) {
 	got := Detect(project(t, "go.mod", "module x\n"))
 	want := []Check{
 		{Name: "go vet", Kind: KindLint, Run: "go vet ./..."},
-		{Name: "go test", Kind: KindTest, Run: "go test ./..."},
+		{Name: "go test", Kind: KindTest, Run: "go test -json ./...", Format: FormatGoJSON},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Detect = %+v, want %+v", got, want)

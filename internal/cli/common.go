@@ -70,7 +70,7 @@ func checksFromConfig(cfg config.Config) []check.Check {
 		if name == "" {
 			name = c.Run
 		}
-		out[i] = check.Check{Name: name, Kind: c.Kind, Run: c.Run, Timeout: c.Timeout.Duration}
+		out[i] = check.Check{Name: name, Kind: c.Kind, Run: c.Run, Timeout: c.Timeout.Duration, Format: c.Format, Report: c.Report}
 	}
 	return out
 }

@@ -51,7 +51,7 @@ func runInit(cmd *cobra.Command, opts *InitOptions) error {
 		if t == 0 {
 			t = 10 * time.Minute
 		}
-		checks[i] = config.CheckConfig{Name: c.Name, Kind: c.Kind, Run: c.Run, Timeout: config.Duration{Duration: t}}
+		checks[i] = config.CheckConfig{Name: c.Name, Kind: c.Kind, Run: c.Run, Timeout: config.Duration{Duration: t}, Format: c.Format, Report: c.Report}
 	}
 	created, err := ws.Init(env.Now(), checks)
 	if err != nil {
@@ -80,6 +80,9 @@ func runInit(cmd *cobra.Command, opts *InitOptions) error {
 		}
 		for _, c := range detected {
 			fmt.Fprintf(out, "check detected: %s (%s): %s\n", c.Name, c.Kind, c.Run)
+			if c.Format != "" {
+				fmt.Fprintf(out, "  ralph reads its tests one by one (%s), so it tells a test the agent fixed from one it broke\n", c.Format)
+			}
 		}
 		if opts.BMAD {
 			fmt.Fprintln(out, "next: describe your stories in progress.txt, then ralph build (it finds progress.txt by itself)")

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -51,6 +52,7 @@ type Config struct {
 	Tasks         TasksSection           `toml:"tasks"`
 	Loop          LoopSection            `toml:"loop"`
 	Validate      ValidateSection        `toml:"validate"`
+	Verify        VerifySection          `toml:"verify"`
 	Budget        BudgetSection          `toml:"budget"`
 	Breaker       BreakerSection         `toml:"breaker"`
 	Checks        []CheckConfig          `toml:"checks"`
@@ -63,6 +65,23 @@ type Config struct {
 	// `ralph run` session: planner, questioner, executor, reviewer,
 	// goal-check. A role without an entry uses the run's agent.
 	Roles map[string]RoleConfig `toml:"roles"`
+}
+
+// VerifySection sets how much proof ralph asks of an attempt before it
+// calls a story done (README: Verification).
+type VerifySection struct {
+	// RequireEvidence sends back a story whose checks all pass but that
+	// nothing ralph ran shows done (no failing test fixed, no new test,
+	// no verify command that failed before the work, no reviewer), instead
+	// of accepting it as "done, agent's word".
+	RequireEvidence bool `toml:"require_evidence"`
+	// RedGreen counts a test the agent added as evidence only when it
+	// fails against the start tree's code (seed 000's RED phase).
+	RedGreen bool `toml:"red_green"`
+	// Protected are globs of files, besides the tests and the checks' own
+	// files that ralph finds itself, whose change makes ralph also run
+	// the start's versions against the new code.
+	Protected []string `toml:"protected"`
 }
 
 // SecuritySection keeps secrets out of what ralph writes.
@@ -227,6 +246,13 @@ type CheckConfig struct {
 	Kind    string   `toml:"kind"`
 	Run     string   `toml:"run"`
 	Timeout Duration `toml:"timeout"`
+	// Format is how the runner reports its tests one by one: "go-json"
+	// (go test -json), "tap" (on its output), "junit" (in Report), or
+	// "none"; empty reads go test -json or TAP output when it is that.
+	Format string `toml:"format"`
+	// Report is the file (a glob relative to the repository) a JUnit or
+	// TAP report is written to; empty: the runner's output.
+	Report string `toml:"report"`
 }
 
 // Default returns the configuration used when a key is absent.
@@ -391,6 +417,25 @@ func (c Config) validate() error {
 		case "", "typecheck", "lint", "test", "e2e":
 		default:
 			return fmt.Errorf("[[checks]] %q has kind %q: use typecheck, lint, test or e2e", ch.Name, ch.Kind)
+		}
+		switch ch.Format {
+		case "", "go-json", "junit", "tap", "none":
+		default:
+			return fmt.Errorf("[[checks]] %q has format %q: use go-json (go test -json), junit (with report = \"path/to/report.xml\"), tap, or none (judged by its exit code)", ch.Name, ch.Format)
+		}
+		if ch.Format == "junit" && ch.Report == "" {
+			return fmt.Errorf("[[checks]] %q has format \"junit\" but no report: name the file its runner writes, for example report = \"build/test-results/junit.xml\"", ch.Name)
+		}
+		if r := ch.Report; r != "" && (strings.HasPrefix(r, "/") || r == ".." || strings.HasPrefix(r, "../") || strings.Contains(r, "/../")) {
+			return fmt.Errorf("[[checks]] %q has report %q: give a path inside the repository, relative to it", ch.Name, r)
+		}
+	}
+	for _, g := range c.Verify.Protected {
+		if strings.TrimSpace(g) == "" || strings.HasPrefix(g, "/") || strings.HasPrefix(g, "../") {
+			return fmt.Errorf("[verify] protected = [%q]: give globs relative to the repository, such as \"tests/**\" or \"**/*.snap\"", g)
+		}
+		if _, err := path.Match(strings.ReplaceAll(g, "**", "x"), ""); err != nil {
+			return fmt.Errorf("[verify] protected = [%q]: %v", g, err)
 		}
 	}
 	return nil

@@ -91,6 +91,21 @@ cooldown = "5m"
 # empty: only verify commands, and for the markdown PRD the agent's own marks.
 reviewer = ""
 
+[verify]
+# "Verified" needs evidence ralph produced itself: a test that failed before
+# the work and passes now, a new test that passes, a verify command that
+# failed before the work and passes now, or the reviewer's verdict. A story
+# whose checks all pass with none of that is "done, agent's word";
+# true sends it back instead.
+require_evidence = false
+# Count a test the agent added only when it fails against the code the
+# story started from (write the failing test first).
+red_green = false
+# Files whose change makes ralph also run their start versions against the
+# new code, besides the tests and the files the checks run, which ralph
+# finds itself. Globs; ** is any number of folders.
+protected = []
+
 [memory]
 # Where lessons, blockers and task events are kept and queried at MEMORY_LOAD:
 # "sqlite" (embedded, .ralph/memory.db, no server), "neo4j", or "file"
@@ -142,6 +157,8 @@ timeout = "10s"
 # format = "plain"   # plain, claude, codex, opencode, gemini, droid, cursor
 
 # Checks ralph runs itself to verify a story (typecheck, lint, test, e2e).
+# format reads the tests one by one: "go-json" (go test -json), "tap" (on the
+# output), "junit" (with report = "path/to/junit.xml"), "none" (exit code).
 `)
 	if len(checks) == 0 {
 		b.WriteString("# None were detected; add yours, for example:\n# [[checks]]\n# name = \"unit tests\"\n# kind = \"test\"\n# run = \"make test\"\n# timeout = \"10m\"\n")
@@ -149,6 +166,12 @@ timeout = "10s"
 	for _, c := range checks {
 		fmt.Fprintf(&b, "\n[[checks]]\nname = %s\nkind = %s\nrun = %s\ntimeout = %s\n",
 			strconv.Quote(c.Name), strconv.Quote(c.Kind), strconv.Quote(c.Run), strconv.Quote(c.Timeout.String()))
+		if c.Format != "" {
+			fmt.Fprintf(&b, "# Its tests one by one: ralph tells a fixed test from a broken one.\nformat = %s\n", strconv.Quote(c.Format))
+		}
+		if c.Report != "" {
+			fmt.Fprintf(&b, "report = %s\n", strconv.Quote(c.Report))
+		}
 	}
 	return []byte(b.String())
 }

@@ -191,6 +191,7 @@ active_thread
 spec/threads/
 errors.log
 activity.log
+reports/
 `
 
 func progressTemplate(now time.Time) string {
