@@ -203,6 +203,9 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 		Breaker: loop.BreakerConfig{NoProgress: cfg.Breaker.NoProgress, SameError: cfg.Breaker.SameError,
 			PermissionDenials: cfg.Breaker.PermissionDenials, Cooldown: cfg.Breaker.Cooldown.Duration},
 		OnFailingBaseline: cfg.Build.OnFailingBaseline,
+		RequireEvidence:   cfg.Verify.RequireEvidence,
+		RedGreen:          cfg.Verify.RedGreen,
+		Protected:         cfg.Verify.Protected,
 		Memory:            mem,
 		Sink:              withNotify(env, ws, cfg, runSink(opts)),
 		Terminal:          env.IO.OutTerminal && !opts.JSON, // JSON lines carry no terminal control characters
@@ -328,6 +331,9 @@ func reportOutcome(ctx context.Context, opts *BuildOptions, s *loopSetup, rep lo
 	}
 	if rep.Outcome == loop.OutcomeMaxIterations {
 		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("iteration limit reached with %s left: run `ralph build` again to go on", words.Count(rep.StoriesLeft, "story", "stories"))}
+	}
+	if rep.Outcome == loop.OutcomeChecksFailing {
+		return &ExitError{Code: ExitChecksFailing, Msg: rep.Reason + ": the run is not complete. Fix what fails (or add a story for it to the task file) and run `ralph build` again"}
 	}
 	return nil
 }

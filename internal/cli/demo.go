@@ -76,27 +76,42 @@ A command-line calculator in POSIX sh, so the demo runs anywhere.
 
 ### [ ] US-001: Add two numbers
 As a user, I want ` + "`sh calc.sh add 2 3`" + ` to print 5.
-- [ ] ` + "`sh calc.sh add A B`" + ` prints A+B
+- [ ] ` + "`sh calc.sh add A B`" + ` prints A+B (verify: ` + "`test \"$(sh calc.sh add 2 3)\" = 5`" + `)
 - [ ] tests/add.sh covers it
 
 ### [ ] US-002: Subtract two numbers
 As a user, I want ` + "`sh calc.sh sub 7 2`" + ` to print 5.
-- [ ] ` + "`sh calc.sh sub A B`" + ` prints A-B
+- [ ] ` + "`sh calc.sh sub A B`" + ` prints A-B (verify: ` + "`test \"$(sh calc.sh sub 7 2)\" = 5`" + `)
 - [ ] tests/sub.sh covers it
 
 ### [ ] US-003: Multiply two numbers
 As a user, I want ` + "`sh calc.sh mul 4 3`" + ` to print 12.
-- [ ] ` + "`sh calc.sh mul A B`" + ` prints A*B
+- [ ] ` + "`sh calc.sh mul A B`" + ` prints A*B (verify: ` + "`test \"$(sh calc.sh mul 4 3)\" = 12`" + `)
 - [ ] tests/mul.sh covers it
 `
 
 const demoRunTests = `#!/bin/sh
-# Runs every test in tests/; the demo's quality gate.
+# Runs every test in tests/; the demo's quality gate. It reports each test
+# in TAP, so that ralph reads the tests one by one: a test that failed
+# before the work and passes after it, or a new one that passes, is
+# evidence; one that passed and now fails is a regression.
+echo "TAP version 13"
+n=0
 status=0
 for t in tests/*.sh; do
   [ -e "$t" ] || continue
-  if sh "$t"; then echo "ok   $t"; else echo "FAIL $t"; status=1; fi
+  n=$((n + 1))
+  if out=$(sh "$t" 2>&1); then
+    echo "ok $n - $t"
+  else
+    echo "not ok $n - $t"
+    echo "  ---"
+    echo "  message: $out"
+    echo "  ..."
+    status=1
+  fi
 done
+echo "1..$n"
 exit $status
 `
 
@@ -217,7 +232,7 @@ Demo repository: %s
 	if err != nil {
 		return err
 	}
-	checks := []config.CheckConfig{{Name: "tests", Kind: "test", Run: "sh run-tests.sh", Timeout: config.Duration{Duration: 60e9}}}
+	checks := []config.CheckConfig{{Name: "tests", Kind: "test", Run: "sh run-tests.sh", Timeout: config.Duration{Duration: 60e9}, Format: "tap"}}
 	if _, err := ws.Init(env.Now(), checks); err != nil {
 		return err
 	}
@@ -272,11 +287,14 @@ Demo repository: %s
 	if err != nil {
 		return demoErr(err)
 	}
-	prd, err := tasks.LoadMarkdown(lo.PRDPath)
+	board, err := tasks.Open(tasks.KindMarkdown, lo.PRDPath).Load()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nResult: %s after %s; %d of %s done and verified.\n", rep.Outcome, words.Count(rep.Iterations, "build iteration", "build iterations"), len(prd.Stories)-prd.Remaining(), words.Count(len(prd.Stories), "story", "stories"))
+	st, _ := loop.HomeOf(ws).Load()
+	tally := loop.TallyOf(board, st)
+	fmt.Fprintf(out, "\nResult: %s after %s; %d of %s done, %d verified on ralph's own evidence.\n", rep.Outcome, words.Count(rep.Iterations, "build iteration", "build iterations"),
+		len(board.Stories)-board.Remaining(), words.Count(len(board.Stories), "story", "stories"), tally.Verified)
 	logOut, _ := exec.CommandContext(ctx, "git", "-C", dir, "log", "--oneline").Output()
 	fmt.Fprintf(out, "\nCommits:\n%s", indent(string(logOut)))
 	fmt.Fprintf(out, `

@@ -12,12 +12,16 @@ import (
 // Exit codes. They are part of ralph's interface: scripts and CI jobs branch
 // on them, so they never change meaning.
 const (
-	ExitOK          = 0   // all done
-	ExitFailure     = 1   // an error; the message says what to do
-	ExitUsage       = 2   // bad flag, argument or command
-	ExitNeedsHuman  = 3   // blocked or stuck: a person must decide
-	ExitLimit       = 4   // iteration limit reached with work left
-	ExitInterrupted = 130 // Ctrl+C or SIGTERM
+	ExitOK         = 0 // all done
+	ExitFailure    = 1 // an error; the message says what to do
+	ExitUsage      = 2 // bad flag, argument or command
+	ExitNeedsHuman = 3 // blocked or stuck: a person must decide
+	ExitLimit      = 4 // iteration limit reached with work left
+	// ExitChecksFailing: every story is done, but a check still fails on
+	// the final tree (one that failed before the run, say): the run is
+	// not complete, and no story is left whose work would fix it.
+	ExitChecksFailing = 5
+	ExitInterrupted   = 130 // Ctrl+C or SIGTERM
 )
 
 // exitStatusHelp is printed by `ralph --help`.
@@ -27,6 +31,7 @@ const exitStatusHelp = `Exit status:
   2    usage error: unknown command, bad flag or argument
   3    blocked or stuck: a person must decide
   4    iteration limit or a budget reached with work left
+  5    every story done, but a check still fails on the final tree
   130  interrupted (Ctrl+C or SIGTERM)`
 
 // UsageError is an error in how ralph was called. It exits with code 2.

@@ -23,11 +23,11 @@ import (
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/report"
-	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
+	"github.com/ralphloop/ralph/internal/verify"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
@@ -181,6 +181,15 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	if err != nil {
 		return rep, err
 	}
+	if prior != nil && prior.RunID != "" {
+		// A kill during an extra run of the checks left the start's
+		// versions of some files in place of the work: put the work back
+		// before anything reads the tree.
+		if err := restoreOverlay(ws, filepath.Join(homeFor(ws, opts).RunsDir(), prior.RunID)); err != nil {
+			return rep, err
+		}
+	}
+	opts.Checks = withQualityGates(opts.Checks, board.QualityGates)
 	resume := prior != nil && !prior.Finished && prior.TaskFile == ws.Rel(src.Path())
 	if resume {
 		if err := resumable(ctx, opts.gitPort(ws.Repo), prior); err != nil {
@@ -876,6 +885,14 @@ func (b *builder) selectTask() (Event, error) {
 	}
 	if !ok {
 		if b.board.Remaining() == 0 {
+			// A run never ends complete while a check fails, whoever
+			// said the stories were done.
+			if failing := b.st.Baseline.Failing(); len(failing) > 0 {
+				b.st.Outcome = OutcomeChecksFailing
+				b.st.Reason = fmt.Sprintf("every story is done, but %s %s on the final tree", strings.Join(quoteChecks(failing), ", "), words.Plural(len(failing), "fails", "fail"))
+				b.sayLimit("■ "+b.st.Reason+"\n", OutcomeChecksFailing, b.st.Reason)
+				return Event{Trigger: TrigAllComplete}, b.exit(false)
+			}
 			b.st.Outcome, b.st.Reason = OutcomeComplete, "all stories complete"
 			return Event{Trigger: TrigAllComplete}, b.exit(true)
 		}
@@ -1016,7 +1033,6 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	}
 	b.snap = before
 	b.descent, b.deltaIter = [2]string{}, 0
-	digest := b.statusDigest()
 	treeBefore := worktreeDigest(b.ws.Root, before)
 	headBefore := before.Head
 	if r := b.resumedFrom; r != nil && r.TaskID == taskID && r.TreeBefore != "" {
@@ -1024,9 +1040,15 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		before.Head = r.HeadBefore
 	}
 	b.resumedFrom = nil
-	taskBytes, _ := os.ReadFile(b.src.Path())
+	if b.st.TaskBaseFor != taskID {
+		b.st.TaskBase, b.st.TaskBaseFor = headBefore, taskID
+	}
+	own, err := b.saveOwnFiles(n)
+	if err != nil {
+		return Event{}, fmt.Errorf("copying ralph's own files before the agent: %w", err)
+	}
 	started := b.opts.now()
-	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: headBefore, TreeBefore: treeBefore}
+	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: headBefore, TreeBefore: treeBefore, Own: own}
 	// The attempt, and with it the token that tags the agent's processes,
 	// is on disk before the agent starts, so that a crash at any instant
 	// leaves what finds and stops the agent. The transition into
@@ -1169,10 +1191,15 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 			return Event{}, err
 		}
 	}
-	if agentTicks(b.src) {
-		b.restoreOtherMarks(story.ID, taskBytes)
-	} else if b.statusDigest() != digest {
-		b.restoreStatus(taskID, taskBytes)
+	claim, err := b.putBackOwnFiles(own, story.ID)
+	if err != nil {
+		return Event{}, err
+	}
+	b.st.Attempt.Claim = claim
+	if len(after.Dirty) > 0 {
+		// What ralph put back is no change of the agent's.
+		after = b.withoutRestored(after, before, own)
+		b.snap = after
 	}
 	changed := after.Head != headBefore || worktreeDigest(b.ws.Root, after) != treeBefore
 	rec.Progress = changed
@@ -1284,310 +1311,6 @@ func classify(text string, timedOut bool) string {
 	return "permanent"
 }
 
-func (b *builder) test(ctx context.Context) (Event, error) {
-	if err := b.ensureSelection(); err != nil {
-		return Event{}, err
-	}
-	b.ensureRecord()
-	// Cheap checks run first and the first failure held against the
-	// attempt ends the run of checks. A check that already failed on the
-	// starting tree is no evidence against this attempt: it is reported
-	// and the next check runs.
-	var failed *check.Result
-	for _, c := range b.opts.Checks {
-		res := b.runCheck(context.WithoutCancel(ctx), c)
-		if ctx.Err() != nil {
-			return Event{}, ErrInterrupted
-		}
-		known := !res.Passed() && b.st.Baseline.failedAtStart(c.Name, c.Run)
-		rec := CheckRecord{
-			Name: res.Check.Name, Passed: res.Passed(), ExitCode: res.ExitCode,
-			DurationMillis: res.Duration.Milliseconds(), TimedOut: res.TimedOut, Missing: res.Missing, FailedAtStart: known,
-		}
-		if !res.Passed() {
-			rec.Output = check.Tail(res.Output, CheckOutputTail)
-		}
-		b.rec.Checks = append(b.rec.Checks, rec)
-		b.printCheck(res, known, false)
-		if !res.Passed() && !known {
-			failed = &res
-			break
-		}
-	}
-	if failed == nil {
-		return Event{Trigger: TrigTestsPassed}, nil
-	}
-	why := describeFailure(*failed)
-	b.rec.Status = StatusTestsFailed
-	if out := check.Tail(failed.Output, CheckOutputTail); out != "" {
-		b.logError("iteration %d (%s): output of check %q, last lines: %s", b.st.Machine.Iteration, b.st.Machine.TaskID, failed.Check.Name, out)
-	}
-	if failed.Missing {
-		return Event{Trigger: TrigRunnerMissing}, b.fail("test runner missing: "+why, failed.Output, "permanent")
-	}
-	return Event{Trigger: TrigTestsFailed}, b.fail("tests failed: "+why, failed.Output, classify(failed.Output, failed.TimedOut))
-}
-
-// printCheck shows one check's outcome and, for a failure, the last lines
-// of its output: "exited with code 1" alone does not say what to fix.
-// A failure the check already had at the start was shown then.
-func (b *builder) printCheck(res check.Result, failedAtStart, baseline bool) {
-	data := map[string]any{"name": res.Check.Name, "passed": res.Passed(), "duration_ms": res.Duration.Milliseconds()}
-	if baseline {
-		data["baseline"] = true // the starting tree, before any agent: no task's attempt
-	}
-	d := res.Duration.Round(time.Millisecond)
-	if res.Passed() {
-		b.say(report.KindCheck, fmt.Sprintf("  ✓ check %s (%s)\n", res.Check.Name, d), data)
-		return
-	}
-	if failedAtStart {
-		data["failed_at_start"] = true
-		b.say(report.KindCheck, fmt.Sprintf("  ✗ check %s (%s) · it failed before any agent ran too: not held against this attempt\n", res.Check.Name, d), data)
-		return
-	}
-	b.say(report.KindCheck, fmt.Sprintf("  ✗ check %s (%s)\n", res.Check.Name, d), data)
-	for _, l := range check.LastLines(res.Output, checkOutputLines) {
-		b.sayf(report.KindCheck, "    │ %s\n", l)
-	}
-}
-
-// Values of Options.OnFailingBaseline.
-const (
-	BaselineJudgeNew = "judge-new-failures"
-	BaselineStop     = "stop"
-)
-
-// takeBaseline runs the checks once on the tree a fresh run starts from,
-// before any agent works on it, and keeps the outcome in the run's state.
-// Otherwise a test that already fails would fail every story in turn, block
-// them one by one and open the circuit breaker, blaming each agent for it.
-// A resume keeps the baseline of its run: its tree is no longer the start.
-func (b *builder) takeBaseline(ctx context.Context) error {
-	if len(b.opts.Checks) == 0 {
-		return nil
-	}
-	b.say(report.KindCheck, "ralph: running the checks on the starting tree, before any agent works on it\n", nil)
-	bl := &Baseline{Head: b.headNow(), Checks: []BaselineCheck{}}
-	var failing []string
-	for _, c := range b.opts.Checks {
-		res := b.runCheck(ctx, c)
-		if ctx.Err() != nil {
-			return ErrInterrupted
-		}
-		bl.Checks = append(bl.Checks, BaselineCheck{Name: c.Name, Run: c.Run, Passed: res.Passed(), ExitCode: res.ExitCode})
-		b.printCheck(res, false, true)
-		if !res.Passed() {
-			failing = append(failing, describeFailure(res))
-			b.logError("starting tree: %s; last lines of its output: %s", describeFailure(res), check.Tail(res.Output, CheckOutputTail))
-		}
-	}
-	b.st.Baseline = bl
-	if len(failing) == 0 {
-		return nil
-	}
-	what := "already failing before any agent ran: " + strings.Join(failing, "; ")
-	if b.opts.OnFailingBaseline == BaselineStop {
-		return &SetupError{Msg: fmt.Sprintf("%s. Fix it first, or set on_failing_baseline = %q under [build] in .ralph/config.toml to judge each attempt by the checks that passed at the start", what, BaselineJudgeNew)}
-	}
-	msg := what + `. It is not held against any attempt: an attempt fails when a check that passed at the start fails (on_failing_baseline = "stop" under [build] in .ralph/config.toml stops the run instead)`
-	b.sayf(report.KindWarning, "  ! %s\n", msg)
-	b.event("%s", msg)
-	return nil
-}
-
-func (b *builder) validate(ctx context.Context) (Event, error) {
-	if err := b.ensureSelection(); err != nil {
-		return Event{}, err
-	}
-	b.ensureRecord()
-	story := b.sel.Story
-	// A subtask that is not the story's last open one is done when its
-	// tests pass: the story's criteria are judged when it completes.
-	if b.sel.Subtask != nil {
-		open := 0
-		for _, st := range story.Subtasks {
-			if !st.Done {
-				open++
-			}
-		}
-		if open > 1 {
-			return Event{Trigger: TrigACsMet}, nil
-		}
-	}
-	criteria := make([]role.Criterion, len(story.Criteria))
-	for i, c := range story.Criteria {
-		criteria[i] = role.Criterion{ID: fmt.Sprintf("AC-%d", i+1), Text: c.Text, Verify: c.Verify}
-	}
-	var cmds []role.CommandResult
-	for _, c := range criteria {
-		if c.Verify == "" {
-			continue
-		}
-		res := b.runCheck(context.WithoutCancel(ctx), check.Check{Name: c.ID, Run: c.Verify, Timeout: 10 * time.Minute})
-		cmds = append(cmds, role.CommandResult{ID: c.ID, Passed: res.Passed(), Output: res.Output, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Missing: res.Missing})
-	}
-	var reviewer *role.Verdict
-	switch {
-	case b.opts.Reviewer != nil:
-		v, err := b.review(ctx, criteria)
-		if err != nil {
-			return Event{}, err
-		}
-		reviewer = v
-	case agentTicks(b.src) && (len(criteria) == 0 || len(cmds) < len(criteria)):
-		// Seed 001: the agent checks the criteria it verified; a criterion
-		// with no command and no reviewer to judge it is judged by that
-		// claim, not refused as unverifiable.
-		v := agentClaim(b.ws, b.src.Path(), story.ID, criteria)
-		reviewer = &v
-	case len(cmds) > 0 && len(cmds) < len(criteria):
-		// Other task files give the agent no box to tick: the attempt
-		// that got this far (ralph's checks passed) is its claim, as it is
-		// when no criterion has a command at all.
-		v := unjudgedClaim(criteria)
-		reviewer = &v
-	}
-	verdict := role.Combine(criteria, cmds, reviewer)
-	if ctx.Err() != nil {
-		return Event{}, ErrInterrupted
-	}
-	if acReport := verdict.Report(); acReport != "" {
-		b.say(report.KindVerdict, indentLines(acReport, "  ")+"\n", nil)
-		b.rec.ACReport = acReport
-	}
-	for _, r := range verdict.Reasons {
-		b.sayf(report.KindWarning, "  ! %s\n", r)
-	}
-	if verdict.Qualified {
-		return Event{Trigger: TrigACsMet}, nil
-	}
-	b.rec.Status = StatusACsFailed
-	return Event{Trigger: TrigACsFailed}, b.fail("acceptance criteria not met", verdict.Feedback(), "permanent")
-}
-
-// agentClaim reads the agent's own marks in the markdown PRD as a verdict
-// on the criteria that have no verify command: those with one are judged by
-// their command alone.
-func agentClaim(ws *workspace.Workspace, path, storyID string, criteria []role.Criterion) role.Verdict {
-	v := role.Verdict{Qualified: true}
-	prd, err := ReadPRD(ws, path)
-	var story tasks.Story
-	found := false
-	if err == nil {
-		story, found = prd.Find(storyID)
-	}
-	for i, c := range criteria {
-		if c.Verify != "" {
-			continue
-		}
-		met := found && (story.Done || (i < len(story.Criteria) && story.Criteria[i].Done))
-		f := role.Finding{ID: c.ID, Text: c.Text, Met: met, Source: "agent"}
-		if met {
-			f.Evidence = "checked by the agent; ralph's checks passed"
-		} else {
-			f.Evidence = "the agent did not check this criterion in the PRD"
-			v.Qualified = false
-		}
-		v.Findings = append(v.Findings, f)
-	}
-	if !found {
-		v.Qualified = false
-		v.Reasons = append(v.Reasons, "story "+storyID+" is missing from the PRD")
-	}
-	if len(criteria) == 0 && !(found && story.Done) {
-		v.Qualified = false
-		v.Reasons = append(v.Reasons, "the agent did not check the story in the PRD")
-	}
-	return v
-}
-
-// unjudgedClaim is the verdict on the criteria without a verify command of
-// a task file that has no checkboxes for the agent, when no reviewer is
-// configured: nothing but ralph's checks, which passed, can judge them.
-func unjudgedClaim(criteria []role.Criterion) role.Verdict {
-	v := role.Verdict{Qualified: true}
-	for _, c := range criteria {
-		if c.Verify == "" {
-			v.Findings = append(v.Findings, role.Finding{ID: c.ID, Text: c.Text, Met: true, Source: "agent",
-				Evidence: "no verify command or reviewer: taken from the agent's claim; ralph's checks passed"})
-		}
-	}
-	return v
-}
-
-func (b *builder) review(ctx context.Context, criteria []role.Criterion) (*role.Verdict, error) {
-	tpl, err := prompt.Load(prompt.Review, b.ws.PromptsDir())
-	if err != nil {
-		return nil, err
-	}
-	story := b.sel.Story
-	diff := strings.Join(append(append([]string{}, b.rec.ChangedFiles...), b.snap.Dirty...), "\n")
-	var checkOut strings.Builder
-	for _, c := range b.rec.Checks {
-		fmt.Fprintf(&checkOut, "%s: passed=%v exit=%d", c.Name, c.Passed, c.ExitCode)
-		if c.FailedAtStart {
-			// Without this a reviewer would blame the attempt for it.
-			checkOut.WriteString(" (it failed the same way before any agent ran: not this attempt's doing)")
-		}
-		checkOut.WriteString("\n")
-	}
-	text, err := tpl.Render(role.ReviewVars(story.ID, story.Title, story.Block, criteria, diff, checkOut.String()))
-	if err != nil {
-		return nil, err
-	}
-	spec := *b.opts.Reviewer
-	var perr error
-	for try := 1; try <= 2; try++ {
-		n := b.st.Machine.Iteration
-		b.sayf(report.KindVerdict, "  ── review by %s ──\n", spec.Name)
-		// The reviewer is an agent like the executor: bounded by the idle
-		// limit too, and tagged with the attempt's token, which is on disk,
-		// so that a crash during the review stops it on resume.
-		res, err := runkit.Attempt{
-			Spec:        spec,
-			Prompt:      text,
-			PromptFile:  filepath.Join(b.dir, fmt.Sprintf("iter-%d.review-%d.prompt.md", n, try)),
-			LogFile:     filepath.Join(b.dir, fmt.Sprintf("iter-%d.review-%d.log", n, try)),
-			Dir:         b.ws.Root,
-			Timeout:     b.opts.AgentTimeout,
-			IdleTimeout: b.opts.IdleTimeout,
-			MaxLogBytes: b.opts.MaxLogBytes,
-			Token:       attemptToken(b.id, b.st.Attempt),
-			Events:      b.em,
-			Working:     "reviewer " + spec.Name + " working",
-			Terminal:    b.opts.Terminal,
-		}.Run(ctx)
-		out := res.Outcome
-		// The reviewer is an agent run like the executor's: its time,
-		// tokens and cost count against the budget.
-		b.countUsage(out)
-		if out.Interrupted || ctx.Err() != nil {
-			return nil, ErrInterrupted
-		}
-		if err != nil {
-			return nil, err
-		}
-		if out.TimedOut || out.Idle {
-			// Asking again would only wait out the same limit: the story
-			// has no verdict, and the reason says which limit ended it.
-			why := fmt.Sprintf("reviewer %s killed after %s: iteration timeout %s reached", spec.Name, ranFor(out.Duration), b.opts.AgentTimeout)
-			if out.Idle {
-				why = fmt.Sprintf("reviewer %s killed after %s: no output for %s, the idle limit", spec.Name, ranFor(out.Duration), b.opts.IdleTimeout)
-			}
-			b.logError("iteration %d: %s", n, why)
-			return &role.Verdict{Reasons: []string{role.ReasonNoVerdict, why}}, nil
-		}
-		var v role.Verdict
-		if v, perr = role.ParseVerdict(out.Result.FinalMessage, criteria); perr == nil {
-			return &v, nil
-		}
-		b.logError("iteration %d: reviewer answer malformed (try %d): %v", n, try, perr)
-		text = role.ReaskPrompt(perr, criteria)
-	}
-	return role.NoVerdict(perr), nil
-}
-
 func (b *builder) commit(ctx context.Context) (Event, error) {
 	if err := b.ensureSelection(); err != nil {
 		return Event{}, err
@@ -1645,7 +1368,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		}
 	}
 	if !m.Partial {
-		b.appendProgress(fmt.Sprintf("%s: %s verified by ralph (checks passed, acceptance criteria met; run %s, iteration %d)", taskID, story.Title, b.id, m.Iteration))
+		b.appendProgress(fmt.Sprintf("%s: %s %s (run %s, iteration %d)", taskID, story.Title, b.acceptedHow(), b.id, m.Iteration))
 	}
 	hash = ""
 	// after is the tree once the work is committed, read by the commit
@@ -1744,9 +1467,18 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			map[string]any{"iteration": m.Iteration, "commit": hash, "status": StatusPartial})
 	} else {
 		b.rec.Status = StatusDone
-		b.say(report.KindCommit, fmt.Sprintf("✓ iteration %d: %s done and verified · commit %s\n", m.Iteration, taskID, short(hash)),
-			map[string]any{"iteration": m.Iteration, "commit": hash, "status": StatusDone})
+		j := b.judgement()
+		b.rec.Verdict, b.rec.Evidence = string(j.Outcome), j.Evidence
+		b.st.task(taskID).Done = &DoneRecord{Outcome: j.Outcome, Evidence: j.Evidence, Commit: hash, Run: b.id}
+		b.moveBaseline(hash)
+		how := "done and verified"
+		if j.Outcome == verify.AgentWord {
+			how = "done, agent's word"
+		}
+		b.say(report.KindCommit, fmt.Sprintf("✓ iteration %d: %s %s · commit %s\n", m.Iteration, taskID, how, short(hash)),
+			map[string]any{"iteration": m.Iteration, "commit": hash, "status": StatusDone, "verdict": string(j.Outcome), "evidence": j.Evidence, "failing": j.Failing})
 	}
+	b.st.TaskBase, b.st.TaskBaseFor = "", ""
 	b.closeIteration()
 	return Event{Trigger: TrigCommitted}, nil
 }
@@ -1911,6 +1643,22 @@ func (b *builder) commitMessage(taskID string, story tasks.Story, partial bool, 
 	if b.rec != nil && b.rec.ACReport != "" {
 		m.Body = "Acceptance criteria:\n" + b.rec.ACReport
 	}
+	if !partial {
+		j := b.judgement()
+		var how strings.Builder
+		if j.Outcome == verify.AgentWord {
+			how.WriteString("Done on the agent's word: every check passes, but nothing ralph ran shows it done.")
+		} else {
+			how.WriteString("Verified by ralph:")
+			for _, e := range j.Evidence {
+				how.WriteString("\n- " + e)
+			}
+		}
+		if len(j.Failing) > 0 {
+			how.WriteString("\nStill failing, as before this work: " + strings.Join(j.Failing, ", "))
+		}
+		m.Body = strings.TrimSpace(strings.TrimSpace(m.Body) + "\n\n" + how.String())
+	}
 	m.Trailers = []runkit.Trailer{{Key: "Ralph-Task", Value: taskID}, {Key: "Ralph-Story", Value: story.ID},
 		{Key: "Ralph-Run", Value: b.id}, {Key: "Ralph-Iteration", Value: strconv.Itoa(b.st.Machine.Iteration)}}
 	if eventID != "" {
@@ -1933,7 +1681,8 @@ func (b *builder) markBlocked(from, to Machine) {
 	t := b.st.task(id)
 	t.RetryCount = to.RetryCount
 	typ := b.blockerType
-	if typ == "" {
+	review := typ == "review"
+	if typ == "" || review {
 		typ = "permanent"
 	}
 	if t.AutoRetried {
@@ -1944,7 +1693,7 @@ func (b *builder) markBlocked(from, to Machine) {
 		fixes = t.Blocker.AttemptedFixes
 	}
 	fixes = append(fixes, fmt.Sprintf("iteration %d: %s", from.Iteration, b.failure))
-	t.Blocker = &BlockerRecord{Reason: b.failure, Type: typ, RequiresHuman: typ == "permanent", AttemptedFixes: fixes, Iteration: from.Iteration}
+	t.Blocker = &BlockerRecord{Reason: b.failure, Type: typ, RequiresHuman: typ == "permanent", AttemptedFixes: fixes, Iteration: from.Iteration, Review: review}
 	b.st.Metrics.Blocked++
 	delete(b.st.Feedback, id)
 }
@@ -1977,14 +1726,7 @@ func (b *builder) logBlocker(ctx context.Context) error {
 	// who unblocks.
 	bg := context.WithoutCancel(ctx)
 	if !b.st.NoCommit {
-		if snap, err := b.git.Snapshot(bg); err == nil && len(snap.Dirty) > 0 {
-			ref := AttemptRef(b.id, id)
-			if commit, err := b.setAside(bg, ref, fmt.Sprintf("ralph: blocked attempt at %s (run %s)", id, b.id)); err == nil && commit != "" {
-				bl.Ref = ref
-			} else if err != nil {
-				b.logError("could not set the blocked attempt at %s aside: %v", id, err)
-			}
-		}
+		b.setAsideBlocked(bg, id, bl)
 	}
 	b.mem.Add(bg, memory.Node{ID: fmt.Sprintf("blk-%s-%d", b.id, b.st.Machine.Iteration), Name: id + " blocked: " + bl.Reason, MemoryType: memory.TypeBlocker, Text: strings.Join(bl.AttemptedFixes, "; "),
 		Props: map[string]string{"event": memory.EventTaskBlocker, "task": id, "blocker_type": bl.Type, "run": b.id, "fix_sources_tried": "checks, acceptance criteria"}})
@@ -1992,13 +1734,17 @@ func (b *builder) logBlocker(ctx context.Context) error {
 	b.appendProgress(fmt.Sprintf("%s BLOCKED (%s, requires_human=%v): %s", id, bl.Type, bl.RequiresHuman, bl.Reason))
 	b.say(report.KindBlocker, fmt.Sprintf("⛔ %s blocked (%s): %s\n", id, bl.Type, bl.Reason),
 		map[string]any{"state": "blocked", "type": bl.Type, "reason": bl.Reason, "requires_human": bl.RequiresHuman})
-	if bl.Type == "permanent" {
+	switch {
+	case bl.Review:
+		b.sayf(report.KindBlocker, "   a person must decide: read the test change (git diff %s^ %s), then `ralph approve %s` to accept it, or `ralph unblock %s` to have it done again\n", bl.Ref, bl.Ref, id, id)
+	case bl.Type == "permanent":
 		hint := b.opts.UnblockHint
 		if hint == "" {
 			hint = "ralph unblock " + id
 		}
 		b.sayf(report.KindBlocker, "   a person must decide: fix it, then `%s`\n", hint)
 	}
+	b.st.TaskBase, b.st.TaskBaseFor = "", ""
 	return b.saveState()
 }
 
@@ -2055,15 +1801,21 @@ func (b *builder) exit(allDone bool) error {
 		// The tag is printed by ralph, never taken from the agent.
 		text.WriteString("<promise>COMPLETED</promise>\n\n")
 	}
-	fmt.Fprintf(&text, "Summary:\n- Stories completed: %d of %d\n- Total iterations: %d\n- Final commit: %s\n- Time elapsed: %s\n",
-		done, len(b.board.Stories), st.Machine.Iteration, short(head), elapsed)
+	tally := b.tally()
+	fmt.Fprintf(&text, "Summary:\n- Stories completed: %d of %d%s\n- Total iterations: %d\n- Final commit: %s\n- Time elapsed: %s\n",
+		done, len(b.board.Stories), tally.String(), st.Machine.Iteration, short(head), elapsed)
 	blocked := b.blockedIDs()
 	if len(blocked) > 0 {
 		fmt.Fprintf(&text, "- Blocked: %s (see `ralph status`)\n", strings.Join(blocked, ", "))
 	}
+	failing := st.Baseline.Failing()
+	if len(failing) > 0 {
+		fmt.Fprintf(&text, "- Failing checks on the final tree: %s\n", strings.Join(failing, ", "))
+	}
 	b.say(report.KindSummary, text.String(), map[string]any{"complete": allDone, "stories_completed": done, "stories_total": len(b.board.Stories),
+		"stories_verified": tally.Verified, "stories_agent_word": tally.AgentWord, "stories_done_before": tally.Before,
 		"iterations": st.Machine.Iteration, "final_commit": head, "elapsed_ms": elapsed.Milliseconds(), "blocked": blocked,
-		"outcome": string(st.Outcome), "reason": st.Reason})
+		"failing_checks": failing, "outcome": string(st.Outcome), "reason": st.Reason})
 	metrics := map[string]string{
 		"stories_completed": strconv.Itoa(done),
 		"total_iterations":  strconv.Itoa(st.Machine.Iteration),
@@ -2117,6 +1869,7 @@ func (b *builder) resumeInterrupted() {
 	if a == nil || b.st.Machine.State != StateImplement {
 		return
 	}
+	b.restoreOwnFilesAfterCrash(a)
 	if a.Iteration == b.st.Machine.Iteration-1 && a.TaskID == b.st.Machine.TaskID {
 		// A second crash came after the cut-short iteration was recorded
 		// but before the rerun's own attempt was: the rerun still

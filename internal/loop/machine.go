@@ -66,9 +66,14 @@ const (
 	TrigRunnerMissing     Trigger = "test_runner_missing"
 	TrigACsMet            Trigger = "acs_met"
 	TrigACsFailed         Trigger = "acs_failed"
-	TrigCommitted         Trigger = "committed"
-	TrigCommitFailed      Trigger = "commit_failed"
-	TrigBlockerLogged     Trigger = "blocker_logged"
+	// TrigNeedsReview is an attempt that changed tests its story says
+	// must change, while the start's tests fail against the new code: a
+	// behaviour change a person approves (`ralph approve ID`), never one
+	// ralph waives or retries.
+	TrigNeedsReview   Trigger = "needs_review"
+	TrigCommitted     Trigger = "committed"
+	TrigCommitFailed  Trigger = "commit_failed"
+	TrigBlockerLogged Trigger = "blocker_logged"
 	// The ways a run ends before its work does.
 	TrigIterationLimit Trigger = "iteration_limit"
 	TrigAllLimited     Trigger = "all_agents_limited"
@@ -129,9 +134,11 @@ var Table = []Transition{
 	{StateTest, TrigTestsFailed, GuardRetriesLeft, StateImplement, "tests fail (retry_count < max)"},
 	{StateTest, TrigTestsFailed, GuardRetriesExhausted, StateBlocker, "tests fail (retry_count >= max)"},
 	{StateTest, TrigRunnerMissing, GuardNone, StateBlocker, "test runner missing"},
+	{StateTest, TrigNeedsReview, GuardNone, StateBlocker, "tests changed as the story asks (a person approves)"},
 	{StateValidate, TrigACsMet, GuardNone, StateCommit, "ACs verified"},
 	{StateValidate, TrigACsFailed, GuardRetriesLeft, StateImplement, "ACs not met (retry_count < max)"},
 	{StateValidate, TrigACsFailed, GuardRetriesExhausted, StateBlocker, "ACs not met (retry_count >= max)"},
+	{StateValidate, TrigNeedsReview, GuardNone, StateBlocker, "tests changed as the story asks (a person approves)"},
 	{StateCommit, TrigCommitted, GuardNone, StateMemoryLoad, "git commit + memory log"},
 	{StateCommit, TrigCommitFailed, GuardNone, StateBlocker, "git failure"},
 	{StateBlocker, TrigBlockerLogged, GuardNone, StateMemoryLoad, "blocker logged (next task)"},

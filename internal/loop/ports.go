@@ -60,6 +60,15 @@ type GitPort interface {
 	// Unstage empties the index and keeps the work tree: what a refused
 	// commit leaves staged goes back to being plain changes.
 	Unstage(ctx context.Context) error
+	// FilesAt reads files of a commit's tree (the start's versions of
+	// protected files).
+	FilesAt(ctx context.Context, rev string, paths []string) ([]gitx.FileAt, error)
+	// UpdateRef points ref at commit.
+	UpdateRef(ctx context.Context, ref, commit string) error
+	// MoveBranchBack moves the checked-out branch back to base after its
+	// unverified commits were kept elsewhere, keeping the work tree's
+	// versions of the keep paths (ralph's own files).
+	MoveBranchBack(ctx context.Context, base string, keep ...string) error
 }
 
 // A GitPort is what runkit.Commit and runkit.Committed need: the loop
@@ -75,6 +84,10 @@ type CheckPort interface {
 type repoGit struct{ *gitx.Repo }
 
 func (g repoGit) HeadFiles() (head, branch string, ok bool) { return gitx.ReadHead(g.Dir) }
+
+func (g repoGit) MoveBranchBack(ctx context.Context, base string, keep ...string) error {
+	return g.Repo.MoveBranchBack(ctx, base, keep...)
+}
 
 func (g repoGit) Unstage(ctx context.Context) error {
 	_, err := g.Runner.Git(ctx, g.Dir, "reset", "-q")

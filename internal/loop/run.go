@@ -47,6 +47,9 @@ const (
 	OutcomeInterrupted   Outcome = "interrupted"    // Ctrl+C or SIGTERM
 	OutcomeError         Outcome = "error"          // something ralph could not go on from
 	OutcomeBudget        Outcome = "budget"         // a token, cost or wall-time budget is used up
+	// OutcomeChecksFailing ends a run whose stories are all done while a
+	// check still fails on the final tree: never "complete".
+	OutcomeChecksFailing Outcome = "checks_failing"
 )
 
 // Options configures one run.
@@ -130,6 +133,15 @@ type Options struct {
 	// tree a run starts from does: BaselineJudgeNew (the default when
 	// empty) or BaselineStop.
 	OnFailingBaseline string
+	// RequireEvidence sends back a story whose checks pass but that has no
+	// evidence of its own ([verify] require_evidence).
+	RequireEvidence bool
+	// RedGreen counts a new test as evidence only when it fails against
+	// the start's code ([verify] red_green).
+	RedGreen bool
+	// Protected are the user's globs of protected files ([verify]
+	// protected).
+	Protected []string
 	// IterationsGiven says that MaxIterations was given on the command
 	// line: at a resume it raises the resumed run's limit, which otherwise
 	// stays what the run started with.
@@ -242,8 +254,12 @@ type IterationRecord struct {
 	UncommittedFiles []string      `json:"uncommitted_files"`
 	Checks           []CheckRecord `json:"checks,omitempty"`
 	ACReport         string        `json:"ac_report,omitempty"`
-	MemoryConnected  bool          `json:"memory_connected"`
-	Neo4jConnected   bool          `json:"neo4j_connected"` // seed 000's name: true only with Neo4j (see LoopState)
+	// Verdict is how ralph accepted the task: "verified" (with Evidence)
+	// or "agent_word"; "" when it did not.
+	Verdict         string   `json:"verdict,omitempty"`
+	Evidence        []string `json:"evidence,omitempty"`
+	MemoryConnected bool     `json:"memory_connected"`
+	Neo4jConnected  bool     `json:"neo4j_connected"` // seed 000's name: true only with Neo4j (see LoopState)
 	// ContextPercent is the share of the context window in use at the end,
 	// where the agent reports it; -1 when unknown.
 	ContextPercent int `json:"context_percent"`
@@ -276,9 +292,25 @@ type CheckRecord struct {
 	// bytes): the evidence of what failed, kept for the attempt that
 	// blocks a story too.
 	Output string `json:"output,omitempty"`
-	// FailedAtStart marks a failure the check already had on the tree the
-	// run started from; it is reported but not held against the attempt.
+	// FailedAtStart marks a check that failed on the tree the task
+	// started from too. It is no excuse: while it fails, the story needs
+	// evidence of its own, and the run is not complete.
 	FailedAtStart bool `json:"failed_at_start,omitempty"`
+	// Tests says, where the runner reported tests one by one, what the
+	// attempt fixed and broke.
+	Tests *TestCounts `json:"tests,omitempty"`
+	// ReportNote says why the runner's per-test report was not used.
+	ReportNote string `json:"report_note,omitempty"`
+}
+
+// TestCounts are a check's tests compared with the start, by name.
+type TestCounts struct {
+	Fixed        []string `json:"fixed,omitempty"`
+	Broken       []string `json:"broken,omitempty"`
+	StillFailing []string `json:"still_failing,omitempty"`
+	New          []string `json:"new,omitempty"`
+	NewFailing   []string `json:"new_failing,omitempty"`
+	Gone         []string `json:"gone,omitempty"`
 }
 
 // CheckOutputTail is how much of a failing check's output the iteration
@@ -291,19 +323,21 @@ const (
 
 // Iteration statuses.
 const (
-	StatusDone         = "done"          // story verified and accepted
-	StatusOpen         = "open"          // agent ran cleanly, story not checked yet
-	StatusVerifyFailed = "verify_failed" // story checked by the agent, checks failed: reopened
-	StatusAgentError   = "agent_error"   // non-zero exit
-	StatusTimeout      = "timeout"       // killed by ralph after the iteration timeout
-	StatusInterrupted  = "interrupted"   // killed because the user interrupted ralph
-	StatusPlanned      = "planned"       // planning iteration that touched only the plan
-	StatusPartial      = "partial"       // context exhausted: partial work committed
-	StatusNoChanges    = "no_changes"    // agent exited cleanly without changing anything
-	StatusTestsFailed  = "tests_failed"  // ralph's checks failed
-	StatusACsFailed    = "acs_failed"    // acceptance criteria not met
-	StatusFailed       = "failed"        // another failure, see the reason
-	StatusPlanError    = "plan_error"    // planning iteration that touched other files
+	StatusDone         = "done"            // story verified and accepted
+	StatusOpen         = "open"            // agent ran cleanly, story not checked yet
+	StatusVerifyFailed = "verify_failed"   // story checked by the agent, checks failed: reopened
+	StatusAgentError   = "agent_error"     // non-zero exit
+	StatusTimeout      = "timeout"         // killed by ralph after the iteration timeout
+	StatusInterrupted  = "interrupted"     // killed because the user interrupted ralph
+	StatusPlanned      = "planned"         // planning iteration that touched only the plan
+	StatusPartial      = "partial"         // context exhausted: partial work committed
+	StatusNoChanges    = "no_changes"      // agent exited cleanly without changing anything
+	StatusTestsFailed  = "tests_failed"    // ralph's checks failed
+	StatusACsFailed    = "acs_failed"      // acceptance criteria not met, or no evidence
+	StatusNeedsReview  = "needs_review"    // tests changed as the story asks: a person approves
+	StatusAgentWord    = "done_agent_word" // accepted on the agent's word: checks pass, no evidence
+	StatusFailed       = "failed"          // another failure, see the reason
+	StatusPlanError    = "plan_error"      // planning iteration that touched other files
 )
 
 // run is the state shared by build and plan runs.

@@ -252,6 +252,30 @@ func (g *fakeGit) Unstage(ctx context.Context) error {
 	return nil
 }
 
+// FilesAt says the fake repository's commits hold none of paths: the
+// fake agent's files are new, so their start versions are absent.
+func (g *fakeGit) FilesAt(ctx context.Context, rev string, paths []string) ([]gitx.FileAt, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("FilesAt", rev)
+	return nil, nil
+}
+
+func (g *fakeGit) UpdateRef(ctx context.Context, ref, commit string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("UpdateRef", ref, commit)
+	return nil
+}
+
+func (g *fakeGit) MoveBranchBack(ctx context.Context, base string, keep ...string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.call("MoveBranchBack", base)
+	g.head = base
+	return nil
+}
+
 // step is one scripted agent attempt: what the agent does to the tree and
 // the PRD, and how its process ends.
 type step struct {
@@ -732,8 +756,9 @@ func TestRunnerCommitFailsBlocksTheTask(t *testing.T) {
 
 // ralph's commits say what was done and tie it to ralph's records, with
 // the token that recognises the commit after a crash last: the partial
-// work of an exhausted context, then the verified story with its
-// acceptance criteria.
+// work of an exhausted context, then the story with its acceptance
+// criteria and how ralph accepted it: here, with no verify command and no
+// failing test to fix, on the agent's word, which the body says.
 func TestRunnerCommitMessages(t *testing.T) {
 	r := newRig(t, oneStory, step{write: "a.txt", signals: []string{"CONTEXT_EXHAUSTED"}}, step{write: "a.txt", tick: "US-001"})
 	rep, err := r.build()
@@ -743,7 +768,8 @@ func TestRunnerCommitMessages(t *testing.T) {
 	id := rep.RunID
 	want := []string{
 		"US-001: partial work (context exhausted)\n\nRalph-Task: US-001\nRalph-Story: US-001\nRalph-Run: " + id + "\nRalph-Iteration: 1\nRalph-Commit: ",
-		"US-001: First story\n\nAcceptance criteria:\nAC-1: a.txt says good - ✓ checked by the agent; ralph's checks passed\n\n" +
+		"US-001: First story\n\nAcceptance criteria:\nAC-1: a.txt says good - ✓ checked by the agent; ralph's checks pass, but nothing ralph ran proves it (the agent's word)\n\n" +
+			"Done on the agent's word: every check passes, but nothing ralph ran shows it done.\n\n" +
 			"Ralph-Task: US-001\nRalph-Story: US-001\nRalph-Run: " + id + "\nRalph-Iteration: 2\nRalph-Memory-Event: evt-" + id + "-2\nRalph-Commit: ",
 	}
 	tokens := map[string]bool{}

@@ -16,6 +16,7 @@ import (
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/verify"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -85,6 +86,13 @@ type LoopState struct {
 	// carries it is ralph's: the other trailers are in the agent's prompt
 	// and an agent can copy them. Leaving COMMIT clears it.
 	CommitToken string `json:"commit_token,omitempty"`
+	// TaskBase is where the branch was when the current task was
+	// selected: a task that ends blocked leaves the branch there, its
+	// agent's own commits kept at the attempt's ref, so that nothing no
+	// check passed stays on the branch.
+	TaskBase string `json:"task_base,omitempty"`
+	// TaskBaseFor is the task TaskBase belongs to.
+	TaskBaseFor string `json:"task_base_for,omitempty"`
 	// Branch is the branch the run started on ("" when HEAD was
 	// detached): ralph never commits a run's work on another one.
 	Branch   string  `json:"branch,omitempty"`
@@ -113,6 +121,27 @@ type Attempt struct {
 	// PGID is the agent's process group, stopped on resume if a crash of
 	// ralph left it running.
 	PGID int `json:"pgid,omitempty"`
+	// Own is the folder, in the run's folder, holding ralph's own files
+	// (config, prompts, the task file) as they were before the agent: an
+	// agent's edits to them are put back, after the agent or, should a
+	// kill come first, on resume.
+	Own string `json:"own_files,omitempty"`
+	// Claim is what the agent ticked in the markdown PRD: its claim,
+	// which ralph reads and then takes off the file, so that nothing
+	// shows the story done before ralph has verified it.
+	Claim *Claim `json:"claim,omitempty"`
+	// Checks names the file, in the run's folder, holding what TEST ran
+	// on this attempt's tree; VALIDATE and COMMIT read it, after a
+	// resume too.
+	Checks string `json:"checks,omitempty"`
+	// Judgement is VALIDATE's conclusion, which COMMIT records.
+	Judgement *verify.Judgement `json:"judgement,omitempty"`
+}
+
+// Claim is an agent's ticks on its own story in the markdown PRD.
+type Claim struct {
+	Story    bool   `json:"story"`
+	Criteria []bool `json:"criteria,omitempty"`
 }
 
 // TaskRecord is what ralph remembers about one task across runs.
@@ -123,6 +152,17 @@ type TaskRecord struct {
 	Successes   int            `json:"successes"`
 	Failures    int            `json:"failures"`
 	Blocker     *BlockerRecord `json:"blocker,omitempty"`
+	// Done is how ralph accepted the task, nil until it did: verified
+	// with evidence, or done on the agent's word. Views show it so.
+	Done *DoneRecord `json:"done,omitempty"`
+}
+
+// DoneRecord is ralph's acceptance of a task.
+type DoneRecord struct {
+	Outcome  verify.Outcome `json:"outcome"`
+	Evidence []string       `json:"evidence,omitempty"`
+	Commit   string         `json:"commit,omitempty"`
+	Run      string         `json:"run,omitempty"`
 }
 
 // BlockerRecord is a blocked task (seed 000's blocker fields).
@@ -140,16 +180,40 @@ type BlockerRecord struct {
 	// Ref is the ref that holds the blocked attempt's work (see
 	// AttemptRef), "" when the attempt left nothing to keep.
 	Ref string `json:"work_ref,omitempty"`
+	// Review says the task waits for a person to approve a test change
+	// its story asks for (`ralph approve ID`); the work is at Ref.
+	Review bool `json:"review,omitempty"`
+	// MovedBack is the number of the agent's own commits taken off the
+	// branch (kept at Ref): no check passed on them.
+	MovedBack int `json:"moved_back,omitempty"`
 	// Stash names the git stash that holds the blocked attempt's work,
 	// as a ralph that used git stash recorded it.
 	Stash string `json:"stash,omitempty"`
 }
 
-// Baseline is the outcome of the checks on a run's starting tree.
+// Baseline is what ralph knows of the tree the current task starts from:
+// how its checks fared there (test by test where the runner reports
+// tests), how the open stories' verify commands fared, and which files
+// define the checks. A fresh run takes it on the tree it starts from,
+// before any agent works on it; each accepted story moves it to the tree
+// ralph committed, whose checks that story's attempt has just run, so no
+// check runs twice. Kept here so that a resume judges attempts against
+// the same start.
 type Baseline struct {
 	// Head is the commit the checks ran on.
 	Head   string          `json:"head"`
 	Checks []BaselineCheck `json:"checks"`
+	// Tests names the file, in the run's folder, holding the checks'
+	// per-test results on this tree ("" when none reported tests): too
+	// big for a state saved at every transition.
+	Tests string `json:"tests,omitempty"`
+	// Verify holds, per verify command of a story that was open when the
+	// run started, whether it passed on the start tree: one that already
+	// passed proves nothing.
+	Verify map[string]bool `json:"verify,omitempty"`
+	// Guard is what the run protects: the files that define the checks
+	// and the user's protected globs.
+	Guard verify.Guard `json:"guard"`
 }
 
 // BaselineCheck is one check's outcome on the starting tree.
@@ -158,6 +222,8 @@ type BaselineCheck struct {
 	Run      string `json:"run"`
 	Passed   bool   `json:"passed"`
 	ExitCode int    `json:"exit_code"`
+	// PerTest says the check reported its tests one by one there.
+	PerTest bool `json:"per_test,omitempty"`
 }
 
 // failedAtStart reports whether c already failed on the starting tree. A
@@ -173,6 +239,20 @@ func (bl *Baseline) failedAtStart(name, run string) bool {
 		}
 	}
 	return false
+}
+
+// Failing names the checks that fail on the baseline's tree.
+func (bl *Baseline) Failing() []string {
+	if bl == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range bl.Checks {
+		if !c.Passed {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 // Metrics are the loop's counters (seed 002's metrics to track).

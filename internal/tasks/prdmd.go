@@ -128,6 +128,59 @@ func SetStoryDone(data []byte, id string, done bool) ([]byte, error) {
 	return nil, fmt.Errorf("%w %q: no story heading in the PRD has that id", ErrStoryNotFound, id)
 }
 
+// CheckCriteria ticks the checkbox of every acceptance criterion of the
+// story with the given id, as UncheckCriteria clears them: ralph ticks a
+// story's criteria itself when it accepts the story, having taken the
+// agent's own ticks off the file, which were only its claim.
+func CheckCriteria(data []byte, id string) ([]byte, error) {
+	prd, boxes, err := parseMarkdown("", data)
+	if err != nil {
+		return nil, err
+	}
+	for i := range prd.Stories {
+		if prd.Stories[i].ID != id {
+			continue
+		}
+		updated := append([]byte(nil), data...)
+		for _, at := range boxes.criteriaOf(i) {
+			if updated[at] == ' ' {
+				updated[at] = 'x'
+			}
+		}
+		return updated, nil
+	}
+	return nil, fmt.Errorf("%w %q: no story heading in the PRD has that id", ErrStoryNotFound, id)
+}
+
+// SetCriteriaMarks sets the checkbox of each acceptance criterion of the
+// story with the given id to marks[i] (criteria past the end of marks are
+// left as they are), changing only the box characters. ralph uses it to
+// keep an agent's ticks on its own story, its claim, when it puts back
+// everything else the agent changed in the PRD.
+func SetCriteriaMarks(data []byte, id string, marks []bool) ([]byte, error) {
+	prd, boxes, err := parseMarkdown("", data)
+	if err != nil {
+		return nil, err
+	}
+	for i := range prd.Stories {
+		if prd.Stories[i].ID != id {
+			continue
+		}
+		updated := append([]byte(nil), data...)
+		for j, at := range boxes.criteriaOf(i) {
+			switch {
+			case j >= len(marks):
+			case !marks[j]:
+				updated[at] = ' '
+			case updated[at] == ' ':
+				updated[at] = 'x'
+			}
+		}
+		return updated, nil
+	}
+	return nil, fmt.Errorf("%w %q: no story heading in the PRD has that id", ErrStoryNotFound, id)
+}
+
 // UncheckCriteria clears the checkbox of every acceptance criterion of the
 // story with the given id and returns the new file content; only the box
 // character at the start of each ticked criterion changes, so a "[x]" inside

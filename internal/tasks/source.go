@@ -209,13 +209,34 @@ func (s *markdownSource) Load() (*Board, error) {
 	return &Board{Kind: KindMarkdown, Path: s.path, Stories: prd.Stories}, nil
 }
 
-// MarkDone ticks the story's heading checkbox with SetStoryDone. Markdown
-// stories have no subtasks, retry counts or blockers.
+// MarkDone ticks the story's heading checkbox with SetStoryDone, and its
+// criteria with CheckCriteria: the agent's own ticks were only its claim,
+// and ralph takes them off until it accepts the story. Markdown stories
+// have no subtasks, retry counts or blockers.
 func (s *markdownSource) MarkDone(storyID, subtaskID string, _ time.Time) error {
 	if subtaskID != "" {
 		return fmt.Errorf("%s: story %s: %w %q: markdown stories have no subtasks", s.path, storyID, ErrSubtaskNotFound, subtaskID)
 	}
-	return s.setDone(storyID, true)
+	data, perm, err := readTaskFile(s.path)
+	if err != nil {
+		return err
+	}
+	if _, err := ParseMarkdown(s.path, data); err != nil {
+		return err // named with the path, as setDone does
+	}
+	out, err := SetStoryDone(data, storyID, true)
+	if err == nil {
+		out, err = CheckCriteria(out, storyID)
+	}
+	if err != nil {
+		if errors.Is(err, ErrStoryNotFound) {
+			return fmt.Errorf("%s: %w", s.path, err)
+		}
+		return err
+	}
+	// One write for both: the task file is written durably, and a story
+	// is done in one step.
+	return writeIfChanged(s.path, data, out, perm)
 }
 
 // SetState ticks the checkbox for complete and clears it for not_started.

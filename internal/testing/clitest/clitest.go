@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,8 +109,29 @@ func setup(env *testscript.Env) error {
 	env.Setenv("FAKEAGENT_SCENARIO", filepath.Join(env.WorkDir, "scenario.json"))
 	env.Setenv("AGENT_CMD", "")
 	env.Setenv("GORACE", NoExitSleep())
+	// Scripts whose checks run go test share the user's build cache, so
+	// each does not compile the standard library again in its fresh HOME;
+	// no toolchain is ever downloaded.
+	if c := goCache(); c != "" {
+		env.Setenv("GOCACHE", c)
+	}
+	env.Setenv("GOTOOLCHAIN", "local")
+	env.Setenv("GOFLAGS", "-mod=mod")
+	env.Setenv("GOPROXY", "off")
 	return nil
 }
+
+// goCache is the user's Go build cache, "" when go is not installed.
+var goCache = sync.OnceValue(func() string {
+	if c := os.Getenv("GOCACHE"); c != "" {
+		return c
+	}
+	out, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+})
 
 // cmdWaitFile waits until a file exists: waitfile PATH [SECONDS].
 func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
