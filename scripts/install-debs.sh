@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# install-debs.sh installs the Debian packages the end-to-end tests of the
-# front ends drive for real: tmux (`ralph watch`, driven with send-keys and
-# read with capture-pane) and chromium (`ralph serve`'s page, driven
-# headless through the DevTools protocol). make test runs it; it does
-# nothing when both are there already, and fails with what to do when they
-# are missing and cannot be installed.
+# install-debs.sh installs the Debian packages the end-to-end tests drive
+# for real: tmux (`ralph watch`, driven with send-keys and read with
+# capture-pane), chromium (`ralph serve`'s page, driven headless through
+# the DevTools protocol) and pytest (a project whose checks ralph reads as
+# JUnit XML, test by test). make test runs it; it does nothing when they
+# are there already, and fails with what to do when they are missing and
+# cannot be installed.
 set -euo pipefail
 
 need=()
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v pytest >/dev/null 2>&1 || need+=(python3-pytest)
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
 fi
@@ -29,6 +31,7 @@ $sudo apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null || {
 	exit 1
 }
 for n in "${need[@]}"; do
+	[ "$n" = python3-pytest ] && n=pytest
 	command -v "$n" >/dev/null 2>&1 || {
 		echo "install-debs: $n is still missing after apt-get install" >&2
 		exit 1

@@ -237,6 +237,8 @@ func fleetOutcome(opts *BuildOptions, st fleet.RunState) error {
 		return &ExitError{Code: ExitNeedsHuman, Msg: st.Reason + ": see `ralph status`"}
 	case "max_iterations":
 		return &ExitError{Code: ExitLimit, Msg: st.Reason}
+	case string(loop.OutcomeChecksFailing):
+		return &ExitError{Code: ExitChecksFailing, Msg: st.Reason + ": the run is not complete"}
 	case "interrupted":
 		return &ExitError{Code: ExitInterrupted, Msg: st.Reason}
 	}
@@ -452,7 +454,7 @@ func fleetOverlay(rep *status.Report, st fleet.Status, now time.Time) {
 		}
 		switch t.State {
 		case fleet.Landed:
-			rep.Board[i].State = "done"
+			rep.Board[i].State = status.StoryLanded
 		case fleet.Blocked, fleet.NeedsReview:
 			rep.Board[i].State, rep.Board[i].Reason = "blocked", t.Reason
 		case fleet.Ready, fleet.SentBack:

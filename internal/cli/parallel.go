@@ -85,6 +85,8 @@ func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers i
 		return &ExitError{Code: ExitNeedsHuman, Msg: msg}
 	case loop.OutcomeMaxIterations:
 		return &ExitError{Code: ExitLimit, Msg: fmt.Sprintf("iteration limit reached with %s left: run `ralph build --workers %d` again to go on", words.Count(rep.Left, "task", "tasks"), workers)}
+	case loop.OutcomeChecksFailing:
+		return &ExitError{Code: ExitChecksFailing, Msg: rep.Reason + ": the run is not complete. Fix what fails (or add a story for it) and run `ralph build` again"}
 	}
 	return nil
 }

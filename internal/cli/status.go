@@ -198,7 +198,14 @@ func printStatus(env *Env, opts *StatusOptions, rep StatusReport, st *loop.LoopS
 	if srcErr != nil {
 		fmt.Fprintf(out, "task file: %v\n", srcErr)
 	} else {
-		fmt.Fprintf(out, "task file: %s (%s): %d of %s done\n", rep.TaskFile, rep.TaskSource, rep.StoriesDone, words.Count(rep.Stories, "story", "stories"))
+		line := fmt.Sprintf("task file: %s (%s): %d of %s done", rep.TaskFile, rep.TaskSource, rep.StoriesDone, words.Count(rep.Stories, "story", "stories"))
+		if rep.StoriesAgentWord > 0 {
+			line += fmt.Sprintf(" (%d verified, %d on the agent's word)", rep.StoriesVerified, rep.StoriesAgentWord)
+		}
+		if rep.StoriesVerifying > 0 {
+			line += fmt.Sprintf("; %s claimed by the agent, being verified", words.Count(rep.StoriesVerifying, "story", "stories"))
+		}
+		fmt.Fprintln(out, line)
 	}
 	printBeadsStatus(out, rep.Beads)
 	if st == nil {

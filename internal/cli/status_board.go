@@ -10,24 +10,28 @@ import (
 	"github.com/ralphloop/ralph/internal/status"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/thread"
+	"github.com/ralphloop/ralph/internal/verify"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
 // fillBoard puts every story of board on rep.Board, with what the loop's
-// state and the parallel build say of it: a done story is done whatever
-// the state says, a story in a worker's hands or in the merge queue says
-// so, and a blocked one carries its blocker's reason.
+// state and the parallel build say of it: a story ralph accepted is
+// verified or done on the agent's word; one whose agent ticked it while
+// ralph still checks it is verifying, never done; a story in a worker's
+// hands or in the merge queue says so, and a blocked one carries its
+// blocker's reason. StoriesDone counts only what ralph accepted.
 func fillBoard(rep *StatusReport, board *tasks.Board, st *loop.LoopState) {
 	rep.Board = []status.Story{}
 	if board == nil {
 		return
 	}
-	worker := map[string]string{}
+	worker := map[string]status.Worker{}
 	queued := map[string]status.Queued{}
 	review := map[string]status.Queued{}
+	landed := map[string]bool{}
 	if p := rep.Parallel; p != nil && !p.Finished {
 		for _, w := range p.Working {
-			worker[storyOf(w.Task)] = w.Worker
+			worker[storyOf(w.Task)] = w
 		}
 		for _, q := range p.Queue {
 			queued[storyOf(q.Task)] = q
@@ -37,9 +41,23 @@ func fillBoard(rep *StatusReport, board *tasks.Board, st *loop.LoopState) {
 		for _, q := range p.NeedsReview {
 			review[storyOf(q.Task)] = q
 		}
+		for _, id := range p.LandedTasks {
+			landed[storyOf(id)] = true
+		}
 	}
+	// The story the loop is on, and whether its agent is done with it.
+	current, checking := "", false
+	if st != nil && !st.Finished {
+		current, _ = tasks.ParseTaskID(st.Machine.TaskID)
+		switch st.Machine.Resumes() {
+		case loop.StateTest, loop.StateValidate, loop.StateCommit:
+			checking = true
+		}
+	}
+	rep.StoriesDone, rep.StoriesVerified, rep.StoriesAgentWord, rep.StoriesVerifying = 0, 0, 0, 0
 	for _, s := range board.Stories {
 		row := status.Story{ID: s.ID, Title: s.Title, State: status.StoryTodo}
+		var done *loop.DoneRecord
 		if st != nil {
 			for id, t := range st.Tasks {
 				if storyOf(id) != s.ID {
@@ -48,28 +66,66 @@ func fillBoard(rep *StatusReport, board *tasks.Board, st *loop.LoopState) {
 				row.Attempts += t.RetryCount
 				if t.Blocker != nil {
 					row.State, row.Reason = status.StoryBlocked, t.Blocker.Reason
+					if t.Blocker.Review {
+						row.State = status.StoryNeedsReview
+					}
+				}
+				if id == s.ID && t.Done != nil {
+					done = t.Done
 				}
 			}
 		}
 		switch {
+		case s.Done && current == s.ID && (checking || rep.Running):
+			// The agent's tick is its claim; ralph has not accepted it.
+			row.State, row.Reason = status.StoryVerifying, ""
+		case s.Done && landed[s.ID]:
+			row.State, row.Reason = status.StoryLanded, ""
+		case s.Done && done != nil && done.Outcome == verify.AgentWord:
+			row.State, row.Reason = status.StoryAgentWord, ""
+		case s.Done && done != nil:
+			row.State, row.Reason, row.Evidence = status.StoryVerified, "", done.Evidence
 		case s.Done:
 			row.State, row.Reason = status.StoryDone, ""
 		case review[s.ID].Task != "":
 			row.State, row.Reason = status.StoryNeedsReview, review[s.ID].Reason
 		case queued[s.ID].Task != "":
 			row.State = status.StoryQueued
-		case worker[s.ID] != "":
-			row.State, row.Worker = status.StoryInFlight, worker[s.ID]
+		case worker[s.ID].Worker != "":
+			row.State, row.Worker = workerState(worker[s.ID].State), worker[s.ID].Worker
 		case s.Status == tasks.StatusBlocked:
 			row.State = status.StoryBlocked
 			if s.Blocker != nil && row.Reason == "" {
 				row.Reason = s.Blocker.Reason
 			}
-		case rep.Running && rep.CurrentStory == s.ID:
-			row.State = status.StoryInFlight
+		case rep.Running && current == s.ID && checking:
+			row.State = status.StoryVerifying
+		case rep.Running && current == s.ID:
+			row.State = status.StoryClaimed
+		}
+		switch row.State {
+		case status.StoryVerified:
+			rep.StoriesVerified++
+		case status.StoryAgentWord:
+			rep.StoriesAgentWord++
+		case status.StoryVerifying:
+			rep.StoriesVerifying++
+		}
+		if status.Accepted(row.State) {
+			rep.StoriesDone++
 		}
 		rep.Board = append(rep.Board, row)
 	}
+}
+
+// workerState is the board state of a story in a worker's hands: being
+// checked once the worker's loop is past its agent.
+func workerState(loopState string) string {
+	switch loop.State(loopState) {
+	case loop.StateTest, loop.StateValidate, loop.StateCommit:
+		return status.StoryVerifying
+	}
+	return status.StoryClaimed
 }
 
 func storyOf(task string) string {

@@ -28,6 +28,7 @@ func parallelStatus(ws *workspace.Workspace, now time.Time) (*ParallelStatus, er
 		switch t.State {
 		case engine.Landed:
 			ps.Landed++
+			ps.LandedTasks = append(ps.LandedTasks, t.ID)
 		case engine.Working, engine.SentBack:
 			w := WorkerStatus{Worker: t.Worker, Task: t.ID, State: string(t.State), Attempt: t.Attempt, Worktree: t.Worktree, Branch: t.Branch,
 				ElapsedMillis: now.Sub(t.Since).Milliseconds()}

@@ -30,6 +30,7 @@ import (
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
+	"github.com/ralphloop/ralph/internal/verify"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/ralphloop/ralph/internal/worktree"
@@ -503,7 +504,7 @@ func (e *engine) finishWork(ctx context.Context, t *TaskRecord, res result) erro
 		t.State, t.Reason = Blocked, text.OneLine(res.err.Error())
 		e.sayTask(t, report.KindBlocker, map[string]any{"state": "blocked", "reason": t.Reason, "error": res.err.Error()}, "[%s %s] ✗ the worker stopped: %s", t.Worker, t.ID, text.Clip(t.Reason, 300))
 		return nil
-	case res.rep.Outcome != loop.OutcomeComplete:
+	case !res.rep.Accepted():
 		t.State, t.Reason = Blocked, res.rep.Reason
 		if t.Reason == "" {
 			t.Reason = string(res.rep.Outcome)
@@ -538,6 +539,11 @@ func (e *engine) end(ctx context.Context, runErr error) (Report, error) {
 		runErr = errs.ErrInterrupted
 	case runErr != nil:
 		rep.Outcome, rep.Reason = loop.OutcomeError, runErr.Error()
+	case rep.Left == 0 && len(verify.LoadTip(e.tipPath()).Failing()) > 0:
+		// Never complete while a check fails on the target.
+		failing := verify.LoadTip(e.tipPath()).Failing()
+		rep.Outcome = loop.OutcomeChecksFailing
+		rep.Reason = fmt.Sprintf("every task landed, but %s %s on %s", strings.Join(failing, ", "), words.Plural(len(failing), "fails", "fail"), e.reg.Target)
 	case rep.Left == 0:
 		rep.Outcome, rep.Reason = loop.OutcomeComplete, "every task landed"
 	case len(rep.NeedsReview) > 0 || len(rep.Blocked) > 0:

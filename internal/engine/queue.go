@@ -17,10 +17,17 @@ import (
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
+	"github.com/ralphloop/ralph/internal/verify"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/ralphloop/ralph/internal/worktree"
 )
+
+// tipPath is where the merge queue keeps the checks' results on the
+// target's tip (verify.Tip).
+func (e *engine) tipPath() string {
+	return filepath.Join(e.home, "runs", e.reg.RunID, "tip-checks.json")
+}
 
 // bookkeeping are the paths of a task branch the merge queue leaves out
 // of the task's patch: ralph's own files, which every worker changes
@@ -51,6 +58,16 @@ func (e *engine) land(ctx context.Context, t *TaskRecord) error {
 			return err
 		}
 		if err := integ.DetachAt(bg, tip); err != nil {
+			return err
+		}
+		// What the checks say of the tip, read once per tip: the landing
+		// is judged against it (the last landing recorded it).
+		tipChecks, err := verify.RunOnTip(ctx, check.Run, integ.Dir, e.tipPath(), tip, e.o.Checks)
+		if ctx.Err() != nil {
+			t.State = Queued
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		head, err := e.repo.RevParse(bg, t.Branch)
@@ -88,21 +105,24 @@ func (e *engine) land(ctx context.Context, t *TaskRecord) error {
 		}
 		loop.CrashPoint("land-committed")
 		e.sayTask(t, report.KindCheck, nil, "[queue %s] checking %s integrated on %s", t.ID, t.ID, text.ShortHash(tip))
-		results, passed := check.RunAll(ctx, integ.Dir, e.o.Checks)
+		landing := verify.JudgeLanding(ctx, check.Run, integ.Dir, tipChecks, e.o.Checks)
 		if ctx.Err() != nil {
 			// Interrupted during the checks: the task stays queued and
 			// is landed again on the next start.
 			t.State, t.Token = Queued, ""
 			return integ.DetachAt(bg, tip)
 		}
-		if !passed {
-			last := results[len(results)-1]
-			reason := fmt.Sprintf("check %q failed after integration on %s (exit %d): %s", last.Check.Name, e.reg.Target, last.ExitCode, text.Clip(strings.TrimSpace(last.Output), 600))
+		if f := landing.Failed; f != nil {
+			reason := fmt.Sprintf("check %q failed after integration on %s (%s): %s", f.Check.Name, e.reg.Target, landing.Why(), text.Clip(strings.TrimSpace(f.Output), 600))
 			if err := integ.DetachAt(bg, tip); err != nil {
 				return err
 			}
 			t.Token = ""
 			return e.sendBack(bg, t, reason, nil)
+		}
+		// The integrated tree is the next tip: its checks have run.
+		if err := verify.SaveTip(e.tipPath(), hash, landing.Runs); err != nil {
+			return err
 		}
 		loop.CrashPoint("land-checked")
 		// The person's checkout of the target moves with it, as a

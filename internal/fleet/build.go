@@ -505,6 +505,7 @@ func (r *run) apply(d stepDone) {
 		switch d.event {
 		case Integrated:
 			t.Commit, t.Reason = d.land.Commit, ""
+			r.st.Failing = d.land.Failing
 			r.cleanup(t)
 		case Conflicted, Exhausted:
 			t.Reason = d.land.Reason
@@ -755,6 +756,9 @@ func (r *run) end(ctx workflow.Context, outcome, reason string) (*RunState, erro
 			}
 		}
 		switch {
+		case len(left) == 0 && len(r.st.Failing) > 0:
+			// Never complete while a check fails on the tip.
+			r.st.Outcome, r.st.Reason = "checks_failing", fmt.Sprintf("every task landed, but %s still fail on %s", strings.Join(r.st.Failing, ", "), r.st.Target)
 		case len(left) == 0:
 			r.st.Outcome, r.st.Reason = "complete", "every task landed"
 		case len(stuck) > 0:

@@ -25,6 +25,7 @@ import (
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
+	"github.com/ralphloop/ralph/internal/verify"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/ralphloop/ralph/internal/worktree"
 )
@@ -348,7 +349,7 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUsage, err)
 	case err != nil:
 		return res, err
-	case rep.Outcome != loop.OutcomeComplete:
+	case !rep.Accepted():
 		res.Outcome, res.Reason = WorkBlocked, rep.Reason
 		if res.Reason == "" {
 			res.Reason = string(rep.Outcome)
@@ -405,7 +406,11 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 		h.catchUp(ctx, em, in, tip)
 		// The crash may have come before the task branch was deleted.
 		_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
-		return LandResult{Landed: true, Commit: tip}, nil
+		var failing []string
+		if t := verify.LoadTip(filepath.Join(h.WS.Dir(), "runs", in.RunID, "tip-checks.json")); t != nil && t.Commit == tip {
+			failing = t.Failing()
+		}
+		return LandResult{Landed: true, Commit: tip, Failing: failing}, nil
 	}
 	head, err := h.fetch(ctx, TaskBranch(in.RunID, in.Task))
 	if errors.Is(err, gitx.ErrNoSuchRemoteBranch) {
@@ -415,6 +420,16 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 		h.say(em, in.Task, report.KindBlocker, map[string]any{"state": "sent_back", "reason": reason}, "queue: ↻ sent back: %s", reason)
 		return LandResult{Reason: reason}, nil
 	}
+	if err != nil {
+		return LandResult{}, err
+	}
+	// What the checks say of the tip, read once per tip: the landing is
+	// judged against it (the last landing recorded it).
+	tipPath := filepath.Join(h.WS.Dir(), "runs", in.RunID, "tip-checks.json")
+	if err := os.MkdirAll(filepath.Dir(tipPath), 0o755); err != nil {
+		return LandResult{}, err
+	}
+	tipChecks, err := verify.RunOnTip(ctx, check.Run, integ.Dir, tipPath, tip, h.Checks)
 	if err != nil {
 		return LandResult{}, err
 	}
@@ -448,18 +463,21 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 		return LandResult{}, fmt.Errorf("committing %s on the integration worktree: %w", in.Task, err)
 	}
 	h.say(em, in.Task, report.KindCheck, nil, "queue: checking %s integrated on %s", in.Task, text.ShortHash(tip))
-	results, passed := check.RunAll(ctx, integ.Dir, h.Checks)
+	landing := verify.JudgeLanding(ctx, check.Run, integ.Dir, tipChecks, h.Checks)
 	if ctx.Err() != nil {
 		_ = integ.DetachAt(context.WithoutCancel(ctx), tip)
 		return LandResult{}, ctx.Err()
 	}
-	if !passed {
-		last := results[len(results)-1]
-		reason := fmt.Sprintf("check %q failed after integration on %s (exit %d): %s", last.Check.Name, in.Target, last.ExitCode, text.Clip(strings.TrimSpace(last.Output), 600))
+	if f := landing.Failed; f != nil {
+		reason := fmt.Sprintf("check %q failed after integration on %s (%s): %s", f.Check.Name, in.Target, landing.Why(), text.Clip(strings.TrimSpace(f.Output), 600))
 		_ = integ.DetachAt(ctx, tip)
 		h.say(em, in.Task, report.KindBlocker, map[string]any{"state": "sent_back", "reason": reason}, "queue: ↻ sent back: %s", reason)
 		return LandResult{Reason: reason}, nil
 	}
+	if err := verify.SaveTip(tipPath, hash, landing.Runs); err != nil {
+		return LandResult{}, err
+	}
+	failing := (&verify.Tip{Runs: landing.Runs}).Failing()
 	// The exchange's tip moves first, with a lease: the run's record of
 	// the landing. The local target follows.
 	if err := h.WS.Repo.PushBranch(ctx, h.Exchange, TipBranch(in.RunID, in.Target), hash, tip, false); err != nil {
@@ -470,7 +488,7 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
 	h.say(em, in.Task, report.KindCommit, map[string]any{"state": "landed", "commit": hash, "branch": in.Target},
 		"queue: ✓ landed on %s · commit %s", in.Target, text.ShortHash(hash))
-	return LandResult{Landed: true, Commit: hash}, nil
+	return LandResult{Landed: true, Commit: hash, Failing: failing}, nil
 }
 
 // catchUp moves this checkout's target to the landed commit, as a

@@ -94,6 +94,9 @@ type RunState struct {
 	StartedAt  time.Time `json:"started_at"`
 	Outcome    string    `json:"outcome,omitempty"`
 	Reason     string    `json:"reason,omitempty"`
+	// Failing are the checks that fail on the tip after the last landing:
+	// the run is not complete while there are any.
+	Failing []string `json:"failing,omitempty"`
 	// Controls are the commands the run took, newest last (at most 50).
 	Controls []string `json:"controls,omitempty"`
 }
@@ -203,8 +206,11 @@ type LandInput struct {
 
 // LandResult is how a landing ended.
 type LandResult struct {
-	Landed    bool     `json:"landed"`
-	Commit    string   `json:"commit,omitempty"`
+	Landed bool   `json:"landed"`
+	Commit string `json:"commit,omitempty"`
+	// Failing are the checks that fail on the new tip (as they failed on
+	// the tip before: a landing breaks nothing).
+	Failing   []string `json:"failing,omitempty"`
 	Reason    string   `json:"reason,omitempty"`
 	Conflicts []string `json:"conflicts,omitempty"`
 }

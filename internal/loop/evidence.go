@@ -58,24 +58,7 @@ type baselineTests struct {
 }
 
 // checkRun is a check's result as the judgement reads it.
-func checkRun(res check.Result) verify.CheckRun {
-	return verify.CheckRun{Name: res.Check.Name, Run: res.Check.Run, Passed: res.Passed(), Missing: res.Missing,
-		Tests: slim(res.Tests), Note: res.ReportNote}
-}
-
-// slim drops the failing tests' output from a report kept on disk: the
-// output went to the prompt and the logs already.
-func slim(r *testreport.Report) *testreport.Report {
-	if r == nil {
-		return nil
-	}
-	out := &testreport.Report{Format: r.Format, Broken: r.Broken, Tests: make([]testreport.Test, len(r.Tests))}
-	for i, t := range r.Tests {
-		t.Output = ""
-		out.Tests[i] = t
-	}
-	return testreport.Merge(out)
-}
+func checkRun(res check.Result) verify.CheckRun { return verify.FromResult(res) }
 
 // startRuns returns the baseline's checks as runs, with their per-test
 // results, by name.

@@ -199,6 +199,14 @@ type Report struct {
 	Elapsed   time.Duration
 }
 
+// Accepted reports whether a run of one story (a parallel worker's, with
+// OnlyStory) ended with its story accepted: complete, or done while a
+// check that fails on the tree is left for the merge queue and the run's
+// end to judge.
+func (r Report) Accepted() bool {
+	return r.Outcome == OutcomeComplete || (r.Outcome == OutcomeChecksFailing && r.StoriesLeft == 0)
+}
+
 // ErrInterrupted is returned when the run was stopped by the user: the
 // one sentinel of package errs, shared with the thread and the session.
 var ErrInterrupted = errs.ErrInterrupted

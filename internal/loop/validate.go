@@ -122,8 +122,14 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 			feedback = strings.TrimSpace(feedback + "\n" + strings.Join(j.Problems, "\n"))
 		}
 		why := "acceptance criteria not met"
-		if verdict.Qualified && len(j.Problems) > 0 {
-			why = "not verified: " + j.Problems[len(j.Problems)-1]
+		unmet := reviewed != nil && !*reviewed
+		for _, c := range cmds {
+			unmet = unmet || !c.Passed
+		}
+		if !unmet && len(j.Problems) > 0 {
+			// Every criterion's own judge agreed: the attempt lacks
+			// evidence, or changed what judges it.
+			why = "not verified: " + j.Problems[0]
 		}
 		return Event{Trigger: TrigACsFailed}, b.fail(why, feedback, "permanent")
 	}

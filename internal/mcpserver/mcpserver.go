@@ -167,7 +167,7 @@ func (t *tools) add(s *mcp.Server) {
 		Description: "The status of this ralph workspace: whether a run is going, its state, iteration and elapsed time, the board of stories, a pause in force, what waits for a person (open questions, blocked tasks), metrics, cooldowns. The same document as `ralph status --json`, as structured output, with a summary as text."},
 		t.status)
 	mcp.AddTool(s, &mcp.Tool{Name: "ralph_board", Annotations: read("Board"), OutputSchema: outputSchema[Board](),
-		Description: "The stories of the task file, each with its state: done, in_flight, todo, blocked (with the reason), needs_review or merge_queue."},
+		Description: "The stories of the task file, each with its state: verified (accepted on evidence ralph produced; the evidence is listed), done_agent_word (accepted on the agent's word: its checks pass, nothing proves it), landed (on the target branch), done (accepted before ralph recorded how), claimed (an agent works on it), verifying (its agent claims it done, ralph is checking), todo, blocked (with the reason), needs_review or merge_queue. A story is never done on the agent's claim alone."},
 		t.board)
 	mcp.AddTool(s, &mcp.Tool{Name: "ralph_journal_tail", Annotations: read("Journal tail"), OutputSchema: outputSchema[Tail](),
 		Description: fmt.Sprintf("The last events of the workspace's journal (.ralph/events.jsonl), oldest first: n events (default %d, at most %d), optionally only some kinds (%s). Each event as its text line and as the structured envelope {v, seq, time, run, worker, machine, from, to, trigger, task, attempt, kind, data, text}.", DefaultTail, MaxTail, kindList())},
@@ -228,7 +228,7 @@ func (t *tools) board(ctx context.Context, _ *mcp.CallToolRequest, _ NoInput) (*
 		b.Stories = []status.Story{}
 	}
 	for _, s := range rep.Board {
-		if s.State == status.StoryDone {
+		if status.Accepted(s.State) {
 			b.Done++
 		}
 	}

@@ -168,7 +168,7 @@ func TestStatus(t *testing.T) {
 	}
 	txt := text(res)
 	for _, want := range []string{"run 20260101-000000-abcdef is going: state IMPLEMENT · iteration 2/5", "1 of 3 stories done",
-		"in_flight    US-002 Second · 1 failed attempt", "blocked      US-003 Third · needs a key", "question Q1: Which database? (session s1)"} {
+		"claimed      US-002 Second · 1 failed attempt", "blocked      US-003 Third · needs a key", "question Q1: Which database? (session s1)"} {
 		if !strings.Contains(txt, want) {
 			t.Errorf("status text lacks %q:\n%s", want, txt)
 		}

@@ -29,9 +29,18 @@ type Receipts struct {
 // Receipt is one story's account.
 type Receipt struct {
 	Task string `json:"task"`
-	// State is done, partial, blocked, failed (its last attempt was sent
-	// back) or working (an iteration is going).
+	// State is verified (accepted on evidence ralph produced),
+	// done_agent_word (accepted on the agent's word), landed (a parallel
+	// build's story on the target branch), awaiting_landing (accepted on
+	// its worker's branch, not landed yet), done (accepted by a ralph
+	// that did not say how), partial, blocked, failed (its last attempt
+	// was sent back) or working (an iteration is going). Never done on
+	// the agent's claim alone.
 	State string `json:"state"`
+	// Verdict is how ralph accepted it: "verified" or "agent_word".
+	Verdict string `json:"verdict,omitempty"`
+	// Evidence is what ralph ran that shows a verified story done.
+	Evidence []string `json:"evidence,omitempty"`
 	// Attempts counts the iterations that worked on it.
 	Attempts       int     `json:"attempts"`
 	DurationMillis int64   `json:"duration_ms"`
@@ -214,8 +223,34 @@ func (b *receiptBook) add(ev report.Event) {
 		}
 		r := b.story(ev.Task, ev.Time)
 		state := "done"
-		if report.DataString(ev.Data, "status") == "partial" {
+		verdict := report.DataString(ev.Data, "verdict")
+		switch {
+		case report.DataString(ev.Data, "state") == "landed":
+			state = "landed"
+		case report.DataString(ev.Data, "status") == "partial":
 			state = "partial"
+		case ev.Worker != "" && verdict != "":
+			// A worker's commit is on its own branch: the story is done
+			// when the merge queue lands it.
+			state = "awaiting_landing"
+		case verdict == "agent_word":
+			state = "done_agent_word"
+		case verdict != "":
+			state = "verified"
+		}
+		if verdict != "" {
+			r.Verdict = verdict
+			r.Evidence = nil
+			if ev, ok := ev.Data["evidence"].([]any); ok {
+				for _, e := range ev {
+					if s, ok := e.(string); ok {
+						r.Evidence = append(r.Evidence, s)
+					}
+				}
+			}
+			if ev, ok := ev.Data["evidence"].([]string); ok {
+				r.Evidence = ev
+			}
 		}
 		r.State, r.Commit, r.Reason = state, text.ShortHash(hash), ""
 		if cur != nil && cur.Task == ev.Task {
@@ -274,7 +309,11 @@ func (b *receiptBook) endIteration(ev report.Event, key string, n int) {
 	r := b.story(task, ev.Time)
 	switch status {
 	case "done", "partial":
-		r.State, r.Reason = status, ""
+		// The commit's event said how the story was accepted.
+		if r.State == "working" || r.State == "failed" || r.State == "" {
+			r.State = status
+		}
+		r.Reason = ""
 		if it.Commit != "" {
 			r.Commit = it.Commit
 		}

@@ -14,36 +14,42 @@ import (
 
 // Report is what `ralph status --json` prints.
 type Report struct {
-	Running       bool                  `json:"running"`
-	Holder        *store.Holder         `json:"holder,omitempty"`
-	RunID         string                `json:"run_id,omitempty"`
-	State         string                `json:"state,omitempty"`
-	Finished      bool                  `json:"finished"`
-	Outcome       string                `json:"outcome,omitempty"`
-	Reason        string                `json:"reason,omitempty"`
-	Iteration     int                   `json:"iteration"`
-	MaxIterations int                   `json:"max_iterations,omitempty"`
-	ElapsedMillis int64                 `json:"elapsed_ms"`
-	TaskFile      string                `json:"task_file"`
-	TaskSource    string                `json:"task_source"`
-	Stories       int                   `json:"stories"`
-	StoriesDone   int                   `json:"stories_done"`
-	CurrentTask   string                `json:"current_task,omitempty"`
-	CurrentStory  string                `json:"current_story,omitempty"`
-	RetryCounts   map[string]int        `json:"retry_counts"`
-	Blocked       []Blocked             `json:"blocked"`
-	Memory        string                `json:"memory,omitempty"`
-	MemoryOK      bool                  `json:"memory_connected"`
-	Neo4jOK       bool                  `json:"neo4j_connected"` // seed 000's name: true only with Neo4j
-	Metrics       *loop.Metrics         `json:"metrics,omitempty"`
-	PendingHints  int                   `json:"pending_context_hints"`
-	Breaker       *loop.Breaker         `json:"breaker,omitempty"`
-	Cooldowns     map[string]string     `json:"cooldowns"`
-	Budget        *runkit.Budget        `json:"budget,omitempty"`
-	LastIteration *loop.IterationRecord `json:"last_iteration,omitempty"`
-	Beads         *Beads                `json:"beads,omitempty"`
-	Session       *Session              `json:"session,omitempty"`
-	Parallel      *Parallel             `json:"parallel,omitempty"`
+	Running       bool          `json:"running"`
+	Holder        *store.Holder `json:"holder,omitempty"`
+	RunID         string        `json:"run_id,omitempty"`
+	State         string        `json:"state,omitempty"`
+	Finished      bool          `json:"finished"`
+	Outcome       string        `json:"outcome,omitempty"`
+	Reason        string        `json:"reason,omitempty"`
+	Iteration     int           `json:"iteration"`
+	MaxIterations int           `json:"max_iterations,omitempty"`
+	ElapsedMillis int64         `json:"elapsed_ms"`
+	TaskFile      string        `json:"task_file"`
+	TaskSource    string        `json:"task_source"`
+	Stories       int           `json:"stories"`
+	StoriesDone   int           `json:"stories_done"`
+	// StoriesVerified and StoriesAgentWord split StoriesDone by how ralph
+	// accepted them; StoriesVerifying are claimed done by their agent
+	// and being checked (not counted done).
+	StoriesVerified  int                   `json:"stories_verified"`
+	StoriesAgentWord int                   `json:"stories_agent_word"`
+	StoriesVerifying int                   `json:"stories_verifying"`
+	CurrentTask      string                `json:"current_task,omitempty"`
+	CurrentStory     string                `json:"current_story,omitempty"`
+	RetryCounts      map[string]int        `json:"retry_counts"`
+	Blocked          []Blocked             `json:"blocked"`
+	Memory           string                `json:"memory,omitempty"`
+	MemoryOK         bool                  `json:"memory_connected"`
+	Neo4jOK          bool                  `json:"neo4j_connected"` // seed 000's name: true only with Neo4j
+	Metrics          *loop.Metrics         `json:"metrics,omitempty"`
+	PendingHints     int                   `json:"pending_context_hints"`
+	Breaker          *loop.Breaker         `json:"breaker,omitempty"`
+	Cooldowns        map[string]string     `json:"cooldowns"`
+	Budget           *runkit.Budget        `json:"budget,omitempty"`
+	LastIteration    *loop.IterationRecord `json:"last_iteration,omitempty"`
+	Beads            *Beads                `json:"beads,omitempty"`
+	Session          *Session              `json:"session,omitempty"`
+	Parallel         *Parallel             `json:"parallel,omitempty"`
 	// Board lists every story of the task file with where it is.
 	Board []Story `json:"board"`
 	// Paused is the pause in force (`ralph pause`), nil when none is.
@@ -87,6 +93,8 @@ type Parallel struct {
 	NeedsReview []Queued `json:"needs_review"`
 	Blocked     []Queued `json:"blocked"`
 	Landed      int      `json:"landed"`
+	// LandedTasks names the tasks on the target branch.
+	LandedTasks []string `json:"landed_tasks,omitempty"`
 	Worktrees   string   `json:"worktrees"`
 }
 
@@ -145,15 +153,37 @@ type Beads struct {
 	PendingProto string `json:"pending_proto,omitempty"`
 }
 
-// The states of a story on the board.
+// The states of a story on the board. A story is shown done only once
+// ralph accepted it, and how: verified on its own evidence, or on the
+// agent's word; never on the agent's tick alone, which shows as
+// verifying while ralph runs its checks.
 const (
-	StoryDone        = "done"
-	StoryInFlight    = "in_flight"
+	// StoryDone is a story done before ralph recorded how it accepted it
+	// (done in the task file as it came, or by an older ralph).
+	StoryDone = "done"
+	// StoryVerified was accepted on evidence ralph produced (Evidence).
+	StoryVerified = "verified"
+	// StoryAgentWord was accepted on the agent's word: its checks pass
+	// and nothing ralph ran proves it.
+	StoryAgentWord = "done_agent_word"
+	// StoryLanded is a parallel build's story on the target branch.
+	StoryLanded = "landed"
+	// StoryClaimed is a story an agent is working on.
+	StoryClaimed = "claimed"
+	// StoryVerifying is a story whose attempt ralph is checking.
+	StoryVerifying = "verifying"
+	// StoryInFlight is the older name of StoryClaimed.
+	StoryInFlight    = StoryClaimed
 	StoryTodo        = "todo"
 	StoryBlocked     = "blocked"
 	StoryNeedsReview = "needs_review"
 	StoryQueued      = "merge_queue"
 )
+
+// Accepted reports whether a story in state s is done.
+func Accepted(s string) bool {
+	return s == StoryDone || s == StoryVerified || s == StoryAgentWord || s == StoryLanded
+}
 
 // Story is one story on the board.
 type Story struct {
@@ -165,6 +195,8 @@ type Story struct {
 	Worker string `json:"worker,omitempty"`
 	// Attempts counts its failed attempts so far.
 	Attempts int `json:"attempts,omitempty"`
+	// Evidence is what ralph ran that shows a verified story done.
+	Evidence []string `json:"evidence,omitempty"`
 }
 
 // The kinds of Waiting.

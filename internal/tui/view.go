@@ -148,11 +148,15 @@ func (m *Model) listPane(p pane, w, h int, extra string, items []string, sel int
 	return padLines(lines, h)
 }
 
-var storyMarks = map[string]string{status.StoryDone: "✓", status.StoryInFlight: "▶", status.StoryTodo: "·",
+var storyMarks = map[string]string{status.StoryDone: "✓", status.StoryVerified: "✓", status.StoryAgentWord: "~",
+	status.StoryLanded: "✓", status.StoryClaimed: "▶", status.StoryVerifying: "…", status.StoryTodo: "·",
 	status.StoryBlocked: "✗", status.StoryNeedsReview: "?", status.StoryQueued: "⇢"}
 
-var storyWords = map[string]string{status.StoryInFlight: "in flight", status.StoryBlocked: "blocked",
-	status.StoryNeedsReview: "needs review", status.StoryQueued: "merge queue"}
+// storyWords say what a state is where the mark alone would not: a story
+// done on the agent's word is never shown as verified.
+var storyWords = map[string]string{status.StoryClaimed: "claimed", status.StoryVerifying: "verifying",
+	status.StoryVerified: "verified", status.StoryAgentWord: "done, agent's word", status.StoryLanded: "landed",
+	status.StoryBlocked: "blocked", status.StoryNeedsReview: "needs review", status.StoryQueued: "merge queue"}
 
 func (m *Model) boardPane(w, h int) []string {
 	items := make([]string, len(m.rep.Board))
@@ -163,12 +167,15 @@ func (m *Model) boardPane(w, h int) []string {
 			mark = "·"
 		}
 		switch s.State {
-		case status.StoryDone:
+		case status.StoryDone, status.StoryVerified, status.StoryLanded:
 			done++
 			mark = m.st.ok.Render(mark)
+		case status.StoryAgentWord:
+			done++
+			mark = m.st.warn.Render(mark)
 		case status.StoryBlocked, status.StoryNeedsReview:
 			mark = m.st.bad.Render(mark)
-		case status.StoryInFlight, status.StoryQueued:
+		case status.StoryClaimed, status.StoryVerifying, status.StoryQueued:
 			mark = m.st.warn.Render(mark)
 		}
 		line := mark + " " + s.ID + " " + s.Title

@@ -244,7 +244,7 @@ func Judge(in Input) Judgement {
 		case c.AtStart == RunPassed:
 			j.Notes = append(j.Notes, fmt.Sprintf("%s: verify command `%s` already passed before any work: it proves nothing", c.Criterion, c.Command))
 		case c.WithStartFiles == RunFailed:
-			j.Notes = append(j.Notes, fmt.Sprintf("%s: verify command `%s` passes only with the attempt's changes to %s: no evidence", c.Criterion, c.Command, changed))
+			j.Problems = append(j.Problems, fmt.Sprintf("%s: verify command `%s` passes only with the attempt's version of %s; with the start's it fails: changing the test instead of the code does not count", c.Criterion, c.Command, changed))
 		case c.AtStart == RunFailed:
 			j.Evidence = append(j.Evidence, fmt.Sprintf("%s: verify command `%s` failed at the start and passes now", c.Criterion, c.Command))
 		default:
@@ -276,7 +276,7 @@ func Judge(in Input) Judgement {
 		switch {
 		case len(mine) > 0:
 			j.Outcome = Rejected
-			j.Problems = append(j.Problems, fmt.Sprintf("%s still %s, and the story names %s: finish the story's work", strings.Join(clipList(mine, 8), ", "), words.Plural(len(mine), "fails", "fail"), words.Plural(len(mine), "it", "them")))
+			j.Problems = append(j.Problems, fmt.Sprintf("%s still %s, and the story names %s: make %s pass by changing the code; the agent's word is not enough next to a failing check", strings.Join(clipList(mine, 8), ", "), words.Plural(len(mine), "fails", "fail"), words.Plural(len(mine), "it", "them"), words.Plural(len(mine), "it", "them")))
 		case len(j.Evidence) == 0:
 			j.Outcome = Rejected
 			j.Problems = append(j.Problems, fmt.Sprintf("%s still %s and nothing ralph ran shows %s done: make a failing test pass (or add a test that passes) by changing the code, not the tests; the agent's word is not enough next to a failing check", failing, words.Plural(len(j.Failing), "fails", "fail"), in.Story.ID))

@@ -200,8 +200,8 @@ func TestJudgeAgentWordAndVerifyCommands(t *testing.T) {
 		t.Errorf("verify command fixed: %+v; want verified", j)
 	}
 	cmd.WithStartFiles = RunFailed
-	if j := Judge(Input{Story: Story{ID: "US-9"}, Diffs: []Diff{d}, Commands: []CommandRun{cmd}}); j.Outcome != AgentWord {
-		t.Errorf("verify command that passes only with the agent's changed script: %+v; want no evidence", j)
+	if j := Judge(Input{Story: Story{ID: "US-9"}, Diffs: []Diff{d}, Commands: []CommandRun{cmd}, ProtectedChanged: []string{"verify.sh"}}); j.Outcome != Rejected {
+		t.Errorf("verify command that passes only with the agent's changed script: %+v; want rejected", j)
 	}
 	cmd.Passed = false
 	if j := Judge(Input{Story: Story{ID: "US-9"}, Diffs: []Diff{d}, Commands: []CommandRun{cmd}}); j.Outcome != Rejected {

@@ -98,8 +98,10 @@ func TestDashboardFollowsABuildAndSendsAHint(t *testing.T) {
 	go func() { buildDone <- build.Wait() }()
 
 	// The page was loaded before the build began: the story turns done
-	// on it only through the live stream.
-	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#board tr[data-story="US-001"][data-state="done"]`))); err != nil {
+	// on it only through the live stream, and as what it is: nothing
+	// ralph ran proves it (its check passed before the work), so it is
+	// done on the agent's word, never shown as verified.
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#board tr[data-story="US-001"][data-state="done_agent_word"]`))); err != nil {
 		t.Fatalf("US-001 never showed done on the page: %v\n%s", err, bout.String())
 	}
 	// The agent's lines reach the page only through the event stream.
@@ -151,7 +153,7 @@ func TestDashboardFollowsABuildAndSendsAHint(t *testing.T) {
 	// Every story done, still without a reload; the receipts show the
 	// retried story's two attempts.
 	if err := chromedp.Do(ctx,
-		chromedp.WaitVisible(chromedp.CSS(`#board tr[data-story="US-003"][data-state="done"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#board tr[data-story="US-003"][data-state="done_agent_word"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#receipts tr[data-receipt="US-003"]`)),
 	); err != nil {
 		t.Fatalf("the page did not follow the build to its end: %v", err)
@@ -163,7 +165,7 @@ func TestDashboardFollowsABuildAndSendsAHint(t *testing.T) {
 		byTask[x.Task] = x
 	}
 	two := byTask["US-002"]
-	if two.State != "done" || two.Attempts != 2 || len(two.Checks) != 1 || two.Checks[0].Failed != 1 || two.Checks[0].Passed != 1 || two.Commit == "" || two.Tokens.InputTokens == 0 {
+	if two.State != "done_agent_word" || two.Verdict != "agent_word" || two.Attempts != 2 || len(two.Checks) != 1 || two.Checks[0].Failed != 1 || two.Checks[0].Passed != 1 || two.Commit == "" || two.Tokens.InputTokens == 0 {
 		t.Errorf("US-002's receipt: %+v, want done after 2 attempts, check tests failed once then passed, a commit and tokens", two)
 	}
 	if log := r.git(t, "log", "--format=%h %s"); two.Commit != "" && !strings.Contains(log, two.Commit+" US-002") {

@@ -51,7 +51,9 @@ function dur(ms) {
 const fmtInt = (n) => (n || 0).toLocaleString("en-US");
 const money = (c) => "$" + (c >= 1 ? c.toFixed(2) : c.toFixed(4));
 const tokTotal = (t) => t ? (t.input || 0) + (t.output || 0) + (t.cache_read || 0) + (t.cache_write || 0) : 0;
-const stateTag = (s) => el("span", { class: "state s-" + s }, s.replace("_", " "));
+// A story done on the agent's word is never shown as verified.
+const stateWords = { done_agent_word: "done, agent's word", awaiting_landing: "verified, not landed", needs_review: "needs review", merge_queue: "merge queue" };
+const stateTag = (s) => el("span", { class: "state s-" + s }, stateWords[s] || s.replaceAll("_", " "));
 
 // ---- controls ----
 
@@ -134,14 +136,15 @@ function renderBoard(st) {
   const rows = (st.board || []).map((s) => {
     const acts = el("td", { class: "acts" });
     if (s.state === "blocked") acts.append(el("button", { class: "small", onclick: () => steer({ command: "unblock", task: s.id }) }, "unblock"));
-    else if (s.state !== "done") {
+    else if (!["done", "verified", "done_agent_word", "landed"].includes(s.state)) {
       acts.append(el("button", { class: "small", onclick: () => steer({ command: "skip", task: s.id }) }, "skip"), " ",
         el("button", { class: "small", onclick: () => {
           const why = prompt("Why block " + s.id + "?", "");
           if (why !== null) steer({ command: "block", task: s.id, text: why });
         } }, "block"));
     }
-    return el("tr", { "data-story": s.id, "data-state": s.state }, el("td", {}, s.id), el("td", {}, s.title, s.reason ? el("div", { class: "muted" }, s.reason) : null),
+    const evidence = (s.evidence || []).length ? el("div", { class: "muted" }, "evidence: " + s.evidence.join("; ")) : null;
+    return el("tr", { "data-story": s.id, "data-state": s.state }, el("td", {}, s.id), el("td", {}, s.title, s.reason ? el("div", { class: "muted" }, s.reason) : null, evidence),
       el("td", {}, stateTag(s.state), s.worker ? " " + s.worker : ""), el("td", {}, s.attempts || ""), acts);
   });
   $("board").tBodies[0].replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 5, class: "muted" }, "no stories yet"))]));
