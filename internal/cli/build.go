@@ -271,7 +271,7 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 	// N on the command line raises the limit of a run it resumes; N from
 	// the config does not.
 	s.opts.IterationsGiven = opts.MaxIterations > 0
-	ctx, attach, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Machine: "build", Takes: []control.Kind{control.Skip, control.Block, control.Unblock}})
+	ctx, attach, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Machine: "build", Takes: []control.Kind{control.Skip, control.Block, control.Unblock, control.Approve}})
 	defer detach()
 	s.opts.Attach = attach
 	rep, err := loop.Build(ctx, s.ws, s.opts)

@@ -78,7 +78,7 @@ func (s *steerer) Do(ctx context.Context, cmd control.Command) (control.Result, 
 func (s *steerer) apply(ctx context.Context, cmd control.Command) (control.Result, error) {
 	f := s.folder()
 	switch cmd.Kind {
-	case control.Hint, control.Pause, control.Stop, control.Skip, control.Block, control.Unblock:
+	case control.Hint, control.Pause, control.Stop, control.Skip, control.Block, control.Unblock, control.Approve:
 		if cmd.Kind != control.Hint && len(f.Attached()) == 0 {
 			break // refused below, or applied by a function that knows its files
 		}
@@ -128,7 +128,7 @@ func (s *steerer) apply(ctx context.Context, cmd control.Command) (control.Resul
 		// A pause would keep the run from noticing: a stop ends it.
 		f.ClearPause()
 		return control.Result{Status: control.Queued, Message: fmt.Sprintf("stopping %s as Ctrl+C would: the iteration in progress is recorded as interrupted, and `ralph build` resumes", runNames(runs))}, nil
-	case control.Skip, control.Block, control.Unblock:
+	case control.Skip, control.Block, control.Unblock, control.Approve:
 		if r, ok := f.Taker(cmd.Kind); ok {
 			if err := f.Enqueue(cmd); err != nil {
 				return control.Result{}, err
@@ -142,6 +142,8 @@ func (s *steerer) apply(ctx context.Context, cmd control.Command) (control.Resul
 			err = fmt.Errorf("skip sets %s aside in a build that is going, and none is: `ralph block %s` keeps it out of the next build until `ralph unblock %s`", cmd.Task, cmd.Task, cmd.Task)
 		case control.Block:
 			msg, err = blockTask(s.env, s.ws, s.cfg, cmd.Task, cmd.Text)
+		case control.Approve:
+			msg, err = approveTask(ctx, s.env, s.ws, s.cfg, cmd.Task, cmd.By)
 		default:
 			msg, err = unblockTask(ctx, s.env, s.ws, s.cfg, cmd.Task)
 		}

@@ -120,3 +120,35 @@ func resolveBlockers(ctx context.Context, ws *workspace.Workspace, cfg config.Co
 	defer mem.Close()
 	return mem.Resolve(ctx, task, env.Now())
 }
+
+func newApproveCmd(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "approve TASK-ID",
+		Short: "Accept a task's reviewed test change",
+		Long: `Accept the work of a task that waits for your review: its story says its
+tests change (a behaviour change), its attempt changed them, and the start's
+tests fail against the new code, so ralph neither waived it nor retried it.
+Read the test change first (ralph status names the ref; git diff shows it).
+approve brings the work back from its attempt's ref, marks the task done and
+commits it, saying who approved what. A build that is going takes it at its
+next step. To have the task done again instead: ralph unblock TASK-ID.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("approve takes one task id, for example: ralph approve US-004")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return steerFromCLI(cmd, env, control.Approve, func(c *control.Command) { c.Task = args[0] })
+		},
+	}
+}
+
+// approveTask accepts task id's reviewed work while no run is going.
+func approveTask(ctx context.Context, env *Env, ws *workspace.Workspace, cfg config.Config, id, by string) (string, error) {
+	src, err := resolveSource(ws, cfg, "", "")
+	if err != nil {
+		return "", err
+	}
+	return loop.Approve(ctx, ws, src, id, by, env.Now())
+}

@@ -39,12 +39,13 @@ const (
 	Skip       Kind = "skip"       // set a task aside for now: others go first
 	Block      Kind = "block"      // block a task until a person unblocks it
 	Unblock    Kind = "unblock"    // clear a task's blocker
+	Approve    Kind = "approve"    // accept a task's reviewed test change
 	Answer     Kind = "answer"     // answer a session's question
 	Checkpoint Kind = "checkpoint" // a thread's human checkpoint (finalize, approve, ...)
 )
 
 // Kinds lists every command, in the order help shows them.
-var Kinds = []Kind{Pause, Resume, Stop, Hint, Skip, Block, Unblock, Answer, Checkpoint}
+var Kinds = []Kind{Pause, Resume, Stop, Hint, Skip, Block, Unblock, Approve, Answer, Checkpoint}
 
 // Checkpoints are the thread commands a front end may give: the steps
 // that always need a person (`ralph thread --help`). They are taken only
@@ -163,7 +164,7 @@ func (c Command) Validate() error {
 		if text == "" {
 			return inputErrorf("a hint needs its text, for example: use the existing HTTP client")
 		}
-	case Skip, Block, Unblock:
+	case Skip, Block, Unblock, Approve:
 		if strings.TrimSpace(c.Task) == "" {
 			return inputErrorf("%s needs the task's id, for example US-002", c.Kind)
 		}
@@ -187,7 +188,7 @@ func (c Command) Describe() string {
 	switch c.Kind {
 	case Hint:
 		return fmt.Sprintf("hint %q", clip(c.Text, 60))
-	case Skip, Block, Unblock:
+	case Skip, Block, Unblock, Approve:
 		if c.Text != "" {
 			return fmt.Sprintf("%s %s (%s)", c.Kind, c.Task, clip(c.Text, 60))
 		}

@@ -791,7 +791,7 @@ func (b *builder) setAsideBlocked(ctx context.Context, id string, bl *BlockerRec
 			return
 		}
 		if commit != "" {
-			bl.Ref = ref
+			bl.Ref, bl.Base = ref, snap.Head
 		}
 	}
 	base := b.st.TaskBase
@@ -810,6 +810,7 @@ func (b *builder) setAsideBlocked(ctx context.Context, id string, bl *BlockerRec
 		}
 		bl.Ref = ref
 	}
+	bl.Base = base
 	if err := b.git.MoveBranchBack(ctx, base, workspace.DirName, b.ws.Rel(b.src.Path()), b.ws.Rel(b.opts.PlanPath)); err != nil {
 		b.logError("could not move the branch back to %s after %s was blocked: %v", short(base), id, err)
 		return

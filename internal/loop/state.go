@@ -183,6 +183,9 @@ type BlockerRecord struct {
 	// Review says the task waits for a person to approve a test change
 	// its story asks for (`ralph approve ID`); the work is at Ref.
 	Review bool `json:"review,omitempty"`
+	// Base is the commit Ref's work starts from: `git diff Base Ref` is
+	// the blocked attempt's work, which `ralph approve` brings back.
+	Base string `json:"work_base,omitempty"`
 	// MovedBack is the number of the agent's own commits taken off the
 	// branch (kept at Ref): no check passed on them.
 	MovedBack int `json:"moved_back,omitempty"`

@@ -17,7 +17,7 @@ import (
 // TUI, the web page or an MCP client (package control).
 
 // steerKinds are the queued commands a build's loop applies itself.
-var steerKinds = []control.Kind{control.Skip, control.Block, control.Unblock}
+var steerKinds = []control.Kind{control.Skip, control.Block, control.Unblock, control.Approve}
 
 // steer holds the run while a pause is in force and, when the machine is
 // about to select a task, takes the queued skip, block and unblock
@@ -142,6 +142,16 @@ func (b *builder) applyControl(c control.Command) (string, string) {
 			b.logError("could not mark %s's blockers resolved in memory: %v", id, err)
 		}
 		id = tid
+	case control.Approve:
+		if _, err := approveWork(context.Background(), b.ws, b.ws.Repo, b.src, b.st, id, c.By, now); err != nil {
+			return id, err.Error()
+		}
+		b.sayf(report.KindCommit, "  ✓ %s approved by %s: its reviewed test change is committed\n", id, c.By)
+		if b.st.Baseline != nil {
+			// The tree moved under the run: the next task's start is
+			// read again, from git, rather than from the last commit.
+			b.fresh = nil
+		}
 	default:
 		return id, fmt.Sprintf("a build does not take %s", c.Kind)
 	}

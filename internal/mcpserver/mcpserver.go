@@ -193,6 +193,9 @@ func (t *tools) add(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{Name: "ralph_unblock", Annotations: steer("Unblock a task", false, false),
 		Description: "Clear a task's blocker so that builds take it again."},
 		t.task(control.Unblock))
+	mcp.AddTool(s, &mcp.Tool{Name: "ralph_approve", Annotations: steer("Approve a reviewed test change", true, false),
+		Description: "Accept the work of a task that waits for review (state needs_review: its story says its tests change, and the attempt changed them): ralph brings the work back from its attempt's ref, marks the task done and commits it, naming who approved. Read the test change first (the board's reason names the ref). Taken by the build that is going at its next step, or applied now when none is."},
+		t.task(control.Approve))
 	mcp.AddTool(s, &mcp.Tool{Name: "ralph_answer", Annotations: steer("Answer a question", false, false),
 		Description: "Answer a session's open question (ralph_status lists them under waiting, kind question)."},
 		t.answer)

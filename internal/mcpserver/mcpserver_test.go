@@ -145,7 +145,7 @@ func TestListTools(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"ralph_answer", "ralph_block", "ralph_board", "ralph_hint", "ralph_journal_tail", "ralph_pause",
+	want := []string{"ralph_answer", "ralph_approve", "ralph_block", "ralph_board", "ralph_hint", "ralph_journal_tail", "ralph_pause",
 		"ralph_resume", "ralph_skip", "ralph_status", "ralph_stop", "ralph_unblock"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %v, want %v (no thread checkpoint: those stay a person's)", names, want)

@@ -136,6 +136,8 @@ function renderBoard(st) {
   const rows = (st.board || []).map((s) => {
     const acts = el("td", { class: "acts" });
     if (s.state === "blocked") acts.append(el("button", { class: "small", onclick: () => steer({ command: "unblock", task: s.id }) }, "unblock"));
+    else if (s.state === "needs_review") acts.append(el("button", { class: "small", onclick: () => steer({ command: "approve", task: s.id }) }, "approve"), " ",
+      el("button", { class: "small", onclick: () => steer({ command: "unblock", task: s.id }) }, "redo"));
     else if (!["done", "verified", "done_agent_word", "landed"].includes(s.state)) {
       acts.append(el("button", { class: "small", onclick: () => steer({ command: "skip", task: s.id }) }, "skip"), " ",
         el("button", { class: "small", onclick: () => {
