@@ -166,6 +166,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 		},
 		Now:     env.Now,
 		WorkDir: env.WorkDir,
+		Checks:  checksFromConfig(cfg),
 		ResolveAgent: func(name string) (agent.Spec, error) {
 			return resolveAgent(env, cfg, name)
 		},

@@ -252,6 +252,11 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 	}
 	r.started, r.spent = r.now(), p.RunMillis
 	r.stopLeftoverAgent()
+	// A kill while the start's test files stood in for the executor's
+	// left them in place: put the work back before anything reads it.
+	if err := r.startFiles().Restore(); err != nil {
+		return p, err
+	}
 	if p.State.Final() {
 		if p.State.Done {
 			r.summary(ctx)
@@ -1283,6 +1288,15 @@ func (r *Runner) review(ctx context.Context) error {
 		last := results[len(results)-1]
 		reason := fmt.Sprintf("ralph's check %q failed (exit %d): %s", last.Check.Name, last.ExitCode, text.Clip(strings.TrimSpace(last.Output), 400))
 		r.report(task.ID, s.CurrentAttemptNumber, "Review (Failed by ralph's checks)", reason)
+		return r.fire(ctx, Event{Type: ReviewerCompleted, Verdict: role.VerdictFailed, Reason: reason}, "Failed: "+reason)
+	}
+	// The checks pass: with the executor's own tests, if it changed them.
+	// They must pass with the start's too, or the reviewer would judge a
+	// diff whose tests were bent to pass.
+	if reason, err := r.startTestsHold(ctx); err != nil {
+		return err
+	} else if reason != "" {
+		r.report(task.ID, s.CurrentAttemptNumber, "Review (Failed by ralph's checks with the start's tests)", reason)
 		return r.fire(ctx, Event{Type: ReviewerCompleted, Verdict: role.VerdictFailed, Reason: reason}, "Failed: "+reason)
 	}
 	diff, err := r.git().Diff(bg, r.prog.TaskBase, false, 60_000)

@@ -3,6 +3,7 @@ package thread
 import (
 	"errors"
 	"fmt"
+	"github.com/ralphloop/ralph/internal/check"
 	"os"
 	"path/filepath"
 	"strings"
@@ -384,5 +385,38 @@ func TestEveryActionHasAPerformer(t *testing.T) {
 	}
 	if len(seen) < 15 {
 		t.Errorf("only %d actions seen; the enumeration is broken", len(seen))
+	}
+}
+
+// A thread is never verified while one of ralph's checks fails, however
+// its stories and the agent's promise look: Verifying runs the checks and
+// records each as evidence.
+func TestVerifyingRunsRalphsChecks(t *testing.T) {
+	for _, passing := range []bool{false, true} {
+		g := newRig(t, PhaseRunning, ModeQuick, nil)
+		g.r.env.Checks = []check.Check{{Name: "tests", Run: "run-tests"}}
+		g.checks.pass["check-hello"] = true
+		g.checks.pass["run-tests"] = passing
+		g.agent.replies = nil
+		g.loop.steps = []loopStep{{outcome: loop.OutcomeComplete, iterations: 1, done: true}}
+		if err := g.r.drive(); err != nil {
+			t.Fatalf("drive: %v\n%s", err, g.out)
+		}
+		ev := g.r.Evidence()
+		var item *EvidenceItem
+		for i := range ev.Items {
+			if ev.Items[i].Name == "check tests" {
+				item = &ev.Items[i]
+			}
+		}
+		if item == nil || item.Passed != passing {
+			t.Fatalf("passing=%v: evidence %+v; want the check recorded as it came out", passing, ev)
+		}
+		if ev.Passed != passing {
+			t.Errorf("passing=%v: the verification passed=%v", passing, ev.Passed)
+		}
+		if !passing && g.phase() == PhaseImplemented {
+			t.Errorf("a thread whose check fails reached Implemented")
+		}
 	}
 }

@@ -3,6 +3,7 @@ package thread
 import (
 	"context"
 	"fmt"
+	"github.com/ralphloop/ralph/internal/check"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,6 +49,9 @@ type Env struct {
 	// workspace) with agent a for at most maxIterations iterations, as
 	// `ralph build` would.
 	LoopOptions func(ctx context.Context, a agent.Spec, prd string, maxIterations int) (loop.Options, error)
+	// Checks are ralph's checks ([[checks]] in config): Verifying runs
+	// them, and a thread is never verified while one fails.
+	Checks []check.Check
 	// Confirm asks the person a yes/no question and reports whether the
 	// answer is yes. Nil refuses: a reset is never done without a yes.
 	Confirm func(question string) bool

@@ -12,6 +12,7 @@ import (
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/testreport"
 )
 
 // Evidence is threads/<id>/evidence.json: the last verification.
@@ -102,6 +103,18 @@ func (r *Runner) verify() (Event, error) {
 		}
 	}
 	allStories := len(failedStories) == 0
+	// ralph's own checks: a thread is never verified while one fails,
+	// whatever its stories and the agent claim. A test that already
+	// failed before the thread is no excuse either: its stories' work
+	// was judged on evidence by the loop, and this is the final tree.
+	for _, c := range r.env.Checks {
+		res := r.checks.RunCheck(r.ctx, r.work.Root, c)
+		detail := tailDetail(res)
+		if res.Tests != nil {
+			detail = " · " + testSummary(res) + detail
+		}
+		ev.Items = append(ev.Items, EvidenceItem{Name: "check " + c.Name, Passed: res.Passed(), Detail: strings.TrimSpace(detail)})
+	}
 	for _, v := range conf.Verifiers {
 		res := r.checks.RunCheck(r.ctx, r.work.Root, check.Check{Name: v, Run: v})
 		ev.Items = append(ev.Items, EvidenceItem{Name: "verifier: " + v, Passed: res.Passed(), Detail: tailDetail(res)})
@@ -261,4 +274,10 @@ func (r *Runner) addStory(prefix, title string, criteria []string) error {
 		return err
 	}
 	return r.saveConf(conf)
+}
+
+// testSummary counts a check's tests as its runner reported them.
+func testSummary(res check.Result) string {
+	t := res.Tests
+	return fmt.Sprintf("%d passed, %d failed, %d skipped", t.Count(testreport.Pass), t.Count(testreport.Fail), t.Count(testreport.Skip))
 }
