@@ -53,6 +53,12 @@ func FuzzPRDMarkdown(f *testing.F) {
 			if _, err2 := SetStoryDone(data, "US-1", true); err2 == nil {
 				t.Fatalf("SetStoryDone edited a PRD that does not parse (%v)", err)
 			}
+			if _, err2 := CheckCriteria(data, "US-1"); err2 == nil {
+				t.Fatalf("CheckCriteria edited a PRD that does not parse (%v)", err)
+			}
+			if _, err2 := SetCriteriaMarks(data, "US-1", []bool{true}); err2 == nil {
+				t.Fatalf("SetCriteriaMarks edited a PRD that does not parse (%v)", err)
+			}
 			if _, err2 := UncheckCriteria(data, "US-1"); err2 == nil {
 				t.Fatalf("UncheckCriteria edited a PRD that does not parse (%v)", err)
 			}
@@ -91,6 +97,40 @@ func FuzzPRDMarkdown(f *testing.F) {
 				st.Criteria = append([]Criterion(nil), st.Criteria...)
 				for k := range st.Criteria {
 					st.Criteria[k].Done = false
+				}
+			})
+
+			// ralph ticks every criterion of a story it accepts, and
+			// keeps an agent's own ticks (its claim) when it puts the
+			// rest of the PRD back: only boxes change, and exactly those.
+			var all []int
+			for _, c := range s.Criteria {
+				all = append(all, c.Line)
+			}
+			checked, err := CheckCriteria(data, s.ID)
+			if err != nil {
+				t.Fatalf("check %s: %v", s.ID, err)
+			}
+			checkOnlyBoxesChanged(t, lines, data, checked, all)
+			checkReparse(t, checked, prd, i, func(st *Story) {
+				st.Criteria = append([]Criterion(nil), st.Criteria...)
+				for k := range st.Criteria {
+					st.Criteria[k].Done = true
+				}
+			})
+			marks := make([]bool, len(s.Criteria))
+			for k := range marks {
+				marks[k] = (len(data)+k+i)%3 == 0
+			}
+			marked, err := SetCriteriaMarks(data, s.ID, marks)
+			if err != nil {
+				t.Fatalf("set marks of %s: %v", s.ID, err)
+			}
+			checkOnlyBoxesChanged(t, lines, data, marked, all)
+			checkReparse(t, marked, prd, i, func(st *Story) {
+				st.Criteria = append([]Criterion(nil), st.Criteria...)
+				for k := range st.Criteria {
+					st.Criteria[k].Done = marks[k]
 				}
 			})
 		}

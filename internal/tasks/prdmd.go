@@ -142,7 +142,7 @@ func CheckCriteria(data []byte, id string) ([]byte, error) {
 			continue
 		}
 		updated := append([]byte(nil), data...)
-		for _, at := range boxes.criteriaOf(i) {
+		for _, at := range boxes.allCriteriaOf(i) {
 			if updated[at] == ' ' {
 				updated[at] = 'x'
 			}
@@ -167,7 +167,7 @@ func SetCriteriaMarks(data []byte, id string, marks []bool) ([]byte, error) {
 			continue
 		}
 		updated := append([]byte(nil), data...)
-		for j, at := range boxes.criteriaOf(i) {
+		for j, at := range boxes.allCriteriaOf(i) {
 			switch {
 			case j >= len(marks):
 			case !marks[j]:
@@ -215,6 +215,10 @@ type markdownBoxes struct {
 	// criterion, in file order; doneStart[i] is where story i's begin.
 	done      []int
 	doneStart []int
+	// all holds the offsets of every criterion's checkbox character, in
+	// file order; allStart[i] is where story i's begin.
+	all      []int
+	allStart []int
 }
 
 // criteriaOf returns the offsets of story i's ticked criterion boxes.
@@ -224,6 +228,15 @@ func (b markdownBoxes) criteriaOf(i int) []int {
 		end = b.doneStart[i+1]
 	}
 	return b.done[b.doneStart[i]:end]
+}
+
+// allCriteriaOf returns the offsets of every criterion box of story i.
+func (b markdownBoxes) allCriteriaOf(i int) []int {
+	end := len(b.all)
+	if i+1 < len(b.allStart) {
+		end = b.allStart[i+1]
+	}
+	return b.all[b.allStart[i]:end]
 }
 
 // parseMarkdown does the work of ParseMarkdown in a single pass over the
@@ -252,6 +265,8 @@ func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 		checkboxOffsets = make([]int, 0, maxStories)
 		doneBoxes       []int
 		doneBoxStart    = make([]int, 0, maxStories)
+		allBoxes        []int
+		allBoxStart     = make([]int, 0, maxStories)
 		// All criteria live in one backing array; criteriaStart[i] is where
 		// story i's criteria begin, and the stories get their sub-slices once
 		// the array has stopped growing.
@@ -333,6 +348,7 @@ func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 				checkboxOffsets = append(checkboxOffsets, lineStart+len("### ["))
 				criteriaStart = append(criteriaStart, len(criteria))
 				doneBoxStart = append(doneBoxStart, len(doneBoxes))
+				allBoxStart = append(allBoxStart, len(allBoxes))
 				if deps != nil {
 					deps = append(deps, nil)
 				}
@@ -361,6 +377,7 @@ func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 		if criterion, box, ok := matchCriterion(line); ok {
 			criterion.Line = lineNo
 			criteria = append(criteria, criterion)
+			allBoxes = append(allBoxes, lineStart+box)
 			if criterion.Done {
 				doneBoxes = append(doneBoxes, lineStart+box)
 			}
@@ -387,7 +404,7 @@ func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 		}
 	}
 
-	boxes = markdownBoxes{story: checkboxOffsets, done: doneBoxes, doneStart: doneBoxStart}
+	boxes = markdownBoxes{story: checkboxOffsets, done: doneBoxes, doneStart: doneBoxStart, all: allBoxes, allStart: allBoxStart}
 	for i := range stories {
 		first := criteriaStart[i]
 		last := len(criteria)
