@@ -1047,6 +1047,9 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	if err != nil {
 		return Event{}, fmt.Errorf("copying ralph's own files before the agent: %w", err)
 	}
+	// A task store outside the tree (beads) has no file to put back: its
+	// statuses are read before the agent and set back after it.
+	statuses := b.storeStatuses()
 	started := b.opts.now()
 	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: headBefore, TreeBefore: treeBefore, Own: own}
 	// The attempt, and with it the token that tags the agent's processes,
@@ -1195,6 +1198,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
+	b.putBackStoreStatuses(statuses, taskID)
 	b.st.Attempt.Claim = claim
 	if len(after.Dirty) > 0 {
 		// What ralph put back is no change of the agent's.
@@ -2027,54 +2031,8 @@ func (b *builder) appendProgress(line string) {
 	}
 }
 
-// statusDigest summarises the status fields of the task file, so that an
-// agent that edits them (it may not) is noticed.
-func (b *builder) statusDigest() string {
-	board, err := b.src.Load()
-	if err != nil {
-		return "unreadable: " + err.Error()
-	}
-	return tasks.StatusDigest(board)
-}
 
-// restoreStatus puts back the task file as it was before the agent ran
-// when the agent changed status fields in it: ralph owns them, and an
-// agent's claim that a task is done is never taken from the file.
-func (b *builder) restoreStatus(taskID string, before []byte) {
-	if before == nil {
-		return
-	}
-	msg := fmt.Sprintf("the agent edited task status in %s while working on %s; ralph owns it and restored the file", b.ws.Rel(b.src.Path()), taskID)
-	if err := store.WriteFileAtomic(b.src.Path(), before, 0o644); err != nil {
-		msg = fmt.Sprintf("the agent edited task status in %s while working on %s and ralph could not restore it: %v", b.ws.Rel(b.src.Path()), taskID, err)
-	}
-	b.logError("%s", msg)
-	b.sayf(report.KindWarning, "  ! %s\n", msg)
-}
 
-// restoreOtherMarks takes back the marks an agent set in the markdown PRD
-// on stories other than its own: its own story's ticks are its claim, which
-// ralph checks; any other story it ticked would otherwise count as done
-// without ever being worked on or verified.
-func (b *builder) restoreOtherMarks(storyID string, before []byte) {
-	if before == nil {
-		return
-	}
-	after, err := os.ReadFile(b.src.Path())
-	if err != nil {
-		return
-	}
-	fixed, ids, err := tasks.RestoreOtherMarks(before, after, storyID)
-	if err != nil || ids == nil {
-		return
-	}
-	msg := fmt.Sprintf("the agent changed the marks of %s in %s while working on %s; ralph owns them and put them back", strings.Join(ids, ", "), b.ws.Rel(b.src.Path()), storyID)
-	if err := store.WriteFileAtomic(b.src.Path(), fixed, 0o644); err != nil {
-		msg = fmt.Sprintf("the agent changed the marks of %s in %s while working on %s and ralph could not put them back: %v", strings.Join(ids, ", "), b.ws.Rel(b.src.Path()), storyID, err)
-	}
-	b.logError("%s", msg)
-	b.sayf(report.KindWarning, "  ! %s\n", msg)
-}
 
 // worktreeDigest fingerprints the work: HEAD plus the content of every
 // dirty file. Comparing names alone would miss a retry that rewrites the
@@ -2235,8 +2193,26 @@ func (r *run) printIteration(rec *IterationRecord, why string) {
 // its status: one shape for programs (notifications, receipts) to read,
 // where the text differs with the outcome.
 func iterationEnd(rec *IterationRecord, task, why string) map[string]any {
-	return map[string]any{"iteration_end": true, "iteration": rec.Iteration, "task": task, "status": rec.Status,
+	data := map[string]any{"iteration_end": true, "iteration": rec.Iteration, "task": task, "status": rec.Status,
 		"duration_ms": rec.DurationMillis, "tokens": rec.Tokens, "cost_usd_estimate": rec.CostUSD, "commits": rec.Commits, "reason": why}
+	if rec.Verdict != "" {
+		// How ralph accepted the task: verified on its evidence, or on
+		// the agent's word; programs need not read it from the text.
+		data["verdict"], data["evidence"] = rec.Verdict, rec.Evidence
+	}
+	var failing, atStart []string
+	for _, c := range rec.Checks {
+		if !c.Passed {
+			failing = append(failing, c.Name)
+			if c.FailedAtStart {
+				atStart = append(atStart, c.Name)
+			}
+		}
+	}
+	if len(failing) > 0 {
+		data["failing_checks"], data["failed_at_start_too"] = failing, atStart
+	}
+	return data
 }
 
 func hasSignal(signals []string, name string) bool {

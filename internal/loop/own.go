@@ -323,3 +323,50 @@ func (b *builder) withoutRestored(after, before gitx.Snapshot, own string) gitx.
 	}
 	return out
 }
+
+// storeStatuses reads the statuses of a task store that is not a file of
+// the tree (beads), nil for one that is: an agent can close issues with
+// the store's own CLI, and ralph, not the agent, says what is done.
+func (b *builder) storeStatuses() map[string]tasks.Status {
+	if b.taskFileGuarded() {
+		return nil
+	}
+	board, err := b.src.Load()
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]tasks.Status, len(board.Stories))
+	for _, s := range board.Stories {
+		out[s.ID] = s.Status
+	}
+	return out
+}
+
+// putBackStoreStatuses sets back every status the agent changed in the
+// task store while it worked on taskID, and says so.
+func (b *builder) putBackStoreStatuses(before map[string]tasks.Status, taskID string) {
+	if before == nil {
+		return
+	}
+	board, err := b.src.Load()
+	if err != nil {
+		return
+	}
+	var changed []string
+	for _, s := range board.Stories {
+		was, ok := before[s.ID]
+		if !ok || was == s.Status {
+			continue
+		}
+		if err := b.src.SetState(s.ID, was, s.RetryCount, s.Blocker, b.opts.now()); err != nil {
+			b.logError("could not set %s back to %s after the agent changed it: %v", s.ID, was, err)
+			continue
+		}
+		changed = append(changed, fmt.Sprintf("%s (%s → %s)", s.ID, was, s.Status))
+	}
+	if len(changed) > 0 {
+		msg := fmt.Sprintf("the agent changed the status of %s in the task store while working on %s; ralph owns it and set it back", strings.Join(changed, ", "), taskID)
+		b.logError("%s", msg)
+		b.say(report.KindWarning, "  ! "+msg+"\n", map[string]any{"statuses_restored": changed})
+	}
+}
