@@ -2031,9 +2031,6 @@ func (b *builder) appendProgress(line string) {
 	}
 }
 
-
-
-
 // worktreeDigest fingerprints the work: HEAD plus the content of every
 // dirty file. Comparing names alone would miss a retry that rewrites the
 // files an earlier attempt already changed.
