@@ -133,3 +133,53 @@ func TestReceiptsFromARecordedBuild(t *testing.T) {
 		t.Errorf("iteration 4: %+v", it)
 	}
 }
+
+// A receipt says how ralph accepted a story, never done on the agent's
+// claim: verified with its evidence, done on the agent's word, and in a
+// parallel build accepted on its worker's branch until the merge queue
+// lands it.
+func TestReceiptsSayHowAStoryWasAccepted(t *testing.T) {
+	w := newWorkspace(t, "app", status.Report{})
+	ts := newServer(t, w.Local)
+	emit := func(ev report.Event) { w.em.Emit(ev) }
+	commit := func(worker, task, verdict string, evidence []string, extra map[string]any) {
+		data := map[string]any{"iteration": 1, "commit": "abc1234", "status": "done", "verdict": verdict, "evidence": evidence}
+		for k, v := range extra {
+			data[k] = v
+		}
+		emit(report.Event{Kind: report.KindCommit, Worker: worker, Task: task, Data: data, Text: "a commit\n"})
+		emit(report.Event{Kind: report.KindIteration, Worker: worker, Task: task, Data: map[string]any{"iteration_end": true, "iteration": 1, "task": task, "status": "done"}})
+	}
+	emit(report.Event{Kind: report.KindIteration, Task: "US-001", Data: map[string]any{"iteration": 1, "task": "US-001"}})
+	commit("", "US-001", "verified", []string{"TestA failed at the start and passes now (go test)"}, nil)
+	emit(report.Event{Kind: report.KindIteration, Task: "US-002", Data: map[string]any{"iteration": 1, "task": "US-002"}})
+	commit("", "US-002", "agent_word", nil, nil)
+	emit(report.Event{Kind: report.KindIteration, Worker: "w1", Task: "US-003", Data: map[string]any{"iteration": 1, "task": "US-003"}})
+	commit("w1", "US-003", "verified", []string{"check \"tests\" failed at the start and passes now"}, nil)
+	if err := w.j.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var rc Receipts
+	get(t, ts.URL+"/api/receipts", &rc)
+	by := map[string]Receipt{}
+	for _, r := range rc.Stories {
+		by[r.Task] = r
+	}
+	if r := by["US-001"]; r.State != "verified" || r.Verdict != "verified" || len(r.Evidence) != 1 {
+		t.Errorf("US-001: %+v; want verified with its evidence", r)
+	}
+	if r := by["US-002"]; r.State != "done_agent_word" {
+		t.Errorf("US-002: %+v; want done on the agent's word", r)
+	}
+	if r := by["US-003"]; r.State != "awaiting_landing" {
+		t.Errorf("US-003: %+v; want accepted on its branch, not landed yet", r)
+	}
+	// The merge queue lands it.
+	emit(report.Event{Kind: report.KindCommit, Worker: "w1", Task: "US-003", Data: map[string]any{"state": "landed", "commit": "def5678", "branch": "main"}, Text: "landed\n"})
+	get(t, ts.URL+"/api/receipts", &rc)
+	for _, r := range rc.Stories {
+		if r.Task == "US-003" && (r.State != "landed" || r.Verdict != "verified") {
+			t.Errorf("US-003 after landing: %+v; want landed, verified", r)
+		}
+	}
+}
