@@ -128,6 +128,7 @@ func TestMarkdownWritersKeepTheDependsLine(t *testing.T) {
 	}
 	want := dependsPRD
 	want = replaceOnce(t, want, "### [ ] US-002", "### [x] US-002")
+	want = replaceOnce(t, want, "- [ ] a criterion", "- [x] a criterion") // MarkDone ticks the criteria too
 	want = replaceOnce(t, want, "### [ ] US-004", "### [x] US-004")
 	want = replaceOnce(t, want, "### [x] US-001", "### [ ] US-001")
 	assertFile(t, path, crlf(want))

@@ -108,7 +108,9 @@ func TestMarkdownSource(t *testing.T) {
 	if err := src.MarkDone("US-001", "", testNow); err != nil {
 		t.Fatal(err)
 	}
+	// ralph ticks the story and its criteria when it accepts it.
 	want := strings.Replace(examplePRD, "### [ ] US-001", "### [x] US-001", 1)
+	want = strings.Replace(want, "- [ ] Acceptance criterion 1", "- [x] Acceptance criterion 1", 1)
 	assertFile(t, path, want)
 
 	// The checkbox cannot say in progress or blocked: those change nothing.
