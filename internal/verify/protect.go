@@ -98,10 +98,13 @@ func splitExt(base string) (stem, ext string) {
 // a test runner's configuration or a user's glob names it.
 func (g Guard) Protects(rel string, existed bool) bool {
 	rel = filepath.ToSlash(rel)
-	if IsTestConfig(rel) || g.matchesGlob(rel) || slices.Contains(g.Defining, rel) {
+	if IsTestConfig(rel) || g.matchesGlob(rel) {
 		return true
 	}
-	return existed && IsTestPath(rel)
+	// A file a check names but that the start did not have (a check
+	// `test -f a.txt` the story makes pass) defines nothing yet: it is
+	// the work.
+	return existed && (IsTestPath(rel) || slices.Contains(g.Defining, rel))
 }
 
 // InTestSide reports whether rel belongs to the tests' side of the tree,

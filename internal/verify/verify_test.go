@@ -299,6 +299,8 @@ func TestIsTestPath(t *testing.T) {
 	}{
 		{"Makefile", true, true}, {"conftest.py", false, true}, {"add_test.go", true, true}, {"new_test.go", false, false},
 		{"golden/a/b.txt", false, true}, {"add.go", true, false},
+		// A file a check names that the start did not have is the work.
+		{"Makefile", false, false},
 	} {
 		if got := g.Protects(c.path, c.existed); got != c.want {
 			t.Errorf("Protects(%q, existed=%v) = %v, want %v", c.path, c.existed, got, c.want)
