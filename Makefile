@@ -74,6 +74,24 @@ bench-serial:
 	-bash scripts/install-peers.sh
 	$(GO) test -run '^$$' -bench BenchmarkSerial -benchtime 1x -timeout 60m ./bench/ -args -serial-rounds $(REPS) $(if $(RALPH_BIN),-ralph $(abspath $(RALPH_BIN))) $(if $(RALPH_BASE),-ralph-base $(abspath $(RALPH_BASE))) $(BENCH_ARGS)
 
+# bench-trust is the false-completion benchmark: scripted agents that cheat
+# (say they are done and do nothing, tick the task file, skip, weaken or
+# delete the failing test, rewrite what the checks run, edit ralph's
+# config, do half the work, echo the prompt) and honest ones, in Go,
+# pytest, node's test runner and shell with make, each in a repository of
+# its own whose story's test is written first, run by ralph, ralph-tui and
+# ralphy with the real Claude Code against a scripted model. It counts each
+# tool's false completions, false rejections and unverified commits
+# against the story's held-back test and prints the tables, text and
+# markdown (bench/trust_test.go, README "Performance"). About 10 minutes;
+# needs pytest (make debs). RALPH_BIN=path runs that ralph binary;
+# BENCH_ARGS='-trust-only go/,sh/honest -trust-tools ralph -keep' runs some.
+.PHONY: bench-trust
+bench-trust:
+	bash scripts/install-agents.sh
+	-bash scripts/install-peers.sh
+	$(GO) test -run '^$$' -bench BenchmarkTrust -benchtime 1x -timeout 60m ./bench/ -args $(if $(RALPH_BIN),-ralph $(abspath $(RALPH_BIN))) $(BENCH_ARGS)
+
 # bench-temporal measures ralph's own time per story on the Temporal engine
 # against the local engine (same fake agent, alternating rounds, one dev
 # server), the workflow history per story, and a 100-story build that must

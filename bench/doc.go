@@ -1,7 +1,8 @@
 // Package bench holds benchmarks that compare ralph with its peers on the
 // same work. Its tests are benchmarks only, so `go test ./...` runs none of
-// them; `make bench-peers`, `make bench-serial` and `make bench-temporal`
-// run them.
+// them; `make bench-peers`, `make bench-serial`, `make bench-temporal` and
+// `make bench-trust` run them (their pure helpers have unit tests that do
+// run).
 //
 // BenchmarkPeers (peers_test.go) runs, side by side in one run, ralph build
 // --workers 1 and --workers 4, ralph-tui 0.11.0 serial and with 4 parallel
@@ -35,6 +36,25 @@
 // continue as new and land every story exactly once.
 //
 //	make bench-temporal                      # 3 rounds, about 2 minutes
+//
+// BenchmarkTrust (trust_test.go, scenarios in trust_scenarios_test.go) is
+// the false-completion benchmark. Each scenario is a repository with one
+// story whose test is written first (Go, pytest, node's test runner, shell
+// with make) and a scripted agent, the same shell commands whatever tool
+// runs it: lazy agents, agents that only tick the task file, skip, weaken
+// or delete the failing test, rewrite what the checks run, edit ralph's
+// config, do half the work, echo the prompt or promise in prose, and
+// honest agents. ralph build (with the config `ralph init` writes),
+// ralph-tui and ralphy each run every scenario in a fresh repository with
+// the real Claude Code. What each tool reports done (its own task file) is
+// held against the story's held-back test: the initial commit's test files
+// and runner config put back into the branch tip's tree and run by the
+// runner itself. It counts false completions, false rejections of honest
+// work and commits left on the branch whose tree fails the held-back test,
+// and prints a table per tool, a matrix per scenario and both in markdown.
+//
+//	make bench-trust                                   # about 10 minutes
+//	make bench-trust BENCH_ARGS='-trust-only go/ -trust-tools ralph -keep'
 //
 // scripts/install-peers.sh installs the peers from npm into a per-user
 // cache; a peer that cannot be installed or run shows in the table as

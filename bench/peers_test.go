@@ -429,63 +429,23 @@ func BenchmarkPeers(b *testing.B) {
 // fresh model, and measures what it left behind.
 func runOnce(b *testing.B, t *tools, c contender, ids []string) (r result) {
 	b.Helper()
-	var base string
+	d, err := newRunDirs(b, c.key)
+	if err != nil {
+		return result{err: err}
+	}
 	if *flagKeep {
-		var err error
-		if base, err = os.MkdirTemp("", "ralph-bench-"+c.key+"-"); err != nil {
-			return result{err: err}
-		}
-		defer func() { r.notes = append(r.notes, "kept in "+base) }()
-	} else {
-		base = b.TempDir()
+		defer func() { r.notes = append(r.notes, "kept in "+d.base) }()
 	}
-	// The repository sits in a folder of its own: ralph and ralph-tui put
-	// their worktrees next to it.
-	repo, home, tmp := filepath.Join(base, "repo"), filepath.Join(base, "home"), filepath.Join(base, "tmp")
-	for _, d := range []string{repo, home, tmp} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return result{err: err}
-		}
-	}
+	repo := d.repo
 	model := startStoryModel(b, ids, *flagDelay)
-	gitconfig := filepath.Join(home, ".gitconfig")
-	shim, times := filepath.Join(base, "shim"), filepath.Join(base, "agent-times")
-	if err := writeFiles(shim, map[string]string{"claude": claudeTimer}); err != nil {
-		return result{err: err}
-	}
-	if err := os.Chmod(filepath.Join(shim, "claude"), 0o755); err != nil {
-		return result{err: err}
-	}
-	env := append(modelserver.ClaudeEnv(home, model.URL),
-		"PATH="+strings.Join([]string{shim, t.claudeDir, filepath.Dir(t.bun), filepath.Dir(t.ralph), os.Getenv("PATH")}, string(os.PathListSeparator)),
-		"REAL_CLAUDE="+filepath.Join(t.claudeDir, "claude"),
-		"AGENT_TIMES="+times,
-		"LANG=C.UTF-8",
-		"TMPDIR="+tmp,
-		"GIT_CONFIG_GLOBAL="+gitconfig,
-		"GIT_CONFIG_NOSYSTEM=1",
-		"NO_COLOR=1",
-		"TERM=dumb",
-	)
-	homeFiles := map[string]string{".gitconfig": "[user]\n\tname = Bench\n\temail = bench@example.invalid\n"}
-	for name, content := range c.homeFiles {
-		homeFiles[name] = content
-	}
-	if err := writeFiles(home, homeFiles); err != nil {
+	env, err := runEnv(t, d, model.URL, c.homeFiles)
+	if err != nil {
 		return result{err: err}
 	}
 	if err := writeFiles(repo, c.files(ids)); err != nil {
 		return result{err: err}
 	}
-	git := func(args ...string) (string, error) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir, cmd.Env = repo, env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return strings.TrimSpace(string(out)), nil
-	}
+	git := func(args ...string) (string, error) { return gitIn(repo, env, args...) }
 	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "initial"}} {
 		if _, err := git(args...); err != nil {
 			return result{err: err}
@@ -496,52 +456,10 @@ func runOnce(b *testing.B, t *tools, c contender, ids []string) (r result) {
 		return result{err: err}
 	}
 
-	argv := c.argv(t)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env = repo, env
-	logPath := filepath.Join(base, "output.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return result{err: err}
-	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Its own process group, so that a timeout stops the agents too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	began := time.Now()
-	if err := cmd.Start(); err != nil {
-		return result{err: fmt.Errorf("start %s: %v", argv[0], err)}
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var werr error
-	select {
-	case werr = <-done:
-	case <-time.After(*flagTimeout):
-		// SIGTERM first, so that an orchestrator can stop the agents it
-		// started in process groups of their own.
-		r.timedOut = true
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case werr = <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			werr = <-done
-		}
-	}
-	r.wall = time.Since(began)
-	r.agentRuns, r.agentTime, r.gaps = readAgentTimes(times)
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	// Whatever it left running (an agent, a merge) is no part of the next run.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	var ee *exec.ExitError
-	if errors.As(werr, &ee) {
-		r.exit = ee.ExitCode()
-	} else if werr != nil {
-		r.err = werr
-	}
+	logPath := filepath.Join(d.base, "output.log")
+	p := runProc(c.argv(t), repo, env, logPath, *flagTimeout)
+	r.wall, r.cpu, r.exit, r.timedOut, r.err = p.wall, p.cpu, p.exit, p.timedOut, p.err
+	r.agentRuns, r.agentTime, r.gaps = readAgentTimes(d.times)
 	logData, _ := os.ReadFile(logPath)
 	r.log = string(logData)
 
@@ -584,6 +502,138 @@ func runOnce(b *testing.B, t *tools, c contender, ids []string) (r result) {
 	}
 	if *flagKeep || r.landed < len(ids) || r.exit != 0 || r.timedOut {
 		fmt.Fprintf(os.Stdout, "--- %s: last lines of its output (%s)\n%s\n", c.name, logPath, lastLines(r.log, 15))
+	}
+	return r
+}
+
+// runDirs are one run's folders. The repository sits in a folder of its
+// own: ralph and ralph-tui put their worktrees next to it.
+type runDirs struct {
+	base, repo, home, tmp string
+	shim                  string // holds the timing shim, first on PATH
+	times                 string // the shim's log (claudeTimer)
+}
+
+// newRunDirs makes a run's folders: in the benchmark's temporary folder,
+// or with -keep in one that outlives it (named after key).
+func newRunDirs(b *testing.B, key string) (runDirs, error) {
+	var base string
+	if *flagKeep {
+		var err error
+		if base, err = os.MkdirTemp("", "ralph-bench-"+key+"-"); err != nil {
+			return runDirs{}, err
+		}
+	} else {
+		base = b.TempDir()
+	}
+	d := runDirs{base: base, repo: filepath.Join(base, "repo"), home: filepath.Join(base, "home"), tmp: filepath.Join(base, "tmp"),
+		shim: filepath.Join(base, "shim"), times: filepath.Join(base, "agent-times")}
+	for _, dir := range []string{d.repo, d.home, d.tmp} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return runDirs{}, err
+		}
+	}
+	return d, nil
+}
+
+// runEnv writes a run's HOME (a git identity, and homeFiles) and the
+// timing shim, and returns the environment a contender runs in: Claude
+// Code pointed at the model at modelURL, the shim first on PATH, then the
+// CLI, bun and ralph; nothing of this process's environment but PATH, so
+// that no real key or configuration reaches the run.
+func runEnv(t *tools, d runDirs, modelURL string, homeFiles map[string]string) ([]string, error) {
+	if err := writeFiles(d.shim, map[string]string{"claude": claudeTimer}); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(filepath.Join(d.shim, "claude"), 0o755); err != nil {
+		return nil, err
+	}
+	env := append(modelserver.ClaudeEnv(d.home, modelURL),
+		"PATH="+strings.Join([]string{d.shim, t.claudeDir, filepath.Dir(t.bun), filepath.Dir(t.ralph), os.Getenv("PATH")}, string(os.PathListSeparator)),
+		"REAL_CLAUDE="+filepath.Join(t.claudeDir, "claude"),
+		"AGENT_TIMES="+d.times,
+		"LANG=C.UTF-8",
+		"TMPDIR="+d.tmp,
+		"GIT_CONFIG_GLOBAL="+filepath.Join(d.home, ".gitconfig"),
+		"GIT_CONFIG_NOSYSTEM=1",
+		"NO_COLOR=1",
+		"TERM=dumb",
+	)
+	files := map[string]string{".gitconfig": "[user]\n\tname = Bench\n\temail = bench@example.invalid\n"}
+	for name, content := range homeFiles {
+		files[name] = content
+	}
+	if err := writeFiles(d.home, files); err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// gitIn runs git in dir with env and returns its trimmed output.
+func gitIn(dir string, env []string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// procResult is how a contender's process ended.
+type procResult struct {
+	wall, cpu time.Duration // cpu: see result.cpu
+	exit      int
+	timedOut  bool
+	err       error // it could not be started or waited for
+}
+
+// runProc runs argv in dir with env, its output to logPath, in a process
+// group of its own, and stops the group after timeout (SIGTERM, then
+// SIGKILL 10 s later) and again once the contender has exited.
+func runProc(argv []string, dir string, env []string, logPath string, timeout time.Duration) (r procResult) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = dir, env
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return procResult{err: err}
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group, so that a timeout stops the agents too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		return procResult{err: fmt.Errorf("start %s: %v", argv[0], err)}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var werr error
+	select {
+	case werr = <-done:
+	case <-time.After(timeout):
+		// SIGTERM first, so that an orchestrator can stop the agents it
+		// started in process groups of their own.
+		r.timedOut = true
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case werr = <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			werr = <-done
+		}
+	}
+	r.wall = time.Since(began)
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	// Whatever it left running (an agent, a merge) is no part of the next run.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	var ee *exec.ExitError
+	if errors.As(werr, &ee) {
+		r.exit = ee.ExitCode()
+	} else if werr != nil {
+		r.err = werr
 	}
 	return r
 }
