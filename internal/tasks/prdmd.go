@@ -130,26 +130,9 @@ func SetStoryDone(data []byte, id string, done bool) ([]byte, error) {
 
 // CheckCriteria ticks the checkbox of every acceptance criterion of the
 // story with the given id, as UncheckCriteria clears them: ralph ticks a
-// story's criteria itself when it accepts the story, having taken the
-// agent's own ticks off the file, which were only its claim.
+// story's criteria itself when it accepts the story.
 func CheckCriteria(data []byte, id string) ([]byte, error) {
-	prd, boxes, err := parseMarkdown("", data)
-	if err != nil {
-		return nil, err
-	}
-	for i := range prd.Stories {
-		if prd.Stories[i].ID != id {
-			continue
-		}
-		updated := append([]byte(nil), data...)
-		for _, at := range boxes.allCriteriaOf(i) {
-			if updated[at] == ' ' {
-				updated[at] = 'x'
-			}
-		}
-		return updated, nil
-	}
-	return nil, fmt.Errorf("%w %q: no story heading in the PRD has that id", ErrStoryNotFound, id)
+	return editCriteria(data, id, func(int) (bool, bool) { return true, true })
 }
 
 // SetCriteriaMarks sets the checkbox of each acceptance criterion of the
@@ -158,6 +141,28 @@ func CheckCriteria(data []byte, id string) ([]byte, error) {
 // keep an agent's ticks on its own story, its claim, when it puts back
 // everything else the agent changed in the PRD.
 func SetCriteriaMarks(data []byte, id string, marks []bool) ([]byte, error) {
+	return editCriteria(data, id, func(j int) (bool, bool) {
+		if j >= len(marks) {
+			return false, false
+		}
+		return marks[j], true
+	})
+}
+
+// UncheckCriteria clears the checkbox of every acceptance criterion of the
+// story with the given id and returns the new file content; only the box
+// character at the start of each ticked criterion changes, so a "[x]" inside
+// a criterion's text stays as written. ralph uses it when it reopens a story
+// it did not accept, so that marks from the rejected attempt cannot count as
+// the next attempt's claim.
+func UncheckCriteria(data []byte, id string) ([]byte, error) {
+	return editCriteria(data, id, func(int) (bool, bool) { return false, true })
+}
+
+// editCriteria sets the box of story id's criterion j to what mark says,
+// when it says to (set); an already ticked box keeps its "x" or "X". The
+// data must parse as a PRD; only box characters change.
+func editCriteria(data []byte, id string, mark func(j int) (ticked, set bool)) ([]byte, error) {
 	prd, boxes, err := parseMarkdown("", data)
 	if err != nil {
 		return nil, err
@@ -168,37 +173,13 @@ func SetCriteriaMarks(data []byte, id string, marks []bool) ([]byte, error) {
 		}
 		updated := append([]byte(nil), data...)
 		for j, at := range boxes.allCriteriaOf(i) {
-			switch {
-			case j >= len(marks):
-			case !marks[j]:
+			switch ticked, set := mark(j); {
+			case !set:
+			case !ticked:
 				updated[at] = ' '
 			case updated[at] == ' ':
 				updated[at] = 'x'
 			}
-		}
-		return updated, nil
-	}
-	return nil, fmt.Errorf("%w %q: no story heading in the PRD has that id", ErrStoryNotFound, id)
-}
-
-// UncheckCriteria clears the checkbox of every acceptance criterion of the
-// story with the given id and returns the new file content; only the box
-// character at the start of each ticked criterion changes, so a "[x]" inside
-// a criterion's text stays as written. ralph uses it when it reopens a story
-// it did not accept, so that marks from the rejected attempt cannot count as
-// the next attempt's claim.
-func UncheckCriteria(data []byte, id string) ([]byte, error) {
-	prd, boxes, err := parseMarkdown("", data)
-	if err != nil {
-		return nil, err
-	}
-	for i := range prd.Stories {
-		if prd.Stories[i].ID != id {
-			continue
-		}
-		updated := append([]byte(nil), data...)
-		for _, at := range boxes.criteriaOf(i) {
-			updated[at] = ' '
 		}
 		return updated, nil
 	}
@@ -211,23 +192,10 @@ func UncheckCriteria(data []byte, id string) ([]byte, error) {
 type markdownBoxes struct {
 	// story[i] is the offset of story i's heading checkbox character.
 	story []int
-	// done holds the offsets of the checkbox characters of every ticked
-	// criterion, in file order; doneStart[i] is where story i's begin.
-	done      []int
-	doneStart []int
 	// all holds the offsets of every criterion's checkbox character, in
 	// file order; allStart[i] is where story i's begin.
 	all      []int
 	allStart []int
-}
-
-// criteriaOf returns the offsets of story i's ticked criterion boxes.
-func (b markdownBoxes) criteriaOf(i int) []int {
-	end := len(b.done)
-	if i+1 < len(b.doneStart) {
-		end = b.doneStart[i+1]
-	}
-	return b.done[b.doneStart[i]:end]
 }
 
 // allCriteriaOf returns the offsets of every criterion box of story i.
@@ -263,8 +231,6 @@ func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 	var (
 		stories         = make([]Story, 0, maxStories)
 		checkboxOffsets = make([]int, 0, maxStories)
-		doneBoxes       []int
-		doneBoxStart    = make([]int, 0, maxStories)
 		allBoxes        []int
 		allBoxStart     = make([]int, 0, maxStories)
 		// All criteria live in one backing array; criteriaStart[i] is where
@@ -347,7 +313,6 @@ func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 				// The checkbox character sits right after "### [".
 				checkboxOffsets = append(checkboxOffsets, lineStart+len("### ["))
 				criteriaStart = append(criteriaStart, len(criteria))
-				doneBoxStart = append(doneBoxStart, len(doneBoxes))
 				allBoxStart = append(allBoxStart, len(allBoxes))
 				if deps != nil {
 					deps = append(deps, nil)
@@ -378,9 +343,6 @@ func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 			criterion.Line = lineNo
 			criteria = append(criteria, criterion)
 			allBoxes = append(allBoxes, lineStart+box)
-			if criterion.Done {
-				doneBoxes = append(doneBoxes, lineStart+box)
-			}
 		}
 	}
 	closeStory()
@@ -404,7 +366,7 @@ func parseMarkdown(path string, data []byte) (*PRD, markdownBoxes, error) {
 		}
 	}
 
-	boxes = markdownBoxes{story: checkboxOffsets, done: doneBoxes, doneStart: doneBoxStart, all: allBoxes, allStart: allBoxStart}
+	boxes = markdownBoxes{story: checkboxOffsets, all: allBoxes, allStart: allBoxStart}
 	for i := range stories {
 		first := criteriaStart[i]
 		last := len(criteria)
