@@ -467,3 +467,25 @@ func TestBuildHostLost(t *testing.T) {
 		})
 	}
 }
+
+// A run whose tasks all landed while a check still fails on the tip (as
+// the last landing reported it) is never complete: it ends checks_failing,
+// naming the check, and the integration host is not told the run is done.
+func TestBuildNeverCompleteWhileACheckFails(t *testing.T) {
+	env, f := wfNewEnv(t, wfStories("A", "B")...)
+	f.onLand = func(in LandInput, n int) (*LandResult, error) {
+		res := &LandResult{Landed: true, Commit: "commit-" + in.Task}
+		if in.Task == "B" {
+			res.Failing = []string{"go test"}
+		}
+		return res, nil
+	}
+	env.ExecuteWorkflow(BuildWorkflow, wfInput(1))
+	st := wfResult(t, env)
+	if st.Outcome != "checks_failing" || !strings.Contains(st.Reason, "go test") {
+		t.Fatalf("outcome %q (%s), want checks_failing naming go test", st.Outcome, st.Reason)
+	}
+	if len(f.finished) != 1 || f.finished[0].Complete {
+		t.Errorf("Finish calls %+v, want one of a run that is not complete", f.finished)
+	}
+}

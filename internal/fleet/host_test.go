@@ -913,3 +913,24 @@ func TestHostFinishRemovesIntegrationAndTipWhenComplete(t *testing.T) {
 		t.Errorf("a's main is %s; want the run's work %s", main, landed.Commit)
 	}
 }
+
+// A check that already fails on the tip does not hold a landing back
+// when the landing breaks nothing more: the story lands, and the result
+// says the check still fails, so that the run is not complete.
+func TestHostLandNextToACheckThatFailedOnTheTip(t *testing.T) {
+	r := newHostRig(t)
+	r.a.Checks = []check.Check{{Name: "legacy", Kind: check.KindTest, Run: "false"}}
+	res := r.land(r.a, r.verified(r.b, "US-001"))
+	if !res.Landed || !slices.Equal(res.Failing, []string{"legacy"}) {
+		t.Fatalf("Land = %+v; want landed, with legacy still failing", res)
+	}
+}
+
+// A check the landing breaks sends it back, saying it passed on the tip.
+func TestHostLandBreakingACheckThatPassedOnTheTip(t *testing.T) {
+	r := newHostRig(t)
+	r.a.Checks = []check.Check{{Name: "no-us-001", Kind: check.KindTest, Run: "test ! -f us-001.txt"}}
+	if res := r.land(r.a, r.verified(r.b, "US-001")); res.Landed || !strings.Contains(res.Reason, "passed on the tip and fails now") {
+		t.Fatalf("Land = %+v; want sent back: the check passed on the tip", res)
+	}
+}
