@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"fmt"
+	"github.com/ralphloop/ralph/internal/verify"
 	"strings"
 	"time"
 
@@ -42,7 +43,18 @@ func (b *builder) audit(ctx context.Context, a Auditor, storyID, hash string) {
 func (b *builder) auditSummary(hash string) string {
 	now := b.opts.now()
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "ralph: %s done and verified at %s · %s", b.sel.TaskID(), now.UTC().Format(time.RFC3339), b.auditKey())
+	j := b.judgement()
+	how := "done and verified"
+	if j.Outcome == verify.AgentWord {
+		how = "done on the agent's word (checks pass; nothing ralph ran proves it)"
+	}
+	fmt.Fprintf(&sb, "ralph: %s %s at %s · %s", b.sel.TaskID(), how, now.UTC().Format(time.RFC3339), b.auditKey())
+	if len(j.Evidence) > 0 {
+		fmt.Fprintf(&sb, " · evidence: %s", strings.Join(clipList(j.Evidence, 3), "; "))
+	}
+	if len(j.Failing) > 0 {
+		fmt.Fprintf(&sb, " · still failing, as before: %s", strings.Join(j.Failing, ", "))
+	}
 	if b.rec != nil {
 		if b.rec.Agent != "" {
 			fmt.Fprintf(&sb, " · agent %s", b.rec.Agent)

@@ -329,7 +329,9 @@ func (s *BeadsSource) MarkDone(storyID, subtaskID string, now time.Time) error {
 		// COMMIT again after a crash: the root may still need closing.
 		return s.closeFinishedMolecule(ctx)
 	}
-	if err := s.client.Close(ctx, storyID, "ralph: done and verified (checks passed, acceptance criteria met)"); err != nil {
+	// How ralph accepted it (verified on its evidence, or on the agent's
+	// word) is in the audit comment the loop adds next.
+	if err := s.client.Close(ctx, storyID, "ralph: done (ralph's comment says how it was accepted)"); err != nil {
 		return err
 	}
 	// The audit comment (bd comments add) is written by Audit, which the

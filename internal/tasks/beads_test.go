@@ -70,7 +70,7 @@ func TestBeadsMarkDoneAndBlock(t *testing.T) {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	src, _ := beadsFixture(t,
 		beadstest.Call{Args: "show rl-a --json", Stdout: `[{"id":"rl-a","status":"in_progress"}]`},
-		beadstest.Call{Args: "close rl-a --reason ralph: done and verified (checks passed, acceptance criteria met) --json", Stdout: `[{"id":"rl-a","status":"closed"}]`},
+		beadstest.Call{Args: "close rl-a --reason ralph: done (ralph's comment says how it was accepted) --json", Stdout: `[{"id":"rl-a","status":"closed"}]`},
 		beadstest.Call{Args: "comments rl-a --json", Stdout: `[]`},
 		beadstest.Call{Args: "comments add rl-a ralph: rl-a done and verified at 2026-11-22T10:00:00Z · run r1 iteration 2 · agent fake · commit abc --json", Stdout: `{"id":"x"}`},
 		// The same iteration audited again (COMMIT after a crash): no second note.
