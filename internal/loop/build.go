@@ -120,6 +120,9 @@ type builder struct {
 	// and files as this process read them after the agent: COMMIT adds
 	// its own to them instead of asking git again.
 	deltaIter int
+	// own are the copies of ralph's own files this process made before
+	// its last agent (saveOwnFiles).
+	own *ownCopies
 	// resumedFrom is the interrupted attempt a resumed IMPLEMENT continues:
 	// its starting point is the baseline for "did the agent change
 	// anything".

@@ -2,9 +2,13 @@ package loop
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -70,8 +74,19 @@ func (b *builder) startRuns() map[string]*verify.CheckRun {
 	}
 	var tests baselineTests
 	if bl.Tests != "" {
-		if _, err := store.ReadJSON(filepath.Join(b.dir, bl.Tests), 1, &tests); err != nil {
+		data, err := os.ReadFile(filepath.Join(b.dir, bl.Tests))
+		sum := sha256.Sum256(data)
+		switch {
+		case err != nil:
 			b.logError("the baseline's per-test results (%s) are unreadable, so its checks are judged by their exit codes: %v", bl.Tests, err)
+		case bl.TestsSum != "" && hex.EncodeToString(sum[:]) != bl.TestsSum:
+			msg := fmt.Sprintf("the baseline's per-test results (%s) were changed since ralph wrote them: they are not used, and its checks are judged by their exit codes", bl.Tests)
+			b.logError("%s", msg)
+			b.sayf(report.KindWarning, "  ! %s\n", msg)
+		default:
+			if err := json.Unmarshal(data, &tests); err != nil {
+				b.logError("the baseline's per-test results (%s) are unreadable, so its checks are judged by their exit codes: %v", bl.Tests, err)
+			}
 		}
 	}
 	for _, c := range bl.Checks {
@@ -103,8 +118,13 @@ func (b *builder) setBaseline(head string, runs []verify.CheckRun) error {
 	if len(tests.Reports) == 0 {
 		return nil
 	}
-	bl.Tests = fmt.Sprintf("baseline-%d.json", b.st.Machine.Iteration)
-	return store.WriteJSONRecord(filepath.Join(b.dir, bl.Tests), tests)
+	data, err := json.MarshalIndent(tests, "", "  ")
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(data)
+	bl.Tests, bl.TestsSum = fmt.Sprintf("baseline-%d.json", b.st.Machine.Iteration), hex.EncodeToString(sum[:])
+	return store.WriteRecord(filepath.Join(b.dir, bl.Tests), data, 0o644)
 }
 
 // Values of Options.OnFailingBaseline.

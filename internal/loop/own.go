@@ -33,6 +33,16 @@ type ownFile struct {
 	rel    string // relative to the work tree, slash-separated
 	copy   string // in the attempt's folder of copies
 	absent bool
+	// data is the content, kept in memory by the process that copied it:
+	// the folder of copies is in the run's folder, which the agent can
+	// write, so only a resume after a kill reads the copies back.
+	data []byte
+}
+
+// ownCopies are the copies this process made before its last agent.
+type ownCopies struct {
+	name  string
+	files []ownFile
 }
 
 // ownFileList names the files to guard: the config, every prompt
@@ -74,25 +84,34 @@ func (b *builder) saveOwnFiles(n int) (string, error) {
 		return "", err
 	}
 	var list []string
+	mem := &ownCopies{name: name}
 	for i, rel := range b.ownFileList() {
 		data, err := os.ReadFile(filepath.Join(b.ws.Root, rel))
 		if errors.Is(err, fs.ErrNotExist) {
 			list = append(list, "-"+rel) // the agent may not make it either
+			mem.files = append(mem.files, ownFile{rel: rel, absent: true})
 			continue
 		}
 		if err != nil {
 			return "", err
 		}
-		if err := store.WriteRecord(filepath.Join(dir, fmt.Sprint(i)), data, 0o600); err != nil {
+		copyPath := filepath.Join(dir, fmt.Sprint(i))
+		if err := store.WriteRecord(copyPath, data, 0o600); err != nil {
 			return "", err
 		}
 		list = append(list, rel)
+		mem.files = append(mem.files, ownFile{rel: rel, copy: copyPath, data: data})
 	}
+	b.own = mem
 	return name, store.WriteRecord(filepath.Join(dir, "list"), []byte(strings.Join(list, "\n")), 0o600)
 }
 
-// readOwnFiles reads the copies saved before the agent.
+// readOwnFiles returns the copies saved before the agent: from memory,
+// or, after a kill, from the run's folder.
 func (b *builder) readOwnFiles(name string) ([]ownFile, error) {
+	if b.own != nil && b.own.name == name {
+		return b.own.files, nil
+	}
 	dir := filepath.Join(b.dir, name)
 	data, err := os.ReadFile(filepath.Join(dir, "list"))
 	if err != nil {
@@ -137,9 +156,11 @@ func (b *builder) putBackOwnFiles(name, storyID string) (*Claim, error) {
 			}
 			continue
 		}
-		before, err := os.ReadFile(f.copy)
-		if err != nil {
-			return nil, err
+		before := f.data
+		if before == nil {
+			if before, err = os.ReadFile(f.copy); err != nil {
+				return nil, err
+			}
 		}
 		now, err := os.ReadFile(abs)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -301,8 +322,8 @@ func (b *builder) withoutRestored(after, before gitx.Snapshot, own string) gitx.
 	files, _ := b.readOwnFiles(own)
 	for _, f := range files {
 		now, err := os.ReadFile(filepath.Join(b.ws.Root, f.rel))
-		var was []byte
-		if !f.absent {
+		was := f.data
+		if !f.absent && was == nil {
 			was, _ = os.ReadFile(f.copy)
 		}
 		// Only a file now exactly as it was is clean again: the agent's

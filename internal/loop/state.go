@@ -210,6 +210,10 @@ type Baseline struct {
 	// per-test results on this tree ("" when none reported tests): too
 	// big for a state saved at every transition.
 	Tests string `json:"tests,omitempty"`
+	// TestsSum is the SHA-256 of that file as ralph wrote it: the run's
+	// folder is writable by the agent, and a baseline edited to say a
+	// passing test failed would make "fixed" evidence of nothing.
+	TestsSum string `json:"tests_sha256,omitempty"`
 	// Verify holds, per verify command of a story that was open when the
 	// run started, whether it passed on the start tree: one that already
 	// passed proves nothing.
