@@ -46,7 +46,7 @@ func (b *builder) auditSummary(hash string) string {
 	j := b.judgement()
 	how := "done and verified"
 	if j.Outcome == verify.AgentWord {
-		how = "done on the agent's word (checks pass; nothing ralph ran proves it)"
+		how = b.agentWordHow()
 	}
 	fmt.Fprintf(&sb, "ralph: %s %s at %s · %s", b.sel.TaskID(), how, now.UTC().Format(time.RFC3339), b.auditKey())
 	if len(j.Evidence) > 0 {

@@ -1654,7 +1654,7 @@ func (b *builder) commitMessage(taskID string, story tasks.Story, partial bool, 
 		j := b.judgement()
 		var how strings.Builder
 		if j.Outcome == verify.AgentWord {
-			how.WriteString("Done on the agent's word: every check passes, but nothing ralph ran shows it done.")
+			how.WriteString("Done on the agent's word: " + b.checksState() + ", but nothing ralph ran shows it done.")
 		} else {
 			how.WriteString("Verified by ralph:")
 			for _, e := range j.Evidence {

@@ -772,9 +772,28 @@ func (b *builder) judgement() verify.Judgement {
 func (b *builder) acceptedHow() string {
 	j := b.judgement()
 	if j.Outcome == verify.AgentWord {
-		return "done on the agent's word (checks pass; nothing ralph ran proves it)"
+		return b.agentWordHow()
 	}
 	return "verified by ralph (" + strings.Join(clipList(j.Evidence, 3), "; ") + ")"
+}
+
+// agentWordHow words an acceptance on the agent's word; "checks pass" is
+// said only when there are checks, so a repository without any never
+// reads as if something had been run.
+func (b *builder) agentWordHow() string {
+	if len(b.opts.Checks) == 0 {
+		return "done on the agent's word (no checks configured; nothing ralph ran proves it)"
+	}
+	return "done on the agent's word (checks pass; nothing ralph ran proves it)"
+}
+
+// checksState is what the checks say about an accepted attempt, for the
+// lines that explain an acceptance on the agent's word.
+func (b *builder) checksState() string {
+	if len(b.opts.Checks) == 0 {
+		return "no checks are configured"
+	}
+	return "every check passes"
 }
 
 // moveBaseline makes the accepted attempt's tree, now committed at head,

@@ -768,8 +768,8 @@ func TestRunnerCommitMessages(t *testing.T) {
 	id := rep.RunID
 	want := []string{
 		"US-001: partial work (context exhausted)\n\nRalph-Task: US-001\nRalph-Story: US-001\nRalph-Run: " + id + "\nRalph-Iteration: 1\nRalph-Commit: ",
-		"US-001: First story\n\nAcceptance criteria:\nAC-1: a.txt says good - ✓ checked by the agent; ralph's checks pass, but nothing ralph ran proves it (the agent's word)\n\n" +
-			"Done on the agent's word: every check passes, but nothing ralph ran shows it done.\n\n" +
+		"US-001: First story\n\nAcceptance criteria:\nAC-1: a.txt says good - ✓ checked by the agent; no checks are configured, but nothing ralph ran proves it (the agent's word)\n\n" +
+			"Done on the agent's word: no checks are configured, but nothing ralph ran shows it done.\n\n" +
 			"Ralph-Task: US-001\nRalph-Story: US-001\nRalph-Run: " + id + "\nRalph-Iteration: 2\nRalph-Memory-Event: evt-" + id + "-2\nRalph-Commit: ",
 	}
 	tokens := map[string]bool{}

@@ -143,7 +143,7 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 func (b *builder) sayJudgement(j verify.Judgement) {
 	data := map[string]any{"outcome": string(j.Outcome), "evidence": j.Evidence, "failing": j.Failing}
 	if j.Outcome == verify.AgentWord {
-		b.say(report.KindVerdict, fmt.Sprintf("  ! done on the agent's word: every check passes, but nothing ralph ran shows %s done (no failing test fixed, no new test, no verify command that failed before the work, no reviewer)\n", b.sel.TaskID()), data)
+		b.say(report.KindVerdict, fmt.Sprintf("  ! done on the agent's word: %s, but nothing ralph ran shows %s done (no failing test fixed, no new test, no verify command that failed before the work, no reviewer)\n", b.checksState(), b.sel.TaskID()), data)
 		return
 	}
 	lines := make([]string, len(j.Evidence))
@@ -190,7 +190,7 @@ func (b *builder) agentClaim(storyID string, criteria []role.Criterion, j verify
 		case j.Outcome == verify.Verified:
 			f.Evidence = "checked by the agent; ralph's evidence: " + strings.Join(clipList(j.Evidence, 2), "; ")
 		case j.Accepted():
-			f.Evidence = "checked by the agent; ralph's checks pass, but nothing ralph ran proves it (the agent's word)"
+			f.Evidence = "checked by the agent; " + b.checksState() + ", but nothing ralph ran proves it (the agent's word)"
 		default:
 			f.Evidence = "checked by the agent, but not accepted: " + strings.Join(clipList(j.Problems, 2), "; ")
 		}

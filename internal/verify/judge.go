@@ -292,7 +292,11 @@ func Judge(in Input) Judgement {
 	}
 	if in.RequireEvidence {
 		j.Outcome = Rejected
-		j.Problems = append(j.Problems, fmt.Sprintf("every check passes, but nothing ralph ran shows %s done and [verify] require_evidence is on: add a test that fails without the work, or a verify command to a criterion", in.Story.ID))
+		checks := "every check passes"
+		if len(in.Diffs) == 0 {
+			checks = "no checks are configured"
+		}
+		j.Problems = append(j.Problems, fmt.Sprintf("%s, but nothing ralph ran shows %s done and [verify] require_evidence is on: add a test that fails without the work, or a verify command to a criterion", checks, in.Story.ID))
 		return j
 	}
 	j.Outcome = AgentWord

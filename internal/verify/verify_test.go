@@ -186,8 +186,12 @@ func TestJudgeAgentWordAndVerifyCommands(t *testing.T) {
 	if j.Outcome != AgentWord || !j.Accepted() || j.Label() != "done, agent's word" {
 		t.Errorf("docs story: %+v; want agent's word", j)
 	}
-	if j := Judge(Input{Story: Story{ID: "US-9"}, Diffs: []Diff{d}, RequireEvidence: true}); j.Outcome != Rejected {
-		t.Errorf("require_evidence: %+v; want rejected", j)
+	if j := Judge(Input{Story: Story{ID: "US-9"}, Diffs: []Diff{d}, RequireEvidence: true}); j.Outcome != Rejected || !strings.Contains(j.Problems[0], "every check passes") {
+		t.Errorf("require_evidence: %+v; want rejected, every check passing", j)
+	}
+	// Without any check, the refusal never says that checks pass.
+	if j := Judge(Input{Story: Story{ID: "US-9"}, RequireEvidence: true}); j.Outcome != Rejected || !strings.HasPrefix(j.Problems[0], "no checks are configured, but nothing ralph ran shows US-9 done") {
+		t.Errorf("require_evidence without checks: %+v; want rejected, no checks configured", j)
 	}
 	// A verify command that already passed proves nothing.
 	cmd := CommandRun{Criterion: "AC-1", Command: "test -f README.md", Passed: true, AtStart: RunPassed}
