@@ -35,8 +35,16 @@ func resolveSource(ws *workspace.Workspace, cfg config.Config, tasksFlag, prdFla
 		return tasks.Open(kind, p), nil
 	}
 	if prdFlag != "" {
+		// A PRD named on the command line is an argument like --tasks: a
+		// path that is not there is a usage error (exit 2), where a
+		// workspace that has no PRD yet is told how to write one (exit 1).
 		p := ws.Abs(prdFlag)
-		return tasks.Open(kindOrMarkdown(p), p), nil
+		src := tasks.Open(kindOrMarkdown(p), p)
+		_, templated := src.(tasks.SetupTemplater)
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) && !templated {
+			return nil, usageErrorf("--prd %s: no such file: name an existing PRD, or write one with `ralph prd \"what you want built\"`", prdFlag)
+		}
+		return src, nil
 	}
 	if mol, ok := tasks.ParseBeadsSource(cfg.Tasks.Source); ok {
 		return tasks.OpenBeads(ws.Root, mol, nil), nil
