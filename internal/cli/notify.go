@@ -2,12 +2,15 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/notify"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
@@ -129,14 +132,57 @@ func notifySinks(env *Env, ws *workspace.Workspace, cfg config.Config) []report.
 	}
 	logf := func(msg string) { _ = ws.LogError(env.Now(), msg) }
 	n := notify.New(cfg.Notify, notify.Options{Workspace: ws.Root, Getenv: env.Getenv, Log: logf, Backoff: notifyBackoff})
-	for _, w := range n.Warnings() {
-		fmt.Fprintf(env.IO.Err, "ralph: warning: %s\n", w)
-		logf(w)
+	if warns := n.Warnings(); len(warns) > 0 && firstNotifyWarning(warns, ws, logf) {
+		for _, w := range warns {
+			fmt.Fprintf(env.IO.Err, "ralph: warning: %s\n", w)
+			logf(w)
+		}
 	}
 	openNotifiers.Lock()
 	openNotifiers.list = append(openNotifiers.list, n)
 	openNotifiers.Unlock()
 	return []report.Sink{n}
+}
+
+// notifyWarnedFile holds the channel warnings last told, so that the same
+// ones are told once, not on every command: a thread's every step and
+// each run would otherwise repeat them until the config changes.
+// `ralph notify test` always says what cannot send.
+const notifyWarnedFile = "notify-warned"
+
+// shownNotifyWarnings are the warnings this process told already: one
+// command may make several sinks (a thread step and the loop it runs).
+var shownNotifyWarnings struct {
+	sync.Mutex
+	last string
+}
+
+// firstNotifyWarning reports whether warns are new: not told by this
+// process, nor recorded in .ralph/notify-warned by an earlier command. It
+// records them; a workspace whose record cannot be written tells them
+// every time, which errs on the side of telling.
+func firstNotifyWarning(warns []string, ws *workspace.Workspace, logf func(string)) bool {
+	key := strings.Join(warns, "\n") + "\n"
+	shownNotifyWarnings.Lock()
+	defer shownNotifyWarnings.Unlock()
+	if shownNotifyWarnings.last == key {
+		return false
+	}
+	shownNotifyWarnings.last = key
+	p := ws.Path(notifyWarnedFile)
+	if b, err := os.ReadFile(p); err == nil && string(b) == key {
+		return false
+	}
+	// The record is machine state: .ralph/.gitignore keeps it out of git
+	// before it exists.
+	err := ws.EnsureIgnoreFile()
+	if err == nil {
+		err = store.WriteFileAtomic(p, []byte(key), 0o644)
+	}
+	if err != nil {
+		logf("notify: could not record the warnings told, they will be told again: " + err.Error())
+	}
+	return true
 }
 
 // flushNotifications waits, at most notifyFlushTimeout in all, for the

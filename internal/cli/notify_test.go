@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -159,5 +160,65 @@ func TestNoNotifyNoSinks(t *testing.T) {
 	}
 	if s := notifySinks(env, ws, cfg); s != nil {
 		t.Fatalf("sinks = %v", s)
+	}
+}
+
+// A channel that cannot send is told once, not on every command: the same
+// warnings again, in this process or a later one, stay quiet (errors.log
+// has them once); a config that changes them is told again; ralph notify
+// test always says what cannot send.
+func TestNotifyWarningToldOnce(t *testing.T) {
+	reset := func() {
+		shownNotifyWarnings.Lock()
+		shownNotifyWarnings.last = ""
+		shownNotifyWarnings.Unlock()
+	}
+	reset()
+	t.Cleanup(reset)
+	dir := notifyRepo(t, "[notify]\nwebhooks = [\"http://127.0.0.1:9/hook\"]\nsecret_env = \"HOOK_SECRET\"\n")
+	sinks := func() string {
+		env, _, errb := testEnv(dir, nil, false)
+		ws, cfg, err := openWorkspace(context.Background(), env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(notifySinks(env, ws, cfg)) != 1 {
+			t.Fatal("no notify sink")
+		}
+		flushNotifications()
+		return errb.String()
+	}
+	first := sinks()
+	if !strings.Contains(first, "ralph: warning: notify: webhook") || !strings.Contains(first, "secret_env HOOK_SECRET is empty") {
+		t.Fatalf("first command's stderr = %q; want the warning", first)
+	}
+	if again := sinks(); again != "" {
+		t.Fatalf("same process, second sink: stderr %q; want nothing", again)
+	}
+	reset() // a later command
+	if again := sinks(); again != "" {
+		t.Fatalf("a later command: stderr %q; want nothing", again)
+	}
+	if log, _ := os.ReadFile(filepath.Join(dir, ".ralph", "errors.log")); strings.Count(string(log), "secret_env HOOK_SECRET is empty") != 1 {
+		t.Fatalf("errors.log has the warning %d times:\n%s", strings.Count(string(log), "secret_env HOOK_SECRET is empty"), log)
+	}
+	// The warning is machine state, never committed.
+	if out, err := exec.Command("git", "-C", dir, "check-ignore", "-q", ".ralph/notify-warned").CombinedOutput(); err != nil {
+		t.Fatalf(".ralph/notify-warned is not ignored by git: %v %s", err, out)
+	}
+	// Another channel that cannot send: told again, both.
+	if err := os.WriteFile(filepath.Join(dir, ".ralph", "config.toml"), []byte("[notify]\nwebhooks = [\"http://127.0.0.1:9/hook\", \"http://127.0.0.1:9/other\"]\nsecret_env = \"HOOK_SECRET\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reset()
+	if changed := sinks(); strings.Count(changed, "ralph: warning: notify: webhook") != 2 {
+		t.Fatalf("changed config: stderr %q; want both warnings", changed)
+	}
+	// ralph notify test says it every time.
+	for i := 0; i < 2; i++ {
+		r := run(t, dir, nil, false, "notify", "test")
+		if !strings.Contains(r.out+r.err, "secret_env HOOK_SECRET is empty") {
+			t.Fatalf("ralph notify test #%d:\n%s", i+1, r)
+		}
 	}
 }

@@ -192,6 +192,7 @@ spec/threads/
 errors.log
 activity.log
 reports/
+notify-warned
 `
 
 func progressTemplate(now time.Time) string {
