@@ -521,28 +521,52 @@ func newAnswerCmd(env *Env) *cobra.Command {
 type MetricsOptions struct {
 	Env     *Env
 	Session string
+	Build   bool
 	JSON    bool
+}
+
+// BuildMetrics is `ralph metrics --build --json`: the last build's
+// counters, as `ralph status --json` has them under "metrics".
+type BuildMetrics struct {
+	Kind     string `json:"kind"` // "build"
+	RunID    string `json:"run_id"`
+	Finished bool   `json:"finished"`
+	loop.Metrics
 }
 
 func newMetricsCmd(env *Env) *cobra.Command {
 	opts := &MetricsOptions{Env: env}
 	cmd := &cobra.Command{
 		Use:   "metrics",
-		Short: "Show a session's metrics: time in each state, success and rework rates, Q&A cycles, duration",
-		Args:  noArgs,
+		Short: "Show a session's or a build's metrics: time in each state, success and rework rates, Q&A cycles, duration",
+		Long: `Show metrics: time in each state, task successes and failed attempts,
+reworks, blocked tasks, waits and the run's duration.
+
+By default, the active session's (ralph run); when the workspace has no
+session, the last build's (ralph build). --build always shows the last
+build's, --session ID a given session's.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := openSession(cmd.Context(), env, opts.Session)
-			if errors.Is(err, errNoSession) {
-				// No session has no metrics yet: an empty answer, not an error.
-				if opts.JSON {
-					return writeJSON(env, session.ComputeMetrics(nil, nil, env.Now()))
-				}
-				fmt.Fprintln(env.IO.Out, "no metrics: no session yet (ralph run \"what to build\" starts one)")
-				return nil
-			}
-			if err != nil {
-				return err
-			}
+			return metricsRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Session, "session", "", "session id (default: the active one)")
+	cmd.Flags().BoolVar(&opts.Build, "build", false, "show the last build's metrics (ralph build), not a session's")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	cmd.MarkFlagsMutuallyExclusive("build", "session")
+	return cmd
+}
+
+func metricsRun(ctx context.Context, opts *MetricsOptions) error {
+	env := opts.Env
+	ws, _, err := openWorkspace(ctx, env)
+	if err != nil {
+		return err
+	}
+	if !opts.Build {
+		dir, err := sessionDir(ws, opts.Session)
+		switch {
+		case err == nil:
 			m, err := sessionMetrics(dir, env.Now())
 			if err != nil {
 				return err
@@ -552,11 +576,38 @@ func newMetricsCmd(env *Env) *cobra.Command {
 			}
 			fmt.Fprint(env.IO.Out, m.Text())
 			return nil
-		},
+		case !errors.Is(err, errNoSession) || opts.Session != "":
+			return err
+		}
 	}
-	cmd.Flags().StringVar(&opts.Session, "session", "", "session id (default: the active one)")
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
-	return cmd
+	st, err := loop.HomeOf(ws).Load()
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		// Nothing has run: an empty answer, not an error.
+		if opts.JSON && opts.Build {
+			return writeJSON(env, BuildMetrics{Kind: "build"})
+		}
+		if opts.JSON {
+			return writeJSON(env, session.ComputeMetrics(nil, nil, env.Now()))
+		}
+		fmt.Fprintln(env.IO.Out, "no metrics: no session or build yet (ralph build runs the PRD's stories, ralph run \"what to build\" starts a session)")
+		return nil
+	}
+	if opts.JSON {
+		return writeJSON(env, BuildMetrics{Kind: "build", RunID: st.RunID, Finished: st.Finished, Metrics: st.Metrics})
+	}
+	state := "stopped before its end"
+	switch _, held := store.Held(ws.LockPath()); {
+	case st.Finished:
+		state = "finished"
+	case held:
+		state = "running"
+	}
+	fmt.Fprintf(env.IO.Out, "build %s (%s)\n", st.RunID, state)
+	printBuildMetrics(env.IO.Out, st.Metrics)
+	return nil
 }
 
 func sessionMetrics(dir string, now time.Time) (session.Metrics, error) {

@@ -241,31 +241,7 @@ func printStatus(env *Env, opts *StatusOptions, rep StatusReport, st *loop.LoopS
 		}
 		fmt.Fprintln(out)
 	}
-	m := st.Metrics
-	// A task that passed on its second attempt is a success with one
-	// failed attempt, not a failed task: the words say attempts.
-	fmt.Fprintf(out, "metrics: %s verified, %s, %s, %d blocked, total %s\n",
-		words.Count(m.TaskSuccesses, "task", "tasks"), words.Count(m.TaskFailures, "failed attempt", "failed attempts"),
-		words.Count(m.Reworks, "rework", "reworks"), m.Blocked, (time.Duration(m.TotalMillis) * time.Millisecond).Round(time.Second))
-	if len(m.StateMillis) > 0 {
-		var parts []string
-		for _, s := range loop.States {
-			if ms, ok := m.StateMillis[s]; ok {
-				parts = append(parts, fmt.Sprintf("%s %s", s, (time.Duration(ms)*time.Millisecond).Round(time.Millisecond)))
-			}
-		}
-		fmt.Fprintf(out, "time in state: %s\n", strings.Join(parts, ", "))
-	}
-	if len(m.WaitMillis) > 0 {
-		// Sleeping out a cooldown is not work in any state: shown apart.
-		var parts []string
-		for _, why := range []string{loop.WaitBreaker, loop.WaitLimit} {
-			if ms, ok := m.WaitMillis[why]; ok {
-				parts = append(parts, fmt.Sprintf("%s %s", waitWords[why], (time.Duration(ms)*time.Millisecond).Round(time.Second)))
-			}
-		}
-		fmt.Fprintf(out, "waiting: %s\n", strings.Join(parts, ", "))
-	}
+	printBuildMetrics(out, st.Metrics)
 	if br := st.Breaker; br.State != "" {
 		line := "circuit breaker: " + br.State
 		if br.State != loop.BreakerClosed {
@@ -334,4 +310,35 @@ func lastIteration(runsDir, runID string) *loop.IterationRecord {
 		return nil
 	}
 	return &rec
+}
+
+// printBuildMetrics writes a build's counters (seed 002's metrics): for
+// `ralph status` and `ralph metrics --build`.
+func printBuildMetrics(out io.Writer, m loop.Metrics) {
+	// A task that passed on its second attempt is a success with one
+	// failed attempt, not a failed task: the words say attempts.
+	// "done", not "verified": the task board says how many of them ralph
+	// verified and how many it took on the agent's word.
+	fmt.Fprintf(out, "metrics: %s done, %s, %s, %d blocked, total %s\n",
+		words.Count(m.TaskSuccesses, "task", "tasks"), words.Count(m.TaskFailures, "failed attempt", "failed attempts"),
+		words.Count(m.Reworks, "rework", "reworks"), m.Blocked, (time.Duration(m.TotalMillis) * time.Millisecond).Round(time.Second))
+	if len(m.StateMillis) > 0 {
+		var parts []string
+		for _, s := range loop.States {
+			if ms, ok := m.StateMillis[s]; ok {
+				parts = append(parts, fmt.Sprintf("%s %s", s, (time.Duration(ms)*time.Millisecond).Round(time.Millisecond)))
+			}
+		}
+		fmt.Fprintf(out, "time in state: %s\n", strings.Join(parts, ", "))
+	}
+	if len(m.WaitMillis) > 0 {
+		// Sleeping out a cooldown is not work in any state: shown apart.
+		var parts []string
+		for _, why := range []string{loop.WaitBreaker, loop.WaitLimit} {
+			if ms, ok := m.WaitMillis[why]; ok {
+				parts = append(parts, fmt.Sprintf("%s %s", waitWords[why], (time.Duration(ms)*time.Millisecond).Round(time.Second)))
+			}
+		}
+		fmt.Fprintf(out, "waiting: %s\n", strings.Join(parts, ", "))
+	}
 }
