@@ -57,12 +57,17 @@ const (
 	jkUpdatedAt    = "updatedAt"
 )
 
-// jsonStatuses maps shape 2's status words onto the model.
+// jsonStatuses maps shape 2's status words onto the model. progress.txt's
+// words for the same states (not_started, complete) are read too: a
+// person moving between the two formats writes either, and a refusal of
+// "complete" where "done" is meant helps nobody. ralph writes shape 2's.
 var jsonStatuses = map[string]Status{
 	"open":        StatusNotStarted,
 	"in_progress": StatusInProgress,
 	"blocked":     StatusBlocked,
 	"done":        StatusComplete,
+	"not_started": StatusNotStarted,
+	"complete":    StatusComplete,
 }
 
 // jsonStatusWord is the shape 2 word for each status.
@@ -73,7 +78,7 @@ var jsonStatusWord = map[Status]string{
 	StatusComplete:   "done",
 }
 
-const jsonStatusHint = `use "open", "in_progress", "blocked" or "done"`
+const jsonStatusHint = `use "open", "in_progress", "blocked" or "done" (progress.txt's "not_started" and "complete" are read too)`
 
 // jsonShape says which of the two prd.json shapes a file has.
 type jsonShape int

@@ -415,3 +415,19 @@ func TestStatusDigest(t *testing.T) {
 		}
 	})
 }
+
+// prd.json's second shape reads progress.txt's words for the same states
+// too; what ralph writes back is its own word.
+func TestPRDJSONStatusWordsOfProgressTxt(t *testing.T) {
+	path := writeTemp(t, "prd.json", "{\"stories\": [\n"+
+		"  {\"id\": \"A\", \"title\": \"a\", \"status\": \"complete\"},\n"+
+		"  {\"id\": \"B\", \"title\": \"b\", \"status\": \"not_started\"}\n]}\n")
+	src := Open(KindJSON, path)
+	b := mustLoad(t, src)
+	if b.Stories[0].Status != StatusComplete || !b.Stories[0].Done || b.Stories[1].Status != StatusNotStarted {
+		t.Fatalf("statuses = %s, %s; want complete, not_started", b.Stories[0].Status, b.Stories[1].Status)
+	}
+	if sel, _, ok, _ := b.Select(); !ok || sel.TaskID() != "B" {
+		t.Fatalf("Select = %q, %v; want B", sel.TaskID(), ok)
+	}
+}
