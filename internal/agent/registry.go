@@ -358,3 +358,7 @@ func SplitCommand(s string) ([]string, error) {
 	}
 	return words, nil
 }
+
+// Names lists the agents a name can pick: the built-in ones in their
+// order, then those config defines, sorted (shell completion offers them).
+func Names(custom map[string]Custom) []string { return names(custom) }

@@ -184,6 +184,7 @@ Start with 'ralph demo' to watch a whole run with no AI CLI installed.`,
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(root.FlagErrorFunc())
 	}
+	addCompletions(env, root)
 	return root
 }
 
