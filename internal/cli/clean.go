@@ -27,8 +27,10 @@ func newCleanCmd(env *Env) *cobra.Command {
 left in this repository, then remove it once you say yes: every ralph
 worktree (uncommitted changes in one are first kept on a ref under
 refs/ralph/abandoned/), and each ralph/<run>/<task> branch whose task landed
-or whose commits are all on your branch. A branch with work that never
-landed is kept and named with the commands to look at it and delete it.
+or whose commits are all on your branch. A branch whose task is done in the
+task file (it landed in a later run, or a person marked it) goes too, its tip
+kept under refs/ralph/abandoned/. A branch with work that never landed is
+kept and named with the commands to look at it and delete it.
 --yes removes without asking; --json prints the plan (and removes nothing
 without --yes).`,
 		Args: noArgs,
@@ -59,7 +61,18 @@ func runClean(cmd *cobra.Command, opts *CleanOptions) error {
 	if target == "" {
 		return usageErrorf("HEAD is detached: check out the branch the parallel builds landed on, then run ralph clean again")
 	}
-	plan, err := engine.PlanClean(cmd.Context(), ws, cfg.Build.WorktreeRoot, target)
+	// The task file says which tasks are done: a branch of one holds work
+	// that landed later or that a person settled.
+	var done func(string) bool
+	if src, err := resolveSource(ws, cfg, "", ""); err == nil {
+		if b, err := src.Load(); err == nil {
+			done = func(task string) bool {
+				s, ok := b.Find(task)
+				return ok && s.Done
+			}
+		}
+	}
+	plan, err := engine.PlanClean(cmd.Context(), ws, cfg.Build.WorktreeRoot, target, done)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,8 @@ type CleanItem struct {
 	// Why says why it goes, or why it stays.
 	Why string `json:"why"`
 	// Dirty says a worktree holds changes nobody committed: they are set
-	// aside on SetAsideRef before it goes.
+	// aside on SetAsideRef before it goes. A branch whose task is done
+	// has its tip kept on SetAsideRef before it goes.
 	Dirty       bool   `json:"dirty,omitempty"`
 	SetAsideRef string `json:"set_aside_ref,omitempty"`
 }
@@ -41,8 +42,12 @@ type CleanPlan struct {
 // a set-aside ref does not keep), and ralph's task branches, which go when
 // their task landed or every commit of theirs is on target, and stay,
 // named with the command to look at them, when they hold work that never
-// landed. root is [build] worktree_root. It changes nothing.
-func PlanClean(ctx context.Context, ws *workspace.Workspace, root, target string) (CleanPlan, error) {
+// landed. A branch whose task is done in the task file (done reports it;
+// nil: none) holds work a later run or a person superseded: it goes too,
+// its tip kept on a ref under refs/ralph/abandoned/, or a needs-review
+// branch would stay forever after its story landed in a later run. root
+// is [build] worktree_root. It changes nothing.
+func PlanClean(ctx context.Context, ws *workspace.Workspace, root, target string, done func(task string) bool) (CleanPlan, error) {
 	plan := CleanPlan{Remove: []CleanItem{}, Keep: []CleanItem{}}
 	repo := ws.Repo
 	reg, _, err := LoadRegistry(ws.Dir())
@@ -104,6 +109,10 @@ func PlanClean(ctx context.Context, ws *workspace.Workspace, root, target string
 			plan.Remove = append(plan.Remove, CleanItem{Kind: "branch", Name: b, Why: "its task landed on " + target})
 		case n == 0:
 			plan.Remove = append(plan.Remove, CleanItem{Kind: "branch", Name: b, Why: "every commit of it is on " + target})
+		case done != nil && done(b[strings.LastIndex(b, "/")+1:]):
+			ref := "refs/ralph/abandoned/" + strings.TrimPrefix(b, "ralph/")
+			plan.Remove = append(plan.Remove, CleanItem{Kind: "branch", Name: b, SetAsideRef: ref,
+				Why: fmt.Sprintf("its task %s is done on %s, by a later run or a person; its %d commit(s) are kept at %s", b[strings.LastIndex(b, "/")+1:], target, n, ref)})
 		default:
 			plan.Keep = append(plan.Keep, CleanItem{Kind: "branch", Name: b,
 				Why: fmt.Sprintf("%d commit(s) not on %s: look with `git log %s..%s`, delete with `git branch -D %s`", n, target, target, b, b)})
@@ -139,6 +148,15 @@ func (p CleanPlan) Apply(ctx context.Context, ws *workspace.Workspace) error {
 	_ = repo.PruneWorktrees(ctx)
 	for _, it := range p.Remove {
 		if it.Kind == "branch" {
+			if it.SetAsideRef != "" {
+				tip, err := repo.RevParse(ctx, "refs/heads/"+it.Name)
+				if err != nil {
+					return err
+				}
+				if err := repo.UpdateRef(ctx, it.SetAsideRef, tip); err != nil {
+					return fmt.Errorf("keeping %s at %s: %w", it.Name, it.SetAsideRef, err)
+				}
+			}
 			if err := repo.DeleteBranch(ctx, it.Name, "", true); err != nil {
 				return err
 			}
