@@ -89,15 +89,18 @@ const feedbackLimit = 8 << 10
 // builder is one build run: the loop machine's runner.
 type builder struct {
 	*run
-	src     tasks.Source
-	board   *tasks.Board
-	st      *LoopState
-	tpl     prompt.Template
-	mem     memory.Store
-	sel     tasks.Selection
-	rec     *IterationRecord
-	snap    gitx.Snapshot
-	memText string
+	// notesWritten says this run appended to progress.md: EXIT commits
+	// what no task's commit took along (a blocker noted last).
+	notesWritten bool
+	src          tasks.Source
+	board        *tasks.Board
+	st           *LoopState
+	tpl          prompt.Template
+	mem          memory.Store
+	sel          tasks.Selection
+	rec          *IterationRecord
+	snap         gitx.Snapshot
+	memText      string
 	// failure describes the current failed attempt for BLOCKER and the
 	// next prompt.
 	failure, failureOutput, blockerType string
@@ -1835,6 +1838,7 @@ func (b *builder) exit(allDone bool) error {
 			}
 		}
 	}
+	b.commitNotes()
 	// The summary is one event: its text is the block a person reads.
 	var text strings.Builder
 	text.WriteString("\n")
@@ -1866,6 +1870,30 @@ func (b *builder) exit(allDone bool) error {
 	}
 	b.say(report.KindSummary, text.String(), data)
 	return nil
+}
+
+// commitNotes commits progress.md when this run appended to it after its
+// last commit: a run that blocks a task and then ends (its iteration
+// limit, a stop) would otherwise leave the blocker's note uncommitted, and
+// the next person's commit would carry it. Only that file goes in; it
+// costs git processes only in a run that wrote a note.
+func (b *builder) commitNotes() {
+	if !b.notesWritten || b.st.NoCommit {
+		return
+	}
+	bg := context.Background()
+	rel := b.ws.Rel(b.ws.ProgressPath())
+	now, err := os.ReadFile(b.ws.ProgressPath())
+	if err != nil {
+		return
+	}
+	at, err := b.git.FilesAt(bg, "HEAD", []string{rel})
+	if err == nil && len(at) == 1 && bytes.Equal(at[0].Content, now) {
+		return // a task's commit took the note along
+	}
+	if _, err := b.git.CommitPaths(bg, "ralph: progress notes\n\nRalph-Run: "+b.id+"\n", rel); err != nil {
+		b.logError("could not commit the notes in %s: %v", rel, err)
+	}
 }
 
 func (b *builder) blockedIDs() []string {
@@ -2051,7 +2079,9 @@ func (b *builder) appendProgress(line string) {
 	entry := fmt.Sprintf("\n## %s (ralph)\n- %s\n---\n", b.opts.now().Format("2006-01-02 15:04:05"), line)
 	if err := store.AppendFile(b.ws.ProgressPath(), []byte(entry)); err != nil {
 		b.logError("could not append to progress.md: %v", err)
+		return
 	}
+	b.notesWritten = true
 }
 
 // worktreeDigest fingerprints the work: HEAD plus the content of every
