@@ -21,6 +21,7 @@ import (
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/memory"
+	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
@@ -1073,6 +1074,9 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		// recorded, must still find the agent on resume (by its token).
 		CrashPoint("agent-started")
 		b.st.Attempt.PGID = pgid
+		if p, ok := proc.Lookup(pgid); ok {
+			b.st.Attempt.PGIDStart = p.Start
+		}
 		b.home.save(b.st)
 	}
 	var waits []LimitWait

@@ -23,16 +23,16 @@ func attemptToken(runID string, a *Attempt) string {
 // stopLeftoverAgent stops what an attempt's agent left running when ralph
 // died (runkit.StopLeftover): every process carrying the attempt's token,
 // wherever it went, and the recorded process group when one of its members
-// is tagged or works in the repository, never a group number reused by an
-// unrelated program. It says what it stopped; a process that had left the
+// is tagged or is the leader recorded (with its start time), never a group
+// number reused by an unrelated program, wherever that works. It says what it stopped; a process that had left the
 // group (setsid) is named, because it shows the agent tried to outlive its
 // run.
 func (b *builder) stopLeftoverAgent(a *Attempt) {
-	pgid := a.PGID
+	pgid, start := a.PGID, a.PGIDStart
 	if a.AgentDone {
-		pgid = 0 // ralph saw the group end; the number may be reused
+		pgid, start = 0, 0 // ralph saw the group end; the number may be reused
 	}
-	st := runkit.StopLeftover(attemptToken(b.id, a), pgid, b.ws.Root)
+	st := runkit.StopLeftover(attemptToken(b.id, a), pgid, start)
 	if !st.Any() {
 		return
 	}

@@ -876,8 +876,8 @@ func (r *Runner) addUsage(tokens int64, cost float64) {
 // working in the repository would race the resumed session, so it is
 // stopped, and the cut-short run is noted in the task's report.
 func (r *Runner) stopLeftoverAgent() {
-	pgid, _, _ := r.agentFile().Read()
-	st, found := r.agentFile().StopRecorded(r.WS.Root)
+	pgid, _, _, _ := r.agentFile().Read()
+	st, found := r.agentFile().StopRecorded()
 	if !found {
 		return
 	}

@@ -57,7 +57,7 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 		return "", err
 	}
 	dir := r.agentDir(kind)
-	r.stopLeftoverAgent(dir)
+	r.stopLeftoverAgent()
 	r.note("ralph: running %s for the %s of thread %s", spec.Name, kind, r.t.ID)
 	logPath := r.path(kind + ".log")
 	f := r.agentFile()
@@ -90,8 +90,8 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 
 // stopLeftoverAgent stops a spec agent that a crash of ralph left running
 // (see agentTokenFile): it would still be writing the draft or the spec.
-func (r *Runner) stopLeftoverAgent(dir string) {
-	if st, found := r.agentFile().StopRecorded(dir); found && st.Any() {
+func (r *Runner) stopLeftoverAgent() {
+	if st, found := r.agentFile().StopRecorded(); found && st.Any() {
 		r.note("ralph: stopped the agent a crashed run of thread %s left behind", r.t.ID)
 	}
 }
