@@ -99,6 +99,9 @@ type builder struct {
 	rec     *IterationRecord
 	snap    gitx.Snapshot
 	memText string
+	// stoppedFirst is what Build stopped of a killed run's agent before
+	// it read anything (stopLeftoversFirst).
+	stoppedFirst proc.Stopped
 	// failure describes the current failed attempt for BLOCKER and the
 	// next prompt.
 	failure, failureOutput, blockerType string
@@ -153,6 +156,9 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	if src == nil {
 		src = tasks.Open(tasks.KindMarkdown, opts.PRDPath)
 	}
+	// An agent a kill of ralph left running goes first, whatever fails
+	// next: it may be rewriting the very files read below.
+	stoppedFirst := stopLeftoversFirst(homeFor(ws, opts))
 	// INIT: verify the prerequisites before anything is written, so bad
 	// input changes nothing.
 	board, err := src.Load()
@@ -235,7 +241,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	if opts.OnlyStory != "" {
 		board.Stories = onlyStory(board.Stories, opts.OnlyStory)
 	}
-	b := &builder{run: r, src: src, board: board, tpl: tpl, mem: opts.Memory}
+	b := &builder{run: r, src: src, board: board, tpl: tpl, mem: opts.Memory, stoppedFirst: stoppedFirst}
 	if b.mem == nil {
 		b.mem = &memory.FileStore{Path: ws.Path("memory.jsonl"), Now: opts.Now}
 	}
