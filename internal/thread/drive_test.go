@@ -420,3 +420,18 @@ func TestVerifyingRunsRalphsChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestSavedRunIDThatIsAPathIsForgotten: the loop run id of config.json
+// names the folder read for the thread's evidence and logs; one edited
+// into a path is no run ralph made and is not read.
+func TestSavedRunIDThatIsAPathIsForgotten(t *testing.T) {
+	g := newRig(t, PhaseDrafting, ModeMethodical, nil)
+	for id, want := range map[string]string{"20260101-000000-abcdef": "20260101-000000-abcdef", "../../../../tmp/x": "", "a/b": ""} {
+		if err := os.WriteFile(g.r.path("config.json"), []byte(`{"schema_version": 1, "run_id": "`+id+`", "run_base": 3}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if c := g.r.loadConf(); c.RunID != want || c.RunBase != 3 {
+			t.Errorf("run_id %q read as %q (base %d), want %q", id, c.RunID, c.RunBase, want)
+		}
+	}
+}
