@@ -20,6 +20,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/prompt"
@@ -66,7 +67,7 @@ func LoadPRD(ws *workspace.Workspace, path string) (*tasks.PRD, error) {
 // ReadPRD parses the PRD at path; errors name it relative to the
 // repository, as the user would type it.
 func ReadPRD(ws *workspace.Workspace, path string) (*tasks.PRD, error) {
-	b, err := os.ReadFile(path)
+	b, err := inputlimit.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -1286,7 +1287,7 @@ func (b *builder) reopenClaim() {
 		return
 	}
 	id := b.sel.Story.ID
-	data, err := os.ReadFile(b.src.Path())
+	data, err := inputlimit.ReadFile(b.src.Path())
 	if err != nil {
 		return
 	}
@@ -1371,7 +1372,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	eventID := ""
 	// The task file as it was before ralph marks the task done: a commit
 	// that fails puts it back, so a blocked task never reads as done.
-	taskBytes, _ := os.ReadFile(b.src.Path())
+	taskBytes, _ := inputlimit.ReadFile(b.src.Path())
 	if !m.Partial {
 		if err := b.src.MarkDone(story.ID, subtaskID, now); err != nil {
 			return Event{Trigger: TrigCommitFailed}, b.fail("could not mark the task done: "+err.Error(), "", "permanent")
@@ -1604,7 +1605,7 @@ func (b *builder) keepFresh(after gitx.Snapshot) {
 	if _, audits := b.src.(Auditor); audits {
 		return
 	}
-	data, err := os.ReadFile(b.src.Path())
+	data, err := inputlimit.ReadFile(b.src.Path())
 	if err != nil {
 		return
 	}
@@ -1619,7 +1620,7 @@ func (b *builder) snapshotBefore(ctx context.Context, n int) (gitx.Snapshot, err
 	f := b.fresh
 	b.fresh = nil
 	if f != nil && f.iteration == n-1 {
-		if data, err := os.ReadFile(b.src.Path()); err == nil && bytes.Equal(data, f.taskFile) {
+		if data, err := inputlimit.ReadFile(b.src.Path()); err == nil && bytes.Equal(data, f.taskFile) {
 			return f.snap, nil
 		}
 	}
@@ -2088,7 +2089,13 @@ func tailOfFile(path string, n int64) string {
 // removes them: each hint reaches exactly one prompt.
 func (b *builder) consumeContext(taskID string) string {
 	p := b.ws.Path("context.md")
-	data, err := os.ReadFile(p)
+	// A named pipe put there would hang the run: it is refused, and
+	// left alone.
+	data, err := inputlimit.ReadFile(p)
+	if inputlimit.IsRefusal(err) {
+		b.sayf(report.KindRun, "ralph: %s; the hints in it are not used\n", strings.Replace(err.Error(), p, b.ws.Rel(p), 1))
+		return ""
+	}
 	if err != nil || strings.TrimSpace(string(data)) == "" {
 		return ""
 	}
