@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/ralphloop/ralph/internal/check"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -433,5 +434,39 @@ func TestSavedRunIDThatIsAPathIsForgotten(t *testing.T) {
 		if c := g.r.loadConf(); c.RunID != want || c.RunBase != 3 {
 			t.Errorf("run_id %q read as %q (base %d), want %q", id, c.RunID, c.RunBase, want)
 		}
+	}
+}
+
+// TestLeftoverSpecAgentIsStoppedWhenTheRunIsRefused: a spec agent a kill
+// of ralph left running is stopped by the next spec agent command even
+// when that command is refused (here: the [budget] is spent), so it does
+// not go on writing the draft alone.
+func TestLeftoverSpecAgentIsStoppedWhenTheRunIsRefused(t *testing.T) {
+	g := newRig(t, PhaseDrafting, ModeQuick, nil)
+	g.r.cfg.Budget.MaxTokens = 100
+	c := g.r.loadConf()
+	c.SpecTokens = 200
+	if err := g.r.saveConf(c); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "RALPH_AGENT_TOKEN=leftover-tok"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	if err := os.WriteFile(g.r.path(agentTokenFile), []byte("0 leftover-tok\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var be *BudgetError
+	if err := g.r.Draft("a greeting"); !errors.As(err, &be) {
+		t.Fatalf("want a BudgetError, got %v", err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leftover spec agent is still running after a refused run")
 	}
 }

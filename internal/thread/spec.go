@@ -49,6 +49,9 @@ func (r *Runner) agentFile() runkit.AgentFile { return runkit.AgentFile(r.path(a
 // It refuses to start once the [budget] is spent, and what the agent uses
 // counts against it (specSpent).
 func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
+	// A spec agent a kill of ralph left running goes first, whatever
+	// fails next: it would go on writing the draft or the spec.
+	r.stopLeftoverAgent()
 	spec, err := r.env.ResolveAgent(name)
 	if err != nil {
 		return "", err
@@ -57,7 +60,6 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 		return "", err
 	}
 	dir := r.agentDir(kind)
-	r.stopLeftoverAgent()
 	r.note("ralph: running %s for the %s of thread %s", spec.Name, kind, r.t.ID)
 	logPath := r.path(kind + ".log")
 	f := r.agentFile()
