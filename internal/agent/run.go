@@ -66,14 +66,18 @@ func NewToken() string {
 }
 
 // StopLeftover stops an agent run that outlived ralph: every process
-// tagged with token and the process group pgid (0 when not recorded) if
-// keep accepts one of its members. See proc.StopTagged.
-func StopLeftover(token string, pgid int, keep func(proc.Process) bool) proc.Stopped {
+// tagged with token, and the process group pgid (0 when not recorded) when
+// one of its members is tagged or is the group's leader started at start
+// (proc.Process.Start as recorded; 0 when not). A group number alone is
+// never enough: after a crash it may belong to anyone's program.
+func StopLeftover(token string, pgid int, start uint64) proc.Stopped {
+	keep := proc.Identity(pgid, start)
 	if token == "" {
-		if pgid <= 1 {
+		if pgid <= 1 || start == 0 {
+			// A record from an older ralph has only the group: nothing
+			// proves that its members are still the agent's.
 			return proc.Stopped{}
 		}
-		// A record from an older ralph has only the group.
 		return proc.StopTagged("", pgid, keep, proc.DefaultGrace)
 	}
 	return proc.StopTagged(proc.Tag(TokenVar, token), pgid, keep, proc.DefaultGrace)

@@ -96,7 +96,8 @@ func (s *steerer) apply(ctx context.Context, cmd control.Command) (control.Resul
 		if err := store.AppendFile(s.ws.Path("context.md"), []byte(line)); err != nil {
 			return control.Result{}, err
 		}
-		return control.Result{Status: control.Applied, Message: fmt.Sprintf("queued for the next iteration's prompt (%s waiting)", words.Count(countHints(s.ws.Path("context.md")), "hint", "hints"))}, nil
+		n, _ := countHints(s.ws)
+		return control.Result{Status: control.Applied, Message: fmt.Sprintf("queued for the next iteration's prompt (%s waiting)", words.Count(n, "hint", "hints"))}, nil
 	case control.Pause:
 		runs := f.Attached()
 		if len(runs) == 0 {

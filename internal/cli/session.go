@@ -117,7 +117,7 @@ func sessionDir(ws *workspace.Workspace, id string) (string, error) {
 		}
 		id = strings.TrimSpace(string(b))
 	}
-	if strings.ContainsAny(id, `/\`) || id == "." || id == ".." || id == "active" {
+	if err := store.CheckID("session id", id); err != nil || id == "active" {
 		return "", usageErrorf("invalid session id %q", id)
 	}
 	dir := filepath.Join(sessionsDir(ws), id)

@@ -152,7 +152,9 @@ func buildStatus(ws *workspace.Workspace, cfg config.Config, env *Env, tasksFlag
 			rep.Beads.PendingProto = rec.Proto
 		}
 	}
-	rep.PendingHints = countHints(ws.Path("context.md"))
+	if rep.PendingHints, err = countHints(ws); err != nil {
+		return rep, nil, nil, err
+	}
 	rep.Session = activeSessionStatus(ws, env.Now())
 	if rep.Parallel, err = parallelStatus(ws, env.Now()); err != nil {
 		return rep, nil, nil, err

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -113,7 +114,30 @@ func LoadRegistry(home string) (reg *Registry, ok bool, err error) {
 	if reg.Tasks == nil {
 		reg.Tasks = map[string]*TaskRecord{}
 	}
+	if err := reg.checkIDs(); err != nil {
+		return nil, false, fmt.Errorf("%s: %w; ralph writes this file and cannot go on from it: undo the change, or move it aside once the run's worktrees are removed", RegistryPath(home), err)
+	}
 	return reg, true, nil
+}
+
+// checkIDs refuses ids that name folders (the run's, each worker's) but
+// could not be one name: an edited registry would put run records and
+// worktrees outside the repository.
+func (r *Registry) checkIDs() error {
+	if r.RunID != "" {
+		if err := store.CheckID("run_id", r.RunID); err != nil {
+			return err
+		}
+	}
+	for id, t := range r.Tasks {
+		if err := store.CheckID("task id", id); err != nil {
+			return fmt.Errorf("tasks: %w", err)
+		}
+		if t != nil && t.ID != id {
+			return fmt.Errorf("tasks.%s: id is %q", id, t.ID)
+		}
+	}
+	return nil
 }
 
 func (r *Registry) save(home string) error {

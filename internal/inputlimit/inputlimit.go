@@ -15,7 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"syscall"
 )
 
 // MaxDepth is the deepest nesting of lists and mappings accepted. Task files
@@ -72,12 +74,12 @@ func megabytes(n int64) string {
 }
 
 // ReadFile reads the file at path like os.ReadFile, but refuses one larger
-// than MaxBytes without reading it all, so that a huge file, or a device
-// such as /dev/zero named as a task file, cannot exhaust memory. Errors
-// from the file system are returned as os.ReadFile returns them, so
+// than MaxBytes without reading it all, so that a huge file cannot exhaust
+// memory, and anything but a regular file (see Open). Errors from the file
+// system are returned as os.ReadFile returns them, so
 // errors.Is(err, fs.ErrNotExist) still works.
 func ReadFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +95,48 @@ func ReadFile(path string) ([]byte, error) {
 		return nil, &Error{Name: path, Msg: fmt.Sprintf("more than %s of data", megabytes(MaxBytes)), Hint: fileHint}
 	}
 	return data, nil
+}
+
+// Open opens the file at path for reading like os.Open, but refuses
+// anything that is not a regular file (a symbolic link to one is fine): a
+// named pipe (FIFO) put in place of the PRD, the config or a prompt would
+// block the read, or the open itself, forever, with ralph's lock held and
+// SIGTERM waiting; a device never ends (/dev/zero) or blocks; a directory
+// cannot be read. It opens with O_NONBLOCK, so that opening a FIFO without
+// a writer returns at once, and checks what it opened, so that nothing
+// swapped in between the check and the open gets through.
+func Open(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		f.Close()
+		return nil, NotRegular(path, info.Mode())
+	}
+	return f, nil
+}
+
+// NotRegular is the refusal of path, which is not a regular file but m:
+// what it is, and what to do.
+func NotRegular(path string, m fs.FileMode) error {
+	what := "not a regular file"
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		what = "a named pipe (FIFO), not a regular file"
+	case m&fs.ModeSocket != 0:
+		what = "a socket, not a regular file"
+	case m&fs.ModeDevice != 0:
+		what = "a device, not a regular file"
+	case m.IsDir():
+		what = "a folder, not a file"
+	}
+	return &Error{Name: path, Msg: "it is " + what, Hint: "reading it could wait forever or never end: put a regular file there (restore it from git, for example)"}
 }
 
 // IsRefusal reports whether err is a refusal by this package.

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 type checkCase struct {
@@ -150,11 +152,57 @@ func TestReadFile(t *testing.T) {
 		t.Fatalf("big file: err = %v, want a refusal naming it", err)
 	}
 
-	// A device has no size to check first; reading stops at the limit.
+	// A device is no file: it is refused before it is read.
 	if _, err := os.Stat("/dev/zero"); err == nil {
-		if _, err := ReadFile("/dev/zero"); !IsRefusal(err) || !strings.Contains(err.Error(), "more than 16.0 MB") {
+		if _, err := ReadFile("/dev/zero"); !IsRefusal(err) || !strings.Contains(err.Error(), "/dev/zero: it is a device, not a regular file") {
 			t.Fatalf("/dev/zero: err = %v, want a refusal", err)
 		}
+	}
+}
+
+// A named pipe in place of a file is refused at once, with no writer on
+// it (an open for reading would wait for one forever) and with a writer
+// that never writes; so are a folder and a socket. A symbolic link to a
+// regular file is read.
+func TestReadFileRefusesWhatIsNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "prd.md")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("no named pipes here: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadFile(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if !IsRefusal(err) || !strings.Contains(err.Error(), fifo+": it is a named pipe (FIFO), not a regular file: ralph refuses it; ") {
+			t.Fatalf("FIFO: err = %v, want a refusal naming it", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ReadFile of a named pipe without a writer blocked")
+	}
+	// A writer holds the pipe open and writes nothing.
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := ReadFile(fifo); !IsRefusal(err) {
+		t.Fatalf("FIFO with a writer: err = %v, want a refusal", err)
+	}
+	if _, err := ReadFile(dir); !IsRefusal(err) || !strings.Contains(err.Error(), "a folder, not a file") {
+		t.Fatalf("folder: err = %v, want a refusal", err)
+	}
+	file := filepath.Join(dir, "real.md")
+	os.WriteFile(file, []byte("# PRD\n"), 0o644)
+	link := filepath.Join(dir, "link.md")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadFile(link); err != nil || string(b) != "# PRD\n" {
+		t.Fatalf("symlink to a file: %q, %v", b, err)
+	}
+	if _, err := ReadFile(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing: err = %v, want fs.ErrNotExist", err)
 	}
 }
 

@@ -20,7 +20,9 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/memory"
+	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
@@ -65,7 +67,7 @@ func LoadPRD(ws *workspace.Workspace, path string) (*tasks.PRD, error) {
 // ReadPRD parses the PRD at path; errors name it relative to the
 // repository, as the user would type it.
 func ReadPRD(ws *workspace.Workspace, path string) (*tasks.PRD, error) {
-	b, err := os.ReadFile(path)
+	b, err := inputlimit.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +103,9 @@ type builder struct {
 	rec          *IterationRecord
 	snap         gitx.Snapshot
 	memText      string
+	// stoppedFirst is what Build stopped of a killed run's agent before
+	// it read anything (stopLeftoversFirst).
+	stoppedFirst proc.Stopped
 	// failure describes the current failed attempt for BLOCKER and the
 	// next prompt.
 	failure, failureOutput, blockerType string
@@ -155,6 +160,9 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	if src == nil {
 		src = tasks.Open(tasks.KindMarkdown, opts.PRDPath)
 	}
+	// An agent a kill of ralph left running goes first, whatever fails
+	// next: it may be rewriting the very files read below.
+	stoppedFirst := stopLeftoversFirst(homeFor(ws, opts))
 	// INIT: verify the prerequisites before anything is written, so bad
 	// input changes nothing.
 	board, err := src.Load()
@@ -237,7 +245,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	if opts.OnlyStory != "" {
 		board.Stories = onlyStory(board.Stories, opts.OnlyStory)
 	}
-	b := &builder{run: r, src: src, board: board, tpl: tpl, mem: opts.Memory}
+	b := &builder{run: r, src: src, board: board, tpl: tpl, mem: opts.Memory, stoppedFirst: stoppedFirst}
 	if b.mem == nil {
 		b.mem = &memory.FileStore{Path: ws.Path("memory.jsonl"), Now: opts.Now}
 	}
@@ -1076,6 +1084,9 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		// recorded, must still find the agent on resume (by its token).
 		CrashPoint("agent-started")
 		b.st.Attempt.PGID = pgid
+		if p, ok := proc.Lookup(pgid); ok {
+			b.st.Attempt.PGIDStart = p.Start
+		}
 		b.home.save(b.st)
 	}
 	var waits []LimitWait
@@ -1279,7 +1290,7 @@ func (b *builder) reopenClaim() {
 		return
 	}
 	id := b.sel.Story.ID
-	data, err := os.ReadFile(b.src.Path())
+	data, err := inputlimit.ReadFile(b.src.Path())
 	if err != nil {
 		return
 	}
@@ -1364,7 +1375,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	eventID := ""
 	// The task file as it was before ralph marks the task done: a commit
 	// that fails puts it back, so a blocked task never reads as done.
-	taskBytes, _ := os.ReadFile(b.src.Path())
+	taskBytes, _ := inputlimit.ReadFile(b.src.Path())
 	if !m.Partial {
 		if err := b.src.MarkDone(story.ID, subtaskID, now); err != nil {
 			return Event{Trigger: TrigCommitFailed}, b.fail("could not mark the task done: "+err.Error(), "", "permanent")
@@ -1597,7 +1608,7 @@ func (b *builder) keepFresh(after gitx.Snapshot) {
 	if _, audits := b.src.(Auditor); audits {
 		return
 	}
-	data, err := os.ReadFile(b.src.Path())
+	data, err := inputlimit.ReadFile(b.src.Path())
 	if err != nil {
 		return
 	}
@@ -1612,7 +1623,7 @@ func (b *builder) snapshotBefore(ctx context.Context, n int) (gitx.Snapshot, err
 	f := b.fresh
 	b.fresh = nil
 	if f != nil && f.iteration == n-1 {
-		if data, err := os.ReadFile(b.src.Path()); err == nil && bytes.Equal(data, f.taskFile) {
+		if data, err := inputlimit.ReadFile(b.src.Path()); err == nil && bytes.Equal(data, f.taskFile) {
 			return f.snap, nil
 		}
 	}
@@ -2128,7 +2139,13 @@ func tailOfFile(path string, n int64) string {
 // removes them: each hint reaches exactly one prompt.
 func (b *builder) consumeContext(taskID string) string {
 	p := b.ws.Path("context.md")
-	data, err := os.ReadFile(p)
+	// A named pipe put there would hang the run: it is refused, and
+	// left alone.
+	data, err := inputlimit.ReadFile(p)
+	if inputlimit.IsRefusal(err) {
+		b.sayf(report.KindRun, "ralph: %s; the hints in it are not used\n", strings.Replace(err.Error(), p, b.ws.Rel(p), 1))
+		return ""
+	}
 	if err != nil || strings.TrimSpace(string(data)) == "" {
 		return ""
 	}

@@ -121,6 +121,10 @@ type Attempt struct {
 	// PGID is the agent's process group, stopped on resume if a crash of
 	// ralph left it running.
 	PGID int `json:"pgid,omitempty"`
+	// PGIDStart is the start time of the group's leader (clock ticks
+	// since boot): with it, the group is known again on resume although
+	// its number alone may have been given to another program since.
+	PGIDStart uint64 `json:"pgid_start,omitempty"`
 	// Own is the folder, in the run's folder, holding ralph's own files
 	// (config, prompts, the task file) as they were before the agent: an
 	// agent's edits to them are put back, after the agent or, should a

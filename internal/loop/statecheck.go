@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/ralphloop/ralph/internal/store"
 )
 
 // validate checks that a state read from state.json is one this ralph can
@@ -17,6 +19,16 @@ import (
 func (st *LoopState) validate() error {
 	if st.RunID == "" {
 		return errors.New("it holds no run (null, {} or a run without run_id)")
+	}
+	// The run id names the run's folder and goes into every commit's
+	// trailers: one edited into a path would put both elsewhere.
+	if err := store.CheckID("run_id", st.RunID); err != nil {
+		return err
+	}
+	if a := st.Attempt; a != nil && a.Own != "" {
+		if err := store.CheckID("attempt.own_files", a.Own); err != nil {
+			return err
+		}
 	}
 	m := st.Machine
 	if !slices.Contains(States, m.State) {

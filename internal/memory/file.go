@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/store"
 )
 
@@ -78,7 +79,7 @@ func withResolved(props map[string]string, at time.Time) map[string]string {
 }
 
 func (f *FileStore) all() ([]Node, error) {
-	fh, err := os.Open(f.Path)
+	fh, err := inputlimit.Open(f.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

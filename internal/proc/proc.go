@@ -505,17 +505,3 @@ func notExecutable(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
 		errors.Is(err, exec.ErrNotFound)
 }
-
-// WorksIn reports whether process pid runs with its working directory
-// inside root. A pid recorded by a crashed ralph may have been reused by an
-// unrelated process; one that works in the repository is the agent's. An
-// exited process has no working directory: ask it of every member of a
-// group (see StopTagged), not only of its leader.
-func WorksIn(pid int, root string) bool {
-	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-	if err != nil {
-		return false
-	}
-	rel, err := filepath.Rel(root, cwd)
-	return err == nil && !strings.HasPrefix(rel, "..")
-}

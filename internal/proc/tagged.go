@@ -56,6 +56,18 @@ func FindTagged(tag string) []Process {
 	return out
 }
 
+// Lookup reads the live process pid; ok is false when there is none (or
+// only a zombie).
+func Lookup(pid int) (p Process, ok bool) { return readProcess(pid) }
+
+// Identity returns a keep function for StopTagged that accepts only the
+// process pid started at start (Process.Start, clock ticks since boot):
+// a pid is reused, a pid with its start time is not. A zero start
+// accepts nothing, for a record that never held one.
+func Identity(pid int, start uint64) func(Process) bool {
+	return func(p Process) bool { return start != 0 && pid > 0 && p.PID == pid && p.Start == start }
+}
+
 // GroupMembers returns the live processes of process group pgid.
 func GroupMembers(pgid int) []Process {
 	var out []Process
@@ -86,11 +98,14 @@ type Stopped struct {
 func (s Stopped) Any() bool { return len(s.Groups) > 0 || len(s.Processes) > 0 }
 
 // StopTagged stops every process carrying tag, and the process group pgid
-// (the agent's, when known; 0 when not) if keep accepts one of its live
-// members. Each group found gets SIGTERM, then SIGKILL after grace; a tagged
-// process in a group that also holds ralph itself gets the signals alone.
-// It scans again after the kill, so that children forked meanwhile are
-// caught too.
+// (the agent's, when known; 0 when not) if one of its live members carries
+// tag or keep (nil: none) accepts it. A group number alone proves nothing:
+// after a crash it may have been reused by the user's editor, shell or dev
+// server, so keep must check an identity that cannot be reused (see
+// Identity), never where a process works. Each group found gets SIGTERM,
+// then SIGKILL after grace; a tagged process in a group that also holds
+// ralph itself gets the signals alone. It scans again after the kill, so
+// that children forked meanwhile are caught too.
 func StopTagged(tag string, pgid int, keep func(Process) bool, grace time.Duration) Stopped {
 	var st Stopped
 	own := syscall.Getpgrp()
@@ -110,7 +125,7 @@ func StopTagged(tag string, pgid int, keep func(Process) bool, grace time.Durati
 		// reading every process's files: after a normal run it has none.
 		if round == 0 && pgid > 1 && pgid != own && syscall.Kill(-pgid, 0) == nil {
 			for _, m := range GroupMembers(pgid) {
-				if keep == nil || keep(m) || (tag != "" && hasTag(m.PID, tag)) {
+				if (keep != nil && keep(m)) || (tag != "" && hasTag(m.PID, tag)) {
 					groups = append(groups, pgid)
 					break
 				}

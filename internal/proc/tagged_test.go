@@ -98,8 +98,8 @@ func TestStopTaggedStopsAGroupWhoseLeaderExited(t *testing.T) {
 	if alive(leader) || !alive(writer) {
 		t.Fatalf("setup: leader alive %v, writer alive %v", alive(leader), alive(writer))
 	}
-	if WorksIn(leader, "/") {
-		t.Fatalf("setup: the exited leader still has a cwd; the old check would have worked")
+	if _, ok := Lookup(leader); ok {
+		t.Fatalf("setup: the exited leader is still there; a check of the leader alone would have worked")
 	}
 	st := StopTagged(tag, leader, nil, time.Second)
 	if alive(writer) {
@@ -140,5 +140,28 @@ func TestStopTaggedRecordedGroupNeedsKeep(t *testing.T) {
 	st = StopTagged(Tag("RALPH_AGENT_TOKEN", "none"), leader, func(p Process) bool { return p.PID == pids[0] }, time.Second)
 	if !slices.Contains(st.Groups, leader) || alive(pids[0]) {
 		t.Fatalf("the recorded group was not stopped: %+v", st)
+	}
+}
+
+// A recorded group whose number now belongs to an untagged program (a
+// user's editor, shell or dev server after a pid was reused) is not
+// stopped without keep, and Identity accepts its leader only with the
+// start time recorded for it, not with any other.
+func TestStopTaggedUntaggedGroupNeedsItsIdentity(t *testing.T) {
+	leader, pids := startTagged(t, "UNRELATED=1", `echo $$ >>"$PIDS"; exec sleep 30`, 1)
+	if pids[0] != leader {
+		t.Fatalf("setup: leader %d wrote %d", leader, pids[0])
+	}
+	p, ok := Lookup(leader)
+	if !ok || p.Start == 0 {
+		t.Fatalf("setup: Lookup(%d) = %+v, %v", leader, p, ok)
+	}
+	for _, keep := range []func(Process) bool{nil, Identity(leader, 0), Identity(leader, p.Start+1), Identity(leader+1, p.Start)} {
+		if st := StopTagged(Tag("RALPH_AGENT_TOKEN", "none"), leader, keep, time.Second); st.Any() || !alive(leader) {
+			t.Fatalf("an unrelated group was stopped: %+v", st)
+		}
+	}
+	if st := StopTagged("", leader, Identity(leader, p.Start), time.Second); !slices.Contains(st.Groups, leader) || alive(leader) {
+		t.Fatalf("the group of the recorded identity was not stopped: %+v", st)
 	}
 }

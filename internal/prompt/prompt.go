@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/ralphloop/ralph/internal/inputlimit"
 )
 
 //go:embed templates/*.md
@@ -66,7 +68,7 @@ type Template struct {
 func Load(k Kind, overrideDir string) (Template, error) {
 	if overrideDir != "" {
 		p := filepath.Join(overrideDir, k.FileName())
-		b, err := os.ReadFile(p)
+		b, err := inputlimit.ReadFile(p)
 		if err == nil {
 			return Template{Kind: k, Source: p, Text: string(b)}, nil
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/fakeagent"
-	"github.com/ralphloop/ralph/internal/proc"
 )
 
 // TestMain lets this test binary play the agent: with the switch set, it
@@ -78,7 +77,7 @@ func TestSavedTokenFindsTheRunningAgent(t *testing.T) {
 					// The agent is running now: stop it by the saved
 					// token, as a resumed run does after a crash.
 					time.Sleep(200 * time.Millisecond)
-					st := agent.StopLeftover(saved, 0, func(proc.Process) bool { return true })
+					st := agent.StopLeftover(saved, 0, 0)
 					found <- st.Any()
 				}()
 			},

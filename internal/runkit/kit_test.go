@@ -257,21 +257,25 @@ func TestCommitSnapshotSavesItsTokenFirstAndReturnsTheTreeAfter(t *testing.T) {
 
 func TestAgentFileRoundTripsAndReadsAnOlderRecord(t *testing.T) {
 	f := AgentFile(filepath.Join(t.TempDir(), "agent.pgid"))
-	if _, _, ok := f.Read(); ok {
+	if _, _, _, ok := f.Read(); ok {
 		t.Error("a missing file reads as a recorded run")
 	}
 	if err := f.Save(4242, "tok"); err != nil {
 		t.Fatal(err)
 	}
-	if pgid, tok, ok := f.Read(); !ok || pgid != 4242 || tok != "tok" {
+	if pgid, tok, _, ok := f.Read(); !ok || pgid != 4242 || tok != "tok" {
 		t.Errorf("Read = %d %q %v", pgid, tok, ok)
 	}
 	os.WriteFile(string(f), []byte("77\n"), 0o644) // an older ralph's: the group only
-	if pgid, tok, ok := f.Read(); !ok || pgid != 77 || tok != "" {
-		t.Errorf("older record: %d %q %v", pgid, tok, ok)
+	if pgid, tok, start, ok := f.Read(); !ok || pgid != 77 || tok != "" || start != 0 {
+		t.Errorf("older record: %d %q %d %v", pgid, tok, start, ok)
+	}
+	os.WriteFile(string(f), []byte("78 tok2\n"), 0o644) // group and token, no start
+	if pgid, tok, start, ok := f.Read(); !ok || pgid != 78 || tok != "tok2" || start != 0 {
+		t.Errorf("older record: %d %q %d %v", pgid, tok, start, ok)
 	}
 	f.Clear()
-	if _, found := f.StopRecorded(t.TempDir()); found {
+	if _, found := f.StopRecorded(); found {
 		t.Error("a cleared record is found")
 	}
 }

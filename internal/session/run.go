@@ -15,6 +15,7 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/errs"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/report"
@@ -242,6 +243,10 @@ func (r *Runner) emit(ev report.Event) {
 // ErrWaitingForAnswers, ErrFailed).
 func (r *Runner) Run(ctx context.Context) (Progress, error) {
 	r.Policy = r.Policy.WithDefaults()
+	// An agent a kill of ralph left running goes first, whatever fails
+	// next: it may be writing the very files read below.
+	pgid, _, _, _ := r.agentFile().Read()
+	stopped, found := r.agentFile().StopRecorded()
 	p, err := Load(r.Dir)
 	if err != nil {
 		return p, err
@@ -251,7 +256,7 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 		return p, err
 	}
 	r.started, r.spent = r.now(), p.RunMillis
-	r.stopLeftoverAgent()
+	r.reportLeftoverAgent(pgid, stopped, found)
 	// A kill while the start's test files stood in for the executor's
 	// left them in place: put the work back before anything reads it.
 	if err := r.startFiles().Restore(); err != nil {
@@ -871,13 +876,12 @@ func (r *Runner) addUsage(tokens int64, cost float64) {
 	r.prog.CostUSD += cost
 }
 
-// stopLeftoverAgent runs on every start: a role run still recorded was cut
-// short by a crash of ralph, which does not stop the agent; one still
-// working in the repository would race the resumed session, so it is
-// stopped, and the cut-short run is noted in the task's report.
-func (r *Runner) stopLeftoverAgent() {
-	pgid, _, _ := r.agentFile().Read()
-	st, found := r.agentFile().StopRecorded(r.WS.Root)
+// reportLeftoverAgent says what Run stopped first: a role run still
+// recorded (pgid, found) was cut short by a crash of ralph, which does not
+// stop the agent; one still working in the repository would race the
+// resumed session, so Run stopped it (st), and the cut-short run is noted
+// in the task's report.
+func (r *Runner) reportLeftoverAgent(pgid int, st proc.Stopped, found bool) {
 	if !found {
 		return
 	}

@@ -603,7 +603,7 @@ func TestRunRecordsTheAgentTokenBeforeItStarts(t *testing.T) {
 	finishTask1(t, e, inv)
 	p, err := e.runner(t, inv).Run(context.Background())
 	wantDone(t, e, p, err)
-	if len(token) < 16 || recorded != "0 "+token+"\n" {
+	if len(token) < 16 || recorded != "0 "+token+" 0\n" {
 		t.Errorf("before the agent started, agent.pgid held %q; want the call's token %q", recorded, token)
 	}
 }

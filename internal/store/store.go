@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/ralphloop/ralph/internal/inputlimit"
 )
@@ -185,9 +186,22 @@ func WriteIfMissing(path string, data []byte, perm os.FileMode) (bool, error) {
 // AppendFile appends data to path, creating it when missing. Logs are
 // append-only: nothing in ralph rewrites a log line once written.
 func AppendFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	// A named pipe in place of the file would block the open, or the
+	// write, for as long as nobody reads it: it is refused, before the
+	// open and again after it (O_NONBLOCK: the open itself never waits).
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return inputlimit.NotRegular(path, fi.Mode())
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
 		return err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err != nil {
+			return err
+		}
+		return inputlimit.NotRegular(path, fi.Mode())
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()

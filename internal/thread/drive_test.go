@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/ralphloop/ralph/internal/check"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -267,7 +268,7 @@ func TestSpecAgentRecordsItselfForCrashCleanup(t *testing.T) {
 	if err := g.r.Draft("a greeting"); err != nil {
 		t.Fatalf("%v\n%s", err, g.out)
 	}
-	if g.agent.tokenFile != "4242 tok-1\n" {
+	if !strings.HasPrefix(g.agent.tokenFile, "4242 tok-1 ") { // then the start time of process 4242, if any
 		t.Errorf("while the agent ran the record held %q", g.agent.tokenFile)
 	}
 	if _, err := os.Stat(g.r.path(agentTokenFile)); !errors.Is(err, os.ErrNotExist) {
@@ -418,5 +419,54 @@ func TestVerifyingRunsRalphsChecks(t *testing.T) {
 		if !passing && g.phase() == PhaseImplemented {
 			t.Errorf("a thread whose check fails reached Implemented")
 		}
+	}
+}
+
+// TestSavedRunIDThatIsAPathIsForgotten: the loop run id of config.json
+// names the folder read for the thread's evidence and logs; one edited
+// into a path is no run ralph made and is not read.
+func TestSavedRunIDThatIsAPathIsForgotten(t *testing.T) {
+	g := newRig(t, PhaseDrafting, ModeMethodical, nil)
+	for id, want := range map[string]string{"20260101-000000-abcdef": "20260101-000000-abcdef", "../../../../tmp/x": "", "a/b": ""} {
+		if err := os.WriteFile(g.r.path("config.json"), []byte(`{"schema_version": 1, "run_id": "`+id+`", "run_base": 3}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if c := g.r.loadConf(); c.RunID != want || c.RunBase != 3 {
+			t.Errorf("run_id %q read as %q (base %d), want %q", id, c.RunID, c.RunBase, want)
+		}
+	}
+}
+
+// TestLeftoverSpecAgentIsStoppedWhenTheRunIsRefused: a spec agent a kill
+// of ralph left running is stopped by the next spec agent command even
+// when that command is refused (here: the [budget] is spent), so it does
+// not go on writing the draft alone.
+func TestLeftoverSpecAgentIsStoppedWhenTheRunIsRefused(t *testing.T) {
+	g := newRig(t, PhaseDrafting, ModeQuick, nil)
+	g.r.cfg.Budget.MaxTokens = 100
+	c := g.r.loadConf()
+	c.SpecTokens = 200
+	if err := g.r.saveConf(c); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "RALPH_AGENT_TOKEN=leftover-tok"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	if err := os.WriteFile(g.r.path(agentTokenFile), []byte("0 leftover-tok\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var be *BudgetError
+	if err := g.r.Draft("a greeting"); !errors.As(err, &be) {
+		t.Fatalf("want a BudgetError, got %v", err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leftover spec agent is still running after a refused run")
 	}
 }

@@ -34,6 +34,10 @@ func (r *Runner) acquire() error {
 		return err
 	}
 	r.lock = l
+	// A spec agent a kill of ralph left running goes first, under the
+	// lock (so never a live ralph's) and whatever the command does next:
+	// one the command refuses would leave it writing the draft alone.
+	r.stopLeftoverAgent()
 	if t, err := Load(r.dir, r.t.ID); err == nil {
 		r.t = t
 		r.chooseWork()

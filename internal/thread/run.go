@@ -64,6 +64,11 @@ func (r *Runner) loadConf() RunConfig {
 	if _, err := store.ReadJSON(r.path("config.json"), RunConfigVersion, &c); err != nil {
 		return RunConfig{}
 	}
+	if c.RunID != "" && store.CheckID("run_id", c.RunID) != nil {
+		// The run id names the loop run's folder, read for evidence and
+		// logs: one edited into a path is no run ralph made.
+		c.RunID = ""
+	}
 	return c
 }
 

@@ -49,6 +49,9 @@ func (r *Runner) agentFile() runkit.AgentFile { return runkit.AgentFile(r.path(a
 // It refuses to start once the [budget] is spent, and what the agent uses
 // counts against it (specSpent).
 func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
+	// A spec agent a kill of ralph left running goes first, whatever
+	// fails next: it would go on writing the draft or the spec.
+	r.stopLeftoverAgent()
 	spec, err := r.env.ResolveAgent(name)
 	if err != nil {
 		return "", err
@@ -57,7 +60,6 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 		return "", err
 	}
 	dir := r.agentDir(kind)
-	r.stopLeftoverAgent(dir)
 	r.note("ralph: running %s for the %s of thread %s", spec.Name, kind, r.t.ID)
 	logPath := r.path(kind + ".log")
 	f := r.agentFile()
@@ -90,8 +92,8 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 
 // stopLeftoverAgent stops a spec agent that a crash of ralph left running
 // (see agentTokenFile): it would still be writing the draft or the spec.
-func (r *Runner) stopLeftoverAgent(dir string) {
-	if st, found := r.agentFile().StopRecorded(dir); found && st.Any() {
+func (r *Runner) stopLeftoverAgent() {
+	if st, found := r.agentFile().StopRecorded(); found && st.Any() {
 		r.note("ralph: stopped the agent a crashed run of thread %s left behind", r.t.ID)
 	}
 }
