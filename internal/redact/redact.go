@@ -221,10 +221,10 @@ func jsonForms(s string) [][]byte {
 	return forms
 }
 
-// Value returns v with every secret masked in its strings: v is a plain
-// value as JSON decodes into (strings, numbers, maps, slices). Maps and
-// slices that hold a secret are copied, never changed in place: the
-// caller may still hold them.
+// Value returns v with every secret masked in its strings: v is a value
+// bound for JSON, such as an event's data. Maps and slices that hold a
+// secret are copied, never changed in place: the caller may still hold
+// them.
 func (r *Redactor) Value(v any) any {
 	out, _ := r.value(v)
 	return out
@@ -269,8 +269,25 @@ func (r *Redactor) value(v any) (any, bool) {
 			}
 		}
 		return pick(out, x)
+	case nil, bool, int, int64, float64:
+		return v, false
 	}
-	return v, false
+	// Any other value (a struct, a map of another type) is looked at as
+	// the JSON it becomes, and given back as that JSON's plain value
+	// when it held a secret.
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v, false
+	}
+	m := r.JSON(b)
+	if bytes.Equal(m, b) {
+		return v, false
+	}
+	var out any
+	if json.Unmarshal(m, &out) != nil {
+		return Mask, true
+	}
+	return out, true
 }
 
 // pick is the copy when there is one, else the original.

@@ -2,6 +2,7 @@ package redact
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -133,6 +134,13 @@ func TestValueMasksWithoutChangingTheCallers(t *testing.T) {
 	got := r.Value(data).(map[string]any)
 	if got["list"].([]string)[1] != Mask || got["deep"].(map[string]any)["x"].([]any)[0] != "k "+Mask || got["plain"] != "ok" || got["n"] != 1 {
 		t.Errorf("Value = %#v", got)
+	}
+	type rec struct{ Pw map[string]string }
+	if got := r.Value(rec{map[string]string{"k": key}}); fmt.Sprint(got) != "map[Pw:map[k:"+Mask+"]]" {
+		t.Errorf("Value of a struct = %#v", got)
+	}
+	if r.Value(7) != 7 || r.Value(rec{}).(rec).Pw != nil {
+		t.Errorf("Value changed values without a secret")
 	}
 	if inner[1] != key || data["deep"].(map[string]any)["x"].([]any)[0] != "k "+key {
 		t.Errorf("Value changed the caller's values: %#v", data)
