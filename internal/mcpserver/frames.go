@@ -121,11 +121,15 @@ func reply(out io.Writer, id json.RawMessage, code int, text string) {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
-	b, err := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      id,
-		"error":   map[string]any{"code": code, "message": text},
-	})
+	type rpcError struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	b, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   rpcError        `json:"error"`
+	}{"2.0", id, rpcError{code, text}})
 	if err != nil {
 		return
 	}
