@@ -461,14 +461,20 @@ func fleetOverlay(rep *status.Report, st fleet.Status, now time.Time) {
 		if t == nil {
 			continue
 		}
+		// The board's words are the local document's (status.Story*),
+		// so that one reader reads both engines.
 		switch t.State {
 		case fleet.Landed:
 			rep.Board[i].State = status.StoryLanded
-		case fleet.Blocked, fleet.NeedsReview:
-			rep.Board[i].State, rep.Board[i].Reason = "blocked", t.Reason
+		case fleet.Blocked:
+			rep.Board[i].State, rep.Board[i].Reason = status.StoryBlocked, t.Reason
+		case fleet.NeedsReview:
+			rep.Board[i].State, rep.Board[i].Reason = status.StoryNeedsReview, t.Reason
+		case fleet.Queued, fleet.Landing:
+			rep.Board[i].State = status.StoryQueued
 		case fleet.Ready, fleet.SentBack:
 		default:
-			rep.Board[i].State = "in_progress"
+			rep.Board[i].State = status.StoryClaimed
 		}
 		rep.Board[i].Worker = t.Host
 	}

@@ -181,6 +181,9 @@ func TestStatusDocumentIsOneShapeOnTemporal(t *testing.T) {
 	if _, ok := l["temporal"]; ok {
 		t.Errorf("a local document has a temporal field: %v", l["temporal"])
 	}
+	if onTemporal.Board[1].State != status.StoryClaimed {
+		t.Errorf("a working task's board state is %q, want the local word %q", onTemporal.Board[1].State, status.StoryClaimed)
+	}
 	if onTemporal.Board[0].State != status.StoryLanded || onTemporal.RunID != "b-1" || onTemporal.Parallel.Workers != 2 {
 		t.Errorf("the run's Query is not laid over the board: %+v %+v", onTemporal.Board, onTemporal.Parallel)
 	}
