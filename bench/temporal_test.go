@@ -395,7 +395,9 @@ func (te *temporalEnv) build(b *testing.B, name, key string, n, historyLimit int
 		st.Dir, st.Env = a, te.env
 		out, err := st.Output()
 		var doc struct {
-			Generation int `json:"generation"`
+			Temporal struct {
+				Generation int `json:"generation"`
+			} `json:"temporal"`
 		}
 		if err == nil {
 			err = json.Unmarshal(out, &doc)
@@ -403,7 +405,7 @@ func (te *temporalEnv) build(b *testing.B, name, key string, n, historyLimit int
 		if err != nil && r.err == nil {
 			r.err = fmt.Errorf("ralph status --json: %v: %s", err, out)
 		}
-		r.gen = doc.Generation
+		r.gen = doc.Temporal.Generation
 	}
 	if r.err != nil || *flagKeep {
 		fmt.Printf("--- %s (%s): last lines of its output (%s)\n%s\n", name, key, logPath, lastLines(p.output(), 15))

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // PromptPlaceholder in an argv element stands for the path of the rendered
@@ -54,8 +56,25 @@ func WithModel(s Spec, model string) (Spec, error) {
 }
 
 // stripEnv lists inherited variables that make a nested agent CLI refuse to
-// start or change its behaviour (Claude Code refuses to run inside itself).
-var stripEnv = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"}
+// start or change its behaviour (Claude Code refuses to run inside itself),
+// and the notification secret: with it an agent could sign notifications
+// that ralph never sent. StripEnv adds the names config gives.
+var (
+	stripMu  sync.Mutex
+	stripEnv = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "RALPH_NOTIFY_SECRET"}
+)
+
+// StripEnv keeps the variables named from every agent's environment
+// (config's [notify] secret_env).
+func StripEnv(names ...string) {
+	stripMu.Lock()
+	defer stripMu.Unlock()
+	for _, n := range names {
+		if n != "" && !slices.Contains(stripEnv, n) {
+			stripEnv = append(stripEnv, n)
+		}
+	}
+}
 
 // builtins are the supported CLIs with their current headless flags (see
 // the README's agent table). Structured output is preferred so that signals

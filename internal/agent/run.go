@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -118,19 +119,15 @@ func Argv(argv []string, promptFile string) ([]string, bool) {
 }
 
 // Env returns the environment for an agent: ralph's own, minus variables
-// that make nested agent CLIs misbehave.
+// that make nested agent CLIs misbehave and the notification secret.
 func Env() []string {
+	stripMu.Lock()
+	strip := slices.Clone(stripEnv)
+	stripMu.Unlock()
 	var out []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		strip := false
-		for _, s := range stripEnv {
-			if name == s {
-				strip = true
-				break
-			}
-		}
-		if !strip {
+		if !slices.Contains(strip, name) {
 			out = append(out, kv)
 		}
 	}
@@ -157,13 +154,16 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 	// with the prompt masked the same way.
 	parser := NewParser(inv.Spec.Format, red.Redact(inv.Prompt))
 	var mu sync.Mutex // the log and the display are shared by stdout and stderr
-	var logw io.Writer = io.Discard
-	var rlog *redact.Writer
+	// stdout and stderr each have their own redaction stream: one shared
+	// buffer would let the other stream's output end a secret's first
+	// half as a line, and both halves reach the log readable.
+	outLog, errLog := io.Discard, io.Discard
+	var rOut, rErr *redact.Writer
 	var capped *headTailWriter
 	if inv.Log != nil {
 		capped = newHeadTailWriter(inv.Log, inv.MaxLogBytes)
-		rlog = redact.NewWriter(capped, red)
-		logw = rlog
+		rOut, rErr = redact.NewWriter(capped, red), redact.NewWriter(capped, red)
+		outLog, errLog = rOut, rErr
 	}
 	errTail := proc.NewTailBuffer(stderrTailBytes)
 	display := inv.Display
@@ -171,13 +171,15 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 		display = io.Discard
 	}
 	var total int64
-	logRaw := func(b []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		total += int64(len(b))
-		logw.Write(b)
+	logTo := func(w io.Writer) func([]byte) {
+		return func(b []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			total += int64(len(b))
+			w.Write(b)
+		}
 	}
-	stdout := &lineWriter{max: MaxLineBytes, raw: logRaw, line: func(line []byte, lineLen int) {
+	stdout := &lineWriter{max: MaxLineBytes, raw: logTo(outLog), line: func(line []byte, lineLen int) {
 		mu.Lock()
 		defer mu.Unlock()
 		line = []byte(red.Redact(string(line)))
@@ -186,7 +188,7 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 			io.WriteString(display, "\n")
 		}
 	}}
-	stderr := &lineWriter{max: MaxLineBytes, raw: logRaw, line: func(line []byte, lineLen int) {
+	stderr := &lineWriter{max: MaxLineBytes, raw: logTo(errLog), line: func(line []byte, lineLen int) {
 		mu.Lock()
 		defer mu.Unlock()
 		line = []byte(red.Redact(string(line)))
@@ -222,8 +224,9 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 	stdout.Flush()
 	stderr.Flush()
 	var logCut int64
-	if rlog != nil {
-		rlog.Flush()
+	if capped != nil {
+		rOut.Flush()
+		rErr.Flush()
 		capped.Close()
 		logCut = capped.Cut()
 	}

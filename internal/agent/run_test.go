@@ -127,3 +127,17 @@ func TestLineWriterKeepsMemoryBoundedAndTheLogComplete(t *testing.T) {
 		t.Fatalf("lines: %d, first %d bytes", len(lines), len(lines[0]))
 	}
 }
+
+// TestEnvKeepsTheNotifySecret: an agent gets neither RALPH_NOTIFY_SECRET
+// nor the variable config's [notify] secret_env names, with which it
+// could sign notifications ralph never sent.
+func TestEnvKeepsTheNotifySecret(t *testing.T) {
+	t.Setenv("RALPH_NOTIFY_SECRET", "notify-secret-0123")
+	t.Setenv("MY_HOOK_SIGNING", "hook-secret-0123")
+	t.Setenv("AGENT_ENV_KEPT", "kept")
+	StripEnv("MY_HOOK_SIGNING")
+	env := strings.Join(Env(), "\n")
+	if strings.Contains(env, "notify-secret") || strings.Contains(env, "hook-secret") || !strings.Contains(env, "AGENT_ENV_KEPT=kept") {
+		t.Errorf("agent environment:\n%s", env)
+	}
+}

@@ -27,6 +27,9 @@ func openWorkspace(ctx context.Context, env *Env) (*workspace.Workspace, config.
 	cfg, err := ws.LoadConfig()
 	// Every log, record and prompt masks the variables config names too.
 	redact.AddNames(cfg.Security.Redact...)
+	// Agents never see the notification secret: with it they could sign
+	// notifications ralph never sent.
+	agent.StripEnv(cfg.Notify.SecretEnv)
 	return ws, cfg, err
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 func newAddContextCmd(env *Env) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "add-context HINT",
 		Short: "Queue a hint for the next iteration's prompt (used exactly once)",
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -29,6 +29,8 @@ func newAddContextCmd(env *Env) *cobra.Command {
 			return steerFromCLI(cmd, env, control.Hint, func(c *control.Command) { c.Text = strings.Join(args, " ") })
 		},
 	}
+	addSteerJSON(cmd)
+	return cmd
 }
 
 func countHints(ws *workspace.Workspace) (int, error) {

@@ -301,7 +301,7 @@ func steerFromCLI(cmd *cobra.Command, env *Env, kind control.Kind, fill func(*co
 	if err != nil {
 		return err
 	}
-	if f := cmd.Flags().Lookup("json"); f != nil && f.Value.String() == "true" {
+	if wantJSON(cmd) {
 		return writeJSON(env, res)
 	}
 	fmt.Fprintln(env.IO.Out, res.Message)

@@ -357,7 +357,16 @@ func fleetStatus(cmd *cobra.Command, opts *StatusOptions, ws *workspace.Workspac
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.Env, st)
+		// The one status document, as a local build has it, with the
+		// run's Query laid over it: a script reads one shape whichever
+		// engine runs the build.
+		rep, _, _, err := buildStatus(ws, cfg, opts.Env, opts.Tasks)
+		if err != nil {
+			return err
+		}
+		fleetOverlay(&rep, st, opts.Env.Now())
+		fleetEngine(&rep, eng)
+		return writeJSON(opts.Env, rep)
 	}
 	out := opts.Env.IO.Out
 	state := "running"
@@ -452,14 +461,20 @@ func fleetOverlay(rep *status.Report, st fleet.Status, now time.Time) {
 		if t == nil {
 			continue
 		}
+		// The board's words are the local document's (status.Story*),
+		// so that one reader reads both engines.
 		switch t.State {
 		case fleet.Landed:
 			rep.Board[i].State = status.StoryLanded
-		case fleet.Blocked, fleet.NeedsReview:
-			rep.Board[i].State, rep.Board[i].Reason = "blocked", t.Reason
+		case fleet.Blocked:
+			rep.Board[i].State, rep.Board[i].Reason = status.StoryBlocked, t.Reason
+		case fleet.NeedsReview:
+			rep.Board[i].State, rep.Board[i].Reason = status.StoryNeedsReview, t.Reason
+		case fleet.Queued, fleet.Landing:
+			rep.Board[i].State = status.StoryQueued
 		case fleet.Ready, fleet.SentBack:
 		default:
-			rep.Board[i].State = "in_progress"
+			rep.Board[i].State = status.StoryClaimed
 		}
 		rep.Board[i].Worker = t.Host
 	}
@@ -470,12 +485,28 @@ func fleetOverlay(rep *status.Report, st fleet.Status, now time.Time) {
 	if st.Paused && rep.Paused == nil {
 		rep.Paused = &control.Command{Kind: control.Pause, By: "the build on Temporal", Time: now}
 	}
+	rep.Engine = status.EngineTemporal
+	rep.Temporal = &status.Temporal{HistoryLength: st.HistoryLength, Generation: st.Generation, Stopping: st.Stopping,
+		Failing: st.Failing, Controls: st.Controls, Tasks: []status.TemporalTask{}}
+	for _, t := range st.Tasks {
+		rep.Temporal.Tasks = append(rep.Temporal.Tasks, status.TemporalTask{ID: t.ID, State: string(t.State), Host: t.Host, Attempt: t.Attempt,
+			Branch: t.Branch, Commit: t.Commit, Reason: t.Reason, Skipped: t.Skipped, HeldBy: t.HeldBy})
+	}
 	if !st.CooldownUntil.IsZero() {
+		rep.Temporal.CooldownUntil = st.CooldownUntil.UTC().Format(time.RFC3339)
 		if rep.Cooldowns == nil {
 			rep.Cooldowns = map[string]string{}
 		}
 		rep.Cooldowns["every agent (the run's durable timer)"] = st.CooldownUntil.UTC().Format(time.RFC3339)
 	}
+}
+
+// fleetEngine names in rep the Temporal server and task queue of eng.
+func fleetEngine(rep *status.Report, eng config.EngineSection) {
+	if rep.Temporal == nil {
+		return
+	}
+	rep.Temporal.Address, rep.Temporal.TaskQueue = eng.Address, eng.TaskQueue
 }
 
 // fleetStatusOf returns the status function of a live source over a
@@ -504,6 +535,7 @@ func fleetStatusOf(ws *workspace.Workspace, cfg config.Config, env *Env, local f
 			return rep, nil
 		}
 		fleetOverlay(&rep, st, env.Now())
+		fleetEngine(&rep, cfg.Engine)
 		return rep, nil
 	}
 }

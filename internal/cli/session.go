@@ -514,6 +514,7 @@ func newAnswerCmd(env *Env) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&sessionID, "session", "", "session id (default: the active one)")
+	addSteerJSON(cmd)
 	return cmd
 }
 

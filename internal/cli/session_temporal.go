@@ -354,14 +354,20 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 	case err != nil:
 		return true, err
 	}
+	res := control.Result{Status: control.Applied}
 	switch {
 	case !recorded:
-		fmt.Fprintf(env.IO.Out, "accepted the answer to %s by session %s; its host's worker records it when it runs\n", qid, id)
+		res.Status = control.Queued
+		res.Message = fmt.Sprintf("accepted the answer to %s by session %s; its host's worker records it when it runs", qid, id)
 	case len(st.OpenQuestions) > 0:
-		fmt.Fprintf(env.IO.Out, "recorded the answer to %s on host %s; %s still open: ralph questions --session %s\n", qid, st.Host, words.Count(len(st.OpenQuestions), "question", "questions"), id)
+		res.Message = fmt.Sprintf("recorded the answer to %s on host %s; %s still open: ralph questions --session %s", qid, st.Host, words.Count(len(st.OpenQuestions), "question", "questions"), id)
 	default:
-		fmt.Fprintf(env.IO.Out, "recorded the answer to %s on host %s; no questions left: session %s goes on there by itself\n", qid, st.Host, id)
+		res.Message = fmt.Sprintf("recorded the answer to %s on host %s; no questions left: session %s goes on there by itself", qid, st.Host, id)
 	}
+	if wantJSON(cmd) {
+		return true, writeJSON(env, res)
+	}
+	fmt.Fprintln(env.IO.Out, res.Message)
 	return true, nil
 }
 

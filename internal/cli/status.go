@@ -13,6 +13,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/status"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
@@ -71,7 +72,8 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 // could not be read (the document then has no board); err is a failure
 // that leaves no document.
 func buildStatus(ws *workspace.Workspace, cfg config.Config, env *Env, tasksFlag string) (rep StatusReport, st *loop.LoopState, srcErr, err error) {
-	rep = StatusReport{RetryCounts: map[string]int{}, Blocked: []BlockedTask{}, Cooldowns: map[string]string{}}
+	rep = StatusReport{SchemaVersion: status.SchemaVersion, Engine: status.EngineLocal,
+		RetryCounts: map[string]int{}, Blocked: []BlockedTask{}, Cooldowns: map[string]string{}}
 	if h, held := store.Held(ws.LockPath()); held {
 		rep.Running, rep.Holder = true, h
 	}

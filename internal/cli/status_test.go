@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/status"
@@ -125,5 +128,63 @@ func TestStatusBoardNeverShowsTheAgentsTickAsDone(t *testing.T) {
 	fillBoard(&rep, board, st)
 	if rep.Board[0].State != status.StoryVerified {
 		t.Errorf("US-001 after COMMIT is %q, want verified", rep.Board[0].State)
+	}
+}
+
+// TestStatusDocumentIsOneShapeOnTemporal: the document of a build on
+// Temporal is the local one with the run's Query laid over it: the same
+// schema_version and top-level fields, engine "temporal", and the run's
+// own state under temporal. It used to be the workflow's Query result,
+// a different shape a script could not read the same way.
+func TestStatusDocumentIsOneShapeOnTemporal(t *testing.T) {
+	dir := newTestRepo(t)
+	if err := os.MkdirAll(filepath.Join(dir, ".agents", "tasks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".agents", "tasks", "prd.md"), []byte("### [ ] US-001: One\n- [ ] x\n\n### [ ] US-002: Two\n- [ ] y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env, _, _ := testEnv(dir, nil, false)
+	ws, cfg, err := openWorkspace(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, _, _, err := buildStatus(ws, cfg, env, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onTemporal := local
+	st := fleet.Status{RunState: fleet.RunState{RunID: "b-1", Target: "main", Iterations: 3, Generation: 2, Controls: []string{"hint by cli"},
+		Tasks: []*fleet.Task{{ID: "US-001", State: fleet.Landed, Commit: "abc"}, {ID: "US-002", State: fleet.Working, Host: "h1", Attempt: 1}}}, HistoryLength: 40, Workers: 2}
+	fleetOverlay(&onTemporal, st, time.Now())
+	fleetEngine(&onTemporal, config.EngineSection{Address: "127.0.0.1:7233", TaskQueue: "ralph"})
+
+	keys := func(rep status.Report) map[string]any {
+		b, _ := json.Marshal(rep)
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		return m
+	}
+	l, r := keys(local), keys(onTemporal)
+	if l["schema_version"] != 1.0 || r["schema_version"] != 1.0 || l["engine"] != "local" || r["engine"] != "temporal" {
+		t.Errorf("schema_version %v / %v, engine %v / %v; want 1 and local, temporal", l["schema_version"], r["schema_version"], l["engine"], r["engine"])
+	}
+	for k := range l {
+		if _, ok := r[k]; !ok {
+			t.Errorf("the Temporal document lacks the local document's field %q", k)
+		}
+	}
+	tp, _ := r["temporal"].(map[string]any)
+	if tp == nil || tp["generation"] != 2.0 || tp["history_length"] != 40.0 || tp["address"] != "127.0.0.1:7233" || len(tp["tasks"].([]any)) != 2 {
+		t.Errorf("temporal: %v", r["temporal"])
+	}
+	if _, ok := l["temporal"]; ok {
+		t.Errorf("a local document has a temporal field: %v", l["temporal"])
+	}
+	if onTemporal.Board[1].State != status.StoryClaimed {
+		t.Errorf("a working task's board state is %q, want the local word %q", onTemporal.Board[1].State, status.StoryClaimed)
+	}
+	if onTemporal.Board[0].State != status.StoryLanded || onTemporal.RunID != "b-1" || onTemporal.Parallel.Workers != 2 {
+		t.Errorf("the run's Query is not laid over the board: %+v %+v", onTemporal.Board, onTemporal.Parallel)
 	}
 }

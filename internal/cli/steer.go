@@ -44,7 +44,6 @@ func newBlockCmd(env *Env) *cobra.Command {
 // steerCmd is a command that gives one control command; fill takes its
 // arguments (nil: it takes none).
 func steerCmd(env *Env, kind control.Kind, use, short string, fill func(*control.Command, []string)) *cobra.Command {
-	var jsonOut bool
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
@@ -65,6 +64,18 @@ func steerCmd(env *Env, kind control.Kind, use, short string, fill func(*control
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the result as JSON")
+	addSteerJSON(cmd)
 	return cmd
+}
+
+// addSteerJSON gives a steering command its --json flag: every one of
+// them prints {"id", "status", "message"} with it (steerFromCLI reads it).
+func addSteerJSON(cmd *cobra.Command) {
+	cmd.Flags().Bool("json", false, `print the result as JSON: {"id", "status", "message"}`)
+}
+
+// wantJSON reports whether cmd was given --json.
+func wantJSON(cmd *cobra.Command) bool {
+	f := cmd.Flags().Lookup("json")
+	return f != nil && f.Value.String() == "true"
 }

@@ -15,7 +15,7 @@ import (
 )
 
 func newUnblockCmd(env *Env) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "unblock TASK-ID",
 		Short: "Clear a blocked task so the loop picks it up again",
 		Long: `Clear a task's blocker: its status goes back to not started, its retry count
@@ -32,6 +32,8 @@ works too.`,
 			return steerFromCLI(cmd, env, control.Unblock, func(c *control.Command) { c.Task = args[0] })
 		},
 	}
+	addSteerJSON(cmd)
+	return cmd
 }
 
 // unblockTask clears task id's blocker while no run is going: in ralph's
@@ -122,7 +124,7 @@ func resolveBlockers(ctx context.Context, ws *workspace.Workspace, cfg config.Co
 }
 
 func newApproveCmd(env *Env) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "approve TASK-ID",
 		Short: "Accept a task's reviewed test change",
 		Long: `Accept the work of a task that waits for your review: its story says its
@@ -142,6 +144,8 @@ next step. To have the task done again instead: ralph unblock TASK-ID.`,
 			return steerFromCLI(cmd, env, control.Approve, func(c *control.Command) { c.Task = args[0] })
 		},
 	}
+	addSteerJSON(cmd)
+	return cmd
 }
 
 // approveTask accepts task id's reviewed work while no run is going.

@@ -46,6 +46,9 @@ type Options struct {
 	// own trouble; nil discards them. It must not be stdout, which
 	// carries the protocol.
 	Log *slog.Logger
+	// MaxFrame bounds one message on stdio, in bytes; 0 is
+	// DefaultMaxFrame.
+	MaxFrame int
 }
 
 // Instructions is what a client is told about the server as a whole.

@@ -367,3 +367,68 @@ func TestServeAnswersBeforeItEnds(t *testing.T) {
 		t.Errorf("the hint did not land: %+v", got)
 	}
 }
+
+// TestServeAnswersBadLinesAndGoesOn: a line that is not JSON, a message
+// whose id is an object, a line over the frame limit and a batch each
+// get a JSON-RPC error, and the calls after them are still answered.
+func TestServeAnswersBadLinesAndGoesOn(t *testing.T) {
+	st := &steerer{}
+	src := newLocal(t, 3, st)
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`this is not json`,
+		`{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"ralph_hint","arguments":{"text":"` + strings.Repeat("x", 3000) + `"}}}`,
+		`[{"jsonrpc":"2.0","id":5,"method":"tools/list"}]`,
+		`{"jsonrpc":"1.0","id":6,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ralph_hint","arguments":{"text":"still here"}}}`,
+	}, "\n") + "\n"
+	var out strings.Builder
+	if err := Serve(context.Background(), src, strings.NewReader(in), &out, Options{MaxFrame: 2048}); err != nil {
+		t.Fatalf("Serve ended with %v: a bad line must not end the server", err)
+	}
+	type answer struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	var codes []int
+	var msgs []string
+	results := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var a answer
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatalf("not JSON on the protocol's stream: %s", line)
+		}
+		if a.Error != nil {
+			codes = append(codes, a.Error.Code)
+			msgs = append(msgs, string(a.ID)+" "+a.Error.Message)
+		} else {
+			results[string(a.ID)] = true
+		}
+	}
+	if want := []int{-32700, -32600, -32600, -32600, -32600}; !slices.Equal(codes, want) {
+		t.Errorf("error codes %v, want %v; messages:\n%s", codes, want, strings.Join(msgs, "\n"))
+	}
+	if len(msgs) == 5 {
+		if !strings.Contains(msgs[2], "too large") || !strings.Contains(msgs[2], "2048") {
+			t.Errorf("the oversize line's error does not say too large and the limit: %s", msgs[2])
+		}
+		if !strings.HasPrefix(msgs[1], "null ") || !strings.Contains(msgs[1], "id must be") {
+			t.Errorf("an object id's error: %s", msgs[1])
+		}
+		if !strings.HasPrefix(msgs[4], "6 ") {
+			t.Errorf("a bad version's error must carry the request's id 6: %s", msgs[4])
+		}
+	}
+	if !results["1"] || !results["2"] {
+		t.Errorf("calls before and after the bad lines were not both answered: %v\n%s", results, out.String())
+	}
+	if got := st.given(); len(got) != 1 || got[0].Text != "still here" {
+		t.Errorf("only the hint after the bad lines should land: %+v", got)
+	}
+}

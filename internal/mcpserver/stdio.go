@@ -16,8 +16,18 @@ import (
 // in ends or ctx does; neither is an error. The calls read before in
 // ended are answered first: a client that writes its requests and closes
 // its end, as `printf ... | ralph mcp` does, still gets every answer.
+// A line that is not a JSON-RPC message, or is longer than
+// opts.MaxFrame, gets a JSON-RPC error and the server goes on.
 func Serve(ctx context.Context, src live.Source, in io.Reader, out io.Writer, opts Options) error {
-	tr := &draining{inner: &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}}
+	max := opts.MaxFrame
+	if max <= 0 {
+		max = DefaultMaxFrame
+	}
+	lw := &lockedWriter{w: out}
+	pr, pw := io.Pipe()
+	defer pr.Close() // ends the filter if the server ends first
+	go filterFrames(in, pw, lw, max)
+	tr := &draining{inner: &mcp.IOTransport{Reader: pr, Writer: nopWriteCloser{lw}, MaxLineLength: max + 2}}
 	err := New(src, opts).Run(ctx, tr)
 	if err == nil || ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil

@@ -1,6 +1,8 @@
 package redact
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -102,5 +104,45 @@ func TestAddNamesExtendsDefault(t *testing.T) {
 	AddNames("DEPLOY_CRED")
 	if got := Default().Redact("sk-openai-123456 deploy-cred-value"); got != Mask+" "+Mask {
 		t.Errorf("after AddNames: %q", got)
+	}
+}
+
+func TestJSONMasksSecretsInsideStrings(t *testing.T) {
+	r := New([]string{"ANTHROPIC_API_KEY=" + key, `DB_PASSWORD=pw"with<quote>&amp`}, nil)
+	doc := map[string]any{"criterion": "holds " + key, "nested": []any{map[string]any{"pw": `pw"with<quote>&amp`}},
+		"url": "https://u:pass1234@h/x", "n": 3}
+	b, _ := json.Marshal(doc)
+	got := r.JSON(b)
+	var back map[string]any
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatalf("JSON broke the document: %v\n%s", err, got)
+	}
+	for _, s := range []string{key, "with", "pass1234"} {
+		if strings.Contains(string(got), s) {
+			t.Errorf("JSON left %q in %s", s, got)
+		}
+	}
+	if back["criterion"] != "holds "+Mask || back["n"] != 3.0 {
+		t.Errorf("JSON = %s", got)
+	}
+}
+
+func TestValueMasksWithoutChangingTheCallers(t *testing.T) {
+	r := New([]string{"ANTHROPIC_API_KEY=" + key}, nil)
+	inner := []string{"a", key}
+	data := map[string]any{"list": inner, "deep": map[string]any{"x": []any{"k " + key}}, "n": 1, "plain": "ok"}
+	got := r.Value(data).(map[string]any)
+	if got["list"].([]string)[1] != Mask || got["deep"].(map[string]any)["x"].([]any)[0] != "k "+Mask || got["plain"] != "ok" || got["n"] != 1 {
+		t.Errorf("Value = %#v", got)
+	}
+	type rec struct{ Pw map[string]string }
+	if got := r.Value(rec{map[string]string{"k": key}}); fmt.Sprint(got) != "map[Pw:map[k:"+Mask+"]]" {
+		t.Errorf("Value of a struct = %#v", got)
+	}
+	if r.Value(7) != 7 || r.Value(rec{}).(rec).Pw != nil {
+		t.Errorf("Value changed values without a secret")
+	}
+	if inner[1] != key || data["deep"].(map[string]any)["x"].([]any)[0] != "k "+key {
+		t.Errorf("Value changed the caller's values: %#v", data)
 	}
 }

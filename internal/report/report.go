@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/redact"
 )
 
 // SchemaVersion is the version of the event envelope, its "v" field.
@@ -203,6 +205,7 @@ func (e *Emitter) EmitAllAfter(evs []Event, persist func([]Event) error) ([]Even
 		if ev.Worker == "" {
 			ev.Worker = e.worker
 		}
+		redactEvent(ev)
 	}
 	if persist != nil {
 		if err := persist(evs); err != nil {
@@ -325,4 +328,17 @@ func DataNumber(v any) (int64, bool) {
 		return int64(n), true
 	}
 	return 0, false
+}
+
+// redactEvent masks secrets in every text of ev, so that no sink (the
+// journal, the terminal, the web page, a notifier) and no state that
+// records the event holds one: an event can carry text that never went
+// through the agent's redacted output, such as a PRD criterion that
+// quotes a secret.
+func redactEvent(ev *Event) {
+	red := redact.Default()
+	ev.Text, ev.Task, ev.Trigger = red.Redact(ev.Text), red.Redact(ev.Task), red.Redact(ev.Trigger)
+	if ev.Data != nil {
+		ev.Data = red.Value(ev.Data).(map[string]any)
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/redact"
 )
 
 type collect struct{ evs []Event }
@@ -301,5 +303,24 @@ func TestJournalCutsATornLineOfAnotherWriter(t *testing.T) {
 	}
 	if !strings.Contains(lines[2], `"to":"B"`) || !strings.Contains(lines[3], `"text":"c\n"`) || evs[0].Seq != 3 {
 		t.Errorf("the batch is not last, in order, from seq 3: %+v\n%s", evs, b)
+	}
+}
+
+// TestEmitterMasksSecrets: an event whose text or data quotes a secret
+// (a PRD criterion that holds one) reaches no sink with it.
+func TestEmitterMasksSecrets(t *testing.T) {
+	const secret = "tok-0123456789abcdef"
+	t.Setenv("REPORT_TEST_TOKEN", secret)
+	redact.AddNames() // recompute the default Redactor from the environment
+	t.Cleanup(func() { redact.AddNames() })
+	var text, js bytes.Buffer
+	e := NewEmitter("loop", "r", 0, nil, Text{&text}, JSONLines{&js})
+	data := map[string]any{"criteria": []string{"a.txt holds " + secret}}
+	got := e.Emit(Event{Kind: KindNote, Text: "AC-1: a.txt holds " + secret + "\n", Data: data})
+	if strings.Contains(text.String()+js.String(), secret) || !strings.Contains(js.String(), "a.txt holds [REDACTED]") {
+		t.Errorf("a sink got the secret:\n%s%s", text.String(), js.String())
+	}
+	if strings.Contains(got.Text, secret) || data["criteria"].([]string)[0] != "a.txt holds "+secret {
+		t.Errorf("the stamped event keeps the secret, or the caller's data was changed: %+v, %v", got, data)
 	}
 }

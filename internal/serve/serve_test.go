@@ -371,12 +371,20 @@ func TestControlErrors(t *testing.T) {
 		{`{"command":"hint","text":"x","color":"red"}`, nil, 400, "color"},
 		{`{"command":"pause"}`, errors.New("no run in this workspace is going, so there is nothing to pause"), 409, "nothing to pause"},
 		{`{"command":"pause"}`, &os.PathError{Op: "open", Path: "/x", Err: os.ErrPermission}, 500, "permission"},
+		// A second command after the first is refused, not dropped, and
+		// neither is taken.
+		{`{"command":"hint","text":"one"}{"command":"stop"}`, nil, 400, "one command per request"},
+		{`{"command":"hint","text":"one"} trailing`, nil, 400, "one command per request"},
+		{`{"command":"hint","text":"` + strings.Repeat("x", 10<<20) + `"}`, nil, 413, "too large"},
 	} {
 		w.steer.err = c.err
 		code, out := post(t, ts.URL+"/api/control", testToken, c.body)
 		if code != c.code || !strings.Contains(fmt.Sprint(out["error"]), c.want) {
-			t.Errorf("%s (steerer error %v): %d %v, want %d with %q", c.body, c.err, code, out, c.code, c.want)
+			t.Errorf("%.80s (steerer error %v): %d %v, want %d with %q", c.body, c.err, code, out, c.code, c.want)
 		}
+	}
+	if got := w.steer.given(); len(got) != 0 {
+		t.Errorf("refused bodies reached the steerer: %+v", got)
 	}
 }
 

@@ -12,8 +12,23 @@ import (
 	"github.com/ralphloop/ralph/internal/store"
 )
 
-// Report is what `ralph status --json` prints.
+// SchemaVersion is the version of the status document, its
+// schema_version field. It grows when a field changes meaning or goes
+// away; new fields do not change it.
+const SchemaVersion = 1
+
+// The engines a status document can come from: its engine field.
+const (
+	EngineLocal    = "local"
+	EngineTemporal = "temporal"
+)
+
+// Report is what `ralph status --json` prints, whichever engine runs the
+// build: the same document, with Temporal's own facts under temporal.
 type Report struct {
+	SchemaVersion int `json:"schema_version"`
+	// Engine is where the build runs: "local" or "temporal".
+	Engine        string        `json:"engine"`
 	Running       bool          `json:"running"`
 	Holder        *store.Holder `json:"holder,omitempty"`
 	RunID         string        `json:"run_id,omitempty"`
@@ -59,8 +74,49 @@ type Report struct {
 	// Waiting lists what waits for a person: a session's open
 	// questions, a thread at a human checkpoint, a task blocked for a
 	// person to decide.
-	Waiting []Waiting         `json:"waiting"`
-	Extra   map[string]string `json:"-"`
+	Waiting []Waiting `json:"waiting"`
+	// Temporal is the build on Temporal as its status Query gave it;
+	// absent for a local build.
+	Temporal *Temporal         `json:"temporal,omitempty"`
+	Extra    map[string]string `json:"-"`
+}
+
+// Temporal is what only a build on Temporal has: where it runs and its
+// workflow's own state.
+type Temporal struct {
+	Address   string `json:"address"`
+	TaskQueue string `json:"task_queue"`
+	// HistoryLength is the workflow's history length at the query;
+	// Generation counts its continue-as-new.
+	HistoryLength int  `json:"history_length"`
+	Generation    int  `json:"generation"`
+	Stopping      bool `json:"stopping"`
+	// CooldownUntil, when set, holds every new attempt until every
+	// agent's usage limit resets (RFC 3339).
+	CooldownUntil string `json:"cooldown_until,omitempty"`
+	// Failing are the checks that fail on the target after the last
+	// landing.
+	Failing []string `json:"failing,omitempty"`
+	// Controls are the commands the run took, newest last.
+	Controls []string `json:"controls,omitempty"`
+	// Tasks are the run's tasks in its own words (the board has them
+	// in the document's).
+	Tasks []TemporalTask `json:"tasks"`
+}
+
+// TemporalTask is one task of a build on Temporal.
+type TemporalTask struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Host    string `json:"host,omitempty"`
+	Attempt int    `json:"attempt"`
+	Branch  string `json:"branch,omitempty"`
+	Commit  string `json:"commit,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Skipped bool   `json:"skipped,omitempty"`
+	// HeldBy is the block a person gave the task while it was in flight,
+	// applied when its attempt comes back.
+	HeldBy string `json:"held_block,omitempty"`
 }
 
 // Blocked is one blocked task in the status.

@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/ralphloop/ralph/internal/inputlimit"
+	"github.com/ralphloop/ralph/internal/redact"
 )
 
 // Counts of the durable writes this process made, for the tests and
@@ -294,6 +295,10 @@ func WriteJSONRecord(path string, v any) error {
 	if err != nil {
 		return err
 	}
+	// A record can quote text that never went through the agent's
+	// redacted output (a PRD criterion that holds a secret): mask every
+	// secret whatever field holds it.
+	b = redact.Default().JSON(b)
 	return WriteRecord(path, append(b, '\n'), 0o644)
 }
 

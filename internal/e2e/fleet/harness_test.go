@@ -24,6 +24,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/fakeagent"
 	rfleet "github.com/ralphloop/ralph/internal/fleet"
+	"github.com/ralphloop/ralph/internal/status"
 	"github.com/ralphloop/ralph/internal/testing/clitest"
 )
 
@@ -440,8 +441,22 @@ func (r *fleetRun) status() (rfleet.Status, error) {
 	if code != 0 {
 		return st, fmt.Errorf("ralph status --json: exit %d: %s", code, clip(out, 2000))
 	}
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
+	// The document is the one a local build has (schema_version 1),
+	// with the run's own state under temporal.
+	var doc status.Report
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		return st, fmt.Errorf("ralph status --json printed no status document (%v):\n%s", err, clip(out, 2000))
+	}
+	if doc.SchemaVersion != status.SchemaVersion || doc.Engine != status.EngineTemporal || doc.Temporal == nil || doc.Parallel == nil || doc.Board == nil {
+		return st, fmt.Errorf("ralph status --json is not the status document of a build on Temporal (schema_version %d, engine %q, temporal and parallel present: %v %v):\n%s",
+			doc.SchemaVersion, doc.Engine, doc.Temporal != nil, doc.Parallel != nil, clip(out, 2000))
+	}
+	tp := doc.Temporal
+	st.RunID, st.Target, st.Workers, st.Outcome, st.Reason = doc.RunID, doc.Parallel.Target, doc.Parallel.Workers, doc.Outcome, doc.Reason
+	st.Paused, st.Stopping, st.Controls, st.Generation, st.HistoryLength, st.Iterations = doc.Paused != nil, tp.Stopping, tp.Controls, tp.Generation, tp.HistoryLength, doc.Iteration
+	for _, t := range tp.Tasks {
+		st.Tasks = append(st.Tasks, &rfleet.Task{ID: t.ID, State: rfleet.TaskState(t.State), Host: t.Host, Attempt: t.Attempt,
+			Branch: t.Branch, Commit: t.Commit, Reason: t.Reason, Skipped: t.Skipped, HeldBy: t.HeldBy})
 	}
 	return st, nil
 }
