@@ -299,9 +299,12 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	if err != nil {
 		return err
 	}
-	eng, err := temporalEngine(cfg)
-	if err != nil {
-		return err
+	// Builds need the exchange remote; sessions and threads, which stay
+	// in this checkout, do not: without it the worker runs those only.
+	eng := cfg.Engine
+	builds := eng.ExchangeRemote != ""
+	if !builds && opts.Integrate {
+		return usageErrorf("--integrate lands the tasks of builds, which travel between machines through [engine] exchange_remote: set it in .ralph/config.toml (README \"Scaling out\"), or leave out --integrate for a worker of sessions and threads")
 	}
 	c, err := fleet.Dial(cmd.Context(), eng)
 	if err != nil {
@@ -323,6 +326,10 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	}
 	fmt.Fprintf(env.IO.Out, "ralph worker %s: polling %s on %s (namespace %s); Ctrl+C stops it (work in flight is retried)\n",
 		host, strings.Join(queues, ", "), eng.Address, eng.Namespace)
+	if !builds {
+		fmt.Fprintf(env.IO.Out, "ralph worker %s: no [engine] exchange_remote: it runs this checkout's sessions and threads, and no build's tasks (builds need it: README \"Scaling out\")\n", host)
+		h = nil
+	}
 	th, err := NewThreadHost(cmd.Context(), env, c, host)
 	if err != nil {
 		return err
@@ -331,7 +338,7 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	if err != nil {
 		return err
 	}
-	err = fleet.RunWorker(cmd.Context(), c, h, fleet.WorkerOptions{Shared: eng.TaskQueue, Integrate: opts.Integrate, Slots: opts.Slots, Thread: th, Session: sh})
+	err = fleet.RunWorker(cmd.Context(), c, h, fleet.WorkerOptions{Name: host, Shared: eng.TaskQueue, Integrate: opts.Integrate, Slots: opts.Slots, Thread: th, Session: sh})
 	if err != nil {
 		return err
 	}
