@@ -133,7 +133,10 @@ func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers
 		fmt.Fprintf(out, "follow it with `ralph status`; stop it with `ralph stop`\n")
 		return nil
 	}
-	return followFleet(ctx, opts, c, run)
+	ww := newWorkerWatch(opts.Env, c, eng, "build "+runID, opts.JSON,
+		waitQueue{eng.TaskQueue, "ralph worker --host HOST", "in each clone that works tasks"},
+		waitQueue{fleet.IntegrationQueue(eng.TaskQueue), "ralph worker --integrate", "in the one clone that lands the tasks"})
+	return followFleet(ctx, opts, c, run, ww)
 }
 
 // resumable returns the state of the last build of branch when it was
@@ -160,8 +163,9 @@ func resumable(ctx context.Context, c client.Client, ws *workspace.Workspace, en
 }
 
 // followFleet prints each task's moves until the run ends, and returns its
-// outcome as the exit code. Ctrl+C leaves the run going.
-func followFleet(ctx context.Context, opts *BuildOptions, c client.Client, run client.WorkflowRun) error {
+// outcome as the exit code. Ctrl+C leaves the run going. While no worker
+// polls the queues the run needs, ww says so.
+func followFleet(ctx context.Context, opts *BuildOptions, c client.Client, run client.WorkflowRun, ww *workerWatch) error {
 	out := opts.progress()
 	ended := make(chan error, 1)
 	var final fleet.RunState
@@ -208,9 +212,15 @@ func followFleet(ctx context.Context, opts *BuildOptions, c client.Client, run c
 			fmt.Fprintf(opts.Env.IO.Err, "ralph: stopped following; the run goes on in Temporal: `ralph status` shows it, `ralph stop` stops it\n")
 			return &ExitError{Code: ExitInterrupted, Msg: "stopped following the run (it goes on)"}
 		case <-tick.C:
-			if st, err := fleet.Query(ctx, c, run.GetID()); err == nil {
+			// A Query waits for a worker to answer it: bounded, so that
+			// a wait on a missing worker is seen and said.
+			qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			st, err := fleet.Query(qctx, c, run.GetID())
+			cancel()
+			if err == nil {
 				show(st)
 			}
+			ww.check(ctx)
 		}
 	}
 }

@@ -228,7 +228,8 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, ws *workspace
 		fmt.Fprintf(out, "its questions: ralph questions --session %s; its progress: ralph metrics --session %s\n", id, id)
 		return nil
 	}
-	ww := newWorkerWatch(env, c, eng, "session "+id, "ralph worker --host "+host, opts.JSON, eng.TaskQueue, fleet.HostQueue(eng.TaskQueue, host))
+	start := "ralph worker --host " + host
+	ww := newWorkerWatch(env, c, eng, "session "+id, opts.JSON, waitQueue{eng.TaskQueue, start, ""}, waitQueue{fleet.HostQueue(eng.TaskQueue, host), start, ""})
 	return followSession(ctx, env, c, run, id, opts.JSON, ww)
 }
 
@@ -348,11 +349,12 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 	defer c.Close()
 	// The Update waits for the workflow's worker, the recording for the
 	// host's: a person is told when none polls.
-	queues, start := []string{cfg.Engine.TaskQueue}, "ralph worker --host HOST in the checkout that holds the session"
+	queues := []waitQueue{{cfg.Engine.TaskQueue, "ralph worker --host HOST", "in the checkout that holds the session"}}
 	if m != nil && m.Host != "" {
-		queues, start = append(queues, fleet.HostQueue(cfg.Engine.TaskQueue, m.Host)), "ralph worker --host "+m.Host
+		start := "ralph worker --host " + m.Host
+		queues = []waitQueue{{cfg.Engine.TaskQueue, start, ""}, {fleet.HostQueue(cfg.Engine.TaskQueue, m.Host), start, ""}}
 	}
-	stop := newWorkerWatch(env, c, cfg.Engine, "the answer to "+qid+" of session "+id, start, false, queues...).watch(ctx)
+	stop := newWorkerWatch(env, c, cfg.Engine, "the answer to "+qid+" of session "+id, false, queues...).watch(ctx)
 	st, recorded, err := fleet.SendAnswer(ctx, c, id, fleet.SessionAnswer{QuestionID: qid, Text: text, By: who()}, answerWait)
 	stop()
 	var refused *fleet.AnswerRefused

@@ -22,9 +22,7 @@ type workerWatch struct {
 	c   client.Client
 	// queues are the task queues the wait needs, in the order they are
 	// named when none polls them.
-	queues []string
-	// start is the command that starts a worker polling them.
-	start string
+	queues []waitQueue
 	// what the waiting command waits for, in words ("session X to start").
 	what  string
 	json  bool
@@ -37,12 +35,16 @@ type workerWatch struct {
 	warned bool
 }
 
-func newWorkerWatch(env *Env, c client.Client, eng config.EngineSection, what, start string, asJSON bool, queues ...string) *workerWatch {
+// waitQueue is a task queue a wait needs, the command that starts a
+// worker polling it, and where to run that ("" for this checkout).
+type waitQueue struct{ name, start, where string }
+
+func newWorkerWatch(env *Env, c client.Client, eng config.EngineSection, what string, asJSON bool, queues ...waitQueue) *workerWatch {
 	after := eng.WorkerWait.Duration
 	if after <= 0 {
 		after = config.DefaultEngine().WorkerWait.Duration
 	}
-	return &workerWatch{env: env, c: c, queues: queues, start: start, what: what, json: asJSON, every: min(5*time.Second, after), after: after}
+	return &workerWatch{env: env, c: c, queues: queues, what: what, json: asJSON, every: min(5*time.Second, after), after: after}
 }
 
 // check looks at the queues' pollers, at most every w.every, and says
@@ -57,13 +59,13 @@ func (w *workerWatch) check(ctx context.Context) string {
 		return ""
 	}
 	w.last = now
-	missing := ""
+	var missing, start, where string
 	for _, q := range w.queues {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		n, err := fleet.Pollers(qctx, w.c, q)
+		n, err := fleet.Pollers(qctx, w.c, q.name)
 		cancel()
 		if err == nil && n == 0 {
-			missing = q
+			missing, start, where = q.name, q.start, q.where
 			break
 		}
 	}
@@ -81,15 +83,18 @@ func (w *workerWatch) check(ctx context.Context) string {
 	noWorker := waited >= w.after
 	if w.json {
 		_ = writeJSONLine(w.env, map[string]any{"kind": "waiting", "for": w.what, "task_queue": missing, "waited_s": int(waited.Seconds()),
-			"no_worker": noWorker, "start_worker": w.start})
+			"no_worker": noWorker, "start_worker": start, "where": where})
 	} else {
 		fmt.Fprintf(w.env.IO.Err, "ralph: waiting %s for a worker on task queue %s (%s)\n", waited, missing, w.what)
 	}
 	if noWorker && !w.warned {
 		w.warned = true
+		if where == "" {
+			where = "in this checkout"
+		}
 		if !w.json {
-			fmt.Fprintf(w.env.IO.Err, "ralph: no worker polls task queue %s after %s: start one with `%s` (the same [engine] address, namespace and task_queue); %s goes on once it polls\n",
-				missing, waited, w.start, w.what)
+			fmt.Fprintf(w.env.IO.Err, "ralph: no worker polls task queue %s after %s: start one with `%s` %s (with the same [engine] address, namespace and task_queue); %s goes on once it polls\n",
+				missing, waited, start, where, w.what)
 		}
 	}
 	return missing

@@ -173,3 +173,64 @@ worker_wait = "2s"
 		t.Errorf("ralph worker ended with exit %d\n%s\n%s", c, wout, werr)
 	}
 }
+
+// A build on Temporal whose hosts' workers poll the shared queue but none
+// runs the merge queue (no `ralph worker --integrate`) waits on the
+// integration queue: the follow says which queue no worker polls and that
+// --integrate starts one, instead of showing nothing.
+func TestBuildOnTemporalSaysNoIntegratingWorker(t *testing.T) {
+	dir := newTestRepo(t)
+	addr := devServerAddr(t)
+	exchange := filepath.Join(t.TempDir(), "exchange.git")
+	gitT(t, dir, "init", "-q", "--bare", exchange)
+	config := `schema_version = 1
+[agent]
+default = "stand-in"
+[agents.stand-in]
+command = ["true"]
+[build]
+require_plan = false
+[memory]
+store = "file"
+[engine]
+kind = "temporal"
+address = "` + addr + `"
+task_queue = "wwbuild"
+exchange_remote = "` + exchange + `"
+worker_wait = "2s"
+`
+	for name, content := range map[string]string{".ralph/config.toml": config, ".agents/tasks/prd.md": "# PRD\n\n### [ ] US-001: Only\n- [ ] x\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitT(t, dir, "add", "-A")
+	gitT(t, dir, "commit", "-q", "-m", "config")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	workerCtx, stopWorker := context.WithCancel(ctx)
+	wout, werr, wcode := bgRun(workerCtx, dir, "worker", "--host", "wb1")
+	waitText(t, "ralph worker", wout, "polling wwbuild, wwbuild@wb1 on", 30*time.Second)
+	runCtx, stopRun := context.WithCancel(ctx)
+	out, errb, code := bgRun(runCtx, dir, "build", "--engine", "temporal")
+	waitText(t, "ralph build", errb, "no worker polls task queue wwbuild.integration", 60*time.Second)
+	if !strings.Contains(errb.String(), "`ralph worker --integrate` in the one clone that lands the tasks") {
+		t.Errorf("the warning does not say how to start the merge queue's worker:\n%s", errb.String())
+	}
+	if strings.Contains(errb.String(), "task queue wwbuild ") {
+		t.Errorf("the shared queue has a worker, yet the build says it waits for one:\n%s", errb.String())
+	}
+	stopRun()
+	t.Logf("ralph build said:\n%s%s", out, errb)
+	if c := <-code; c != ExitInterrupted {
+		t.Errorf("ralph build stopped following with exit %d, want %d\n%s\n%s", c, ExitInterrupted, out, errb)
+	}
+	stopWorker()
+	if c := <-wcode; c != 0 {
+		t.Errorf("ralph worker ended with exit %d\n%s\n%s", c, wout, werr)
+	}
+}
