@@ -372,6 +372,14 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 		return res, err
 	case !rep.Accepted():
 		res.Outcome, res.Reason = WorkBlocked, rep.Reason
+		if r, ok := blocker.Load().(string); ok {
+			// The story's own failure says more than the loop's limit
+			// reached on it ("reached 3 iterations with 1 story left").
+			if res.Reason != "" {
+				r += " (" + res.Reason + ")"
+			}
+			res.Reason = r
+		}
 		if res.Reason == "" {
 			res.Reason = string(rep.Outcome)
 		}
