@@ -369,7 +369,12 @@ func fleetStatus(cmd *cobra.Command, opts *StatusOptions, ws *workspace.Workspac
 		return err
 	}
 	defer c.Close()
+	// A Query is answered by a worker: while none polls, a person is told
+	// (on stderr, so that --json stays one document).
+	stop := newWorkerWatch(opts.Env, c, eng, "the status of the build of "+snap.Branch, false,
+		waitQueue{eng.TaskQueue, "ralph worker --host HOST", "in a clone of the repository"}).watch(cmd.Context())
 	st, err := fleet.Query(cmd.Context(), c, fleet.BuildID(eng.TaskQueue, snap.Branch))
+	stop()
 	if err != nil {
 		return err
 	}

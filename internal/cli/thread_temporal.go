@@ -283,7 +283,10 @@ func showThreadOnTemporal(cmd *cobra.Command, tc *threadCmd) {
 		return
 	}
 	defer c.Close()
+	hostStart := "ralph worker --host " + m.Host
+	stop := newWorkerWatch(tc.env, c, tc.cfg.Engine, "thread "+t.ID, false, waitQueue{tc.cfg.Engine.TaskQueue, hostStart, ""}).watch(cmd.Context())
 	st, err := fleet.QueryThread(cmd.Context(), c, t.ID)
+	stop()
 	if err != nil {
 		fmt.Fprintf(tc.env.IO.Err, "ralph: thread %s: its workflow %s did not answer: %v\n", t.ID, m.WorkflowID, err)
 		return
