@@ -179,36 +179,7 @@ worker_wait = "2s"
 // integration queue: the follow says which queue no worker polls and that
 // --integrate starts one, instead of showing nothing.
 func TestBuildOnTemporalSaysNoIntegratingWorker(t *testing.T) {
-	dir := newTestRepo(t)
-	addr := devServerAddr(t)
-	exchange := filepath.Join(t.TempDir(), "exchange.git")
-	gitT(t, dir, "init", "-q", "--bare", exchange)
-	config := `schema_version = 1
-[agent]
-default = "stand-in"
-[agents.stand-in]
-command = ["true"]
-[build]
-require_plan = false
-[memory]
-store = "file"
-[engine]
-kind = "temporal"
-address = "` + addr + `"
-task_queue = "wwbuild"
-exchange_remote = "` + exchange + `"
-worker_wait = "2s"
-`
-	for name, content := range map[string]string{".ralph/config.toml": config, ".agents/tasks/prd.md": "# PRD\n\n### [ ] US-001: Only\n- [ ] x\n"} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gitT(t, dir, "add", "-A")
-	gitT(t, dir, "commit", "-q", "-m", "config")
+	dir := temporalBuildRepo(t, "wwbuild")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -233,4 +204,66 @@ worker_wait = "2s"
 	if c := <-wcode; c != 0 {
 		t.Errorf("ralph worker ended with exit %d\n%s\n%s", c, wout, werr)
 	}
+}
+
+// ralph status of a build on Temporal that no worker runs: its status
+// Query waits for a worker, and the wait is said on stderr, with the
+// command that starts one.
+func TestStatusOnTemporalSaysNoWorkerPolls(t *testing.T) {
+	dir := temporalBuildRepo(t, "wwstatus")
+	r := run(t, dir, nil, false, "build", "--engine", "temporal", "--detach")
+	if r.code != 0 {
+		t.Fatalf("ralph build --detach: %s", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stCtx, stopStatus := context.WithCancel(ctx)
+	out, errb, code := bgRun(stCtx, dir, "status", "--json")
+	waitText(t, "ralph status", errb, "no worker polls task queue wwstatus after", 30*time.Second)
+	if !strings.Contains(errb.String(), "`ralph worker --host HOST` in a clone of the repository") {
+		t.Errorf("the warning does not say how to start a worker:\n%s", errb.String())
+	}
+	if out.String() != "" {
+		t.Errorf("ralph status --json printed on stdout while it waited (its one document must stay alone):\n%s", out)
+	}
+	stopStatus()
+	<-code
+}
+
+// temporalBuildRepo is a repository set up for builds on a fresh dev
+// server: one story, a stand-in agent, an exchange remote, task queue
+// queue and worker_wait = "2s".
+func temporalBuildRepo(t *testing.T, queue string) string {
+	t.Helper()
+	dir := newTestRepo(t)
+	addr := devServerAddr(t)
+	exchange := filepath.Join(t.TempDir(), "exchange.git")
+	gitT(t, dir, "init", "-q", "--bare", exchange)
+	config := `schema_version = 1
+[agent]
+default = "stand-in"
+[agents.stand-in]
+command = ["true"]
+[build]
+require_plan = false
+[memory]
+store = "file"
+[engine]
+kind = "temporal"
+address = "` + addr + `"
+task_queue = "` + queue + `"
+exchange_remote = "` + exchange + `"
+worker_wait = "2s"
+`
+	for name, content := range map[string]string{".ralph/config.toml": config, ".agents/tasks/prd.md": "# PRD\n\n### [ ] US-001: Only\n- [ ] x\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitT(t, dir, "add", "-A")
+	gitT(t, dir, "commit", "-q", "-m", "config")
+	return dir
 }
