@@ -18,6 +18,10 @@ import (
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+
+	"github.com/ralphloop/ralph/internal/fleet"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/thread"
 )
 
 // devServerAddr starts the Temporal dev server that
@@ -266,4 +270,53 @@ worker_wait = "2s"
 	gitT(t, dir, "add", "-A")
 	gitT(t, dir, "commit", "-q", "-m", "config")
 	return dir
+}
+
+// A command to a thread whose workflow no worker runs waits on the
+// workflow's Query: the wait is said, with the queue and the command that
+// starts the thread's host's worker, instead of hanging silently.
+func TestThreadOnTemporalSaysNoWorkerPolls(t *testing.T) {
+	dir := newTestRepo(t)
+	addr := devServerAddr(t)
+	config := "schema_version = 1\n[engine]\naddress = \"" + addr + "\"\ntask_queue = \"wwthread\"\nworker_wait = \"2s\"\n"
+	if err := os.MkdirAll(filepath.Join(dir, ".ralph"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".ralph", "config.toml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitT(t, dir, "add", "-A")
+	gitT(t, dir, "commit", "-q", "-m", "config")
+	if r := run(t, dir, nil, false, "thread", "new", "--id", "a1", "T"); r.code != 0 {
+		t.Fatalf("ralph thread new: %s", r)
+	}
+	// The thread's workflow runs on the server, as `ralph thread start
+	// --engine temporal --host th1` leaves it, with no worker polling.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	th, err := thread.Load(filepath.Join(dir, ".ralph"), "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := fleet.StartThread(ctx, c, fleet.ThreadInput{ThreadID: "a1", Host: "th1", Shared: "wwthread", Thread: th})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := ThreadMarker{SchemaVersion: 1, WorkflowID: wf.GetID(), RunID: wf.GetRunID(), Host: "th1", TaskQueue: "wwthread", Address: addr, Namespace: "default", StartedAt: time.Now().UTC()}
+	if err := store.WriteJSON(threadMarkerPath(filepath.Join(dir, ".ralph"), "a1"), m); err != nil {
+		t.Fatal(err)
+	}
+	cmdCtx, stop := context.WithCancel(ctx)
+	_, errb, code := bgRun(cmdCtx, dir, "thread", "abandon", "a1")
+	waitText(t, "ralph thread abandon", errb, "no worker polls task queue wwthread after", 30*time.Second)
+	if !strings.Contains(errb.String(), "`ralph worker --host th1` in this checkout") {
+		t.Errorf("the warning does not say how to start the thread's worker:\n%s", errb.String())
+	}
+	stop()
+	<-code
 }
