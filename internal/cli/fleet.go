@@ -133,7 +133,10 @@ func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers
 		fmt.Fprintf(out, "follow it with `ralph status`; stop it with `ralph stop`\n")
 		return nil
 	}
-	return followFleet(ctx, opts, c, run)
+	ww := newWorkerWatch(opts.Env, c, eng, "build "+runID, opts.JSON,
+		waitQueue{eng.TaskQueue, "ralph worker --host HOST", "in each clone that works tasks"},
+		waitQueue{fleet.IntegrationQueue(eng.TaskQueue), "ralph worker --integrate", "in the one clone that lands the tasks"})
+	return followFleet(ctx, opts, c, run, ww)
 }
 
 // resumable returns the state of the last build of branch when it was
@@ -160,8 +163,9 @@ func resumable(ctx context.Context, c client.Client, ws *workspace.Workspace, en
 }
 
 // followFleet prints each task's moves until the run ends, and returns its
-// outcome as the exit code. Ctrl+C leaves the run going.
-func followFleet(ctx context.Context, opts *BuildOptions, c client.Client, run client.WorkflowRun) error {
+// outcome as the exit code. Ctrl+C leaves the run going. While no worker
+// polls the queues the run needs, ww says so.
+func followFleet(ctx context.Context, opts *BuildOptions, c client.Client, run client.WorkflowRun, ww *workerWatch) error {
 	out := opts.progress()
 	ended := make(chan error, 1)
 	var final fleet.RunState
@@ -208,9 +212,15 @@ func followFleet(ctx context.Context, opts *BuildOptions, c client.Client, run c
 			fmt.Fprintf(opts.Env.IO.Err, "ralph: stopped following; the run goes on in Temporal: `ralph status` shows it, `ralph stop` stops it\n")
 			return &ExitError{Code: ExitInterrupted, Msg: "stopped following the run (it goes on)"}
 		case <-tick.C:
-			if st, err := fleet.Query(ctx, c, run.GetID()); err == nil {
+			// A Query waits for a worker to answer it: bounded, so that
+			// a wait on a missing worker is seen and said.
+			qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			st, err := fleet.Query(qctx, c, run.GetID())
+			cancel()
+			if err == nil {
 				show(st)
 			}
+			ww.check(ctx)
 		}
 	}
 }
@@ -299,9 +309,12 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	if err != nil {
 		return err
 	}
-	eng, err := temporalEngine(cfg)
-	if err != nil {
-		return err
+	// Builds need the exchange remote; sessions and threads, which stay
+	// in this checkout, do not: without it the worker runs those only.
+	eng := cfg.Engine
+	builds := eng.ExchangeRemote != ""
+	if !builds && opts.Integrate {
+		return usageErrorf("--integrate lands the tasks of builds, which travel between machines through [engine] exchange_remote: set it in .ralph/config.toml (README \"Scaling out\"), or leave out --integrate for a worker of sessions and threads")
 	}
 	c, err := fleet.Dial(cmd.Context(), eng)
 	if err != nil {
@@ -323,6 +336,10 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	}
 	fmt.Fprintf(env.IO.Out, "ralph worker %s: polling %s on %s (namespace %s); Ctrl+C stops it (work in flight is retried)\n",
 		host, strings.Join(queues, ", "), eng.Address, eng.Namespace)
+	if !builds {
+		fmt.Fprintf(env.IO.Out, "ralph worker %s: no [engine] exchange_remote: it runs this checkout's sessions and threads, and no build's tasks (builds need it: README \"Scaling out\")\n", host)
+		h = nil
+	}
 	th, err := NewThreadHost(cmd.Context(), env, c, host)
 	if err != nil {
 		return err
@@ -331,7 +348,7 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	if err != nil {
 		return err
 	}
-	err = fleet.RunWorker(cmd.Context(), c, h, fleet.WorkerOptions{Shared: eng.TaskQueue, Integrate: opts.Integrate, Slots: opts.Slots, Thread: th, Session: sh})
+	err = fleet.RunWorker(cmd.Context(), c, h, fleet.WorkerOptions{Name: host, Shared: eng.TaskQueue, Integrate: opts.Integrate, Slots: opts.Slots, Thread: th, Session: sh})
 	if err != nil {
 		return err
 	}
@@ -352,7 +369,12 @@ func fleetStatus(cmd *cobra.Command, opts *StatusOptions, ws *workspace.Workspac
 		return err
 	}
 	defer c.Close()
+	// A Query is answered by a worker: while none polls, a person is told
+	// (on stderr, so that --json stays one document).
+	stop := newWorkerWatch(opts.Env, c, eng, "the status of the build of "+snap.Branch, false,
+		waitQueue{eng.TaskQueue, "ralph worker --host HOST", "in a clone of the repository"}).watch(cmd.Context())
 	st, err := fleet.Query(cmd.Context(), c, fleet.BuildID(eng.TaskQueue, snap.Branch))
+	stop()
 	if err != nil {
 		return err
 	}

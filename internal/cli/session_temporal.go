@@ -228,14 +228,17 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, ws *workspace
 		fmt.Fprintf(out, "its questions: ralph questions --session %s; its progress: ralph metrics --session %s\n", id, id)
 		return nil
 	}
-	return followSession(ctx, env, c, run, id, opts.JSON)
+	start := "ralph worker --host " + host
+	ww := newWorkerWatch(env, c, eng, "session "+id, opts.JSON, waitQueue{eng.TaskQueue, start, ""}, waitQueue{fleet.HostQueue(eng.TaskQueue, host), start, ""})
+	return followSession(ctx, env, c, run, id, opts.JSON, ww)
 }
 
 // followSession prints the session's states, through its status Query,
 // until it waits for answers or ends, and ends as the local `ralph run`
 // would: waiting for answers and a failed session exit with "a person
-// must decide". Ctrl+C stops following; the session goes on.
-func followSession(ctx context.Context, env *Env, c client.Client, run client.WorkflowRun, id string, asJSON bool) error {
+// must decide". Ctrl+C stops following; the session goes on. While no
+// worker polls the queues the session needs, ww says so.
+func followSession(ctx context.Context, env *Env, c client.Client, run client.WorkflowRun, id string, asJSON bool, ww *workerWatch) error {
 	out := env.IO.Out
 	ended := make(chan error, 1)
 	var final fleet.SessionStatus
@@ -271,7 +274,12 @@ func followSession(ctx context.Context, env *Env, c client.Client, run client.Wo
 			return &ExitError{Code: ExitInterrupted, Msg: "stopped following the session (it goes on)"}
 		case <-tick.C:
 		}
-		st, err := fleet.QuerySession(ctx, c, id)
+		// A Query waits for a worker to answer it: bounded, so that the
+		// wait on a missing worker is seen and said.
+		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		st, err := fleet.QuerySession(qctx, c, id)
+		cancel()
+		ww.check(ctx)
 		if err != nil {
 			continue // not yet started by a worker, or ended: the result says
 		}
@@ -339,7 +347,16 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 		return true, err
 	}
 	defer c.Close()
+	// The Update waits for the workflow's worker, the recording for the
+	// host's: a person is told when none polls.
+	queues := []waitQueue{{cfg.Engine.TaskQueue, "ralph worker --host HOST", "in the checkout that holds the session"}}
+	if m != nil && m.Host != "" {
+		start := "ralph worker --host " + m.Host
+		queues = []waitQueue{{cfg.Engine.TaskQueue, start, ""}, {fleet.HostQueue(cfg.Engine.TaskQueue, m.Host), start, ""}}
+	}
+	stop := newWorkerWatch(env, c, cfg.Engine, "the answer to "+qid+" of session "+id, false, queues...).watch(ctx)
 	st, recorded, err := fleet.SendAnswer(ctx, c, id, fleet.SessionAnswer{QuestionID: qid, Text: text, By: who()}, answerWait)
+	stop()
 	var refused *fleet.AnswerRefused
 	switch {
 	case errors.Is(err, fleet.ErrNoSessionWorkflow) && m != nil:

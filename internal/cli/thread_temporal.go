@@ -100,7 +100,14 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 		return true, err
 	}
 	defer c.Close()
+	hostStart := "ralph worker --host " + m.Host
+	ww := newWorkerWatch(opts.Env, c, eng, "thread "+t.ID, opts.JSON,
+		waitQueue{eng.TaskQueue, hostStart, ""}, waitQueue{fleet.HostQueue(eng.TaskQueue, m.Host), hostStart, ""})
+	// The Query, and the Update after it, wait for the workflow's worker:
+	// a person is told when none polls.
+	stop := ww.watch(cmd.Context())
 	before, err := fleet.QueryThread(cmd.Context(), c, t.ID)
+	stop()
 	if errors.Is(err, fleet.ErrNoThreadWorkflow) {
 		// The workflow ended (or was terminated): the thread is this
 		// checkout's again, and the command runs here.
@@ -117,7 +124,10 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 	}
 	tcmd := fleet.ThreadCommand{Verb: name, Text: msg, By: by, Agents: opts.Agents, MaxIterations: opts.MaxIterations,
 		Verifiers: opts.Verifiers, Agent: opts.Agent, Worktree: opts.Worktree, Yes: opts.Yes}
-	if _, err := fleet.SendCheckpoint(cmd.Context(), c, t.ID, tcmd); err != nil {
+	stop = ww.watch(cmd.Context())
+	_, err = fleet.SendCheckpoint(cmd.Context(), c, t.ID, tcmd)
+	stop()
+	if err != nil {
 		var refused *fleet.CheckpointRefused
 		if errors.As(err, &refused) {
 			return true, usageErrorf("%s", refused.Reason)
@@ -129,7 +139,7 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 	if opts.Detach {
 		return true, nil
 	}
-	return true, followThread(cmd.Context(), tc, c, t.ID, len(before.Commands), before.Commands)
+	return true, followThread(cmd.Context(), tc, c, t.ID, len(before.Commands), ww)
 }
 
 // startThreadOnTemporal starts the thread's workflow with start as its
@@ -182,21 +192,32 @@ func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOption
 		fmt.Fprintf(tc.progress(), "follow it with `ralph thread show %s`\n", t.ID)
 		return nil
 	}
-	return followThread(ctx, tc, c, t.ID, 0, nil)
+	hostStart := "ralph worker --host " + host
+	ww := newWorkerWatch(opts.Env, c, eng, "thread "+t.ID, opts.JSON,
+		waitQueue{eng.TaskQueue, hostStart, ""}, waitQueue{fleet.HostQueue(eng.TaskQueue, host), hostStart, ""})
+	return followThread(ctx, tc, c, t.ID, 0, ww)
 }
 
 // followThread prints the thread's phases, through its status Query, until
 // the command sent after n earlier commands has settled, and ends as the
 // local command would: stuck and a failed preflight have their exit codes,
 // a command that ended with an error ends with it. Ctrl+C stops following;
-// the thread goes on.
-func followThread(ctx context.Context, tc *threadCmd, c client.Client, id string, n int, _ []string) error {
+// the thread goes on. While no worker polls the queues the thread needs,
+// ww says so.
+func followThread(ctx context.Context, tc *threadCmd, c client.Client, id string, n int, ww *workerWatch) error {
 	out := tc.progress()
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	last := thread.Phase("")
 	for {
-		st, err := fleet.QueryThread(ctx, c, id)
+		// A Query waits for a worker to answer it: bounded, so that a
+		// wait on a missing worker is seen and said, not taken for an
+		// error.
+		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		st, err := fleet.QueryThread(qctx, c, id)
+		waited := qctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		ww.check(ctx)
 		if err == nil {
 			if st.Phase != last {
 				if tc.opts.JSON {
@@ -209,7 +230,7 @@ func followThread(ctx context.Context, tc *threadCmd, c client.Client, id string
 			if st.Working == "" && len(st.Commands) > n {
 				return threadSettled(tc, st)
 			}
-		} else if !errors.Is(err, fleet.ErrNoThreadWorkflow) || n > 0 {
+		} else if !waited && (!errors.Is(err, fleet.ErrNoThreadWorkflow) || n > 0) {
 			return err
 		}
 		select {
@@ -262,7 +283,10 @@ func showThreadOnTemporal(cmd *cobra.Command, tc *threadCmd) {
 		return
 	}
 	defer c.Close()
+	hostStart := "ralph worker --host " + m.Host
+	stop := newWorkerWatch(tc.env, c, tc.cfg.Engine, "thread "+t.ID, false, waitQueue{tc.cfg.Engine.TaskQueue, hostStart, ""}).watch(cmd.Context())
 	st, err := fleet.QueryThread(cmd.Context(), c, t.ID)
+	stop()
 	if err != nil {
 		fmt.Fprintf(tc.env.IO.Err, "ralph: thread %s: its workflow %s did not answer: %v\n", t.ID, m.WorkflowID, err)
 		return

@@ -53,6 +53,11 @@ type EngineSection struct {
 	// continues as new once its in-flight work is done (0: 8000; Temporal
 	// refuses a history past 51,200 events and warns at 10,240).
 	HistoryLimit int `toml:"history_limit"`
+	// WorkerWait is how long a command waits on a ralph worker (to start
+	// a session, record an answer, run a build) before it says that no
+	// worker polls the task queue it needs and how to start one; it shows
+	// progress meanwhile (default 30s).
+	WorkerWait Duration `toml:"worker_wait"`
 	// TLS turns on TLS without client certificates (Temporal Cloud with
 	// an API key sets it by itself).
 	TLS bool `toml:"tls"`
@@ -61,7 +66,7 @@ type EngineSection struct {
 // DefaultEngine is [engine] when the file says nothing.
 func DefaultEngine() EngineSection {
 	return EngineSection{Kind: EngineLocal, Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: "ralph",
-		HostTimeout: Duration{10 * time.Minute}, Heartbeat: Duration{time.Minute}}
+		HostTimeout: Duration{10 * time.Minute}, Heartbeat: Duration{time.Minute}, WorkerWait: Duration{30 * time.Second}}
 }
 
 func (e EngineSection) validate() error {
@@ -90,11 +95,11 @@ func (e EngineSection) validate() error {
 	if e.Heartbeat.Duration < time.Second {
 		return fmt.Errorf("[engine] heartbeat = %q: use at least 1s, such as \"1m\"", e.Heartbeat.String())
 	}
+	if e.WorkerWait.Duration < time.Second {
+		return fmt.Errorf("[engine] worker_wait = %q: use at least 1s, such as \"30s\"", e.WorkerWait.String())
+	}
 	if e.HistoryLimit != 0 && (e.HistoryLimit < 100 || e.HistoryLimit > 40000) {
 		return fmt.Errorf("[engine] history_limit = %d: use 0 (the default, 8000) or 100 to 40000 events; Temporal refuses histories past 51,200", e.HistoryLimit)
-	}
-	if e.Kind == EngineTemporal && e.ExchangeRemote == "" {
-		return fmt.Errorf("[engine] kind = \"temporal\" needs exchange_remote: the git remote through which task branches travel between machines (a bare repository on a shared disk or a git server)")
 	}
 	return nil
 }

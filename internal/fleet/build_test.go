@@ -489,3 +489,33 @@ func TestBuildNeverCompleteWhileACheckFails(t *testing.T) {
 		t.Errorf("Finish calls %+v, want one of a run that is not complete", f.finished)
 	}
 }
+
+// A story its loop blocked (its agent failed twice) frees its slot at
+// once: the other stories land, Work of the blocked one is not run again,
+// and the run ends needs_human naming it and why, as the local engine
+// does.
+func TestBuildBlockedStoryEndsTheRun(t *testing.T) {
+	env, f := wfNewEnv(t, wfStories("A", "B", "C", "D")...)
+	f.onWork = func(in WorkInput, n int) (*WorkResult, error) {
+		if in.Task == "B" {
+			return &WorkResult{Outcome: WorkBlocked, Reason: "agent exited with code 1", Iterations: 2}, nil
+		}
+		return nil, nil
+	}
+	env.ExecuteWorkflow(BuildWorkflow, wfInput(2))
+	st := wfResult(t, env)
+	if st.Outcome != "needs_human" || !strings.Contains(st.Reason, "B blocked") {
+		t.Fatalf("outcome %q (%s), want needs_human naming B", st.Outcome, st.Reason)
+	}
+	for _, id := range []string{"A", "C", "D"} {
+		if f.landed[id] != 1 {
+			t.Errorf("%s landed %d times, want once", id, f.landed[id])
+		}
+	}
+	if n := f.count("work", "B"); n != 1 {
+		t.Errorf("Work of B ran %d times, want once: the loop's blocker is final for the run", n)
+	}
+	if b := wfTask(st, "B"); b.State != Blocked || b.Reason != "agent exited with code 1" || b.Iters != 2 {
+		t.Errorf("B ends %s (%q, %d iterations), want blocked with its loop's reason", b.State, b.Reason, b.Iters)
+	}
+}

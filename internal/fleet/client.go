@@ -192,3 +192,18 @@ func (h patientUpdate) Get(ctx context.Context, v any) error {
 		}
 	}
 }
+
+// Pollers is how many workers polled queue lately, for workflow and
+// activity tasks together: none means no `ralph worker` serves it, and
+// whatever waits on it waits for nothing.
+func Pollers(ctx context.Context, c client.Client, queue string) (int, error) {
+	n := 0
+	for _, kind := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {
+		d, err := c.DescribeTaskQueue(ctx, queue, kind)
+		if err != nil {
+			return 0, err
+		}
+		n += len(d.GetPollers())
+	}
+	return n, nil
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/verify"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/ralphloop/ralph/internal/worktree"
 )
@@ -282,7 +283,13 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 		opts.MaxIterations = max(opts.MaxRetries, 0) + 1
 	}
 	var logBytes, iteration atomic.Int64
+	// blocker is the reason of the loop's last blocker of the task: what
+	// a blocked story's outcome says, rather than the run's summary.
+	var blocker atomic.Value
 	opts.Sink = sinkFunc(func(ev report.Event) {
+		if r, ok := ev.Data["reason"].(string); ok && ev.Kind == report.KindBlocker && ev.Data["state"] == "blocked" && r != "" {
+			blocker.Store(r)
+		}
 		ev.Worker = h.Name
 		if ev.Task == "" {
 			ev.Task = in.Task
@@ -347,10 +354,32 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 		return res, temporal.NewNonRetryableApplicationError(envErr.Error(), ErrTypeAgentCannotRun, err)
 	case errors.As(err, new(*errs.UsageError)):
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUsage, err)
+	case errors.Is(err, loop.ErrNeedsHuman):
+		// The loop's own rules blocked the story (its failed attempts,
+		// [loop] max_retries): an outcome, not an error. As an error,
+		// Temporal's retry policy would run the loop again and again,
+		// holding the slot, and the build would never end.
+		res.Outcome, res.Reason = WorkBlocked, rep.Reason
+		if r, ok := blocker.Load().(string); ok {
+			res.Reason = r
+		} else if res.Reason == "" {
+			res.Reason = err.Error()
+		}
+		h.say(em, in.Task, report.KindBlocker, map[string]any{"state": "blocked", "reason": res.Reason, "attempt": in.Attempt},
+			"■ blocked after %s: %s", words.Count(rep.Iterations, "iteration", "iterations"), res.Reason)
+		return res, nil
 	case err != nil:
 		return res, err
 	case !rep.Accepted():
 		res.Outcome, res.Reason = WorkBlocked, rep.Reason
+		if r, ok := blocker.Load().(string); ok {
+			// The story's own failure says more than the loop's limit
+			// reached on it ("reached 3 iterations with 1 story left").
+			if res.Reason != "" {
+				r += " (" + res.Reason + ")"
+			}
+			res.Reason = r
+		}
 		if res.Reason == "" {
 			res.Reason = string(rep.Outcome)
 		}

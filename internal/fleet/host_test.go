@@ -934,3 +934,37 @@ func TestHostLandBreakingACheckThatPassedOnTheTip(t *testing.T) {
 		t.Fatalf("Land = %+v; want sent back: the check passed on the tip", res)
 	}
 }
+
+// A story whose agent always fails is blocked by the task loop's own
+// rules (two failed attempts, [loop] max_retries), and Work says so as an
+// outcome, at once: an error would be retried by Temporal's retry policy
+// (20 times, with backoff), holding the worker slot while the build never
+// ends. The loop is the real one, its agent a real process that exits 1.
+func TestHostWorkFailingAgentBlocksTheStory(t *testing.T) {
+	r := newHostRig(t)
+	r.b.Build = nil // loop.Build
+	r.b.LoopOptions = func(*workspace.Workspace, tasks.Source) loop.Options {
+		return loop.Options{MaxRetries: 2, Agent: agent.Spec{Name: "broken", Headless: []string{"sh", "-c", "echo 'something broke' >&2; exit 1"}, Format: agent.FormatPlain}}
+	}
+	r.prepare(r.b, "US-001", 1)
+	res, err := r.work(r.b, "US-001", 1)
+	if err != nil {
+		t.Fatalf("Work = %+v, %v; want an outcome, not an error Temporal retries", res, err)
+	}
+	if res.Outcome != WorkBlocked {
+		t.Fatalf("Work = %+v; want the story blocked", res)
+	}
+	if !strings.Contains(res.Reason, "exited with code 1") || res.Iterations < 2 {
+		t.Errorf("Work = %+v; want the story's blocker (the agent's exit) and its two failed attempts", res)
+	}
+	blocked := false
+	for _, ev := range hostEvents(t, r.b) {
+		blocked = blocked || (ev.Machine == MachineName && ev.Kind == report.KindBlocker && ev.Task == "US-001" && ev.Data["state"] == "blocked")
+	}
+	if !blocked {
+		t.Error("the host's journal does not say the story was blocked")
+	}
+	if r.exchangeRef(TaskBranch(hostRun, "US-001")) != "" {
+		t.Error("a blocked story's branch was pushed to the exchange")
+	}
+}

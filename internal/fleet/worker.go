@@ -27,6 +27,8 @@ func RegisterHost(w worker.Registry, h *Host) {
 
 // WorkerOptions configures the workers of one host.
 type WorkerOptions struct {
+	// Name is the host's name when RunWorker gets no build host.
+	Name string
 	// Shared is [engine] task_queue.
 	Shared string
 	// Integrate makes this host the run's merge queue: it also polls the
@@ -45,14 +47,21 @@ type WorkerOptions struct {
 // RunWorker runs this host's workers until ctx ends: the shared queue
 // (workflows, and Prepare for any host), the host's own queue (the work
 // of the checkouts it holds) and, for the integration host, the merge
-// queue's. It returns when every worker stopped.
+// queue's. A nil h works no builds (the checkout has no exchange remote):
+// the host then takes no activity from the shared queue, where any
+// build's Prepare would find no host to run it, only the workflows, and
+// its sessions' and threads' work on its own queue.
 func RunWorker(ctx context.Context, c client.Client, h *Host, o WorkerOptions) error {
 	slots := o.Slots
 	if slots <= 0 {
 		slots = 4
 	}
-	queues := []string{o.Shared, HostQueue(o.Shared, h.Name)}
-	if o.Integrate {
+	name := o.Name
+	if h != nil {
+		name = h.Name
+	}
+	queues := []string{o.Shared, HostQueue(o.Shared, name)}
+	if o.Integrate && h != nil {
 		queues = append(queues, IntegrationQueue(o.Shared))
 	}
 	var workers []worker.Worker
@@ -61,11 +70,16 @@ func RunWorker(ctx context.Context, c client.Client, h *Host, o WorkerOptions) e
 		if i == 2 {
 			wo.MaxConcurrentActivityExecutionSize = 1 // one landing at a time
 		}
+		if i == 0 && h == nil {
+			wo.LocalActivityWorkerOnly = true
+		}
 		w := worker.New(c, q, wo)
 		if i == 0 {
 			Register(w)
 		}
-		RegisterHost(w, h)
+		if h != nil {
+			RegisterHost(w, h)
+		}
 		RegisterThread(w, o.Thread)
 		RegisterSession(w, o.Session)
 		workers = append(workers, w)
