@@ -7,11 +7,13 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
@@ -138,6 +140,7 @@ func buildStatus(ws *workspace.Workspace, cfg config.Config, env *Env, tasksFlag
 			}
 		}
 	}
+	addHolds(ws, &rep, board)
 	if srcErr == nil {
 		var rec beadsRecord
 		if bs, ok := src.(*tasks.BeadsSource); ok {
@@ -160,6 +163,26 @@ func buildStatus(ws *workspace.Workspace, cfg config.Config, env *Env, tasksFlag
 	fillBoard(&rep, board, st)
 	fillControl(ws, &rep)
 	return rep, st, srcErr, nil
+}
+
+// addHolds marks the tasks a person blocked (`ralph block`): they are
+// blocked whatever run or engine took the block, and whether one did.
+// A block of a story done since is no longer in force.
+func addHolds(ws *workspace.Workspace, rep *StatusReport, board *tasks.Board) {
+	for _, c := range (control.Folder{Dir: ws.Path("control")}).Holds() {
+		if board != nil {
+			s, ok := board.Find(storyOf(c.Task))
+			if !ok || s.Done {
+				continue
+			}
+		}
+		i := slices.IndexFunc(rep.Blocked, func(b BlockedTask) bool { return b.ID == c.Task })
+		if i < 0 {
+			rep.Blocked = append(rep.Blocked, BlockedTask{ID: c.Task, Reason: control.HeldReason(c), Type: string(tasks.BlockerPermanent), RequiresHuman: true})
+			i = len(rep.Blocked) - 1
+		}
+		rep.Blocked[i].ByPerson, rep.Blocked[i].RequiresHuman = true, true
+	}
 }
 
 // printStatus prints rep as `ralph status` does.
@@ -232,7 +255,11 @@ func printStatus(env *Env, opts *StatusOptions, rep StatusReport, st *loop.LoopS
 		if b.RequiresHuman {
 			human = ", requires a human"
 		}
-		fmt.Fprintf(out, "blocked: %s (%s%s): %s\n  clear it with `ralph unblock %s`", b.ID, b.Type, human, b.Reason, b.ID)
+		if b.ByPerson {
+			fmt.Fprintf(out, "blocked: %s (by a person, until unblocked): %s\n  clear it with `ralph unblock %s`", b.ID, b.Reason, b.ID)
+		} else {
+			fmt.Fprintf(out, "blocked: %s (%s%s): %s\n  clear it with `ralph unblock %s`", b.ID, b.Type, human, b.Reason, b.ID)
+		}
 		switch {
 		case b.WorkRef != "":
 			fmt.Fprintf(out, "; the attempt's work is kept at %s: see it with `git show %s`, bring it back with `git cherry-pick --no-commit %s`", b.WorkRef, b.WorkRef, b.WorkRef)

@@ -344,6 +344,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 				stopping = true
 			} else {
 				e.steer(board, active)
+				e.applyHolds(board, active)
 				for free := freeSlot(slots); free >= 0; free = freeSlot(slots) {
 					t, err := e.next(ctx, board, active, &pending)
 					if err != nil {
@@ -447,8 +448,8 @@ func (e *engine) next(ctx context.Context, board *tasks.Board, active map[string
 	for len(*pending) > 0 {
 		t := (*pending)[0]
 		*pending = (*pending)[1:]
-		if !active[t.ID] {
-			return t, nil
+		if !active[t.ID] && t.State == Working {
+			return t, nil // unless a person blocked it since the crash
 		}
 	}
 	skip := map[string]bool{}

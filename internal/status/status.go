@@ -69,6 +69,9 @@ type Blocked struct {
 	Reason        string `json:"reason"`
 	Type          string `json:"type"`
 	RequiresHuman bool   `json:"requires_human"`
+	// ByPerson says a person blocked the task (`ralph block`): it stays
+	// blocked, in every run and engine, until `ralph unblock`.
+	ByPerson bool `json:"by_person,omitempty"`
 	// WorkRef is the ref that keeps the blocked attempt's work.
 	WorkRef string `json:"work_ref,omitempty"`
 	// Stash is the stash that keeps it, for blockers an older ralph
