@@ -531,9 +531,14 @@ func (e *engine) end(ctx context.Context, runErr error) (Report, error) {
 			rep.Blocked = append(rep.Blocked, t.ID)
 		}
 	}
-	if board, err := e.o.Source.Load(); err == nil {
+	// What landed is what the target holds, not what the person's
+	// checkout shows: an agent may have switched it to another branch.
+	if board, err := e.targetBoard(ctx); err == nil {
+		rep.Left = board.Remaining()
+	} else if board, err := e.o.Source.Load(); err == nil {
 		rep.Left = board.Remaining()
 	}
+	e.sayCheckout(ctx)
 	switch {
 	case ctx.Err() != nil:
 		rep.Outcome, rep.Reason = loop.OutcomeInterrupted, "interrupted"
