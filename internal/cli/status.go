@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
+	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
@@ -160,9 +162,37 @@ func buildStatus(ws *workspace.Workspace, cfg config.Config, env *Env, tasksFlag
 	if rep.Parallel, err = parallelStatus(ws, env.Now()); err != nil {
 		return rep, nil, nil, err
 	}
+	if b := boardOnTarget(ws, src, srcErr, rep.Parallel); b != nil {
+		board = b
+		rep.Stories, rep.StoriesDone = len(board.Stories), len(board.Stories)-board.Remaining()
+	}
 	fillBoard(&rep, board, st)
 	fillControl(ws, &rep)
 	return rep, st, srcErr, nil
+}
+
+// boardOnTarget reads the task file from the branch the last parallel
+// build landed on when the checkout is on another one (something switched
+// it during the run): the landings are there, not in the checkout's task
+// file. Nil when the checkout is on the target or it cannot be read.
+func boardOnTarget(ws *workspace.Workspace, src tasks.Source, srcErr error, p *ParallelStatus) *tasks.Board {
+	if p == nil || srcErr != nil || p.Target == "" {
+		return nil
+	}
+	ctx := context.Background()
+	snap, err := ws.Repo.Snapshot(ctx)
+	if err != nil || snap.Branch == p.Target {
+		return nil
+	}
+	board, err := engine.BoardAt(ctx, ws.Repo, src, filepath.ToSlash(ws.Rel(src.Path())), "refs/heads/"+p.Target)
+	if err != nil {
+		return nil
+	}
+	p.CheckoutBranch = snap.Branch
+	if p.CheckoutBranch == "" {
+		p.CheckoutBranch = "HEAD"
+	}
+	return board
 }
 
 // addHolds marks the tasks a person blocked (`ralph block`): they are

@@ -88,6 +88,10 @@ type Parallel struct {
 	Finished bool   `json:"finished"`
 	Outcome  string `json:"outcome,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// CheckoutBranch is the branch the person's checkout is on when it
+	// is not Target ("" when it is; "HEAD" when detached): the board is
+	// then read from Target, where the tasks landed.
+	CheckoutBranch string `json:"checkout_branch,omitempty"`
 	// Working lists the tasks in the workers' hands.
 	Working []Worker `json:"working"`
 	// Queue is the merge queue: tasks verified on their branch that
