@@ -140,6 +140,10 @@ type engine struct {
 	// in flight, applied when its worker comes back (reason by task).
 	skipped map[string]bool
 	held    map[string]string
+	// ran are the tasks whose agents ran since the checkout was last
+	// looked at; strays the paths changed in it outside ralph, reported.
+	ran    map[string]bool
+	strays map[string]bool
 	// early holds what was said before the emitter existed.
 	early []report.Event
 	start time.Time
@@ -172,7 +176,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		o.MinFreeDisk = DefaultMinFreeDisk
 	}
 	e := &engine{o: o, repo: o.WS.Repo, home: o.WS.Dir(), start: o.Now(), ledger: &runkit.Ledger{MaxRuns: o.MaxIterations}, taken: map[string]bool{},
-		skipped: map[string]bool{}, held: map[string]string{}}
+		skipped: map[string]bool{}, held: map[string]string{}, ran: map[string]bool{}, strays: map[string]bool{}}
 	rel, err := filepath.Rel(o.WS.Root, o.Source.Path())
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return Report{}, errs.Usagef("the task file %s is outside the repository: a parallel build opens it in every worktree, so it must be committed in the repository", o.Source.Path())
@@ -360,6 +364,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 					t.Worker = fmt.Sprintf("w%d", free+1)
 					slots[free] = t.ID
 					active[t.ID] = true
+					e.ran[t.ID] = true
 					ws, opts, err := e.prepare(ctx, t)
 					if err != nil {
 						slots[free] = ""
@@ -410,6 +415,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 			}
 		}
 		delete(active, res.id)
+		e.checkCheckout(ctx, active)
 		e.used += res.rep.Iterations
 		t.Iterations += res.rep.Iterations
 		if err := e.finishWork(ctx, t, res); err != nil && runErr == nil {

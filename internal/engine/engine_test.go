@@ -266,6 +266,11 @@ func TestEightStoriesThreeWorkers(t *testing.T) {
 			t.Errorf("memory event %s: commit %q does not hold its story", ev.Name, c)
 		}
 	}
+	for _, ev := range r.events {
+		if strings.Contains(ev.Text, "outside ralph") {
+			t.Errorf("a run where nothing acted outside its worktree said: %s", ev.Text)
+		}
+	}
 }
 
 // Two stories that change the same line: one lands, the other is sent
@@ -611,5 +616,35 @@ func TestLandingsAreCountedOnTheTarget(t *testing.T) {
 	}
 	if !said {
 		t.Error("ralph did not say the checkout was switched away from main")
+	}
+}
+
+// An agent writes into the person's checkout instead of its worktree:
+// ralph says which files changed there and which task's agent ran when
+// they appeared, leaves them for the person, and still lands the tasks.
+func TestWritesIntoTheCheckoutAreReported(t *testing.T) {
+	r := newRig(t, stories(2, map[int]string{2: "US-001"}))
+	r.opts.Workers = 2
+	r.edit = func(dir, story string, attempt int, feedback string) {
+		os.WriteFile(filepath.Join(dir, strings.ToLower(story)+".txt"), []byte(story+"\n"), 0o644)
+		if story == "US-001" {
+			os.WriteFile(filepath.Join(r.ws.Root, "stray.txt"), []byte("oops\n"), 0o644)
+		}
+	}
+	rep, err := r.run()
+	if err != nil || rep.Landed != 2 {
+		t.Fatalf("Run = %+v, %v; want both landed", rep, err)
+	}
+	var said []string
+	for _, ev := range r.events {
+		if strings.Contains(ev.Text, "changed in your checkout outside ralph") {
+			said = append(said, ev.Text)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "stray.txt changed in your checkout outside ralph (the agent of US-001 ran meanwhile)") {
+		t.Fatalf("reports %q; want one naming stray.txt and US-001", said)
+	}
+	if b, err := os.ReadFile(filepath.Join(r.ws.Root, "stray.txt")); err != nil || string(b) != "oops\n" {
+		t.Errorf("stray.txt = %q, %v; want it left for the person", b, err)
 	}
 }

@@ -145,3 +145,42 @@ func (e *engine) sayCheckout(ctx context.Context) {
 			e.reg.Target, text.ShortHash(e.reg.Checkout), text.ShortHash(tip), e.reg.Target, e.reg.Checkout, tip)
 	}
 }
+
+// checkCheckout reports the files changed in the person's checkout since
+// it was last looked at: ralph's workers never write there (the queue
+// moves it only by a fast-forward), so an agent that acted outside its
+// worktree did, and the tasks whose agents ran meanwhile are named. The
+// files are left as they are, for the person. active are the tasks still
+// in flight: their agents go on running into the next window.
+func (e *engine) checkCheckout(ctx context.Context, active map[string]bool) {
+	snap, err := e.repo.Snapshot(context.WithoutCancel(ctx))
+	if err != nil {
+		return
+	}
+	var fresh []string
+	for _, p := range snap.Dirty {
+		if !e.strays[p] {
+			e.strays[p] = true
+			fresh = append(fresh, p)
+		}
+	}
+	var ran []string
+	for id := range e.ran {
+		ran = append(ran, id)
+	}
+	slices.Sort(ran)
+	clear(e.ran)
+	for id := range active {
+		e.ran[id] = true
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	who := "no agent of this run ran meanwhile"
+	if len(ran) > 0 {
+		who = words.Plural(len(ran), "the agent of ", "the agents of ") + strings.Join(ran, ", ") + " ran meanwhile"
+	}
+	e.say(report.KindWarning, map[string]any{"checkout_changed": fresh, "tasks": ran},
+		"ralph: %s changed in your checkout outside ralph (%s); ralph did not make %s and leaves %s for you: `git status` shows %s",
+		strings.Join(text.ClipList(fresh, 10), ", "), who, words.Plural(len(fresh), "it", "them"), words.Plural(len(fresh), "it", "them"), words.Plural(len(fresh), "it", "them"))
+}
