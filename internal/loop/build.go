@@ -19,7 +19,6 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
-	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/prompt"
@@ -795,14 +794,7 @@ func (b *builder) reloadBoard() error {
 		for _, id := range storyTaskIDs(*s) {
 			t := b.st.Tasks[id]
 			if c, ok := held[id]; ok && s.Status != tasks.StatusComplete && !s.Done {
-				// A person's block outlives runs and task files that
-				// cannot say blocked (or were rewritten since).
-				t = b.st.task(id)
-				if t.Blocker == nil || !t.Blocker.ByPerson {
-					reason := control.HeldReason(c)
-					t.Blocker = &BlockerRecord{Reason: reason, Type: string(tasks.BlockerPermanent), RequiresHuman: true, ByPerson: true,
-						Iteration: b.st.Machine.Iteration, AttemptedFixes: []string{reason}}
-				}
+				t = b.holdTask(id, c)
 			}
 			if t == nil || t.Blocker == nil {
 				continue
@@ -813,16 +805,8 @@ func (b *builder) reloadBoard() error {
 			}
 			if t.Blocker.ByPerson {
 				if _, ok := held[id]; !ok && !b.opts.ControlPauseOnly && b.opts.OnlyStory == "" {
-					// ralph unblock released it while another run (a
-					// parallel or Temporal build) took it, or while no
-					// run went: this run's records follow.
-					t.Blocker, t.RetryCount = nil, 0
-					delete(b.st.Feedback, id)
-					if s.Status == tasks.StatusBlocked {
-						if err := b.src.SetState(s.ID, tasks.StatusNotStarted, 0, nil, b.opts.now()); err != nil {
-							return err
-						}
-						s.Status = tasks.StatusNotStarted
+					if err := b.dropReleased(s, id, t); err != nil {
+						return err
 					}
 					continue
 				}
@@ -844,24 +828,6 @@ func (b *builder) reloadBoard() error {
 	}
 	b.board = board
 	return nil
-}
-
-// held returns the persons' blocks in force, by task id. A parallel
-// worker's loop has none: its scheduler heeds them before it hands out
-// the task.
-func (b *builder) held() map[string]control.Command {
-	if b.opts.OnlyStory != "" {
-		return nil
-	}
-	holds := control.Folder{Dir: b.ws.Path("control")}.Holds()
-	if len(holds) == 0 {
-		return nil
-	}
-	m := make(map[string]control.Command, len(holds))
-	for _, c := range holds {
-		m[c.Task] = c
-	}
-	return m
 }
 
 // takeSharedRun counts the iteration about to start in the ledger a
