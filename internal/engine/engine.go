@@ -144,6 +144,10 @@ type engine struct {
 	// looked at; strays the paths changed in it outside ralph, reported.
 	ran    map[string]bool
 	strays map[string]bool
+	// idle are the worktrees of tasks whose workers came back, by task:
+	// the paths that differed from their branch then, so that only what
+	// changed since (a sibling's writes) is reported.
+	idle map[string]map[string]bool
 	// early holds what was said before the emitter existed.
 	early []report.Event
 	start time.Time
@@ -176,7 +180,8 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		o.MinFreeDisk = DefaultMinFreeDisk
 	}
 	e := &engine{o: o, repo: o.WS.Repo, home: o.WS.Dir(), start: o.Now(), ledger: &runkit.Ledger{MaxRuns: o.MaxIterations}, taken: map[string]bool{},
-		skipped: map[string]bool{}, held: map[string]string{}, ran: map[string]bool{}, strays: map[string]bool{}}
+		skipped: map[string]bool{}, held: map[string]string{}, ran: map[string]bool{}, strays: map[string]bool{},
+		idle: map[string]map[string]bool{}}
 	rel, err := filepath.Rel(o.WS.Root, o.Source.Path())
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return Report{}, errs.Usagef("the task file %s is outside the repository: a parallel build opens it in every worktree, so it must be committed in the repository", o.Source.Path())
@@ -424,6 +429,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 			cancel()
 		}
 		e.heldBlock(t)
+		e.markIdle(ctx, t)
 		if t.State == Queued {
 			queue = append(queue, t)
 		}

@@ -648,3 +648,39 @@ func TestWritesIntoTheCheckoutAreReported(t *testing.T) {
 		t.Errorf("stray.txt = %q, %v; want it left for the person", b, err)
 	}
 }
+
+// An agent writes into the worktree of a sibling task whose worker is
+// back (here blocked): ralph names the files, the sibling and the task
+// whose agent ran, and the sibling's work stays its commits.
+func TestWritesIntoASiblingWorktreeAreReported(t *testing.T) {
+	r := newRig(t, stories(2, nil))
+	r.opts.Workers = 2
+	r.outcome["US-002"] = loop.OutcomeNeedsHuman
+	r.edit = func(dir, story string, attempt int, feedback string) {
+		os.WriteFile(filepath.Join(dir, strings.ToLower(story)+".txt"), []byte(story+"\n"), 0o644)
+		if story != "US-001" {
+			return
+		}
+		// Wait until US-002's worker is back and on record, then write
+		// into its worktree, as an agent with the whole disk in reach.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			reg, ok, _ := LoadRegistry(r.ws.Dir())
+			if tr := reg.Tasks["US-002"]; ok && tr != nil && tr.State == Blocked && tr.Worktree != "" {
+				os.WriteFile(filepath.Join(tr.Worktree, "sibling.txt"), []byte("not mine\n"), 0o644)
+				return
+			}
+		}
+		t.Error("US-002 never came back blocked")
+	}
+	rep, err := r.run()
+	if err != nil || rep.Landed != 1 || !slices.Equal(rep.Blocked, []string{"US-002"}) {
+		t.Fatalf("Run = %+v, %v; want US-001 landed, US-002 blocked as its loop said", rep, err)
+	}
+	said := false
+	for _, ev := range r.events {
+		said = said || strings.Contains(ev.Text, "sibling.txt changed in the worktree of US-002 after its worker finished (the agent of US-001 ran meanwhile)")
+	}
+	if !said {
+		t.Error("ralph did not name the write into US-002's worktree and US-001's agent")
+	}
+}

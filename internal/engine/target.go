@@ -173,6 +173,7 @@ func (e *engine) checkCheckout(ctx context.Context, active map[string]bool) {
 	for id := range active {
 		e.ran[id] = true
 	}
+	e.checkIdle(ctx, ran)
 	if len(fresh) == 0 {
 		return
 	}
@@ -183,4 +184,71 @@ func (e *engine) checkCheckout(ctx context.Context, active map[string]bool) {
 	e.say(report.KindWarning, map[string]any{"checkout_changed": fresh, "tasks": ran},
 		"ralph: %s changed in your checkout outside ralph (%s); ralph did not make %s and leaves %s for you: `git status` shows %s",
 		strings.Join(text.ClipList(fresh, 10), ", "), who, words.Plural(len(fresh), "it", "them"), words.Plural(len(fresh), "it", "them"), words.Plural(len(fresh), "it", "them"))
+}
+
+// markIdle records what t's worktree holds now that its worker is back:
+// nothing of ralph's writes there until the task is worked again.
+func (e *engine) markIdle(ctx context.Context, t *TaskRecord) {
+	delete(e.idle, t.ID)
+	if t.Worktree == "" || t.State == Landed || t.State == Working {
+		return
+	}
+	w, err := gitx.Open(context.WithoutCancel(ctx), t.Worktree)
+	if err != nil {
+		return
+	}
+	snap, err := w.Snapshot(context.WithoutCancel(ctx))
+	if err != nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, p := range snap.Dirty {
+		seen[p] = true
+	}
+	e.idle[t.ID] = seen
+}
+
+// checkIdle reports the files changed in the worktree of a task whose
+// worker is back (waiting to land, blocked, or waiting for review) since
+// it came back: no worker of its own wrote them, so a sibling's agent
+// did, and the tasks whose agents ran meanwhile are named. They are not
+// the task's work (a landing takes its commits only) and are left there.
+func (e *engine) checkIdle(ctx context.Context, ran []string) {
+	ids := make([]string, 0, len(e.idle))
+	for id := range e.idle {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		t := e.reg.Tasks[id]
+		if t == nil || t.Worktree == "" || t.State == Landed || t.State == Working {
+			delete(e.idle, id)
+			continue
+		}
+		w, err := gitx.Open(context.WithoutCancel(ctx), t.Worktree)
+		if err != nil {
+			continue
+		}
+		snap, err := w.Snapshot(context.WithoutCancel(ctx))
+		if err != nil {
+			continue
+		}
+		var fresh []string
+		for _, p := range snap.Dirty {
+			if !e.idle[id][p] {
+				e.idle[id][p] = true
+				fresh = append(fresh, p)
+			}
+		}
+		if len(fresh) == 0 {
+			continue
+		}
+		who := "no agent of this run ran meanwhile"
+		if others := slices.DeleteFunc(slices.Clone(ran), func(r string) bool { return r == id }); len(others) > 0 {
+			who = words.Plural(len(others), "the agent of ", "the agents of ") + strings.Join(others, ", ") + " ran meanwhile"
+		}
+		e.sayTask(t, report.KindWarning, map[string]any{"worktree_changed": fresh, "worktree": t.Worktree, "tasks": ran},
+			"ralph: %s changed in the worktree of %s after its worker finished (%s); they are not %s's work, which is its commits, and are left in %s",
+			strings.Join(text.ClipList(fresh, 10), ", "), id, who, id, t.Worktree)
+	}
 }
