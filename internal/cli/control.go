@@ -57,13 +57,20 @@ func (s *steerer) Do(ctx context.Context, cmd control.Command) (control.Result, 
 	if err := cmd.Validate(); err != nil {
 		return control.Result{}, err
 	}
+	// A person's block is kept from the moment it is given until `ralph
+	// unblock`, whichever run or engine takes it, and even when none does.
+	held, err := s.hold(cmd)
+	if err != nil {
+		return control.Result{}, err
+	}
 	if s.cfg.Engine.Kind == config.EngineTemporal && cmd.Kind != control.Answer && cmd.Kind != control.Checkpoint {
 		// The build runs as a workflow: the command is an Update that its
 		// validator accepts or refuses, from any machine.
-		return fleetSteer(ctx, s.ws, s.cfg, cmd)
+		res, err := fleetSteer(ctx, s.ws, s.cfg, cmd)
+		return s.settle(cmd, held, res, err)
 	}
 	res, err := s.apply(ctx, cmd)
-	if err != nil {
+	if res, err = s.settle(cmd, held, res, err); err != nil {
 		return control.Result{}, err
 	}
 	res.ID = cmd.ID
@@ -71,6 +78,57 @@ func (s *steerer) Do(ctx context.Context, cmd control.Command) (control.Result, 
 		return res, jerr
 	}
 	return res, nil
+}
+
+// hold records a person's block before it is applied, and says whether
+// a block of the task was in force before (an unblock's) or was recorded
+// now (a block's), for settle.
+func (s *steerer) hold(cmd control.Command) (bool, error) {
+	f := s.folder()
+	switch cmd.Kind {
+	case control.Block:
+		if f.Held(cmd.Task) != nil {
+			return false, nil
+		}
+		if err := s.ws.EnsureIgnoreFile(); err != nil {
+			return false, err
+		}
+		return true, f.Hold(cmd)
+	case control.Unblock:
+		return f.Held(cmd.Task) != nil, nil
+	}
+	return false, nil
+}
+
+// settle finishes what hold began once cmd was applied or refused. A
+// refused block holds nothing. An unblock applied now releases the
+// person's block; one queued leaves that to the run that takes it, which
+// may still refuse it. An unblock refused because ralph's run records
+// had no blocker (another engine's run held it) still releases the
+// person's block, which is what it was given for.
+func (s *steerer) settle(cmd control.Command, held bool, res control.Result, err error) (control.Result, error) {
+	f := s.folder()
+	switch cmd.Kind {
+	case control.Block:
+		if err != nil && held {
+			f.Release(cmd.Task)
+		}
+	case control.Unblock:
+		var ie *control.InputError
+		switch {
+		case err == nil && res.Status == control.Applied:
+			if _, rerr := f.Release(cmd.Task); rerr != nil {
+				return res, rerr
+			}
+		case err != nil && held && !errors.As(err, &ie):
+			if _, rerr := f.Release(cmd.Task); rerr != nil {
+				return res, rerr
+			}
+			s.ws.LogEvent(s.env.Now(), fmt.Sprintf("task %s unblocked by hand", cmd.Task))
+			return control.Result{Status: control.Applied, Message: fmt.Sprintf("%s unblocked: the next `ralph build` can pick it up", cmd.Task)}, nil
+		}
+	}
+	return res, err
 }
 
 // apply does cmd. A command refused changes nothing: the control

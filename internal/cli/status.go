@@ -1,17 +1,21 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/control"
+	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/status"
 	"github.com/ralphloop/ralph/internal/store"
@@ -140,6 +144,7 @@ func buildStatus(ws *workspace.Workspace, cfg config.Config, env *Env, tasksFlag
 			}
 		}
 	}
+	addHolds(ws, &rep, board)
 	if srcErr == nil {
 		var rec beadsRecord
 		if bs, ok := src.(*tasks.BeadsSource); ok {
@@ -161,9 +166,57 @@ func buildStatus(ws *workspace.Workspace, cfg config.Config, env *Env, tasksFlag
 	if rep.Parallel, err = parallelStatus(ws, env.Now()); err != nil {
 		return rep, nil, nil, err
 	}
+	if b := boardOnTarget(ws, src, srcErr, rep.Parallel); b != nil {
+		board = b
+		rep.Stories, rep.StoriesDone = len(board.Stories), len(board.Stories)-board.Remaining()
+	}
 	fillBoard(&rep, board, st)
 	fillControl(ws, &rep)
 	return rep, st, srcErr, nil
+}
+
+// boardOnTarget reads the task file from the branch the last parallel
+// build landed on when the checkout is on another one (something switched
+// it during the run): the landings are there, not in the checkout's task
+// file. Nil when the checkout is on the target or it cannot be read.
+func boardOnTarget(ws *workspace.Workspace, src tasks.Source, srcErr error, p *ParallelStatus) *tasks.Board {
+	if p == nil || srcErr != nil || p.Target == "" {
+		return nil
+	}
+	ctx := context.Background()
+	snap, err := ws.Repo.Snapshot(ctx)
+	if err != nil || snap.Branch == p.Target {
+		return nil
+	}
+	board, err := engine.BoardAt(ctx, ws.Repo, src, filepath.ToSlash(ws.Rel(src.Path())), "refs/heads/"+p.Target)
+	if err != nil {
+		return nil
+	}
+	p.CheckoutBranch = snap.Branch
+	if p.CheckoutBranch == "" {
+		p.CheckoutBranch = "HEAD"
+	}
+	return board
+}
+
+// addHolds marks the tasks a person blocked (`ralph block`): they are
+// blocked whatever run or engine took the block, and whether one did.
+// A block of a story done since is no longer in force.
+func addHolds(ws *workspace.Workspace, rep *StatusReport, board *tasks.Board) {
+	for _, c := range (control.Folder{Dir: ws.Path("control")}).Holds() {
+		if board != nil {
+			s, ok := board.Find(storyOf(c.Task))
+			if !ok || s.Done {
+				continue
+			}
+		}
+		i := slices.IndexFunc(rep.Blocked, func(b BlockedTask) bool { return b.ID == c.Task })
+		if i < 0 {
+			rep.Blocked = append(rep.Blocked, BlockedTask{ID: c.Task, Reason: control.HeldReason(c), Type: string(tasks.BlockerPermanent), RequiresHuman: true})
+			i = len(rep.Blocked) - 1
+		}
+		rep.Blocked[i].ByPerson, rep.Blocked[i].RequiresHuman = true, true
+	}
 }
 
 // printStatus prints rep as `ralph status` does.
@@ -236,7 +289,11 @@ func printStatus(env *Env, opts *StatusOptions, rep StatusReport, st *loop.LoopS
 		if b.RequiresHuman {
 			human = ", requires a human"
 		}
-		fmt.Fprintf(out, "blocked: %s (%s%s): %s\n  clear it with `ralph unblock %s`", b.ID, b.Type, human, b.Reason, b.ID)
+		if b.ByPerson {
+			fmt.Fprintf(out, "blocked: %s (by a person, until unblocked): %s\n  clear it with `ralph unblock %s`", b.ID, b.Reason, b.ID)
+		} else {
+			fmt.Fprintf(out, "blocked: %s (%s%s): %s\n  clear it with `ralph unblock %s`", b.ID, b.Type, human, b.Reason, b.ID)
+		}
 		switch {
 		case b.WorkRef != "":
 			fmt.Fprintf(out, "; the attempt's work is kept at %s: see it with `git show %s`, bring it back with `git cherry-pick --no-commit %s`", b.WorkRef, b.WorkRef, b.WorkRef)

@@ -75,6 +75,11 @@ func fillBoard(rep *StatusReport, board *tasks.Board, st *loop.LoopState) {
 				}
 			}
 		}
+		for _, b := range rep.Blocked {
+			if b.ByPerson && storyOf(b.ID) == s.ID && !s.Done {
+				row.State, row.Reason = status.StoryBlocked, b.Reason
+			}
+		}
 		switch {
 		case s.Done && current == s.ID && (checking || rep.Running):
 			// The agent's tick is its claim; ralph has not accepted it.

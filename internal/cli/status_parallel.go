@@ -56,6 +56,13 @@ func parallelStatus(ws *workspace.Workspace, now time.Time) (*ParallelStatus, er
 
 // printParallelStatus shows the parallel build a person reads.
 func printParallelStatus(out io.Writer, ps *ParallelStatus) {
+	if b := ps.CheckoutBranch; b != "" {
+		on := "branch " + b
+		if b == "HEAD" {
+			on = "a detached HEAD"
+		}
+		fmt.Fprintf(out, "your checkout is on %s, not on %s where the parallel build lands: the task file below is %s's (`git switch %s` goes back)\n", on, ps.Target, ps.Target, ps.Target)
+	}
 	state := "running or stopped: `ralph build --workers N` resumes it"
 	if ps.Finished {
 		state = "finished: " + ps.Outcome + " (" + ps.Reason + ")"

@@ -217,3 +217,38 @@ func FuzzCommandFromJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestAPersonsBlockIsHeldUntilReleased(t *testing.T) {
+	f := Folder{Dir: t.TempDir()}
+	b := New(Block, ByCLI, time.Now())
+	b.Task, b.Text = "US-002/1", "needs a key"
+	if err := f.Hold(b); err != nil {
+		t.Fatal(err)
+	}
+	c := New(Block, ByWeb, time.Now())
+	c.Task = "US-001"
+	if err := f.Hold(c); err != nil {
+		t.Fatal(err)
+	}
+	// Another process, later: the blocks are still there.
+	g := Folder{Dir: f.Dir}
+	holds := g.Holds()
+	if len(holds) != 2 || holds[0].Task != "US-001" || holds[1].Task != "US-002/1" || holds[1].Text != "needs a key" {
+		t.Fatalf("holds = %+v", holds)
+	}
+	if h := g.Held("US-002/1"); h == nil || HeldReason(*h) != "blocked by cli: needs a key" {
+		t.Fatalf("held = %+v", h)
+	}
+	if ok, err := g.Release("US-002/1"); !ok || err != nil {
+		t.Fatalf("release = %v, %v", ok, err)
+	}
+	if ok, err := g.Release("US-002/1"); ok || err != nil {
+		t.Fatalf("second release = %v, %v", ok, err)
+	}
+	if g.Held("US-002/1") != nil || len(g.Holds()) != 1 {
+		t.Fatalf("after release: %+v", g.Holds())
+	}
+	if err := g.Hold(New(Skip, ByCLI, time.Now())); err == nil {
+		t.Fatal("a skip was held")
+	}
+}

@@ -140,6 +140,14 @@ type engine struct {
 	// in flight, applied when its worker comes back (reason by task).
 	skipped map[string]bool
 	held    map[string]string
+	// ran are the tasks whose agents ran since the checkout was last
+	// looked at; strays the paths changed in it outside ralph, reported.
+	ran    map[string]bool
+	strays map[string]bool
+	// idle are the worktrees of tasks whose workers came back, by task:
+	// the paths that differed from their branch then, so that only what
+	// changed since (a sibling's writes) is reported.
+	idle map[string]map[string]bool
 	// early holds what was said before the emitter existed.
 	early []report.Event
 	start time.Time
@@ -172,7 +180,8 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		o.MinFreeDisk = DefaultMinFreeDisk
 	}
 	e := &engine{o: o, repo: o.WS.Repo, home: o.WS.Dir(), start: o.Now(), ledger: &runkit.Ledger{MaxRuns: o.MaxIterations}, taken: map[string]bool{},
-		skipped: map[string]bool{}, held: map[string]string{}}
+		skipped: map[string]bool{}, held: map[string]string{}, ran: map[string]bool{}, strays: map[string]bool{},
+		idle: map[string]map[string]bool{}}
 	rel, err := filepath.Rel(o.WS.Root, o.Source.Path())
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return Report{}, errs.Usagef("the task file %s is outside the repository: a parallel build opens it in every worktree, so it must be committed in the repository", o.Source.Path())
@@ -344,6 +353,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 				stopping = true
 			} else {
 				e.steer(board, active)
+				e.applyHolds(board, active)
 				for free := freeSlot(slots); free >= 0; free = freeSlot(slots) {
 					t, err := e.next(ctx, board, active, &pending)
 					if err != nil {
@@ -359,6 +369,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 					t.Worker = fmt.Sprintf("w%d", free+1)
 					slots[free] = t.ID
 					active[t.ID] = true
+					e.ran[t.ID] = true
 					ws, opts, err := e.prepare(ctx, t)
 					if err != nil {
 						slots[free] = ""
@@ -409,6 +420,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 			}
 		}
 		delete(active, res.id)
+		e.checkCheckout(ctx, active)
 		e.used += res.rep.Iterations
 		t.Iterations += res.rep.Iterations
 		if err := e.finishWork(ctx, t, res); err != nil && runErr == nil {
@@ -417,6 +429,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 			cancel()
 		}
 		e.heldBlock(t)
+		e.markIdle(ctx, t)
 		if t.State == Queued {
 			queue = append(queue, t)
 		}
@@ -447,8 +460,8 @@ func (e *engine) next(ctx context.Context, board *tasks.Board, active map[string
 	for len(*pending) > 0 {
 		t := (*pending)[0]
 		*pending = (*pending)[1:]
-		if !active[t.ID] {
-			return t, nil
+		if !active[t.ID] && t.State == Working {
+			return t, nil // unless a person blocked it since the crash
 		}
 	}
 	skip := map[string]bool{}
@@ -530,9 +543,14 @@ func (e *engine) end(ctx context.Context, runErr error) (Report, error) {
 			rep.Blocked = append(rep.Blocked, t.ID)
 		}
 	}
-	if board, err := e.o.Source.Load(); err == nil {
+	// What landed is what the target holds, not what the person's
+	// checkout shows: an agent may have switched it to another branch.
+	if board, err := e.targetBoard(ctx); err == nil {
+		rep.Left = board.Remaining()
+	} else if board, err := e.o.Source.Load(); err == nil {
 		rep.Left = board.Remaining()
 	}
+	e.sayCheckout(ctx)
 	switch {
 	case ctx.Err() != nil:
 		rep.Outcome, rep.Reason = loop.OutcomeInterrupted, "interrupted"

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -263,6 +264,11 @@ func TestEightStoriesThreeWorkers(t *testing.T) {
 	for _, ev := range events {
 		if c := ev.Props["commit"]; c == "" || r.git("log", "-1", "--format=%s", c) != ev.Props["task"]+": "+strings.TrimPrefix(ev.Name, ev.Props["task"]+" complete: ") {
 			t.Errorf("memory event %s: commit %q does not hold its story", ev.Name, c)
+		}
+	}
+	for _, ev := range r.events {
+		if strings.Contains(ev.Text, "outside ralph") {
+			t.Errorf("a run where nothing acted outside its worktree said: %s", ev.Text)
 		}
 	}
 }
@@ -528,5 +534,153 @@ func TestHangingCheckOnIntegrationSendsTheTaskBack(t *testing.T) {
 	}
 	if subj := r.subjects(); len(subj) != 0 {
 		t.Errorf("main moved: %v", subj)
+	}
+}
+
+// An agent moves the target outside ralph to a commit whose check fails
+// (git update-ref from its worktree): ralph stops before it judges any
+// landing against it, names the old and the new commit and says how to
+// put the branch back, rather than send every good task back until it
+// needs review.
+func TestTargetMovedToAFailingCommitStopsTheRun(t *testing.T) {
+	r := newRig(t, stories(2, nil))
+	r.opts.Workers = 1
+	r.opts.Checks = []check.Check{{Name: "not broken", Run: "test ! -f broken.txt"}}
+	start := r.git("rev-parse", "main")
+	var bad string
+	r.edit = func(dir, story string, attempt int, feedback string) {
+		os.WriteFile(filepath.Join(dir, strings.ToLower(story)+".txt"), []byte(story+"\n"), 0o644)
+		if bad != "" {
+			return
+		}
+		// In the worker's worktree, as an agent would: never the
+		// repository this test runs in.
+		cmd := exec.Command("sh", "-c", `set -e
+blob=$(echo broken | git hash-object -w --stdin)
+tree=$( (git ls-tree main; printf '100644 blob %s\tbroken.txt\n' "$blob") | git mktree)
+c=$(git commit-tree "$tree" -p main -m 'moved by an agent')
+git update-ref refs/heads/main "$c"
+echo "$c"`)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("moving main: %v\n%s", err, out) // not Fatal: a worker's goroutine
+			return
+		}
+		bad = strings.TrimSpace(string(out))
+	}
+	rep, err := r.run()
+	var moved *MovedError
+	if !errors.As(err, &moved) || moved.From != start || moved.To != bad || !slices.Equal(moved.Failing, []string{"not broken"}) {
+		t.Fatalf("Run = %+v, %v; want a MovedError from %s to %s naming the check", rep, err, start, bad)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "git update-ref refs/heads/main "+start+" "+bad) || !strings.Contains(msg, "moved outside ralph") {
+		t.Errorf("message %q; want it to say how to put main back", msg)
+	}
+	if got := r.attempts["US-001"]; got != 1 {
+		t.Errorf("US-001 was worked %d times; the move must not send it back", got)
+	}
+	reg, _, _ := LoadRegistry(r.ws.Dir())
+	if tr := reg.Tasks["US-001"]; tr == nil || tr.State != Queued {
+		t.Errorf("US-001 = %+v; want it still queued to land once main is put back", tr)
+	}
+	if tip := r.git("rev-parse", "main"); tip != bad {
+		t.Errorf("main at %s; ralph does not move it itself (want %s)", tip, bad)
+	}
+}
+
+// An agent switches the person's checkout to another branch: the tasks
+// still land on the target, and the run counts them from the target,
+// not from the checkout's task file, and says where the checkout is.
+func TestLandingsAreCountedOnTheTarget(t *testing.T) {
+	r := newRig(t, stories(2, nil))
+	r.opts.Workers = 1
+	switched := false
+	r.edit = func(dir, story string, attempt int, feedback string) {
+		os.WriteFile(filepath.Join(dir, strings.ToLower(story)+".txt"), []byte(story+"\n"), 0o644)
+		if !switched {
+			switched = true
+			gitT(t, r.ws.Root, "switch", "-q", "-c", "elsewhere")
+		}
+	}
+	rep, err := r.run()
+	if err != nil || rep.Landed != 2 || rep.Left != 0 || rep.Outcome != loop.OutcomeComplete {
+		t.Fatalf("Run = %+v, %v; want both landed and none left", rep, err)
+	}
+	if subj := r.subjects(); len(subj) != 2 {
+		t.Errorf("main: %v; want both stories", subj)
+	}
+	said := false
+	for _, ev := range r.events {
+		said = said || strings.Contains(ev.Text, "your checkout is on branch elsewhere, not on main") && strings.Contains(ev.Text, "git switch main")
+	}
+	if !said {
+		t.Error("ralph did not say the checkout was switched away from main")
+	}
+}
+
+// An agent writes into the person's checkout instead of its worktree:
+// ralph says which files changed there and which task's agent ran when
+// they appeared, leaves them for the person, and still lands the tasks.
+func TestWritesIntoTheCheckoutAreReported(t *testing.T) {
+	r := newRig(t, stories(2, map[int]string{2: "US-001"}))
+	r.opts.Workers = 2
+	r.edit = func(dir, story string, attempt int, feedback string) {
+		os.WriteFile(filepath.Join(dir, strings.ToLower(story)+".txt"), []byte(story+"\n"), 0o644)
+		if story == "US-001" {
+			os.WriteFile(filepath.Join(r.ws.Root, "stray.txt"), []byte("oops\n"), 0o644)
+		}
+	}
+	rep, err := r.run()
+	if err != nil || rep.Landed != 2 {
+		t.Fatalf("Run = %+v, %v; want both landed", rep, err)
+	}
+	var said []string
+	for _, ev := range r.events {
+		if strings.Contains(ev.Text, "changed in your checkout outside ralph") {
+			said = append(said, ev.Text)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "stray.txt changed in your checkout outside ralph (the agent of US-001 ran meanwhile)") {
+		t.Fatalf("reports %q; want one naming stray.txt and US-001", said)
+	}
+	if b, err := os.ReadFile(filepath.Join(r.ws.Root, "stray.txt")); err != nil || string(b) != "oops\n" {
+		t.Errorf("stray.txt = %q, %v; want it left for the person", b, err)
+	}
+}
+
+// An agent writes into the worktree of a sibling task whose worker is
+// back (here blocked): ralph names the files, the sibling and the task
+// whose agent ran, and the sibling's work stays its commits.
+func TestWritesIntoASiblingWorktreeAreReported(t *testing.T) {
+	r := newRig(t, stories(2, nil))
+	r.opts.Workers = 2
+	r.outcome["US-002"] = loop.OutcomeNeedsHuman
+	r.edit = func(dir, story string, attempt int, feedback string) {
+		os.WriteFile(filepath.Join(dir, strings.ToLower(story)+".txt"), []byte(story+"\n"), 0o644)
+		if story != "US-001" {
+			return
+		}
+		// Wait until US-002's worker is back and on record, then write
+		// into its worktree, as an agent with the whole disk in reach.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			reg, ok, _ := LoadRegistry(r.ws.Dir())
+			if tr := reg.Tasks["US-002"]; ok && tr != nil && tr.State == Blocked && tr.Worktree != "" {
+				os.WriteFile(filepath.Join(tr.Worktree, "sibling.txt"), []byte("not mine\n"), 0o644)
+				return
+			}
+		}
+		t.Error("US-002 never came back blocked")
+	}
+	rep, err := r.run()
+	if err != nil || rep.Landed != 1 || !slices.Equal(rep.Blocked, []string{"US-002"}) {
+		t.Fatalf("Run = %+v, %v; want US-001 landed, US-002 blocked as its loop said", rep, err)
+	}
+	said := false
+	for _, ev := range r.events {
+		said = said || strings.Contains(ev.Text, "sibling.txt changed in the worktree of US-002 after its worker finished (the agent of US-001 ran meanwhile)")
+	}
+	if !said {
+		t.Error("ralph did not name the write into US-002's worktree and US-001's agent")
 	}
 }

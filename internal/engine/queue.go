@@ -70,6 +70,12 @@ func (e *engine) land(ctx context.Context, t *TaskRecord) error {
 		if err != nil {
 			return err
 		}
+		// A target moved outside ralph to a failing commit would send
+		// every good task back: it stops the run, named.
+		if err := e.checkMoved(bg, integ, tip, tipChecks); err != nil {
+			t.State = Queued
+			return err
+		}
 		head, err := e.repo.RevParse(bg, t.Branch)
 		if err != nil {
 			return e.sendBack(bg, t, "its branch "+t.Branch+" is gone (deleted by hand?)", nil)

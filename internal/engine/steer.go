@@ -42,6 +42,41 @@ func (e *engine) steer(board *tasks.Board, active map[string]bool) {
 	_ = e.save()
 }
 
+// holds is the workspace's record of persons' blocks (control.Folder.Hold).
+func (e *engine) holds() control.Folder { return control.Folder{Dir: e.o.WS.Path("control")} }
+
+// applyHolds blocks every task a person holds (`ralph block`, given to
+// this run, to an earlier one or while none went) that is not already
+// set aside, so that no worker is handed it. A task in flight is blocked
+// when its worker comes back, as a block given now would be.
+func (e *engine) applyHolds(board *tasks.Board, active map[string]bool) {
+	for _, c := range e.holds().Holds() {
+		story, ok := board.Find(c.Task)
+		if !ok || story.Done {
+			continue
+		}
+		reason := control.HeldReason(c)
+		if active[c.Task] {
+			if _, ok := e.held[c.Task]; !ok {
+				e.held[c.Task] = reason
+			}
+			continue
+		}
+		t := e.reg.Tasks[c.Task]
+		if t != nil && t.State != Queued && t.State != SentBack && t.State != Working {
+			continue // landed, landing, blocked or waiting for review already
+		}
+		if t == nil {
+			t = &TaskRecord{ID: c.Task, Title: story.Title, Branch: branchName(e.reg.RunID, c.Task)}
+			e.reg.Tasks[c.Task] = t
+		}
+		t.State, t.Reason = Blocked, reason
+		delete(e.skipped, c.Task)
+		e.sayTask(t, report.KindBlocker, map[string]any{"state": "blocked", "reason": reason, "by_control": true, "by_person": true},
+			"[%s] ⛔ %s: `ralph unblock %s` clears it", t.ID, reason, t.ID)
+	}
+}
+
 // applyControl applies c; it returns the task, a note on when it takes
 // effect, and why it was refused ("" when it was taken).
 func (e *engine) applyControl(board *tasks.Board, active map[string]bool, c control.Command) (id, note, why string) {
@@ -52,12 +87,18 @@ func (e *engine) applyControl(board *tasks.Board, active map[string]bool, c cont
 	}
 	story, ok := board.Find(id)
 	if !ok {
+		if c.Kind == control.Block {
+			e.holds().Release(id) // a refused block holds nothing
+		}
 		return id, "", fmt.Sprintf("no task %s in %s", id, e.prdRel)
 	}
 	t := e.reg.Tasks[id]
 	switch c.Kind {
 	case control.Block, control.Skip:
 		if story.Done || t != nil && (t.State == Landed || t.State == Landing) {
+			if c.Kind == control.Block {
+				e.holds().Release(id)
+			}
 			return id, "", fmt.Sprintf("%s is done already", id)
 		}
 		if t != nil && (t.State == Blocked || t.State == NeedsReview) {
@@ -69,6 +110,12 @@ func (e *engine) applyControl(board *tasks.Board, active map[string]bool, c cont
 		}
 		if c.Text != "" {
 			reason += ": " + c.Text
+		}
+		if c.Kind == control.Block && e.holds().Held(id) == nil {
+			// Kept beyond this run, whoever queued it.
+			if err := e.holds().Hold(c); err != nil {
+				return id, "", fmt.Sprintf("could not record the block of %s: %v", id, err)
+			}
 		}
 		if active[id] {
 			if c.Kind == control.Skip {
@@ -93,11 +140,15 @@ func (e *engine) applyControl(board *tasks.Board, active map[string]bool, c cont
 		return id, "", ""
 	case control.Unblock:
 		delete(e.skipped, id)
+		released, _ := e.holds().Release(id)
 		if _, ok := e.held[id]; ok {
 			delete(e.held, id)
 			return id, "", ""
 		}
 		if t == nil || t.State != Blocked && t.State != NeedsReview {
+			if released {
+				return id, "", ""
+			}
 			if story.Status == tasks.StatusBlocked {
 				return id, "", fmt.Sprintf("%s is blocked in %s: `ralph unblock %s` clears it once this build ends", id, e.prdRel, id)
 			}

@@ -182,6 +182,8 @@ func (r *run) loadBoard(ctx workflow.Context) error {
 		t := &Task{ID: s.ID, Title: s.Title, DependsOn: s.DependsOn, Priority: s.Priority, State: Ready, Branch: "ralph/" + r.st.RunID + "/" + s.ID}
 		if s.Done {
 			t.State, t.Reason = Landed, "done before the run"
+		} else if s.Held != "" {
+			t.State, t.Reason = Blocked, s.Held // a person's block outlives runs
 		}
 		r.st.Tasks = append(r.st.Tasks, t)
 	}

@@ -519,3 +519,26 @@ func TestBuildBlockedStoryEndsTheRun(t *testing.T) {
 		t.Errorf("B ends %s (%q, %d iterations), want blocked with its loop's reason", b.State, b.Reason, b.Iters)
 	}
 }
+
+// A person's block kept in the workspace (ralph block, given to an
+// earlier run or while none went) starts the run with its task blocked:
+// it is never worked, and the run ends for a person with its reason.
+func TestBuildHonoursAPersonsBlock(t *testing.T) {
+	stories := wfStories("A", "B")
+	stories[1].Held = "blocked by cli: waiting for the API key"
+	env, f := wfNewEnv(t, stories...)
+	env.ExecuteWorkflow(BuildWorkflow, wfInput(2))
+	st := wfResult(t, env)
+	if f.count("prepare", "B") != 0 || f.count("work", "B") != 0 {
+		t.Fatalf("B was prepared %d and worked %d times, want never", f.count("prepare", "B"), f.count("work", "B"))
+	}
+	if b := wfTask(st, "B"); b.State != Blocked || b.Reason != stories[1].Held {
+		t.Fatalf("B ends %s (%s), want blocked with the person's reason", b.State, b.Reason)
+	}
+	if a := wfTask(st, "A"); a.State != Landed {
+		t.Fatalf("A ends %s, want landed", a.State)
+	}
+	if st.Outcome == "complete" {
+		t.Fatalf("outcome complete with B blocked by a person")
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/errs"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
@@ -126,8 +127,13 @@ func (h *Host) Board(ctx context.Context, in BoardInput) ([]Story, error) {
 		return nil, usage(fmt.Errorf("cannot read %s at the tip of %s: %w", in.PRD, in.Target, err))
 	}
 	var out []Story
+	holds := control.Folder{Dir: h.WS.Path("control")}
 	for _, s := range board.Stories {
-		out = append(out, Story{ID: s.ID, Title: s.Title, Done: s.Done, DependsOn: s.DependsOn, Priority: s.Priority, Started: s.Status == tasks.StatusInProgress})
+		st := Story{ID: s.ID, Title: s.Title, Done: s.Done, DependsOn: s.DependsOn, Priority: s.Priority, Started: s.Status == tasks.StatusInProgress}
+		if c := holds.Held(s.ID); c != nil && !s.Done {
+			st.Held = control.HeldReason(*c)
+		}
+		out = append(out, st)
 	}
 	return out, nil
 }

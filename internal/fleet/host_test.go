@@ -23,6 +23,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
@@ -966,5 +967,30 @@ func TestHostWorkFailingAgentBlocksTheStory(t *testing.T) {
 	}
 	if r.exchangeRef(TaskBranch(hostRun, "US-001")) != "" {
 		t.Error("a blocked story's branch was pushed to the exchange")
+	}
+}
+
+// The board the workflow starts from carries a person's block kept in
+// the integration host's workspace (ralph block, given to an earlier run
+// or while none went), so the run starts with that task blocked.
+func TestBoardCarriesAPersonsBlock(t *testing.T) {
+	r := newHostRig(t)
+	c := control.New(control.Block, control.ByCLI, time.Now())
+	c.Task, c.Text = "US-002", "waiting for the API key"
+	if err := (control.Folder{Dir: r.a.WS.Path("control")}).Hold(c); err != nil {
+		t.Fatal(err)
+	}
+	stories, err := hostExec[[]Story](t, r.a.Board, BoardInput{RunID: hostRun, Target: "main", PRD: hostPRD})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stories {
+		want := ""
+		if s.ID == "US-002" {
+			want = "blocked by cli: waiting for the API key"
+		}
+		if s.Held != want {
+			t.Errorf("%s held %q, want %q", s.ID, s.Held, want)
+		}
 	}
 }

@@ -136,6 +136,9 @@ type Story struct {
 	Started   bool     `json:"started,omitempty"`
 	DependsOn []string `json:"depends_on,omitempty"`
 	Priority  int      `json:"priority,omitempty"`
+	// Held is the reason of a person's block (`ralph block`) kept in the
+	// workspace: the run starts with the task blocked.
+	Held string `json:"held,omitempty"`
 }
 
 // BoardInput asks the integration host for the task file at the target.

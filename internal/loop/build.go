@@ -799,10 +799,14 @@ func (b *builder) reloadBoard() error {
 	if only := b.opts.OnlyStory; only != "" {
 		board.Stories = onlyStory(board.Stories, only)
 	}
+	held := b.held()
 	for i := range board.Stories {
 		s := &board.Stories[i]
 		for _, id := range storyTaskIDs(*s) {
 			t := b.st.Tasks[id]
+			if c, ok := held[id]; ok && s.Status != tasks.StatusComplete && !s.Done {
+				t = b.holdTask(id, c)
+			}
 			if t == nil || t.Blocker == nil {
 				continue
 			}
@@ -810,7 +814,14 @@ func (b *builder) reloadBoard() error {
 				t.Blocker = nil
 				continue
 			}
-			if t.Blocker.InFile && s.Status != tasks.StatusBlocked {
+			if t.Blocker.ByPerson {
+				if _, ok := held[id]; !ok && !b.opts.ControlPauseOnly && b.opts.OnlyStory == "" {
+					if err := b.dropReleased(s, id, t); err != nil {
+						return err
+					}
+					continue
+				}
+			} else if t.Blocker.InFile && s.Status != tasks.StatusBlocked {
 				// The file could say blocked and now does not: a person
 				// unblocked it by editing the file, as seed 000 describes.
 				t.Blocker, t.RetryCount = nil, 0

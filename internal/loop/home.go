@@ -275,6 +275,6 @@ func (h *Home) Block(id, reason string, before func(taskID string, rec *TaskReco
 			Metrics: Metrics{StateMillis: map[State]int64{}}}
 	}
 	t := st.task(id)
-	t.Blocker = &BlockerRecord{Reason: reason, Type: "permanent", RequiresHuman: true, InFile: true, Iteration: st.Machine.Iteration}
+	t.Blocker = &BlockerRecord{Reason: reason, Type: "permanent", RequiresHuman: true, InFile: true, ByPerson: true, Iteration: st.Machine.Iteration}
 	return h.save(st)
 }

@@ -181,6 +181,9 @@ type BlockerRecord struct {
 	// InFile is set when the task file itself says blocked, so that a
 	// person clearing it there unblocks the task.
 	InFile bool `json:"in_file,omitempty"`
+	// ByPerson is a person's block (`ralph block`): it lasts until `ralph
+	// unblock`, whatever the task file says.
+	ByPerson bool `json:"by_person,omitempty"`
 	// Ref is the ref that holds the blocked attempt's work (see
 	// AttemptRef), "" when the attempt left nothing to keep.
 	Ref string `json:"work_ref,omitempty"`

@@ -84,21 +84,38 @@ func (b *builder) applyControl(c control.Command) (string, string) {
 	id := strings.TrimSpace(c.Task)
 	storyID, _ := tasks.ParseTaskID(id)
 	story, ok := b.board.Find(storyID)
+	holds := control.Folder{Dir: b.ws.Path("control")}
 	if !ok {
+		if c.Kind == control.Block {
+			holds.Release(id) // a refused block holds nothing
+		}
 		return id, fmt.Sprintf("no task %s in %s", id, b.ws.Rel(b.src.Path()))
 	}
 	now := b.opts.now()
 	switch c.Kind {
 	case control.Block, control.Skip:
 		if story.Done || story.Status == tasks.StatusComplete {
+			if c.Kind == control.Block {
+				holds.Release(id)
+			}
 			return id, fmt.Sprintf("%s is done already", id)
 		}
 		t := b.st.task(id)
+		if h := holds.Held(id); c.Kind == control.Block && t.Blocker != nil && t.Blocker.ByPerson && !t.Blocker.InFile && h != nil && h.ID == c.ID {
+			// This block's own hold, laid over the board when the run
+			// read it: taken now, in the task file too.
+			t.Blocker = nil
+		}
 		if t.Blocker != nil && (c.Kind == control.Skip || t.Blocker.Type == "permanent") {
+			if c.Kind == control.Block && !t.Blocker.ByPerson {
+				// Now a person holds it: it stays blocked until they
+				// unblock it, not until the file says otherwise.
+				t.Blocker.ByPerson = true
+			}
 			return id, fmt.Sprintf("%s is blocked already (%s)", id, t.Blocker.Reason)
 		}
 		bl := &BlockerRecord{Type: "permanent", RequiresHuman: true, Iteration: b.st.Machine.Iteration,
-			Reason: "blocked by " + c.By}
+			Reason: "blocked by " + c.By, ByPerson: c.Kind == control.Block}
 		if c.Kind == control.Skip {
 			// A transient blocker: the loop's revival retries it when
 			// nothing else is left, which is what skip promises.
@@ -107,6 +124,13 @@ func (b *builder) applyControl(c control.Command) (string, string) {
 		}
 		if c.Text != "" {
 			bl.Reason += ": " + c.Text
+		}
+		if c.Kind == control.Block && holds.Held(id) == nil {
+			// Kept beyond this run, whoever queued it (the CLI holds it
+			// when it gives it; another front end may not).
+			if err := holds.Hold(c); err != nil {
+				return id, fmt.Sprintf("could not record the block of %s: %v", id, err)
+			}
 		}
 		bl.AttemptedFixes = []string{fmt.Sprintf("iteration %d: %s", b.st.Machine.Iteration, bl.Reason)}
 		if err := b.src.SetState(storyID, tasks.StatusBlocked, t.RetryCount, &tasks.Blocker{
@@ -126,7 +150,8 @@ func (b *builder) applyControl(c control.Command) (string, string) {
 		b.appendProgress(fmt.Sprintf("%s BLOCKED (%s, requires_human=%v): %s", id, bl.Type, bl.RequiresHuman, bl.Reason))
 	case control.Unblock:
 		tid, rec := b.st.BlockedTask(id)
-		if (rec == nil || rec.Blocker == nil) && story.Status != tasks.StatusBlocked {
+		released, _ := holds.Release(id)
+		if (rec == nil || rec.Blocker == nil) && story.Status != tasks.StatusBlocked && !released {
 			return tid, fmt.Sprintf("%s is not blocked", tid)
 		}
 		if err := b.src.SetState(storyID, tasks.StatusNotStarted, 0, nil, now); err != nil {

@@ -254,3 +254,38 @@ func containsText(evs []report.Event, text string) bool {
 	}
 	return false
 }
+
+// A person's block outlives the run's records: with state.json gone (a
+// parallel or Temporal run in between, or a fresh start) the next build
+// still leaves the task, until the block is released.
+func TestSteerBlockOutlivesTheRunsState(t *testing.T) {
+	r := newRig(t, twoStories, step{write: "b.txt", tick: "US-002"})
+	f := r.attach()
+	give(t, f, control.Block, "US-001")
+	if _, err := r.build(); !errors.Is(err, ErrNeedsHuman) {
+		t.Fatalf("first Build: %v; want it needing a person", err)
+	}
+	holds := control.Folder{Dir: r.ws.Path("control")}
+	if h := holds.Held("US-001"); h == nil || h.By != control.ByWeb {
+		t.Fatalf("held = %+v; want the web's block kept in the workspace", h)
+	}
+	if err := os.Remove(HomeOf(r.ws).StatePath()); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.resume()
+	if !errors.Is(err, ErrNeedsHuman) || len(r.agent.prompts) != 1 {
+		t.Fatalf("second Build = %+v, %v, %d agent runs; want US-001 left for a person", rep, err, len(r.agent.prompts))
+	}
+	if bl := r.state().Tasks["US-001"].Blocker; bl == nil || !bl.ByPerson || bl.Reason != "blocked by web" {
+		t.Fatalf("US-001 blocker = %+v; want a person's block", bl)
+	}
+	// Released (ralph unblock while another engine's run went): the next
+	// build does the task.
+	if ok, _ := holds.Release("US-001"); !ok {
+		t.Fatal("nothing to release")
+	}
+	r.agent.steps = append(r.agent.steps, step{write: "a.txt", tick: "US-001"})
+	if rep, err := r.resume(); err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("third Build = %+v, %v; want complete once released", rep, err)
+	}
+}

@@ -125,6 +125,9 @@ type Blocked struct {
 	Reason        string `json:"reason"`
 	Type          string `json:"type"`
 	RequiresHuman bool   `json:"requires_human"`
+	// ByPerson says a person blocked the task (`ralph block`): it stays
+	// blocked, in every run and engine, until `ralph unblock`.
+	ByPerson bool `json:"by_person,omitempty"`
 	// WorkRef is the ref that keeps the blocked attempt's work.
 	WorkRef string `json:"work_ref,omitempty"`
 	// Stash is the stash that keeps it, for blockers an older ralph
@@ -141,6 +144,10 @@ type Parallel struct {
 	Finished bool   `json:"finished"`
 	Outcome  string `json:"outcome,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// CheckoutBranch is the branch the person's checkout is on when it
+	// is not Target ("" when it is; "HEAD" when detached): the board is
+	// then read from Target, where the tasks landed.
+	CheckoutBranch string `json:"checkout_branch,omitempty"`
 	// Working lists the tasks in the workers' hands.
 	Working []Worker `json:"working"`
 	// Queue is the merge queue: tasks verified on their branch that
