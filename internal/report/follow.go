@@ -95,8 +95,8 @@ func ScanLines(f io.ReaderAt, from, to int64, fn func(line []byte, end int64) er
 	}
 	br := bufio.NewReaderSize(io.NewSectionReader(f, from, to-from), readChunk)
 	pos, start := from, from // start: where the line being read began
-	var long []byte // a line longer than the reader's buffer
-	skip := false   // a line longer than MaxLine
+	var long []byte          // a line longer than the reader's buffer
+	skip := false            // a line longer than MaxLine
 	for {
 		piece, err := br.ReadSlice('\n')
 		switch {
