@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ralphloop/ralph/internal/agent"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/live"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/text"
@@ -99,7 +99,6 @@ type receiptBook struct {
 	// recorded marks iterations whose record was read.
 	recorded map[*IterationPoint]bool
 	follow   sync.Once
-	pending  []report.Event
 	ferr     error
 }
 
@@ -116,35 +115,35 @@ func newReceiptBook(src live.Source) *receiptBook {
 func (b *receiptBook) Compute(ctx context.Context) (Receipts, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var evs []report.Event
 	if b.reader != nil {
-		var err error
-		if evs, err = b.reader.Next(); err != nil {
+		// Read a piece at a time and filed as read: what the book holds
+		// is a summary per story and iteration, whatever the journal's
+		// size (one agent line is an event).
+		if err := b.reader.Scan(func(ev report.Event) error {
+			b.add(ev)
+			return ctx.Err()
+		}); err != nil {
 			return Receipts{}, err
 		}
-	} else {
-		// A source that is not a journal on this machine: follow it in
-		// the background and take what arrived.
-		b.follow.Do(func() {
-			go func() {
-				err := b.src.Events(context.Background(), 0, func(ev report.Event) error {
-					b.mu.Lock()
-					b.pending = append(b.pending, ev)
-					b.mu.Unlock()
-					return nil
-				})
-				b.mu.Lock()
-				b.ferr = err
-				b.mu.Unlock()
-			}()
-		})
-		evs, b.pending = b.pending, nil
-		if b.ferr != nil {
-			return Receipts{}, b.ferr
-		}
+		return b.snapshot(), nil
 	}
-	for _, ev := range evs {
-		b.add(ev)
+	// A source that is not a journal on this machine: follow it in the
+	// background, filing each event as it comes.
+	b.follow.Do(func() {
+		go func() {
+			err := b.src.Events(context.Background(), 0, func(ev report.Event) error {
+				b.mu.Lock()
+				b.add(ev)
+				b.mu.Unlock()
+				return nil
+			})
+			b.mu.Lock()
+			b.ferr = err
+			b.mu.Unlock()
+		}()
+	})
+	if b.ferr != nil {
+		return Receipts{}, b.ferr
 	}
 	return b.snapshot(), nil
 }
