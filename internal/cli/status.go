@@ -259,7 +259,7 @@ func printStatus(env *Env, opts *StatusOptions, rep StatusReport, st *loop.LoopS
 	if len(m.WaitMillis) > 0 {
 		// Sleeping out a cooldown is not work in any state: shown apart.
 		var parts []string
-		for _, why := range []string{loop.WaitBreaker, loop.WaitLimit} {
+		for _, why := range []string{loop.WaitBreaker, loop.WaitLimit, loop.WaitPause} {
 			if ms, ok := m.WaitMillis[why]; ok {
 				parts = append(parts, fmt.Sprintf("%s %s", waitWords[why], (time.Duration(ms)*time.Millisecond).Round(time.Second)))
 			}
@@ -311,7 +311,7 @@ func printCooldowns(out io.Writer, cooldowns map[string]string) {
 }
 
 // waitWords name the reasons of loop.Metrics.WaitMillis in `ralph status`.
-var waitWords = map[string]string{loop.WaitBreaker: "circuit breaker cooldown", loop.WaitLimit: "usage limit reset"}
+var waitWords = map[string]string{loop.WaitBreaker: "circuit breaker cooldown", loop.WaitLimit: "usage limit reset", loop.WaitPause: "paused by a person"}
 
 // lastIteration reads the newest iteration record of a run.
 func lastIteration(runsDir, runID string) *loop.IterationRecord {

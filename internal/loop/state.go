@@ -267,8 +267,9 @@ type Metrics struct {
 	// StateMillis is the time in each state, waits not included.
 	StateMillis map[State]int64 `json:"time_in_state_ms"`
 	// WaitMillis is the time the loop slept instead of working, by
-	// reason: WaitBreaker (the circuit breaker's cooldown) and WaitLimit
-	// (every agent cooling down after a usage limit).
+	// reason: WaitBreaker (the circuit breaker's cooldown), WaitLimit
+	// (every agent cooling down after a usage limit) and WaitPause (a
+	// person's pause).
 	WaitMillis    map[string]int64 `json:"waiting_ms,omitempty"`
 	TaskSuccesses int              `json:"task_successes"`
 	TaskFailures  int              `json:"task_failures"`
@@ -286,6 +287,7 @@ type Metrics struct {
 const (
 	WaitBreaker = "breaker"
 	WaitLimit   = "limit"
+	WaitPause   = "pause"
 )
 
 // StatePath is where the loop state of the work tree ws lives by default.
