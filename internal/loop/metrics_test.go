@@ -129,7 +129,7 @@ func TestPauseCountsAsWaitingNotAsState(t *testing.T) {
 		Machine:   Machine{State: StateTest, Iteration: 1, TaskID: "US-001"},
 		EnteredAt: now.Add(-50 * time.Millisecond),
 		Tasks:     map[string]*TaskRecord{}, Feedback: map[string]string{},
-		Metrics:   Metrics{StateMillis: map[State]int64{}},
+		Metrics: Metrics{StateMillis: map[State]int64{}},
 	}
 	go func() {
 		time.Sleep(held)
