@@ -154,8 +154,16 @@ func buildStatus(ws *workspace.Workspace, cfg config.Config, env *Env, tasksFlag
 	}
 	rep.PendingHints = countHints(ws.Path("context.md"))
 	rep.Session = activeSessionStatus(ws, env.Now())
-	if rep.Parallel, err = parallelStatus(ws, env.Now()); err != nil {
+	if rep.Parallel, err = parallelStatus(ws, env.Now(), rep.Running); err != nil {
 		return rep, nil, nil, err
+	}
+	if p := rep.Parallel; p != nil && (st == nil || p.StartedAt.After(st.StartedAt)) {
+		// The last run is a parallel build, which keeps no state.json of
+		// its own here: the run's fields are its, not empty (the
+		// dashboard's run card showed "Run –, Elapsed 0ms") nor those of
+		// an older build.
+		rep.RunID, rep.Finished, rep.Outcome, rep.Reason, rep.ElapsedMillis = p.RunID, p.Finished, p.Outcome, p.Reason, p.ElapsedMillis
+		rep.State, rep.Iteration, rep.MaxIterations, rep.CurrentTask, rep.CurrentStory = "", 0, 0, "", ""
 	}
 	fillBoard(&rep, board, st)
 	fillControl(ws, &rep)

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/status"
+	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/verify"
 )
@@ -125,5 +127,54 @@ func TestStatusBoardNeverShowsTheAgentsTickAsDone(t *testing.T) {
 	fillBoard(&rep, board, st)
 	if rep.Board[0].State != status.StoryVerified {
 		t.Errorf("US-001 after COMMIT is %q, want verified", rep.Board[0].State)
+	}
+}
+
+// The status of a parallel build says which run it is, how long it has
+// gone and whether it is running: the dashboard's run card was empty
+// (Run –, Elapsed 0ms) and a running build read "running or stopped".
+func TestStatusOfAParallelBuild(t *testing.T) {
+	dir := newTestRepo(t)
+	home := filepath.Join(dir, ".ralph")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	started := testNow.Add(-90 * time.Second)
+	reg := engine.Registry{SchemaVersion: engine.RegistrySchemaVersion, RunID: "par-1", Target: "main", Workers: 2, StartedAt: started,
+		Tasks: map[string]*engine.TaskRecord{"US-001": {ID: "US-001", State: engine.Working, Worker: "w1", Since: started}}}
+	if err := store.WriteJSON(engine.RegistryPath(home), reg); err != nil {
+		t.Fatal(err)
+	}
+	// Its last write, 30 s after the start: where a stopped one's time ends.
+	os.Chtimes(engine.RegistryPath(home), started.Add(30*time.Second), started.Add(30*time.Second))
+	statusJSON := func() status.Report {
+		t.Helper()
+		r := run(t, dir, nil, false, "status", "--json")
+		var rep status.Report
+		if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, r)
+		}
+		return rep
+	}
+	// Stopped: nothing holds the workspace.
+	if r := run(t, dir, nil, false, "status"); !strings.Contains(r.out, "2 workers: stopped: `ralph build --workers N` resumes it") {
+		t.Errorf("a stopped parallel build:\n%s", r)
+	}
+	rep := statusJSON()
+	if rep.RunID != "par-1" || rep.Running || rep.Parallel.Running || rep.ElapsedMillis != 30000 {
+		t.Errorf("a stopped parallel build: run %q, running %v/%v, elapsed %dms", rep.RunID, rep.Running, rep.Parallel.Running, rep.ElapsedMillis)
+	}
+	// Running: the build holds the workspace's lock.
+	lock, err := store.TryLock(filepath.Join(home, "lock"), "ralph build --workers 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	if r := run(t, dir, nil, false, "status"); !strings.Contains(r.out, "2 workers: running\n") {
+		t.Errorf("a running parallel build:\n%s", r)
+	}
+	rep = statusJSON()
+	if rep.RunID != "par-1" || !rep.Parallel.Running || rep.ElapsedMillis < 90000 || rep.Parallel.ElapsedMillis < 90000 {
+		t.Errorf("a running parallel build: run %q, running %v, elapsed %dms/%dms; want par-1, running, 90s or more", rep.RunID, rep.Parallel.Running, rep.ElapsedMillis, rep.Parallel.ElapsedMillis)
 	}
 }

@@ -4,6 +4,8 @@
 package status
 
 import (
+	"time"
+
 	"github.com/ralphloop/ralph/internal/beads"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
@@ -85,6 +87,13 @@ type Parallel struct {
 	Finished bool   `json:"finished"`
 	Outcome  string `json:"outcome,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// Running is true while the build holds the workspace; a build
+	// neither running nor finished was stopped.
+	Running   bool      `json:"running"`
+	StartedAt time.Time `json:"started_at"`
+	// ElapsedMillis runs from the start to now while it runs, else to
+	// its registry's last write.
+	ElapsedMillis int64 `json:"elapsed_ms"`
 	// Working lists the tasks in the workers' hands.
 	Working []Worker `json:"working"`
 	// Queue is the merge queue: tasks verified on their branch that

@@ -107,7 +107,7 @@ $("hint-form").addEventListener("submit", async (e) => {
 function renderRun(st) {
   const m = st.metrics || {};
   const rows = [
-    ["State", st.running ? (st.state || "running") : (st.finished ? "finished" + (st.outcome ? " · " + st.outcome : "") : (st.state || "no run going"))],
+    ["State", st.running ? (st.state || "running") : (st.finished ? "finished" + (st.outcome ? " · " + st.outcome : "") : (st.state || (st.run_id ? "stopped" : "no run going")))],
     ["Run", st.run_id || "–"],
     ["Iteration", st.iteration + (st.max_iterations ? " / " + st.max_iterations : "")],
     ["Elapsed", dur(st.elapsed_ms)],
