@@ -34,7 +34,8 @@ type Receipt struct {
 	// build's story on the target branch), awaiting_landing (accepted on
 	// its worker's branch, not landed yet), done (accepted by a ralph
 	// that did not say how), partial, blocked, failed (its last attempt
-	// was sent back) or working (an iteration is going). Never done on
+	// was sent back), interrupted (its run stopped during an iteration)
+	// or working (an iteration is going). Never done on
 	// the agent's claim alone.
 	State string `json:"state"`
 	// Verdict is how ralph accepted it: "verified" or "agent_word".
@@ -265,15 +266,39 @@ func (b *receiptBook) add(ev report.Event) {
 		if why := report.DataString(ev.Data, "reason"); why != "" {
 			r.Reason = why
 		}
+	case report.KindLimit:
+		// A limit that ends the run (a stop, an error) ends its open
+		// iteration, which may never get an event of its own.
+		if report.DataString(ev.Data, "outcome") != "" && cur != nil {
+			b.cut(key, cur)
+		}
 	case report.KindSummary:
-		// The run is over: whatever iteration it had open ends here.
+		// The run is over: whatever iteration it had open ends here;
+		// a parallel build's (the engine's) ends its workers' too.
 		for k, it := range b.open {
-			if it.Run == ev.Run {
-				delete(b.open, k)
+			if it.Run == ev.Run || (ev.Machine == engineMachine && it.Worker != "") {
+				b.cut(k, it)
 			}
 		}
 	}
 }
+
+// cut ends an open iteration that its run left without closing: a story
+// it was working on is interrupted, not still working (receipts said
+// "working" after a stop).
+func (b *receiptBook) cut(key string, it *IterationPoint) {
+	delete(b.open, key)
+	if it.Status == "working" {
+		it.Status = "interrupted"
+	}
+	if r := b.stories[it.Task]; r != nil && r.State == "working" {
+		r.State = "interrupted"
+	}
+}
+
+// engineMachine is the machine of a parallel build's own events
+// (engine.MachineName; the engine sits above this package).
+const engineMachine = "engine"
 
 // endIteration files the event that closes iteration n, whatever its
 // status: its tokens, cost and duration, and the story's state.
