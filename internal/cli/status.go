@@ -192,6 +192,9 @@ func printStatus(env *Env, opts *StatusOptions, rep StatusReport, st *loop.LoopS
 	if p := rep.Paused; p != nil {
 		fmt.Fprintf(out, "paused by %s since %s: `ralph resume` goes on\n", p.By, p.Time.Local().Format("15:04:05"))
 	}
+	for _, c := range rep.Queued {
+		fmt.Fprintf(out, "queued: %s by %s at %s: the run takes it at its next step\n", c.Describe(), c.By, c.Time.Local().Format("15:04:05"))
+	}
 	for _, w := range rep.Waiting {
 		if w.Kind != "blocked" { // blocked tasks have lines of their own below
 			fmt.Fprintf(out, "waiting for you: %s: %s (%s)\n", w.ID, w.Text, w.Hint)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/runkit"
@@ -176,5 +177,28 @@ func TestStatusOfAParallelBuild(t *testing.T) {
 	rep = statusJSON()
 	if rep.RunID != "par-1" || !rep.Parallel.Running || rep.ElapsedMillis < 90000 || rep.Parallel.ElapsedMillis < 90000 {
 		t.Errorf("a running parallel build: run %q, running %v, elapsed %dms/%dms; want par-1, running, 90s or more", rep.RunID, rep.Parallel.Running, rep.ElapsedMillis, rep.Parallel.ElapsedMillis)
+	}
+}
+
+// A control command given and not yet taken by a run is in the status,
+// not invisible until taken.
+func TestStatusShowsQueuedControls(t *testing.T) {
+	dir := newTestRepo(t)
+	f := control.Folder{Dir: filepath.Join(dir, ".ralph", "control")}
+	c := control.New(control.Skip, control.ByWeb, testNow)
+	c.Task = "US-002"
+	if err := f.Enqueue(c); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, dir, nil, false, "status"); !strings.Contains(r.out, "queued: skip US-002 by web at ") {
+		t.Errorf("status does not show the queued skip:\n%s", r)
+	}
+	r := run(t, dir, nil, false, "status", "--json")
+	var rep status.Report
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r)
+	}
+	if len(rep.Queued) != 1 || rep.Queued[0].Kind != control.Skip || rep.Queued[0].Task != "US-002" {
+		t.Errorf("queued_controls = %+v, want the skip of US-002", rep.Queued)
 	}
 }

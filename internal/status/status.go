@@ -58,6 +58,9 @@ type Report struct {
 	Paused *control.Command `json:"paused,omitempty"`
 	// Steerable lists the runs that take control commands now.
 	Steerable []control.Run `json:"steerable_runs"`
+	// Queued lists the control commands given and not taken yet, oldest
+	// first: a run takes them at its next step boundary.
+	Queued []control.Command `json:"queued_controls"`
 	// Waiting lists what waits for a person: a session's open
 	// questions, a thread at a human checkpoint, a task blocked for a
 	// person to decide.
