@@ -874,10 +874,15 @@ func (b *builder) selectTask() (Event, error) {
 			if b.st.Machine.Iteration >= b.st.MaxIterations {
 				return b.limitReached()
 			}
+			// A person's skip is no failure: the line says who set it aside.
+			why, again := "blocked by a transient failure", "retrying it now"
+			if by := b.st.task(id).Blocker.SkippedBy; by != "" {
+				why, again = "skipped by "+by, "taking it up again now"
+			}
 			if b.board.Remaining() == 1 {
-				b.sayf(report.KindBlocker, "  ↻ only %s is left, blocked by a transient failure: retrying it now\n", id)
+				b.sayf(report.KindBlocker, "  ↻ only %s is left, %s: %s\n", id, why, again)
 			} else {
-				b.sayf(report.KindBlocker, "  ↻ only blocked tasks are left; %s is blocked by a transient failure: retrying it now\n", id)
+				b.sayf(report.KindBlocker, "  ↻ only blocked or skipped tasks are left; %s was %s: %s\n", id, why, again)
 			}
 			b.revive(id, "now, as nothing else is left")
 			if err := b.reloadBoard(); err != nil {

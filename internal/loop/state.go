@@ -171,6 +171,9 @@ type BlockerRecord struct {
 	Type           string   `json:"blocker_type"`
 	RequiresHuman  bool     `json:"requires_human"`
 	AttemptedFixes []string `json:"attempted_fixes,omitempty"`
+	// SkippedBy names who skipped the task (`ralph skip`): a transient
+	// blocker no failure caused, which messages must not call one.
+	SkippedBy string `json:"skipped_by,omitempty"`
 	// Iteration is when the task was blocked; a transient blocker is
 	// retried once automatically three iterations later.
 	Iteration int `json:"iteration"`

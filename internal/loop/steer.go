@@ -110,7 +110,7 @@ func (b *builder) applyControl(c control.Command) (string, string) {
 		if c.Kind == control.Skip {
 			// A transient blocker: the loop's revival retries it when
 			// nothing else is left, which is what skip promises.
-			bl.Type, bl.RequiresHuman, bl.Reason = "transient", false, "skipped by "+c.By
+			bl.Type, bl.RequiresHuman, bl.Reason, bl.SkippedBy = "transient", false, "skipped by "+c.By, c.By
 			t.AutoRetried = false
 		}
 		if c.Text != "" {
