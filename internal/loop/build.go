@@ -381,6 +381,12 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	rep.Outcome, reason = b.st.Outcome, b.st.Reason
 	switch b.st.Outcome {
 	case OutcomeNeedsHuman:
+		rep.Blockers = map[string]string{}
+		for id, t := range b.st.Tasks {
+			if t.Blocker != nil {
+				rep.Blockers[id] = t.Blocker.Reason
+			}
+		}
 		return rep, ErrNeedsHuman
 	}
 	return rep, nil

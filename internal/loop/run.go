@@ -189,7 +189,11 @@ type Report struct {
 	RunDir  string
 	Outcome Outcome
 	// Reason says why the run ended, in words.
-	Reason      string
+	Reason string
+	// Blockers are the blocked tasks' reasons, by task id, when the
+	// run ended needing a person: a parallel worker's story is blocked
+	// for its own failure, not for "only blocked tasks are left".
+	Blockers    map[string]string
 	Iterations  int
 	StoriesDone int
 	StoriesLeft int

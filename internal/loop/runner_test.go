@@ -694,6 +694,11 @@ func TestRunnerACsNotMetTwiceBlocksAndNeedsHuman(t *testing.T) {
 	if bl == nil || bl.Reason != "acceptance criteria not met" || !bl.RequiresHuman || len(bl.AttemptedFixes) != 1 {
 		t.Fatalf("blocker = %+v; want a permanent one for the criteria", bl)
 	}
+	// The report names it: a parallel build takes its story's reason from
+	// there, not "only blocked tasks are left".
+	if rep.Blockers["US-001"] != "acceptance criteria not met" {
+		t.Errorf("report blockers = %v; want US-001's", rep.Blockers)
+	}
 	if bl.Ref != AttemptRef(st.RunID, "US-001") || r.git.called("SetAside") != 1 {
 		t.Errorf("the blocked attempt was not set aside on its ref (ref %q, %d calls)", bl.Ref, r.git.called("SetAside"))
 	}
