@@ -271,6 +271,7 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 	_, statErr := os.Stat(filepath.Join(home, "state.json"))
 	opts.Home, opts.SharedHome = home, h.WS.Dir()
 	opts.IterationsGiven = statErr == nil
+	opts.IterationsFrom = "the workflow's limit for this task"
 	opts.Terminal = false
 	opts.Feedback = in.Feedback
 	// A usage limit ends the activity at once: the workflow waits for the

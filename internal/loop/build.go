@@ -253,7 +253,11 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		}
 		b.sayf(report.KindRun, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.Resumes(), b.st.Machine.Iteration, orNone(b.st.Machine.TaskID))
 		if opts.MaxIterations != b.st.MaxIterations {
-			b.sayf(report.KindRun, "ralph: iteration limit raised from %d to %d, as given on the command line\n", b.st.MaxIterations, opts.MaxIterations)
+			from := opts.IterationsFrom
+			if from == "" {
+				from = "as given on the command line"
+			}
+			b.sayf(report.KindRun, "ralph: iteration limit raised from %d to %d, %s\n", b.st.MaxIterations, opts.MaxIterations, from)
 			b.st.MaxIterations = opts.MaxIterations
 		}
 		// A run that stopped on an edge goes back where it was; one that

@@ -146,6 +146,10 @@ type Options struct {
 	// line: at a resume it raises the resumed run's limit, which otherwise
 	// stays what the run started with.
 	IterationsGiven bool
+	// IterationsFrom says, for the line that tells of a raised limit,
+	// where the limit came from when it was not the command line (a
+	// parallel run's or a workflow's limit); empty: the command line.
+	IterationsFrom string
 	// Control is the run's hold on the workspace's control folder: at
 	// each step boundary the run waits while a pause is in force and,
 	// before it selects a task, takes the queued skip, block and unblock

@@ -1328,3 +1328,26 @@ func TestRunnerLedgerIsSharedBetweenWorkers(t *testing.T) {
 		t.Fatalf("third worker: %+v, %v, agents %v; want the shared budget spent and no agent asked", rep, err, third.agent.specs)
 	}
 }
+
+// A resumed run whose limit its caller raised says where the limit came
+// from: a parallel or Temporal resume without N said "as given on the
+// command line".
+func TestRunnerResumeSaysWhereTheRaisedLimitCameFrom(t *testing.T) {
+	for _, tc := range []struct{ from, want string }{
+		{"", "ralph: iteration limit raised from 10 to 16, as given on the command line\n"},
+		{"the parallel run's limit, which its workers share", "ralph: iteration limit raised from 10 to 16, the parallel run's limit, which its workers share\n"},
+	} {
+		r := newRig(t, oneStory, step{write: "a.txt", cancel: true})
+		if _, err := r.build(); !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("first build: %v", err)
+		}
+		r.agent.steps = append(r.agent.steps, step{write: "a.txt", tick: "US-001"})
+		r.opts.MaxIterations, r.opts.IterationsGiven, r.opts.IterationsFrom = 15, true, tc.from
+		if _, err := r.resume(); err != nil {
+			t.Fatal(err)
+		}
+		if !containsText(r.events.of(report.KindRun), tc.want) {
+			t.Errorf("from %q: run lines %v; want %q", tc.from, r.events.of(report.KindRun), tc.want)
+		}
+	}
+}
