@@ -52,6 +52,11 @@ type hub struct {
 	// replay bounds how many streams read the file at once.
 	replay chan struct{}
 
+	// reading is held by the follower reading the journal: a follower
+	// stopped as its last stream left may still be reading when the
+	// next stream starts another.
+	reading sync.Mutex
+
 	mu       sync.Mutex
 	end      int64   // read to here: the end of the last whole line
 	gen      int     // bumped when the journal was replaced (shrank)
@@ -109,6 +114,8 @@ func (h *hub) follow(ctx context.Context) {
 
 // read takes in what was appended since the last read.
 func (h *hub) read() {
+	h.reading.Lock()
+	defer h.reading.Unlock()
 	f, err := os.Open(h.path)
 	if os.IsNotExist(err) {
 		err = nil
