@@ -27,8 +27,11 @@ import (
 //     after, and at most replaySlots streams read the file at once;
 //   - nothing ever waits for a stream: the hub wakes the streams and goes
 //     on, so a slow client slows only itself.
+// ringBytes is a variable for the tests, which follow a journal longer
+// than the ring without writing megabytes.
+var ringBytes = 4 << 20
+
 const (
-	ringBytes   = 4 << 20
 	markEvery   = 1 << 20
 	replaySlots = 2
 	// replayPiece is how much of the file a stream reads per turn of
@@ -49,6 +52,8 @@ type mark struct{ off, seq int64 }
 type hub struct {
 	path string
 	poll time.Duration
+	// ringMax is how many bytes of frames the ring keeps.
+	ringMax int
 	// replay bounds how many streams read the file at once.
 	replay chan struct{}
 
@@ -74,7 +79,7 @@ type hub struct {
 }
 
 func newHub(path string, poll time.Duration, replay chan struct{}) *hub {
-	return &hub{path: path, poll: poll, replay: replay, wake: make(chan struct{}), ready: make(chan struct{})}
+	return &hub{path: path, poll: poll, ringMax: ringBytes, replay: replay, wake: make(chan struct{}), ready: make(chan struct{})}
 }
 
 // join starts following the journal for one more stream; leave ends it.
@@ -145,7 +150,7 @@ func (h *hub) read() {
 		return
 	}
 	// Lines far from the end are only indexed; the rest become frames.
-	framesFrom := max(from, fi.Size()-ringBytes)
+	framesFrom := max(from, fi.Size()-int64(h.ringMax))
 	var batch []frame
 	maxSeq, lastMark := h.maxSeq, from
 	if n := len(h.marks); n > 0 {
@@ -185,7 +190,7 @@ func (h *hub) read() {
 	}
 	// Keep the ring to its size: the oldest frames go.
 	drop := 0
-	for h.ringSize > ringBytes && drop < len(h.ring)-1 {
+	for h.ringSize > h.ringMax && drop < len(h.ring)-1 {
 		h.ringSize -= len(h.ring[drop].b)
 		h.ringFrom = h.ring[drop].end
 		drop++
