@@ -27,6 +27,7 @@ import (
 //     after, and at most replaySlots streams read the file at once;
 //   - nothing ever waits for a stream: the hub wakes the streams and goes
 //     on, so a slow client slows only itself.
+//
 // ringBytes is a variable for the tests, which follow a journal longer
 // than the ring without writing megabytes.
 var ringBytes = 4 << 20
