@@ -27,11 +27,6 @@ import (
 //     after, and at most replaySlots streams read the file at once;
 //   - nothing ever waits for a stream: the hub wakes the streams and goes
 //     on, so a slow client slows only itself.
-//
-// ringBytes is a variable for the tests, which follow a journal longer
-// than the ring without writing megabytes.
-var ringBytes = 4 << 20
-
 const (
 	markEvery   = 1 << 20
 	replaySlots = 2
@@ -39,6 +34,11 @@ const (
 	// a replay slot.
 	replayPiece = 256 << 10
 )
+
+// ringBytes is how many bytes of frames a hub keeps ready; a variable for
+// the tests, which follow a journal longer than the ring without writing
+// megabytes.
+var ringBytes = 4 << 20
 
 // frame is one event, ready to send.
 type frame struct {
