@@ -59,6 +59,17 @@ func (r *JournalReader) Next() ([]Event, error) {
 // last line is left for the next call. An error of fn ends the scan after
 // the event it was given.
 func (r *JournalReader) Scan(fn func(Event) error) error {
+	return r.ScanRaw(func(line []byte) error {
+		if ev, ok := ParseLine(line); ok {
+			return fn(ev)
+		}
+		return nil
+	})
+}
+
+// ScanRaw is Scan for a reader that parses lines itself: fn gets each
+// complete line appended since the last call, whatever its shape.
+func (r *JournalReader) ScanRaw(fn func(line []byte) error) error {
 	f, err := os.Open(r.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -76,10 +87,7 @@ func (r *JournalReader) Scan(fn func(Event) error) error {
 	}
 	_, err = ScanLines(f, r.off, fi.Size(), func(line []byte, end int64) error {
 		r.off = end
-		if ev, ok := ParseLine(line); ok {
-			return fn(ev)
-		}
-		return nil
+		return fn(line)
 	})
 	return err
 }
