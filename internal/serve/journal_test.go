@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ralphloop/ralph/internal/live"
 	"github.com/ralphloop/ralph/internal/report"
@@ -252,4 +254,49 @@ func BenchmarkEventsReplay(b *testing.B) {
 	benchViews(b, false, func(b *testing.B, url string, j journalgen.Journal) {
 		readUntil(b, context.Background(), url+"/api/events", j.LastSeq)
 	})
+}
+
+// A stream that takes nothing holds up neither the hub nor another
+// stream: the hub never waits for a stream, and one that fell behind the
+// ring reads the file on its own.
+func TestHubNeverWaitsForAStream(t *testing.T) {
+	defer func(n int) { ringBytes = n }(ringBytes)
+	ringBytes = 64 << 10
+	w := newWorkspace(t, "app", status.Report{})
+	w.emit(t, 3)
+	h := newHub(w.Journal, 10*time.Millisecond, make(chan struct{}, replaySlots))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stuck := make(chan struct{})
+	defer close(stuck)
+	go h.stream(ctx, 0, func([]byte) error { <-stuck; return nil })
+	got := make(chan int64, 10000)
+	go h.stream(ctx, 0, func(b []byte) error {
+		id, _, _ := bytes.Cut(bytes.TrimPrefix(b, []byte("id: ")), []byte("\n"))
+		n, _ := strconv.ParseInt(string(id), 10, 64)
+		got <- n
+		return nil
+	})
+	// Far more than the ring holds, while the first stream is stuck.
+	big := strings.Repeat("x", 200)
+	for range 2000 {
+		w.em.Emit(report.Event{Kind: report.KindAgentOutput, Text: big})
+	}
+	timeout := time.After(20 * time.Second)
+	for want := int64(1); want <= 2003; want++ {
+		select {
+		case n := <-got:
+			if n != want {
+				t.Fatalf("the free stream got seq %d, want %d", n, want)
+			}
+		case <-timeout:
+			t.Fatalf("the free stream got to seq %d of 2003 while another was stuck", want-1)
+		}
+	}
+	h.mu.Lock()
+	end := h.end
+	h.mu.Unlock()
+	if fi, _ := os.Stat(w.Journal); end != fi.Size() {
+		t.Errorf("the hub read to %d of %d bytes while a stream was stuck", end, fi.Size())
+	}
 }
