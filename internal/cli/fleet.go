@@ -162,6 +162,31 @@ func resumable(ctx context.Context, c client.Client, ws *workspace.Workspace, en
 	return &rs
 }
 
+// fleetTaskLine is one move of a task as followFleet prints it. The host
+// named is where the task's worktree is: its work runs there, but it is
+// queued and landed by the integration host (the one that runs `ralph
+// worker --integrate`), which the line must not call its own ("[US-003]
+// landing on b" for a host that does not integrate).
+func fleetTaskLine(t fleet.Task) string {
+	line := fmt.Sprintf("[%s] %s", t.ID, t.State)
+	switch {
+	case t.Host == "" || t.State == fleet.Landed:
+	case t.State == fleet.Landing:
+		line += " by the integration host (its work from " + t.Host + ")"
+	case t.State == fleet.Queued:
+		line += " for the integration host (its work from " + t.Host + ")"
+	default:
+		line += " on " + t.Host
+	}
+	if t.Commit != "" && t.State == fleet.Landed {
+		line += " · commit " + short(t.Commit)
+	}
+	if t.Reason != "" && t.State != fleet.Landed {
+		line += ": " + t.Reason
+	}
+	return line
+}
+
 // followFleet prints each task's moves until the run ends, and returns its
 // outcome as the exit code. Ctrl+C leaves the run going. While no worker
 // polls the queues the run needs, ww says so.
@@ -179,16 +204,7 @@ func followFleet(ctx context.Context, opts *BuildOptions, c client.Client, run c
 				continue
 			}
 			seen[t.ID] = t.State
-			line := fmt.Sprintf("[%s] %s", t.ID, t.State)
-			if t.Host != "" && t.State != fleet.Landed {
-				line += " on " + t.Host
-			}
-			if t.Commit != "" && t.State == fleet.Landed {
-				line += " · commit " + short(t.Commit)
-			}
-			if t.Reason != "" && t.State != fleet.Landed {
-				line += ": " + t.Reason
-			}
+			line := fleetTaskLine(*t)
 			if opts.JSON {
 				_ = writeJSONLine(opts.Env, map[string]any{"kind": "task", "run": st.RunID, "task": t.ID, "state": t.State, "host": t.Host, "commit": t.Commit, "reason": t.Reason})
 				continue

@@ -163,12 +163,20 @@ func buildStatus(ws *workspace.Workspace, cfg config.Config, env *Env, tasksFlag
 		return rep, nil, nil, err
 	}
 	rep.Session = activeSessionStatus(ws, env.Now())
-	if rep.Parallel, err = parallelStatus(ws, env.Now()); err != nil {
+	if rep.Parallel, err = parallelStatus(ws, env.Now(), rep.Running); err != nil {
 		return rep, nil, nil, err
 	}
 	if b := boardOnTarget(ws, src, srcErr, rep.Parallel); b != nil {
 		board = b
 		rep.Stories, rep.StoriesDone = len(board.Stories), len(board.Stories)-board.Remaining()
+	}
+	if p := rep.Parallel; p != nil && (st == nil || p.StartedAt.After(st.StartedAt)) {
+		// The last run is a parallel build, which keeps no state.json of
+		// its own here: the run's fields are its, not empty (the
+		// dashboard's run card showed "Run –, Elapsed 0ms") nor those of
+		// an older build.
+		rep.RunID, rep.Finished, rep.Outcome, rep.Reason, rep.ElapsedMillis = p.RunID, p.Finished, p.Outcome, p.Reason, p.ElapsedMillis
+		rep.State, rep.Iteration, rep.MaxIterations, rep.CurrentTask, rep.CurrentStory = "", 0, 0, "", ""
 	}
 	fillBoard(&rep, board, st)
 	fillControl(ws, &rep)
@@ -240,6 +248,9 @@ func printStatus(env *Env, opts *StatusOptions, rep StatusReport, st *loop.LoopS
 	}
 	if p := rep.Paused; p != nil {
 		fmt.Fprintf(out, "paused by %s since %s: `ralph resume` goes on\n", p.By, p.Time.Local().Format("15:04:05"))
+	}
+	for _, c := range rep.Queued {
+		fmt.Fprintf(out, "queued: %s by %s at %s: the run takes it at its next step\n", c.Describe(), c.By, c.Time.Local().Format("15:04:05"))
 	}
 	for _, w := range rep.Waiting {
 		if w.Kind != "blocked" { // blocked tasks have lines of their own below
@@ -348,7 +359,7 @@ func printCooldowns(out io.Writer, cooldowns map[string]string) {
 }
 
 // waitWords name the reasons of loop.Metrics.WaitMillis in `ralph status`.
-var waitWords = map[string]string{loop.WaitBreaker: "circuit breaker cooldown", loop.WaitLimit: "usage limit reset"}
+var waitWords = map[string]string{loop.WaitBreaker: "circuit breaker cooldown", loop.WaitLimit: "usage limit reset", loop.WaitPause: "paused by a person"}
 
 // lastIteration reads the newest iteration record of a run.
 func lastIteration(runsDir, runID string) *loop.IterationRecord {
@@ -395,7 +406,7 @@ func printBuildMetrics(out io.Writer, m loop.Metrics) {
 	if len(m.WaitMillis) > 0 {
 		// Sleeping out a cooldown is not work in any state: shown apart.
 		var parts []string
-		for _, why := range []string{loop.WaitBreaker, loop.WaitLimit} {
+		for _, why := range []string{loop.WaitBreaker, loop.WaitLimit, loop.WaitPause} {
 			if ms, ok := m.WaitMillis[why]; ok {
 				parts = append(parts, fmt.Sprintf("%s %s", waitWords[why], (time.Duration(ms)*time.Millisecond).Round(time.Second)))
 			}

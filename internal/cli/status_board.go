@@ -149,6 +149,12 @@ func fillControl(ws *workspace.Workspace, rep *StatusReport) {
 	if len(rep.Steerable) > 0 {
 		rep.Paused = f.Paused()
 	}
+	// A command given is shown until a run takes it, not only once
+	// taken: a person sees that the skip they gave is waiting.
+	rep.Queued, _ = f.Queued()
+	if rep.Queued == nil {
+		rep.Queued = []control.Command{}
+	}
 	rep.Waiting = []status.Waiting{}
 	if dir, err := sessionDir(ws, ""); err == nil && pathExists(activeSessionPath(ws)) {
 		qs, _ := session.LoadQuestions(dir)

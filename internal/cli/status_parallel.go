@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -15,14 +16,23 @@ import (
 )
 
 // parallelStatus reads the registry of the workspace's last parallel
-// build; nil when it never had one.
-func parallelStatus(ws *workspace.Workspace, now time.Time) (*ParallelStatus, error) {
+// build; nil when it never had one. held says the workspace's lock is
+// held: a build that has not finished is then running.
+func parallelStatus(ws *workspace.Workspace, now time.Time, held bool) (*ParallelStatus, error) {
 	reg, ok, err := engine.LoadRegistry(ws.Dir())
 	if err != nil || !ok {
 		return nil, err
 	}
 	ps := &ParallelStatus{RunID: reg.RunID, Target: reg.Target, Workers: reg.Workers, Finished: reg.Finished, Outcome: reg.Outcome, Reason: reg.Reason,
+		Running: held && !reg.Finished, StartedAt: reg.StartedAt,
 		Working: []WorkerStatus{}, Queue: []QueuedTask{}, NeedsReview: []QueuedTask{}, Blocked: []QueuedTask{}, Worktrees: reg.WorktreeRoot}
+	end := now
+	if fi, err := os.Stat(engine.RegistryPath(ws.Dir())); err == nil && !ps.Running {
+		end = fi.ModTime() // the registry is written last when the build ends or stops
+	}
+	if !reg.StartedAt.IsZero() && end.After(reg.StartedAt) {
+		ps.ElapsedMillis = end.Sub(reg.StartedAt).Milliseconds()
+	}
 	for _, t := range reg.Sorted() {
 		q := QueuedTask{Task: t.ID, State: string(t.State), Attempt: t.Attempt, Branch: t.Branch, Reason: t.Reason, Conflicts: t.Conflicts}
 		switch t.State {
@@ -63,9 +73,12 @@ func printParallelStatus(out io.Writer, ps *ParallelStatus) {
 		}
 		fmt.Fprintf(out, "your checkout is on %s, not on %s where the parallel build lands: the task file below is %s's (`git switch %s` goes back)\n", on, ps.Target, ps.Target, ps.Target)
 	}
-	state := "running or stopped: `ralph build --workers N` resumes it"
-	if ps.Finished {
+	state := "stopped: `ralph build --workers N` resumes it"
+	switch {
+	case ps.Finished:
 		state = "finished: " + ps.Outcome + " (" + ps.Reason + ")"
+	case ps.Running:
+		state = "running"
 	}
 	fmt.Fprintf(out, "parallel build %s on %s, %s: %s\n", ps.RunID, ps.Target, words.Count(ps.Workers, "worker", "workers"), state)
 	fmt.Fprintf(out, "  landed: %s · queue: %d · needs review: %d · blocked: %d\n", words.Count(ps.Landed, "task", "tasks"), len(ps.Queue), len(ps.NeedsReview), len(ps.Blocked))

@@ -11,10 +11,13 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/control"
+	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/status"
+	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/verify"
 )
@@ -186,5 +189,77 @@ func TestStatusDocumentIsOneShapeOnTemporal(t *testing.T) {
 	}
 	if onTemporal.Board[0].State != status.StoryLanded || onTemporal.RunID != "b-1" || onTemporal.Parallel.Workers != 2 {
 		t.Errorf("the run's Query is not laid over the board: %+v %+v", onTemporal.Board, onTemporal.Parallel)
+	}
+}
+
+// The status of a parallel build says which run it is, how long it has
+// gone and whether it is running: the dashboard's run card was empty
+// (Run –, Elapsed 0ms) and a running build read "running or stopped".
+func TestStatusOfAParallelBuild(t *testing.T) {
+	dir := newTestRepo(t)
+	home := filepath.Join(dir, ".ralph")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	started := testNow.Add(-90 * time.Second)
+	reg := engine.Registry{SchemaVersion: engine.RegistrySchemaVersion, RunID: "par-1", Target: "main", Workers: 2, StartedAt: started,
+		Tasks: map[string]*engine.TaskRecord{"US-001": {ID: "US-001", State: engine.Working, Worker: "w1", Since: started}}}
+	if err := store.WriteJSON(engine.RegistryPath(home), reg); err != nil {
+		t.Fatal(err)
+	}
+	// Its last write, 30 s after the start: where a stopped one's time ends.
+	os.Chtimes(engine.RegistryPath(home), started.Add(30*time.Second), started.Add(30*time.Second))
+	statusJSON := func() status.Report {
+		t.Helper()
+		r := run(t, dir, nil, false, "status", "--json")
+		var rep status.Report
+		if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, r)
+		}
+		return rep
+	}
+	// Stopped: nothing holds the workspace.
+	if r := run(t, dir, nil, false, "status"); !strings.Contains(r.out, "2 workers: stopped: `ralph build --workers N` resumes it") {
+		t.Errorf("a stopped parallel build:\n%s", r)
+	}
+	rep := statusJSON()
+	if rep.RunID != "par-1" || rep.Running || rep.Parallel.Running || rep.ElapsedMillis != 30000 {
+		t.Errorf("a stopped parallel build: run %q, running %v/%v, elapsed %dms", rep.RunID, rep.Running, rep.Parallel.Running, rep.ElapsedMillis)
+	}
+	// Running: the build holds the workspace's lock.
+	lock, err := store.TryLock(filepath.Join(home, "lock"), "ralph build --workers 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	if r := run(t, dir, nil, false, "status"); !strings.Contains(r.out, "2 workers: running\n") {
+		t.Errorf("a running parallel build:\n%s", r)
+	}
+	rep = statusJSON()
+	if rep.RunID != "par-1" || !rep.Parallel.Running || rep.ElapsedMillis < 90000 || rep.Parallel.ElapsedMillis < 90000 {
+		t.Errorf("a running parallel build: run %q, running %v, elapsed %dms/%dms; want par-1, running, 90s or more", rep.RunID, rep.Parallel.Running, rep.ElapsedMillis, rep.Parallel.ElapsedMillis)
+	}
+}
+
+// A control command given and not yet taken by a run is in the status,
+// not invisible until taken.
+func TestStatusShowsQueuedControls(t *testing.T) {
+	dir := newTestRepo(t)
+	f := control.Folder{Dir: filepath.Join(dir, ".ralph", "control")}
+	c := control.New(control.Skip, control.ByWeb, testNow)
+	c.Task = "US-002"
+	if err := f.Enqueue(c); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, dir, nil, false, "status"); !strings.Contains(r.out, "queued: skip US-002 by web at ") {
+		t.Errorf("status does not show the queued skip:\n%s", r)
+	}
+	r := run(t, dir, nil, false, "status", "--json")
+	var rep status.Report
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r)
+	}
+	if len(rep.Queued) != 1 || rep.Queued[0].Kind != control.Skip || rep.Queued[0].Task != "US-002" {
+		t.Errorf("queued_controls = %+v, want the skip of US-002", rep.Queued)
 	}
 }

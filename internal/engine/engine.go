@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -513,12 +515,12 @@ func (e *engine) finishWork(ctx context.Context, t *TaskRecord, res result) erro
 		// The worker's loop saved its state; the next start resumes it.
 		t.State = Working
 		return nil
-	case res.err != nil:
+	case res.err != nil && !errors.Is(res.err, loop.ErrNeedsHuman):
 		t.State, t.Reason = Blocked, text.OneLine(res.err.Error())
 		e.sayTask(t, report.KindBlocker, map[string]any{"state": "blocked", "reason": t.Reason, "error": res.err.Error()}, "[%s %s] ✗ the worker stopped: %s", t.Worker, t.ID, text.Clip(t.Reason, 300))
 		return nil
 	case !res.rep.Accepted():
-		t.State, t.Reason = Blocked, res.rep.Reason
+		t.State, t.Reason = Blocked, blockerReason(t.ID, res.rep)
 		if t.Reason == "" {
 			t.Reason = string(res.rep.Outcome)
 		}
@@ -527,6 +529,24 @@ func (e *engine) finishWork(ctx context.Context, t *TaskRecord, res result) erro
 	}
 	t.State = Queued
 	return e.save()
+}
+
+// blockerReason is why a worker's loop left its story blocked: the
+// blocker of the story (or of its subtasks), which says what failed, over
+// the loop's reason for ending, which for a loop of one story is only
+// that nothing else is left.
+func blockerReason(id string, rep loop.Report) string {
+	var why []string
+	for tid, r := range rep.Blockers {
+		if r != "" && (tid == id || strings.HasPrefix(tid, id+"/")) {
+			why = append(why, r)
+		}
+	}
+	if len(why) == 0 {
+		return rep.Reason
+	}
+	sort.Strings(why)
+	return strings.Join(slices.Compact(why), "; ")
 }
 
 // end closes the run: the report, the registry's outcome and the

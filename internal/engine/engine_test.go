@@ -125,6 +125,12 @@ func (r *rig) build(ctx context.Context, ws *workspace.Workspace, opts loop.Opti
 	if r.holdForOverlap {
 		r.awaitOverlap()
 	}
+	if out == loop.OutcomeNeedsHuman {
+		// As the loop ends a run of one story it blocked: the error, its
+		// reason for ending, and the story's blocker.
+		return loop.Report{Outcome: out, Iterations: 1, Reason: "1 story blocked or waiting on blocked stories",
+			Blockers: map[string]string{id: "tests failed 3 times: TestLogin"}}, loop.ErrNeedsHuman
+	}
 	if out != "" && out != loop.OutcomeComplete {
 		return loop.Report{Outcome: out, Iterations: 1, Reason: "blocked by the test"}, nil
 	}
@@ -384,6 +390,11 @@ func TestBlockedStoryLetsTheOthersLand(t *testing.T) {
 	rep, err := r.run()
 	if err != nil || rep.Landed != 2 || !slices.Equal(rep.Blocked, []string{"US-002"}) || rep.Outcome != loop.OutcomeNeedsHuman {
 		t.Fatalf("Run = %+v, %v; want 2 landed and US-002 blocked", rep, err)
+	}
+	// Its reason is its own failure, not the worker loop's "only blocked
+	// tasks are left".
+	if reg, _, _ := LoadRegistry(r.ws.Dir()); reg.Tasks["US-002"].Reason != "tests failed 3 times: TestLogin" {
+		t.Errorf("US-002's reason = %q; want its blocker's", reg.Tasks["US-002"].Reason)
 	}
 }
 

@@ -75,6 +75,8 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	// and runs again) never use up a task's attempts.
 	opts.MaxIterations = max(e.o.MaxIterations, 1)
 	opts.IterationsGiven = resume
+	// Not the command line's N, which a resume may lack: the run's own.
+	opts.IterationsFrom = "the parallel run's limit, which its workers share"
 	opts.Ledger = e.ledger
 	if t.Reason != "" && !resume {
 		opts.Feedback = "An earlier attempt at " + t.ID + " was verified on its own branch but could not land on " + e.reg.Target +

@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -253,6 +255,17 @@ func (h *Host) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, err
 	return PrepareResult{Host: h.Name, Base: tip}, nil
 }
 
+// process tells this process from another of the same host name (a
+// worker restarted after a crash): a random token drawn at start.
+var process = func() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}()
+
+// identity names this worker process: its host name and process token.
+func (h *Host) identity() string { return h.Name + "@" + process }
+
 // Work runs the task's loop in its worktree until the loop verifies and
 // commits it, blocks it, or every agent is at a usage limit (the workflow
 // then waits on a durable timer, not this host). It heartbeats the offset
@@ -278,6 +291,7 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 	_, statErr := os.Stat(filepath.Join(home, "state.json"))
 	opts.Home, opts.SharedHome = home, h.WS.Dir()
 	opts.IterationsGiven = statErr == nil
+	opts.IterationsFrom = "the workflow's limit for this task"
 	opts.Terminal = false
 	opts.Feedback = in.Feedback
 	// A usage limit ends the activity at once: the workflow waits for the
@@ -311,8 +325,18 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 	if prev := activity.HasHeartbeatDetails(ctx); prev {
 		var hb Heartbeat
 		if activity.GetHeartbeatDetails(ctx, &hb) == nil {
-			h.say(em, in.Task, report.KindRun, map[string]any{"log_bytes": hb.LogBytes, "iteration": hb.Iteration, "retry": activity.GetInfo(ctx).Attempt},
-				"↻ retried after its worker was lost at iteration %d (%d bytes of agent output): the loop resumes from its saved state", hb.Iteration, hb.LogBytes)
+			data := map[string]any{"log_bytes": hb.LogBytes, "iteration": hb.Iteration, "retry": activity.GetInfo(ctx).Attempt}
+			if hb.Worker != "" && hb.Worker == h.identity() {
+				// This very process ran the last attempt: it is alive,
+				// and the attempt ended some other way (its timeout, an
+				// error Temporal retries).
+				data["worker_alive"] = true
+				h.say(em, in.Task, report.KindRun, data,
+					"↻ retried at iteration %d (%d bytes of agent output): its worker %s is alive, the attempt itself did not finish (a timeout or an error); the loop resumes from its saved state", hb.Iteration, hb.LogBytes, h.Name)
+			} else {
+				h.say(em, in.Task, report.KindRun, data,
+					"↻ retried after its worker was lost at iteration %d (%d bytes of agent output): the loop resumes from its saved state", hb.Iteration, hb.LogBytes)
+			}
 		}
 	}
 	hctx, cancelBeat := context.WithCancel(ctx)
@@ -330,7 +354,7 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
-			activity.RecordHeartbeat(ctx, Heartbeat{Iteration: int(iteration.Load()), LogBytes: logBytes.Load()})
+			activity.RecordHeartbeat(ctx, Heartbeat{Iteration: int(iteration.Load()), LogBytes: logBytes.Load(), Worker: h.identity()})
 			select {
 			case <-hctx.Done():
 				return

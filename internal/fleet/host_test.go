@@ -625,6 +625,29 @@ func TestHostWorkHeartbeatsAndJournalsARetry(t *testing.T) {
 	}
 }
 
+// A retry by the very worker process that ran the last attempt does not
+// say its worker was lost: it is alive, and says so.
+func TestHostWorkRetryByALiveWorker(t *testing.T) {
+	r := newHostRig(t)
+	r.prepare(r.b, "US-001", 1)
+	r.on("US-001", r.complete(func(dir string) { hostWrite(t, filepath.Join(dir, "us-001.txt"), "x\n") }))
+	res, err := r.work(r.b, "US-001", 1, func(env *testsuite.TestActivityEnvironment) {
+		env.SetHeartbeatDetails(Heartbeat{Iteration: 2, LogBytes: 100, Worker: r.b.identity()})
+	})
+	if err != nil || res.Outcome != WorkVerified {
+		t.Fatalf("Work = %+v, %v; want verified", res, err)
+	}
+	var said string
+	for _, ev := range hostEvents(t, r.b) {
+		if strings.HasPrefix(ev.Text, "↻ retried") || strings.Contains(ev.Text, "] ↻ retried") {
+			said = ev.Text
+		}
+	}
+	if strings.Contains(said, "lost") || !strings.Contains(said, "its worker b is alive") {
+		t.Errorf("the retry by the live worker says %q; want it alive, not lost", said)
+	}
+}
+
 // A first attempt (no heartbeat details) is not journaled as a retry.
 func TestHostWorkFirstAttemptIsNoRetry(t *testing.T) {
 	r := newHostRig(t)

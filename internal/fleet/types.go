@@ -194,6 +194,9 @@ type WorkResult struct {
 type Heartbeat struct {
 	Iteration int   `json:"iteration"`
 	LogBytes  int64 `json:"log_bytes"`
+	// Worker is the worker process that heartbeat (Host.identity): a
+	// retry by the same process finds its worker alive, not lost.
+	Worker string `json:"worker,omitempty"`
 }
 
 // LandInput asks the integration host to land a verified branch.

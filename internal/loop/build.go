@@ -264,7 +264,11 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		}
 		b.sayf(report.KindRun, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.Resumes(), b.st.Machine.Iteration, orNone(b.st.Machine.TaskID))
 		if opts.MaxIterations != b.st.MaxIterations {
-			b.sayf(report.KindRun, "ralph: iteration limit raised from %d to %d, as given on the command line\n", b.st.MaxIterations, opts.MaxIterations)
+			from := opts.IterationsFrom
+			if from == "" {
+				from = "as given on the command line"
+			}
+			b.sayf(report.KindRun, "ralph: iteration limit raised from %d to %d, %s\n", b.st.MaxIterations, opts.MaxIterations, from)
 			b.st.MaxIterations = opts.MaxIterations
 		}
 		// A run that stopped on an edge goes back where it was; one that
@@ -392,6 +396,12 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	rep.Outcome, reason = b.st.Outcome, b.st.Reason
 	switch b.st.Outcome {
 	case OutcomeNeedsHuman:
+		rep.Blockers = map[string]string{}
+		for id, t := range b.st.Tasks {
+			if t.Blocker != nil {
+				rep.Blockers[id] = t.Blocker.Reason
+			}
+		}
 		return rep, ErrNeedsHuman
 	}
 	return rep, nil
@@ -896,10 +906,15 @@ func (b *builder) selectTask() (Event, error) {
 			if b.st.Machine.Iteration >= b.st.MaxIterations {
 				return b.limitReached()
 			}
+			// A person's skip is no failure: the line says who set it aside.
+			why, again := "blocked by a transient failure", "retrying it now"
+			if by := b.st.task(id).Blocker.SkippedBy; by != "" {
+				why, again = "skipped by "+by, "taking it up again now"
+			}
 			if b.board.Remaining() == 1 {
-				b.sayf(report.KindBlocker, "  ↻ only %s is left, blocked by a transient failure: retrying it now\n", id)
+				b.sayf(report.KindBlocker, "  ↻ only %s is left, %s: %s\n", id, why, again)
 			} else {
-				b.sayf(report.KindBlocker, "  ↻ only blocked tasks are left; %s is blocked by a transient failure: retrying it now\n", id)
+				b.sayf(report.KindBlocker, "  ↻ only blocked or skipped tasks are left; %s was %s: %s\n", id, why, again)
 			}
 			b.revive(id, "now, as nothing else is left")
 			if err := b.reloadBoard(); err != nil {

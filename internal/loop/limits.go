@@ -175,24 +175,29 @@ func (b *builder) coolDown(spec agent.Spec, l *agent.Limit, source string, now t
 // current state: the state's clock (EnteredAt) moves on by as much.
 func (b *builder) waitUntil(ctx context.Context, t time.Time, reason, what string) error {
 	start := b.opts.now()
-	defer func() {
-		waited := b.opts.now().Sub(start)
-		if waited <= 0 {
-			return
-		}
-		m := &b.st.Metrics
-		if m.WaitMillis == nil {
-			m.WaitMillis = map[string]int64{}
-		}
-		m.WaitMillis[reason] += waited.Milliseconds()
-		m.TotalMillis += waited.Milliseconds()
-		b.st.EnteredAt = b.st.EnteredAt.Add(waited)
-		b.saveState()
-	}()
+	defer b.bookWait(reason, start)
 	return runkit.Wait(ctx, t, 0, func(left time.Duration) {
 		b.say(report.KindWait, fmt.Sprintf("  … %s: %s left (until %s)\n", what, left.Round(time.Second), t.Local().Format("15:04:05")),
 			map[string]any{"wait": reason, "state": "waiting", "left_ms": left.Milliseconds(), "until": t.UTC().Format(time.RFC3339)})
 	})
+}
+
+// bookWait books the time since start as a wait of reason, not as time
+// in the current state: the state's clock (EnteredAt) moves on by as
+// much, and the state is saved, since status reads the waits from it.
+func (b *builder) bookWait(reason string, start time.Time) {
+	waited := b.opts.now().Sub(start)
+	if waited <= 0 {
+		return
+	}
+	m := &b.st.Metrics
+	if m.WaitMillis == nil {
+		m.WaitMillis = map[string]int64{}
+	}
+	m.WaitMillis[reason] += waited.Milliseconds()
+	m.TotalMillis += waited.Milliseconds()
+	b.st.EnteredAt = b.st.EnteredAt.Add(waited)
+	b.saveState()
 }
 
 // countUsage adds one agent run's time, tokens and cost to the run's

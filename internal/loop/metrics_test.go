@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/report"
 )
@@ -100,5 +101,58 @@ func TestOldStateNeo4jConnectedLoadsAsMemoryConnected(t *testing.T) {
 	}
 	if !st.MemoryConnected || st.Neo4jConnected {
 		t.Errorf("memory_connected=%v neo4j_connected=%v, want true and false: the store is SQLite", st.MemoryConnected, st.Neo4jConnected)
+	}
+}
+
+// A person's pause is a wait, not time in the state the run was held
+// in: status showed a pause as TEST time.
+func TestPauseCountsAsWaitingNotAsState(t *testing.T) {
+	ws := newBenchWorkspace(t)
+	if err := os.MkdirAll(ws.Dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := control.Folder{Dir: t.TempDir()}
+	att, err := f.Attach(control.Run{Run: "r1", Machine: "build", Takes: buildTakes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer att.Detach()
+	if err := f.SetPause(control.New(control.Pause, control.ByCLI, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	const held = 400 * time.Millisecond
+	now := time.Now()
+	b := &builder{run: &run{ws: ws, home: HomeOf(ws), id: "r1", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		em: report.NewEmitter(MachineName, "r1", 0, nil), opts: Options{Control: att}}}
+	b.st = &LoopState{
+		SchemaVersion: StateSchemaVersion, RunID: "r1",
+		Machine:   Machine{State: StateTest, Iteration: 1, TaskID: "US-001"},
+		EnteredAt: now.Add(-50 * time.Millisecond),
+		Tasks:     map[string]*TaskRecord{}, Feedback: map[string]string{},
+		Metrics: Metrics{StateMillis: map[State]int64{}},
+	}
+	go func() {
+		time.Sleep(held)
+		f.ClearPause()
+	}()
+	if err := b.steer(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.transition(Event{Trigger: TrigTestsPassed}); err != nil {
+		t.Fatal(err)
+	}
+	m := b.st.Metrics
+	if got := m.StateMillis[StateTest]; got >= held.Milliseconds() {
+		t.Errorf("TEST = %dms, want about the 50ms before the pause: the %s pause is not testing", got, held)
+	}
+	if got := m.WaitMillis[WaitPause]; got < held.Milliseconds() {
+		t.Errorf("paused = %dms, want at least %s", got, held)
+	}
+	st, err := HomeOf(ws).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Metrics.WaitMillis[WaitPause] != m.WaitMillis[WaitPause] {
+		t.Errorf("saved waits = %v, want %v", st.Metrics.WaitMillis, m.WaitMillis)
 	}
 }

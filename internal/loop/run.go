@@ -146,6 +146,10 @@ type Options struct {
 	// line: at a resume it raises the resumed run's limit, which otherwise
 	// stays what the run started with.
 	IterationsGiven bool
+	// IterationsFrom says, for the line that tells of a raised limit,
+	// where the limit came from when it was not the command line (a
+	// parallel run's or a workflow's limit); empty: the command line.
+	IterationsFrom string
 	// Control is the run's hold on the workspace's control folder: at
 	// each step boundary the run waits while a pause is in force and,
 	// before it selects a task, takes the queued skip, block and unblock
@@ -189,7 +193,11 @@ type Report struct {
 	RunDir  string
 	Outcome Outcome
 	// Reason says why the run ended, in words.
-	Reason      string
+	Reason string
+	// Blockers are the blocked tasks' reasons, by task id, when the
+	// run ended needing a person: a parallel worker's story is blocked
+	// for its own failure, not for "only blocked tasks are left".
+	Blockers    map[string]string
 	Iterations  int
 	StoriesDone int
 	StoriesLeft int

@@ -694,6 +694,11 @@ func TestRunnerACsNotMetTwiceBlocksAndNeedsHuman(t *testing.T) {
 	if bl == nil || bl.Reason != "acceptance criteria not met" || !bl.RequiresHuman || len(bl.AttemptedFixes) != 1 {
 		t.Fatalf("blocker = %+v; want a permanent one for the criteria", bl)
 	}
+	// The report names it: a parallel build takes its story's reason from
+	// there, not "only blocked tasks are left".
+	if rep.Blockers["US-001"] != "acceptance criteria not met" {
+		t.Errorf("report blockers = %v; want US-001's", rep.Blockers)
+	}
 	if bl.Ref != AttemptRef(st.RunID, "US-001") || r.git.called("SetAside") != 1 {
 		t.Errorf("the blocked attempt was not set aside on its ref (ref %q, %d calls)", bl.Ref, r.git.called("SetAside"))
 	}
@@ -1321,5 +1326,28 @@ func TestRunnerLedgerIsSharedBetweenWorkers(t *testing.T) {
 	rep, err = third.build()
 	if err != nil || rep.Outcome != OutcomeBudget || len(third.agent.specs) != 0 {
 		t.Fatalf("third worker: %+v, %v, agents %v; want the shared budget spent and no agent asked", rep, err, third.agent.specs)
+	}
+}
+
+// A resumed run whose limit its caller raised says where the limit came
+// from: a parallel or Temporal resume without N said "as given on the
+// command line".
+func TestRunnerResumeSaysWhereTheRaisedLimitCameFrom(t *testing.T) {
+	for _, tc := range []struct{ from, want string }{
+		{"", "ralph: iteration limit raised from 10 to 16, as given on the command line\n"},
+		{"the parallel run's limit, which its workers share", "ralph: iteration limit raised from 10 to 16, the parallel run's limit, which its workers share\n"},
+	} {
+		r := newRig(t, oneStory, step{write: "a.txt", cancel: true})
+		if _, err := r.build(); !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("first build: %v", err)
+		}
+		r.agent.steps = append(r.agent.steps, step{write: "a.txt", tick: "US-001"})
+		r.opts.MaxIterations, r.opts.IterationsGiven, r.opts.IterationsFrom = 15, true, tc.from
+		if _, err := r.resume(); err != nil {
+			t.Fatal(err)
+		}
+		if !containsText(r.events.of(report.KindRun), tc.want) {
+			t.Errorf("from %q: run lines %v; want %q", tc.from, r.events.of(report.KindRun), tc.want)
+		}
 	}
 }

@@ -175,6 +175,9 @@ type BlockerRecord struct {
 	Type           string   `json:"blocker_type"`
 	RequiresHuman  bool     `json:"requires_human"`
 	AttemptedFixes []string `json:"attempted_fixes,omitempty"`
+	// SkippedBy names who skipped the task (`ralph skip`): a transient
+	// blocker no failure caused, which messages must not call one.
+	SkippedBy string `json:"skipped_by,omitempty"`
 	// Iteration is when the task was blocked; a transient blocker is
 	// retried once automatically three iterations later.
 	Iteration int `json:"iteration"`
@@ -274,8 +277,9 @@ type Metrics struct {
 	// StateMillis is the time in each state, waits not included.
 	StateMillis map[State]int64 `json:"time_in_state_ms"`
 	// WaitMillis is the time the loop slept instead of working, by
-	// reason: WaitBreaker (the circuit breaker's cooldown) and WaitLimit
-	// (every agent cooling down after a usage limit).
+	// reason: WaitBreaker (the circuit breaker's cooldown), WaitLimit
+	// (every agent cooling down after a usage limit) and WaitPause (a
+	// person's pause).
 	WaitMillis    map[string]int64 `json:"waiting_ms,omitempty"`
 	TaskSuccesses int              `json:"task_successes"`
 	TaskFailures  int              `json:"task_failures"`
@@ -293,6 +297,7 @@ type Metrics struct {
 const (
 	WaitBreaker = "breaker"
 	WaitLimit   = "limit"
+	WaitPause   = "pause"
 )
 
 // StatePath is where the loop state of the work tree ws lives by default.

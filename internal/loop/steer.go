@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/report"
@@ -29,7 +30,9 @@ func (b *builder) steer(ctx context.Context) error {
 		return nil
 	}
 	var saveErr error
+	var pausedAt time.Time
 	err := att.Boundary(ctx, func(p control.Command) {
+		pausedAt = b.opts.now()
 		// A person may change the tree while the run is paused.
 		b.fresh = nil
 		// A transition still in memory reaches the disk and the journal
@@ -42,6 +45,11 @@ func (b *builder) steer(ctx context.Context) error {
 	})
 	if saveErr != nil {
 		return saveErr
+	}
+	if !pausedAt.IsZero() {
+		// A pause is time a person held the run, not time in the state
+		// it was held in (TEST, between the agent and the checks).
+		b.bookWait(WaitPause, pausedAt)
 	}
 	if err != nil {
 		return ErrInterrupted
@@ -119,7 +127,7 @@ func (b *builder) applyControl(c control.Command) (string, string) {
 		if c.Kind == control.Skip {
 			// A transient blocker: the loop's revival retries it when
 			// nothing else is left, which is what skip promises.
-			bl.Type, bl.RequiresHuman, bl.Reason = "transient", false, "skipped by "+c.By
+			bl.Type, bl.RequiresHuman, bl.Reason, bl.SkippedBy = "transient", false, "skipped by "+c.By, c.By
 			t.AutoRetried = false
 		}
 		if c.Text != "" {

@@ -127,6 +127,11 @@ func TestSteerSkipPutsTheTaskLast(t *testing.T) {
 	if got := controlEvents(r); len(got) != 1 || got[0] != "skip US-001 taken" {
 		t.Errorf("control events = %q; want the skip taken", got)
 	}
+	// A skip is a person's, not a failure: the line that takes the task
+	// up again says so (it read "blocked by a transient failure").
+	if bl := r.events.of(report.KindBlocker); !containsText(bl, "  ↻ only US-001 is left, skipped by web: taking it up again now\n") {
+		t.Errorf("blocker lines = %+v; want US-001 taken up again as skipped by web", bl)
+	}
 }
 
 func TestSteerUnknownTaskIsRefusedAndTheRunGoesOn(t *testing.T) {

@@ -257,20 +257,15 @@ func (t *tools) tail(ctx context.Context, _ *mcp.CallToolRequest, in TailInput) 
 			return nil, Tail{}, fmt.Errorf("unknown event kind %q: the kinds are %s", k, kindList())
 		}
 	}
-	evs, err := journal(ctx, t.src)
+	var keep func(report.Event) bool
+	if len(in.Kinds) > 0 {
+		keep = func(ev report.Event) bool { return slices.Contains(in.Kinds, string(ev.Kind)) }
+	}
+	evs, last, err := journalTail(ctx, t.src, n, keep)
 	if err != nil {
 		return nil, Tail{}, fmt.Errorf("reading the journal of %s: %w", t.src.Name(), err)
 	}
-	out := Tail{Events: []report.Event{}}
-	if len(evs) > 0 {
-		out.LastSeq = evs[len(evs)-1].Seq
-	}
-	if len(in.Kinds) > 0 {
-		evs = slices.DeleteFunc(evs, func(ev report.Event) bool { return !slices.Contains(in.Kinds, string(ev.Kind)) })
-	}
-	if len(evs) > n {
-		evs = evs[len(evs)-n:]
-	}
+	out := Tail{Events: []report.Event{}, LastSeq: last}
 	out.Events = append(out.Events, evs...)
 	var sb strings.Builder
 	if len(evs) == 0 {
@@ -292,26 +287,37 @@ func (t *tools) tail(ctx context.Context, _ *mcp.CallToolRequest, in TailInput) 
 // workspace: Events replays, then follows, with no mark between.
 var quiet = func() time.Duration { return 3*live.Poll + 200*time.Millisecond }
 
-// journal returns every event of src's journal. A local workspace's is
-// read from its file; another Source's is replayed until it goes quiet.
-func journal(ctx context.Context, src live.Source) ([]report.Event, error) {
+// journalTail returns the last n events of src's journal that keep takes
+// (nil: all), and the seq of its last event. A local workspace's are
+// read from the end of its file, so that a tail costs what it holds
+// whatever the journal's size; another Source's journal is replayed until
+// it goes quiet, keeping only the last n.
+func journalTail(ctx context.Context, src live.Source, n int, keep func(report.Event) bool) ([]report.Event, int64, error) {
 	if l, ok := src.(*live.Local); ok {
-		return report.ReadJournal(l.Journal, 0)
+		return report.TailJournal(l.Journal, n, keep)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var evs []report.Event
+	var last int64
 	got := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	// Events calls fn on its own goroutine; evs is read only after it
 	// returns.
 	go func() {
 		done <- src.Events(ctx, 0, func(ev report.Event) error {
-			evs = append(evs, ev)
 			select {
 			case got <- struct{}{}:
 			default:
 			}
+			last = ev.Seq
+			if keep != nil && !keep(ev) {
+				return nil
+			}
+			if len(evs) == n {
+				evs = append(evs[:0], evs[1:]...)
+			}
+			evs = append(evs, ev)
 			return nil
 		})
 	}()
@@ -320,12 +326,13 @@ func journal(ctx context.Context, src live.Source) ([]report.Event, error) {
 	for {
 		select {
 		case err := <-done:
-			return evs, err
+			return evs, last, err
 		case <-got:
 			timer.Reset(quiet())
 		case <-timer.C:
 			cancel()
-			return evs, <-done
+			err := <-done
+			return evs, last, err
 		}
 	}
 }

@@ -1,16 +1,17 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ralphloop/ralph/internal/agent"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/live"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/text"
@@ -34,7 +35,8 @@ type Receipt struct {
 	// build's story on the target branch), awaiting_landing (accepted on
 	// its worker's branch, not landed yet), done (accepted by a ralph
 	// that did not say how), partial, blocked, failed (its last attempt
-	// was sent back) or working (an iteration is going). Never done on
+	// was sent back), interrupted (its run stopped during an iteration)
+	// or working (an iteration is going). Never done on
 	// the agent's claim alone.
 	State string `json:"state"`
 	// Verdict is how ralph accepted it: "verified" or "agent_word".
@@ -99,7 +101,6 @@ type receiptBook struct {
 	// recorded marks iterations whose record was read.
 	recorded map[*IterationPoint]bool
 	follow   sync.Once
-	pending  []report.Event
 	ferr     error
 }
 
@@ -116,38 +117,72 @@ func newReceiptBook(src live.Source) *receiptBook {
 func (b *receiptBook) Compute(ctx context.Context) (Receipts, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var evs []report.Event
 	if b.reader != nil {
-		var err error
-		if evs, err = b.reader.Next(); err != nil {
+		// Read a piece at a time and filed as read: what the book holds
+		// is a summary per story and iteration, whatever the journal's
+		// size (one agent line is an event).
+		if err := b.reader.ScanRaw(func(line []byte) error {
+			if !b.chatter(line) {
+				if ev, ok := report.ParseLine(line); ok {
+					b.add(ev)
+				}
+			}
+			return ctx.Err()
+		}); err != nil {
 			return Receipts{}, err
 		}
-	} else {
-		// A source that is not a journal on this machine: follow it in
-		// the background and take what arrived.
-		b.follow.Do(func() {
-			go func() {
-				err := b.src.Events(context.Background(), 0, func(ev report.Event) error {
-					b.mu.Lock()
-					b.pending = append(b.pending, ev)
-					b.mu.Unlock()
-					return nil
-				})
-				b.mu.Lock()
-				b.ferr = err
-				b.mu.Unlock()
-			}()
-		})
-		evs, b.pending = b.pending, nil
-		if b.ferr != nil {
-			return Receipts{}, b.ferr
-		}
+		return b.snapshot(), nil
 	}
-	for _, ev := range evs {
-		b.add(ev)
+	// A source that is not a journal on this machine: follow it in the
+	// background, filing each event as it comes.
+	b.follow.Do(func() {
+		go func() {
+			err := b.src.Events(context.Background(), 0, func(ev report.Event) error {
+				b.mu.Lock()
+				b.add(ev)
+				b.mu.Unlock()
+				return nil
+			})
+			b.mu.Lock()
+			b.ferr = err
+			b.mu.Unlock()
+		}()
+	})
+	if b.ferr != nil {
+		return Receipts{}, b.ferr
 	}
 	return b.snapshot(), nil
 }
+
+// Most of a journal is agent output and heartbeats, of which receipts
+// need only the time (the open iteration's end): chatter reads that much
+// of such a line, without its text and data, and files it. It reports
+// false for every other line, which is read whole.
+func (b *receiptBook) chatter(line []byte) bool {
+	if !bytes.Contains(line, kindAgentOutput) && !bytes.Contains(line, kindHeartbeat) {
+		return false
+	}
+	var h struct {
+		V      int         `json:"v"`
+		Time   time.Time   `json:"time"`
+		Run    string      `json:"run"`
+		Worker string      `json:"worker"`
+		Kind   report.Kind `json:"kind"`
+	}
+	if json.Unmarshal(line, &h) != nil || h.V == 0 || h.V > report.SchemaVersion ||
+		(h.Kind != report.KindAgentOutput && h.Kind != report.KindHeartbeat) {
+		return false
+	}
+	if cur := b.open[h.Run+"\x00"+h.Worker]; cur != nil && !h.Time.IsZero() {
+		cur.End = h.Time
+	}
+	return true
+}
+
+var (
+	kindAgentOutput = []byte(`"kind":"` + report.KindAgentOutput + `"`)
+	kindHeartbeat   = []byte(`"kind":"` + report.KindHeartbeat + `"`)
+)
 
 func (b *receiptBook) story(task string, t time.Time) *Receipt {
 	r := b.stories[task]
@@ -266,15 +301,39 @@ func (b *receiptBook) add(ev report.Event) {
 		if why := report.DataString(ev.Data, "reason"); why != "" {
 			r.Reason = why
 		}
+	case report.KindLimit:
+		// A limit that ends the run (a stop, an error) ends its open
+		// iteration, which may never get an event of its own.
+		if report.DataString(ev.Data, "outcome") != "" && cur != nil {
+			b.cut(key, cur)
+		}
 	case report.KindSummary:
-		// The run is over: whatever iteration it had open ends here.
+		// The run is over: whatever iteration it had open ends here;
+		// a parallel build's (the engine's) ends its workers' too.
 		for k, it := range b.open {
-			if it.Run == ev.Run {
-				delete(b.open, k)
+			if it.Run == ev.Run || (ev.Machine == engineMachine && it.Worker != "") {
+				b.cut(k, it)
 			}
 		}
 	}
 }
+
+// cut ends an open iteration that its run left without closing: a story
+// it was working on is interrupted, not still working (receipts said
+// "working" after a stop).
+func (b *receiptBook) cut(key string, it *IterationPoint) {
+	delete(b.open, key)
+	if it.Status == "working" {
+		it.Status = "interrupted"
+	}
+	if r := b.stories[it.Task]; r != nil && r.State == "working" {
+		r.State = "interrupted"
+	}
+}
+
+// engineMachine is the machine of a parallel build's own events
+// (engine.MachineName; the engine sits above this package).
+const engineMachine = "engine"
 
 // endIteration files the event that closes iteration n, whatever its
 // status: its tokens, cost and duration, and the story's state.

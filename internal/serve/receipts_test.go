@@ -183,3 +183,33 @@ func TestReceiptsSayHowAStoryWasAccepted(t *testing.T) {
 		}
 	}
 }
+
+// A run stopped during an iteration leaves its story interrupted, not
+// working: the stop's limit event and the end of a parallel build cut the
+// iterations they leave open (receipts said "working" after a stop).
+func TestReceiptsAfterAStop(t *testing.T) {
+	w := newWorkspace(t, "app", status.Report{})
+	ts := newServer(t, w.Local)
+	w.em.Emit(report.Event{Kind: report.KindIteration, Task: "US-001", Attempt: 1, Data: map[string]any{"iteration": 1, "task": "US-001"}})
+	w.em.Emit(report.Event{Kind: report.KindAgentOutput, Task: "US-001", Text: "working on it\n"})
+	var rc Receipts
+	get(t, ts.URL+"/api/receipts", &rc)
+	if len(rc.Stories) != 1 || rc.Stories[0].State != "working" {
+		t.Fatalf("while its iteration goes: %+v", rc.Stories)
+	}
+	w.em.Emit(report.Event{Kind: report.KindLimit, Text: "■ stopped: iteration 1 recorded as interrupted\n",
+		Data: map[string]any{"outcome": "interrupted", "reason": "stopped in TEST during iteration 1"}})
+	// A parallel build's worker, then the build's end.
+	wk := report.NewEmitter("loop", "run-w1", 100, nil, w.j)
+	wk.Emit(report.Event{Kind: report.KindIteration, Worker: "w1", Task: "US-002", Attempt: 1, Data: map[string]any{"iteration": 1, "task": "US-002"}})
+	report.NewEmitter("engine", "par-1", 200, nil, w.j).Emit(report.Event{Kind: report.KindSummary, Data: map[string]any{"outcome": "interrupted"}})
+	get(t, ts.URL+"/api/receipts", &rc)
+	if len(rc.Stories) != 2 || rc.Stories[0].State != "interrupted" || rc.Stories[1].State != "interrupted" {
+		t.Errorf("after the stop: %+v, want both interrupted", rc.Stories)
+	}
+	for _, it := range rc.Iterations {
+		if it.Status != "interrupted" {
+			t.Errorf("iteration %d of %s: %s, want interrupted", it.Iteration, it.Task, it.Status)
+		}
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/live"
@@ -63,6 +64,11 @@ type Server struct {
 	loopback  bool
 	mux       *http.ServeMux
 	receipts  map[string]*receiptBook
+	// hubs follow the journals of this machine's workspaces for their
+	// event streams, by workspace name.
+	hubs map[string]*hub
+	// streams counts the event streams open, up to maxStreams.
+	streams atomic.Int64
 }
 
 // New returns a server of the workspaces in opts.
@@ -73,7 +79,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Token == "" {
 		return nil, errors.New("serve: a token is needed for the control API")
 	}
-	s := &Server{token: opts.Token, heartbeat: opts.Heartbeat, now: opts.Now, loopback: opts.LoopbackOnly, receipts: map[string]*receiptBook{}}
+	s := &Server{token: opts.Token, heartbeat: opts.Heartbeat, now: opts.Now, loopback: opts.LoopbackOnly, receipts: map[string]*receiptBook{}, hubs: map[string]*hub{}}
+	replay := make(chan struct{}, replaySlots)
 	if s.heartbeat <= 0 {
 		s.heartbeat = 15 * time.Second
 	}
@@ -94,6 +101,9 @@ func New(opts Options) (*Server, error) {
 		}
 		s.ws = append(s.ws, Workspace{Name: name, Source: src})
 		s.receipts[name] = newReceiptBook(src)
+		if l, ok := src.(*live.Local); ok {
+			s.hubs[name] = newHub(l.Journal, live.Poll, replay)
+		}
 	}
 	s.mux = http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets")

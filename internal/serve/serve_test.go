@@ -102,7 +102,7 @@ func newServer(t *testing.T, srcs ...live.Source) *httptest.Server {
 	return ts
 }
 
-func get(t *testing.T, url string, into any) int {
+func get(t testing.TB, url string, into any) int {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {

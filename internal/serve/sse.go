@@ -28,6 +28,14 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ws Workspace) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	// Anyone who can reach the address may open a stream (a web page
+	// can, at 127.0.0.1): how many are open at once is bounded.
+	if s.streams.Add(1) > maxStreams {
+		s.streams.Add(-1)
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d event streams are open, the most this server keeps: close a dashboard and try again", maxStreams))
+		return
+	}
+	defer s.streams.Add(-1)
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -46,6 +54,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ws Workspace) {
 	write := func(b []byte) error {
 		mu.Lock()
 		defer mu.Unlock()
+		// A client that stops reading is let go, not waited for; its
+		// browser comes back with Last-Event-ID.
+		rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		if _, err := w.Write(b); err != nil {
 			return err
 		}
@@ -71,6 +82,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ws Workspace) {
 			}
 		}
 	})
+	if h := s.hubs[ws.Name]; h != nil {
+		h.stream(ctx, after, write)
+		return
+	}
 	ws.Source.Events(ctx, after, func(ev report.Event) error {
 		b, err := json.Marshal(ev)
 		if err != nil {
@@ -79,6 +94,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ws Workspace) {
 		return write(fmt.Appendf(nil, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, sseField(string(ev.Kind)), b))
 	})
 }
+
+const (
+	// maxStreams is how many event streams a server keeps open at once.
+	maxStreams = 64
+	// writeTimeout is how long a client may take to take one write.
+	writeTimeout = 30 * time.Second
+)
 
 // afterOf is the seq a stream starts after: Last-Event-ID wins over
 // ?after=, because it is where this very client got to.

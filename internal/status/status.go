@@ -4,6 +4,8 @@
 package status
 
 import (
+	"time"
+
 	"github.com/ralphloop/ralph/internal/beads"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
@@ -71,6 +73,9 @@ type Report struct {
 	Paused *control.Command `json:"paused,omitempty"`
 	// Steerable lists the runs that take control commands now.
 	Steerable []control.Run `json:"steerable_runs"`
+	// Queued lists the control commands given and not taken yet, oldest
+	// first: a run takes them at its next step boundary.
+	Queued []control.Command `json:"queued_controls"`
 	// Waiting lists what waits for a person: a session's open
 	// questions, a thread at a human checkpoint, a task blocked for a
 	// person to decide.
@@ -148,6 +153,13 @@ type Parallel struct {
 	// is not Target ("" when it is; "HEAD" when detached): the board is
 	// then read from Target, where the tasks landed.
 	CheckoutBranch string `json:"checkout_branch,omitempty"`
+	// Running is true while the build holds the workspace; a build
+	// neither running nor finished was stopped.
+	Running   bool      `json:"running"`
+	StartedAt time.Time `json:"started_at"`
+	// ElapsedMillis runs from the start to now while it runs, else to
+	// its registry's last write.
+	ElapsedMillis int64 `json:"elapsed_ms"`
 	// Working lists the tasks in the workers' hands.
 	Working []Worker `json:"working"`
 	// Queue is the merge queue: tasks verified on their branch that

@@ -107,7 +107,7 @@ $("hint-form").addEventListener("submit", async (e) => {
 function renderRun(st) {
   const m = st.metrics || {};
   const rows = [
-    ["State", st.running ? (st.state || "running") : (st.finished ? "finished" + (st.outcome ? " · " + st.outcome : "") : (st.state || "no run going"))],
+    ["State", st.running ? (st.state || "running") : (st.finished ? "finished" + (st.outcome ? " · " + st.outcome : "") : (st.state || (st.run_id ? "stopped" : "no run going")))],
     ["Run", st.run_id || "–"],
     ["Iteration", st.iteration + (st.max_iterations ? " / " + st.max_iterations : "")],
     ["Elapsed", dur(st.elapsed_ms)],
@@ -125,6 +125,8 @@ function renderRun(st) {
   }
   if (st.budget && Object.keys(st.budget).length) rows.push(["Budget", Object.entries(st.budget).map(([k, v]) => k + " " + v).join(" · ")]);
   if (st.pending_context_hints) rows.push(["Hints waiting", st.pending_context_hints]);
+  // Commands given and not taken yet: a run takes them at its next step.
+  for (const c of st.queued_controls || []) rows.push(["Queued", c.command + (c.task ? " " + c.task : "") + " by " + c.by + " at " + new Date(c.time).toLocaleTimeString()]);
   $("run").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
   const steerable = (st.steerable_runs || []).length > 0;
   $("pause").disabled = !steerable || !!st.paused;
