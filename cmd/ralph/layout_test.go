@@ -51,7 +51,7 @@ var layer = map[string]int{
 	// commands
 	"internal/cli": 8, "cmd/ralph": 9,
 	// tests' own packages sit on top
-	"internal/testing/clitest": 10, "internal/testing/modelserver": 10, "internal/beads/beadstest": 10,
+	"internal/testing/clitest": 10, "internal/testing/modelserver": 10, "internal/testing/journalgen": 10, "internal/beads/beadstest": 10,
 	"internal/e2e/crash": 11, "internal/e2e/realagents": 11, "internal/e2e/beads": 11, "internal/e2e/watch": 11, "internal/e2e/browser": 11, "internal/e2e/mcp": 11, "internal/e2e/fleet": 11,
 }
 

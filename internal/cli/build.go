@@ -26,6 +26,9 @@ type BuildOptions struct {
 	MaxIterations int // 0: from config
 	Agent         string
 	PRD           string
+	// prdTyped says PRD came from the --prd flag a person typed: a path
+	// that is not there is then a usage error (namedPRDMissing).
+	prdTyped bool
 	Tasks         string
 	NoCommit      bool
 	// Proto names the formula `ralph plan` writes for beads.
@@ -78,6 +81,7 @@ attempt ([build] on_failing_baseline).`,
 				return err
 			}
 			opts.MaxIterations = n
+			opts.prdTyped = cmd.Flags().Changed("prd")
 			if runF != nil {
 				return runF(opts)
 			}
@@ -159,6 +163,9 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 		}
 	}
 	src, err := resolveSource(ws, cfg, opts.Tasks, opts.PRD)
+	if err == nil && opts.prdTyped && opts.Tasks == "" && !planning {
+		err = namedPRDMissing(src, opts.PRD)
+	}
 	if err != nil && !planning {
 		return nil, err
 	}

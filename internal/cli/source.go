@@ -35,16 +35,8 @@ func resolveSource(ws *workspace.Workspace, cfg config.Config, tasksFlag, prdFla
 		return tasks.Open(kind, p), nil
 	}
 	if prdFlag != "" {
-		// A PRD named on the command line is an argument like --tasks: a
-		// path that is not there is a usage error (exit 2), where a
-		// workspace that has no PRD yet is told how to write one (exit 1).
 		p := ws.Abs(prdFlag)
-		src := tasks.Open(kindOrMarkdown(p), p)
-		_, templated := src.(tasks.SetupTemplater)
-		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) && !templated {
-			return nil, usageErrorf("--prd %s: no such file: name an existing PRD, or write one with `ralph prd \"what you want built\"`", prdFlag)
-		}
-		return src, nil
+		return tasks.Open(kindOrMarkdown(p), p), nil
 	}
 	if mol, ok := tasks.ParseBeadsSource(cfg.Tasks.Source); ok {
 		return tasks.OpenBeads(ws.Root, mol, nil), nil
@@ -75,6 +67,21 @@ func resolveSource(ws *workspace.Workspace, cfg config.Config, tasksFlag, prdFla
 		return tasks.Open(tasks.KindMarkdown, ws.Abs(cfg.Build.PRD)), nil
 	}
 	return src, nil
+}
+
+// namedPRDMissing is the usage error (exit 2) of a PRD named with --prd on
+// the command line that is not there, like a --tasks that names nothing;
+// a workspace without its default PRD is told how to write one (exit 1).
+// Only the flag a person typed is held to it: a thread's loop names a PRD
+// that its worktree makes.
+func namedPRDMissing(src tasks.Source, prdFlag string) error {
+	if _, templated := src.(tasks.SetupTemplater); templated {
+		return nil
+	}
+	if _, err := os.Stat(src.Path()); errors.Is(err, fs.ErrNotExist) {
+		return usageErrorf("--prd %s: no such file: name an existing PRD, or write one with `ralph prd \"what you want built\"`", prdFlag)
+	}
+	return nil
 }
 
 // kindOrMarkdown is tasks.KindForPath for a path meant to be a PRD: a

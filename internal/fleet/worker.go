@@ -44,6 +44,10 @@ type WorkerOptions struct {
 	Session *SessionHost
 }
 
+// workerStopTimeout bounds how long a stopping worker waits for its
+// cancelled activities: an agent gets proc.DefaultGrace to stop.
+const workerStopTimeout = 30 * time.Second
+
 // RunWorker runs this host's workers until ctx ends: the shared queue
 // (workflows, and Prepare for any host), the host's own queue (the work
 // of the checkouts it holds) and, for the integration host, the merge
@@ -66,7 +70,11 @@ func RunWorker(ctx context.Context, c client.Client, h *Host, o WorkerOptions) e
 	}
 	var workers []worker.Worker
 	for i, q := range queues {
-		wo := worker.Options{MaxConcurrentActivityExecutionSize: slots}
+		// A stopped worker cancels its activities and waits for them to
+		// end: an agent run stops its agent and writes its records, rather
+		// than being cut off mid-write when the process exits (and its
+		// agent left running for the next start to find).
+		wo := worker.Options{MaxConcurrentActivityExecutionSize: slots, WorkerStopTimeout: workerStopTimeout}
 		if i == 2 {
 			wo.MaxConcurrentActivityExecutionSize = 1 // one landing at a time
 		}
