@@ -20,6 +20,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/report"
@@ -175,6 +176,9 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	}
 	tpl, err := prompt.Load(prompt.Build, ws.PromptsDir())
 	if err != nil {
+		return rep, err
+	}
+	if err := checkContextSize(ws); err != nil {
 		return rep, err
 	}
 	if err := agentInstalled(opts.Agent); err != nil {
@@ -1023,7 +1027,11 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	story := b.sel.Story
 	taskID := b.sel.TaskID()
 	vars := b.vars(n, taskID)
-	if hints := b.consumeContext(taskID); hints != "" {
+	hints, err := b.consumeContext(taskID)
+	if err != nil {
+		return Event{}, err
+	}
+	if hints != "" {
 		vars["CONTEXT_HINTS"] = hints
 	}
 	text, err := b.tpl.Render(vars)
@@ -2074,22 +2082,37 @@ func tailOfFile(path string, n int64) string {
 	return string(b)
 }
 
+// checkContextSize refuses queued hints beyond inputlimit.MaxContextBytes,
+// without reading them: they go whole into the prompt.
+func checkContextSize(ws *workspace.Workspace) error {
+	info, err := os.Stat(ws.Path("context.md"))
+	if err != nil {
+		return nil
+	}
+	return inputlimit.CheckContextSize(ws.Rel(ws.Path("context.md")), info.Size())
+}
+
 // consumeContext returns the hints queued by `ralph add-context` and
-// removes them: each hint reaches exactly one prompt.
-func (b *builder) consumeContext(taskID string) string {
+// removes them: each hint reaches exactly one prompt. Hints beyond
+// inputlimit.MaxContextBytes (a file written there by hand while the run
+// went on) are an error that leaves them where they are.
+func (b *builder) consumeContext(taskID string) (string, error) {
 	p := b.ws.Path("context.md")
+	if err := checkContextSize(b.ws); err != nil {
+		return "", err
+	}
 	data, err := os.ReadFile(p)
 	if err != nil || strings.TrimSpace(string(data)) == "" {
-		return ""
+		return "", nil
 	}
 	if err := os.Remove(p); err != nil {
-		return ""
+		return "", nil
 	}
 	b.event("context hints used in iteration %d (%s)", b.st.Machine.Iteration, taskID)
 	// A note, not a transition: using hints is no step of the machine.
 	b.emit(report.Event{Kind: report.KindNote, Task: taskID, Attempt: b.st.Machine.RetryCount + 1,
 		Data: map[string]any{"context_used": clip(strings.TrimSpace(string(data)), 300)}})
-	return strings.TrimSpace(string(data))
+	return strings.TrimSpace(string(data)), nil
 }
 
 func (b *builder) vars(n int, taskID string) map[string]string {
