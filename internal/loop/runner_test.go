@@ -28,7 +28,7 @@ import (
 // until a commit; every call is recorded, and a call of a method the test
 // did not allow fails the test.
 type fakeGit struct {
-	t       *testing.T
+	t       testing.TB
 	mu      sync.Mutex
 	allowed map[string]bool
 	calls   []string
@@ -47,7 +47,7 @@ type fakeGit struct {
 // gitReads are the calls every run makes.
 var gitReads = []string{"Snapshot", "Head", "HeadFiles", "Untracked", "CommitsBetween", "ChangedFiles", "IsAncestor", "Range", "LastCommit"}
 
-func newFakeGit(t *testing.T, allow ...string) *fakeGit {
+func newFakeGit(t testing.TB, allow ...string) *fakeGit {
 	g := &fakeGit{t: t, allowed: map[string]bool{}, head: "h0", dirty: map[string]bool{}}
 	for _, m := range append(append([]string{}, gitReads...), allow...) {
 		g.allowed[m] = true
@@ -296,7 +296,7 @@ type step struct {
 // fakeAgent plays the steps in order, one per attempt; an attempt beyond
 // the script fails the test.
 type fakeAgent struct {
-	t       *testing.T
+	t       testing.TB
 	root    string
 	prd     string
 	git     *fakeGit
@@ -437,7 +437,7 @@ func (e *events) steps() []string {
 
 // rig is one workspace with its fake ports.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	ws     *workspace.Workspace
 	opts   Options
 	git    *fakeGit
@@ -462,7 +462,7 @@ const oneStory = `# PRD: one story
 - [ ] a.txt says good
 `
 
-func newRig(t *testing.T, prd string, steps ...step) *rig {
+func newRig(t testing.TB, prd string, steps ...step) *rig {
 	t.Helper()
 	dir := t.TempDir()
 	prdPath := filepath.Join(dir, ".agents", "tasks", "prd.md")
@@ -554,7 +554,7 @@ func (r *rig) state() *LoopState {
 
 // checkTableSteps fails the test for a transition event that is not a row
 // of the table: the runner took a step the machine does not have.
-func checkTableSteps(t *testing.T, evs []report.Event) {
+func checkTableSteps(t testing.TB, evs []report.Event) {
 	t.Helper()
 	for _, ev := range evs {
 		if !inTable(ev) {
