@@ -1126,6 +1126,11 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		}
 		tree = b.treeAfterAgent(context.WithoutCancel(ctx))
 		res, runErr = b.agents.RunAgent(ctx, spec, n, text)
+		// The agent may have changed the tasks (bd close, bd create):
+		// what the source kept from before is old.
+		if f, ok := b.src.(tasks.Forgetter); ok {
+			f.Forget()
+		}
 		b.countUsage(res.Outcome)
 		if res.Limit == nil {
 			break
