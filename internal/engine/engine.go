@@ -338,6 +338,12 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 	stopping := false
 	for {
 		if !stopping && runErr == nil {
+			// Workers' agents and the merge queue changed the store
+			// since the last round: a source that keeps what it read
+			// (beads) reads it all again.
+			if r, ok := e.o.Source.(tasks.Resetter); ok {
+				r.Reset()
+			}
 			board, err := e.o.Source.Load()
 			if err != nil {
 				runErr = fmt.Errorf("cannot read the task file: %w", err)
@@ -529,6 +535,9 @@ func (e *engine) end(ctx context.Context, runErr error) (Report, error) {
 		case Blocked:
 			rep.Blocked = append(rep.Blocked, t.ID)
 		}
+	}
+	if r, ok := e.o.Source.(tasks.Resetter); ok {
+		r.Reset()
 	}
 	if board, err := e.o.Source.Load(); err == nil {
 		rep.Left = board.Remaining()

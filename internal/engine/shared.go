@@ -48,6 +48,14 @@ func (d *deferredDone) Load() (*tasks.Board, error) {
 	return b, nil
 }
 
+// Forget passes the worker loop's word that its agent ran through to a
+// store that keeps what it read (beads).
+func (d *deferredDone) Forget() {
+	if f, ok := d.Source.(tasks.Forgetter); ok {
+		f.Forget()
+	}
+}
+
 // Prime passes the store's workflow context (bd prime) through.
 func (d *deferredDone) Prime(ctx context.Context) (string, error) {
 	if p, ok := d.Source.(tasks.Primer); ok {

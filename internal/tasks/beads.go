@@ -220,6 +220,11 @@ func (s *BeadsSource) Forget() {
 	}
 }
 
+// Reset forgets every answer: the next Load asks bd for all of it. The
+// parallel scheduler calls it before each of its reads, since other
+// workers' agents and the merge queue change bd between them.
+func (s *BeadsSource) Reset() { s.drop() }
+
 // drop forgets every answer: after a write whose effect ralph does not
 // lay over them itself.
 func (s *BeadsSource) drop() {

@@ -77,6 +77,13 @@ type Forgetter interface {
 	Forget()
 }
 
+// Resetter is implemented by formats that keep what they read between
+// Loads: Reset drops all of it, for a caller that cannot say what
+// changed since (the parallel scheduler).
+type Resetter interface {
+	Reset()
+}
+
 // Picker is implemented by formats that choose the next task themselves
 // (beads: `bd ready --json --limit 1`).
 type Picker interface {
