@@ -241,9 +241,21 @@ func (s *BeadsSource) setCached(id, status string) {
 	if s.cache == nil {
 		return
 	}
+	listed := false
 	for i := range s.cache.all {
 		if s.cache.all[i].ID == id {
-			s.cache.all[i].Status = status
+			s.cache.all[i].Status, listed = status, true
+		}
+	}
+	if !listed {
+		// Only bd ready named it (an ephemeral issue, which bd list
+		// leaves out): keep it on the board with its new status.
+		for _, is := range s.cache.ready {
+			if is.ID == id {
+				is.Status = status
+				s.cache.all = append(s.cache.all, is)
+				break
+			}
 		}
 	}
 	if status != beads.StatusOpen {

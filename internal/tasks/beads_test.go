@@ -153,3 +153,34 @@ func TestBeadsPickInsideAMoleculeSkipsItsRoot(t *testing.T) {
 		t.Fatalf("Pick = %q, %v; want the first ready step, not the root", got, err)
 	}
 }
+
+// An issue only bd ready names (a wisp: bd list leaves ephemeral issues
+// out) stays on the board once ralph claims it, in progress.
+func TestBeadsClaimKeepsAWispOnTheBoard(t *testing.T) {
+	src, _ := beadsFixture(t,
+		beadstest.Call{Args: "version --json", Stdout: `{"version":"1.0.5","schema_version":1}`},
+		beadstest.Call{Args: "list --limit 0 --all --json", Stdout: `[{"id":"rl-a","title":"A","issue_type":"task","status":"closed"}]`},
+		beadstest.Call{Args: "ready --limit 0 --include-ephemeral --json", Stdout: `[{"id":"rl-wisp-1","title":"W","issue_type":"task","status":"open","ephemeral":true}]`},
+		beadstest.Call{Args: "update rl-wisp-1 --claim --json", Stdout: `[{"id":"rl-wisp-1","status":"in_progress"}]`},
+	)
+	if _, err := src.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := src.Pick(context.Background()); err != nil || id != "rl-wisp-1" {
+		t.Fatalf("Pick = %q, %v; want the wisp, from the board read", id, err)
+	}
+	if err := src.Claim(context.Background(), "rl-wisp-1"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := src.Load() // no bd process: the claim is laid over what was read
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range b.Stories {
+		got = append(got, s.ID+"="+string(s.Status))
+	}
+	if want := "rl-wisp-1=in_progress rl-a=complete"; strings.Join(got, " ") != want && strings.Join(got, " ") != "rl-a=complete rl-wisp-1=in_progress" {
+		t.Fatalf("board %v; want %s", got, want)
+	}
+}
