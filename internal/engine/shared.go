@@ -36,6 +36,12 @@ func (d *deferredDone) MarkDone(storyID, subtaskID string, now time.Time) error 
 }
 
 func (d *deferredDone) Load() (*tasks.Board, error) {
+	// Workers share the source: each of their reads asks the store
+	// afresh, since the other workers and the merge queue change it
+	// at any time.
+	if r, ok := d.Source.(tasks.Resetter); ok {
+		r.Reset()
+	}
 	b, err := d.Source.Load()
 	if err != nil {
 		return nil, err

@@ -608,14 +608,11 @@ func (s *BeadsSource) notFound(id string, err error) error {
 // Prime runs bd prime: the beads workflow context for the prompt's memory
 // section (bd honours .beads/PRIME.md itself).
 func (s *BeadsSource) Prime(ctx context.Context) (string, error) {
-	// Prime starts an iteration: which issues are ready is asked again
-	// (ralph's close may have freed some). The issues themselves are as
-	// bd listed them after the last agent, with ralph's writes since.
-	s.mu.Lock()
-	if s.cache != nil {
-		s.cache.haveReady = false
-	}
-	s.mu.Unlock()
+	// Prime starts an iteration: everything is read again. Another ralph
+	// or a person may have changed bd since the last agent, and what
+	// the board says before the agent is what the agent's changes are
+	// told from: a stale one would blame the agent for theirs.
+	s.drop()
 	return s.client.Prime(ctx)
 }
 
