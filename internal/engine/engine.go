@@ -196,6 +196,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		// Claims are per run: bd refuses a task another actor claimed,
 		// so two ralphs on one database never work the same task.
 		bs.Client().Actor = "ralph-" + e.reg.RunID
+		// Workers, the merge queue and other ralphs change bd at any
+		// moment: every read asks bd.
+		bs.KeepNothing()
 	}
 	rep, err := e.schedule(ctx)
 	rep.RunID, rep.Elapsed = e.reg.RunID, o.Now().Sub(e.start)

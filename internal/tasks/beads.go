@@ -60,6 +60,17 @@ type BeadsSource struct {
 	// closedHere are the issues this process closed: none of them can
 	// hold ralph's audit comment yet, so Audit need not read comments.
 	closedHere map[string]bool
+	// keepNothing makes every read and check ask bd (KeepNothing).
+	keepNothing bool
+}
+
+// KeepNothing makes the source ask bd every time, as a parallel build
+// needs: its workers, its merge queue and other ralphs change bd at any
+// moment, so nothing read earlier can stand in for bd's answer.
+func (s *BeadsSource) KeepNothing() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keepNothing, s.cache = true, nil
 }
 
 // beadsAnswers are bd's answers that make a board; a nil list is one to
@@ -133,7 +144,11 @@ func (s *BeadsSource) Load() (*Board, error) {
 	}
 	// A new board every time from the answers: callers lay their own
 	// records over the board they get.
-	return beadsBoard(s.Path(), slices.Clone(s.cache.all), s.cache.ready), nil
+	board := beadsBoard(s.Path(), slices.Clone(s.cache.all), s.cache.ready)
+	if s.keepNothing {
+		s.cache = nil
+	}
+	return board, nil
 }
 
 // read asks bd for what a is missing: the issues (bd list) and the ready
@@ -518,10 +533,12 @@ func (s *BeadsSource) MarkDone(storyID, subtaskID string, now time.Time) error {
 	}
 	s.setCached(storyID, beads.StatusClosed)
 	s.mu.Lock()
-	if s.closedHere == nil {
-		s.closedHere = map[string]bool{}
+	if !s.keepNothing {
+		if s.closedHere == nil {
+			s.closedHere = map[string]bool{}
+		}
+		s.closedHere[storyID] = true
 	}
-	s.closedHere[storyID] = true
 	s.mu.Unlock()
 	// The audit comment (bd comments add) is written by Audit, which the
 	// loop calls after the git commit with the iteration's summary.
