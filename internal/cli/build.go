@@ -29,8 +29,8 @@ type BuildOptions struct {
 	// prdTyped says PRD came from the --prd flag a person typed: a path
 	// that is not there is then a usage error (namedPRDMissing).
 	prdTyped bool
-	Tasks         string
-	NoCommit      bool
+	Tasks    string
+	NoCommit bool
 	// Proto names the formula `ralph plan` writes for beads.
 	Proto string
 	// JSON streams the run's events on stdout, one JSON object per line,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
+	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/live"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
@@ -151,6 +152,15 @@ func (s *steerer) apply(ctx context.Context, cmd control.Command) (control.Resul
 	switch cmd.Kind {
 	case control.Hint:
 		line := fmt.Sprintf("- (%s, %s) %s\n", s.env.Now().Format("2006-01-02 15:04"), cmd.By, strings.Join(strings.Fields(cmd.Text), " "))
+		// The build refuses hints beyond the cap: refuse the one that
+		// would take them past it now, before anything is written.
+		var queued int64
+		if info, err := os.Stat(s.ws.Path("context.md")); err == nil {
+			queued = info.Size()
+		}
+		if err := inputlimit.CheckContextSize(s.ws.Rel(s.ws.Path("context.md"))+" with this hint", queued+int64(len(line))); err != nil {
+			return control.Result{}, err
+		}
 		if err := store.AppendFile(s.ws.Path("context.md"), []byte(line)); err != nil {
 			return control.Result{}, err
 		}

@@ -207,6 +207,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		// Claims are per run: bd refuses a task another actor claimed,
 		// so two ralphs on one database never work the same task.
 		bs.Client().Actor = "ralph-" + e.reg.RunID
+		// Workers, the merge queue and other ralphs change bd at any
+		// moment: every read asks bd.
+		bs.KeepNothing()
 	}
 	rep, err := e.schedule(ctx)
 	rep.RunID, rep.Elapsed = e.reg.RunID, o.Now().Sub(e.start)
@@ -349,6 +352,12 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 	stopping := false
 	for {
 		if !stopping && runErr == nil {
+			// Workers' agents and the merge queue changed the store
+			// since the last round: a source that keeps what it read
+			// (beads) reads it all again.
+			if r, ok := e.o.Source.(tasks.Resetter); ok {
+				r.Reset()
+			}
 			board, err := e.o.Source.Load()
 			if err != nil {
 				runErr = fmt.Errorf("cannot read the task file: %w", err)
@@ -562,6 +571,9 @@ func (e *engine) end(ctx context.Context, runErr error) (Report, error) {
 		case Blocked:
 			rep.Blocked = append(rep.Blocked, t.ID)
 		}
+	}
+	if r, ok := e.o.Source.(tasks.Resetter); ok {
+		r.Reset()
 	}
 	// What landed is what the target holds, not what the person's
 	// checkout shows: an agent may have switched it to another branch.

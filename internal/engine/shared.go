@@ -36,6 +36,12 @@ func (d *deferredDone) MarkDone(storyID, subtaskID string, now time.Time) error 
 }
 
 func (d *deferredDone) Load() (*tasks.Board, error) {
+	// Workers share the source: each of their reads asks the store
+	// afresh, since the other workers and the merge queue change it
+	// at any time.
+	if r, ok := d.Source.(tasks.Resetter); ok {
+		r.Reset()
+	}
 	b, err := d.Source.Load()
 	if err != nil {
 		return nil, err
@@ -46,6 +52,14 @@ func (d *deferredDone) Load() (*tasks.Board, error) {
 		}
 	}
 	return b, nil
+}
+
+// Forget passes the worker loop's word that its agent ran through to a
+// store that keeps what it read (beads).
+func (d *deferredDone) Forget() {
+	if f, ok := d.Source.(tasks.Forgetter); ok {
+		f.Forget()
+	}
 }
 
 // Prime passes the store's workflow context (bd prime) through.

@@ -277,3 +277,31 @@ func tomlStringEnd(data []byte, i int) (end, lines int) {
 	}
 	return len(data) - 1, lines
 }
+
+// MaxContextBytes is the most hints (.ralph/context.md, which `ralph
+// add-context` appends to) that ralph puts into one prompt. The hints go
+// whole into the prompt, so their size is the prompt's: 256 KB is about
+// 64,000 tokens, a third of a 200,000-token model window, and a thousand
+// hints of two hundred words. More is a file written by mistake (a log
+// or a document pasted in), which would crowd the task out of the
+// agent's context or exceed it.
+const MaxContextBytes = 256 << 10
+
+// ContextHint is what to do about hints beyond MaxContextBytes.
+const ContextHint = "shorten it to the hints the next iteration needs (a path to a longer document in a hint is enough), or remove it"
+
+// CheckContextSize refuses hints of size bytes at name when they are more
+// than MaxContextBytes.
+func CheckContextSize(name string, size int64) error {
+	if size <= MaxContextBytes {
+		return nil
+	}
+	return &Error{Name: name, Msg: fmt.Sprintf("%s of hints is more than the %d KB ralph puts into a prompt", kilobytes(size), MaxContextBytes>>10), Hint: ContextHint}
+}
+
+func kilobytes(n int64) string {
+	if n >= 1<<20 {
+		return megabytes(n)
+	}
+	return fmt.Sprintf("%d KB", (n+1023)>>10)
+}

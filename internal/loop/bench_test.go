@@ -134,3 +134,28 @@ func newSuccessBuild(tb testing.TB, n int) (*workspace.Workspace, Options) {
 		Checks:        []check.Check{{Name: "true", Run: truePath, Timeout: time.Minute}},
 	}
 }
+
+// BenchmarkTaskEdits100k measures what ralph does after every agent run
+// on a PRD of 100,000 stories (4.6 MB) whose agent ticked its own story:
+// find what else the agent changed in the task file (describeTaskEdits).
+// It was quadratic, a scan of the stories for each story: 50 s an
+// iteration (issue 26, item 18). Now it is two parses and two maps.
+func BenchmarkTaskEdits100k(b *testing.B) {
+	const n = 100000
+	var before, after strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&before, "### [ ] US-%06d: Story %d\n- [ ] Criterion %d\n\n", i, i, i)
+		box := " "
+		if i == 1 {
+			box = "x"
+		}
+		fmt.Fprintf(&after, "### [%s] US-%06d: Story %d\n- [%s] Criterion %d\n\n", box, i, i, box, i)
+	}
+	old, cur := []byte(before.String()), []byte(after.String())
+	b.SetBytes(int64(len(cur)))
+	for b.Loop() {
+		if got := describeTaskEdits(old, cur, "US-000001"); len(got) != 0 {
+			b.Fatalf("edits %v; want none besides the agent's own story", got)
+		}
+	}
+}

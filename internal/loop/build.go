@@ -188,6 +188,9 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	if err != nil {
 		return rep, err
 	}
+	if err := checkContextSize(ws); err != nil {
+		return rep, err
+	}
 	if err := agentInstalled(opts.Agent); err != nil {
 		return rep, err
 	}
@@ -1060,7 +1063,11 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	story := b.sel.Story
 	taskID := b.sel.TaskID()
 	vars := b.vars(n, taskID)
-	if hints := b.consumeContext(taskID); hints != "" {
+	hints, err := b.consumeContext(taskID)
+	if err != nil {
+		return Event{}, err
+	}
+	if hints != "" {
 		vars["CONTEXT_HINTS"] = hints
 	}
 	text, err := b.tpl.Render(vars)
@@ -1158,6 +1165,11 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		}
 		tree = b.treeAfterAgent(context.WithoutCancel(ctx))
 		res, runErr = b.agents.RunAgent(ctx, spec, n, text)
+		// The agent may have changed the tasks (bd close, bd create):
+		// what the source kept from before is old.
+		if f, ok := b.src.(tasks.Forgetter); ok {
+			f.Forget()
+		}
 		b.countUsage(res.Outcome)
 		if res.Limit == nil {
 			break
@@ -1417,6 +1429,9 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	if !m.Partial {
 		b.appendProgress(fmt.Sprintf("%s: %s %s (run %s, iteration %d)", taskID, story.Title, b.acceptedHow(), b.id, m.Iteration))
 	}
+	// This commit takes progress.md along, with the notes of blockers
+	// before it: none is left for EXIT to commit.
+	b.notesWritten = false
 	hash = ""
 	// after is the tree once the work is committed, read by the commit
 	// itself; made is the commit ralph made, nil when there was nothing to
@@ -1909,28 +1924,20 @@ func (b *builder) exit(allDone bool) error {
 	return nil
 }
 
-// commitNotes commits progress.md when this run appended to it after its
-// last commit: a run that blocks a task and then ends (its iteration
-// limit, a stop) would otherwise leave the blocker's note uncommitted, and
-// the next person's commit would carry it. Only that file goes in; it
-// costs git processes only in a run that wrote a note.
+// commitNotes commits progress.md when this run appended a note to it
+// that no task's commit took along: a run that blocks a task and then
+// ends (its iteration limit, a stop) would otherwise leave the blocker's
+// note uncommitted, for the next person's commit to carry. Only that file
+// goes in, and only in a run that left a note so.
 func (b *builder) commitNotes() {
 	if !b.notesWritten || b.st.NoCommit {
 		return
 	}
-	bg := context.Background()
 	rel := b.ws.Rel(b.ws.ProgressPath())
-	now, err := os.ReadFile(b.ws.ProgressPath())
-	if err != nil {
-		return
-	}
-	at, err := b.git.FilesAt(bg, "HEAD", []string{rel})
-	if err == nil && len(at) == 1 && bytes.Equal(at[0].Content, now) {
-		return // a task's commit took the note along
-	}
-	if _, err := b.git.CommitPaths(bg, "ralph: progress notes\n\nRalph-Run: "+b.id+"\n", rel); err != nil {
+	if _, err := b.git.CommitPaths(context.Background(), "ralph: progress notes\n\nRalph-Run: "+b.id+"\n", rel); err != nil {
 		b.logError("could not commit the notes in %s: %v", rel, err)
 	}
+	b.notesWritten = false
 }
 
 func (b *builder) blockedIDs() []string {
@@ -2161,28 +2168,43 @@ func tailOfFile(path string, n int64) string {
 	return string(b)
 }
 
+// checkContextSize refuses queued hints beyond inputlimit.MaxContextBytes,
+// without reading them: they go whole into the prompt.
+func checkContextSize(ws *workspace.Workspace) error {
+	info, err := os.Stat(ws.Path("context.md"))
+	if err != nil {
+		return nil
+	}
+	return inputlimit.CheckContextSize(ws.Rel(ws.Path("context.md")), info.Size())
+}
+
 // consumeContext returns the hints queued by `ralph add-context` and
-// removes them: each hint reaches exactly one prompt.
-func (b *builder) consumeContext(taskID string) string {
+// removes them: each hint reaches exactly one prompt. Hints beyond
+// inputlimit.MaxContextBytes (a file written there by hand while the run
+// went on) are an error that leaves them where they are.
+func (b *builder) consumeContext(taskID string) (string, error) {
 	p := b.ws.Path("context.md")
+	if err := checkContextSize(b.ws); err != nil {
+		return "", err
+	}
 	// A named pipe put there would hang the run: it is refused, and
 	// left alone.
 	data, err := inputlimit.ReadFile(p)
 	if inputlimit.IsRefusal(err) {
 		b.sayf(report.KindRun, "ralph: %s; the hints in it are not used\n", strings.Replace(err.Error(), p, b.ws.Rel(p), 1))
-		return ""
+		return "", nil
 	}
 	if err != nil || strings.TrimSpace(string(data)) == "" {
-		return ""
+		return "", nil
 	}
 	if err := os.Remove(p); err != nil {
-		return ""
+		return "", nil
 	}
 	b.event("context hints used in iteration %d (%s)", b.st.Machine.Iteration, taskID)
 	// A note, not a transition: using hints is no step of the machine.
 	b.emit(report.Event{Kind: report.KindNote, Task: taskID, Attempt: b.st.Machine.RetryCount + 1,
 		Data: map[string]any{"context_used": clip(strings.TrimSpace(string(data)), 300)}})
-	return strings.TrimSpace(string(data))
+	return strings.TrimSpace(string(data)), nil
 }
 
 func (b *builder) vars(n int, taskID string) map[string]string {

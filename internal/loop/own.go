@@ -263,22 +263,26 @@ func describeTaskEdits(before, after []byte, own string) []string {
 	if err1 != nil || err2 != nil {
 		return []string{"the file (left unreadable)"}
 	}
+	// By id, not with PRD.Find: a scan per story made this quadratic,
+	// 50 s an iteration on a PRD of 100,000 stories.
+	curByID := storiesByID(cur.Stories)
+	oldByID := storiesByID(old.Stories)
 	var out []string
 	for _, s := range old.Stories {
-		n, ok := cur.Find(s.ID)
+		n, ok := curByID[s.ID]
 		switch {
 		case !ok:
 			out = append(out, "removed "+s.ID)
 		case n.Title != s.Title:
 			out = append(out, "the title of "+s.ID)
-		case !sameCriteriaText(s, n):
+		case !sameCriteriaText(s, *n):
 			out = append(out, "the criteria of "+s.ID)
-		case s.ID != own && (n.Done != s.Done || !sameTicks(s, n)):
+		case s.ID != own && (n.Done != s.Done || !sameTicks(s, *n)):
 			out = append(out, "the marks of "+s.ID)
 		}
 	}
 	for _, s := range cur.Stories {
-		if _, ok := old.Find(s.ID); !ok {
+		if _, ok := oldByID[s.ID]; !ok {
 			out = append(out, "added "+s.ID)
 		}
 	}
@@ -286,6 +290,15 @@ func describeTaskEdits(before, after []byte, own string) []string {
 		out = append(out, "the text")
 	}
 	return out
+}
+
+// storiesByID indexes stories by id (ids are unique in a parsed PRD).
+func storiesByID(stories []tasks.Story) map[string]*tasks.Story {
+	m := make(map[string]*tasks.Story, len(stories))
+	for i := range stories {
+		m[stories[i].ID] = &stories[i]
+	}
+	return m
 }
 
 func sameCriteriaText(a, b tasks.Story) bool {

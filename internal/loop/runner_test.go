@@ -28,7 +28,7 @@ import (
 // until a commit; every call is recorded, and a call of a method the test
 // did not allow fails the test.
 type fakeGit struct {
-	t       *testing.T
+	t       testing.TB
 	mu      sync.Mutex
 	allowed map[string]bool
 	calls   []string
@@ -47,7 +47,7 @@ type fakeGit struct {
 // gitReads are the calls every run makes.
 var gitReads = []string{"Snapshot", "Head", "HeadFiles", "Untracked", "CommitsBetween", "ChangedFiles", "IsAncestor", "Range", "LastCommit"}
 
-func newFakeGit(t *testing.T, allow ...string) *fakeGit {
+func newFakeGit(t testing.TB, allow ...string) *fakeGit {
 	g := &fakeGit{t: t, allowed: map[string]bool{}, head: "h0", dirty: map[string]bool{}}
 	for _, m := range append(append([]string{}, gitReads...), allow...) {
 		g.allowed[m] = true
@@ -296,7 +296,7 @@ type step struct {
 // fakeAgent plays the steps in order, one per attempt; an attempt beyond
 // the script fails the test.
 type fakeAgent struct {
-	t       *testing.T
+	t       testing.TB
 	root    string
 	prd     string
 	git     *fakeGit
@@ -437,7 +437,7 @@ func (e *events) steps() []string {
 
 // rig is one workspace with its fake ports.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	ws     *workspace.Workspace
 	opts   Options
 	git    *fakeGit
@@ -462,7 +462,7 @@ const oneStory = `# PRD: one story
 - [ ] a.txt says good
 `
 
-func newRig(t *testing.T, prd string, steps ...step) *rig {
+func newRig(t testing.TB, prd string, steps ...step) *rig {
 	t.Helper()
 	dir := t.TempDir()
 	prdPath := filepath.Join(dir, ".agents", "tasks", "prd.md")
@@ -554,7 +554,7 @@ func (r *rig) state() *LoopState {
 
 // checkTableSteps fails the test for a transition event that is not a row
 // of the table: the runner took a step the machine does not have.
-func checkTableSteps(t *testing.T, evs []report.Event) {
+func checkTableSteps(t testing.TB, evs []report.Event) {
 	t.Helper()
 	for _, ev := range evs {
 		if !inTable(ev) {
@@ -680,6 +680,7 @@ func TestRunnerACsNotMetTwiceBlocksAndNeedsHuman(t *testing.T) {
 	// are not met, twice.
 	r := newRig(t, oneStory, step{write: "a.txt"}, step{write: "a.txt"})
 	r.git.allowed["SetAside"] = true
+	r.git.allowed["CommitPaths"] = true // the blocker's note in progress.md, committed at EXIT
 	rep, err := r.build()
 	if !errors.Is(err, ErrNeedsHuman) || rep.Outcome != OutcomeNeedsHuman {
 		t.Fatalf("Build = %+v, %v; want needs_human", rep, err)
@@ -693,6 +694,11 @@ func TestRunnerACsNotMetTwiceBlocksAndNeedsHuman(t *testing.T) {
 	bl := st.Tasks["US-001"].Blocker
 	if bl == nil || bl.Reason != "acceptance criteria not met" || !bl.RequiresHuman || len(bl.AttemptedFixes) != 1 {
 		t.Fatalf("blocker = %+v; want a permanent one for the criteria", bl)
+	}
+	// No task's commit took the blocker's note along: EXIT commits it,
+	// progress.md alone.
+	if n := r.git.called("CommitPaths"); n != 1 || !slices.Contains(r.git.calls, "CommitPaths [.ralph/progress.md]") {
+		t.Errorf("CommitPaths called %d times (%v); want progress.md committed once", n, r.git.calls)
 	}
 	// The report names it: a parallel build takes its story's reason from
 	// there, not "only blocked tasks are left".
@@ -736,6 +742,7 @@ func TestRunnerCommitFailsBlocksTheTask(t *testing.T) {
 	r := newRig(t, twoStories, step{write: "a.txt", tick: "US-001"}, step{write: "b.txt", tick: "US-002"})
 	r.git.allowed["Unstage"] = true
 	r.git.allowed["SetAside"] = true
+	r.git.allowed["CommitPaths"] = true // the blocker's note in progress.md, committed at EXIT
 	r.git.commitErr = &gitx.ExitError{Stderr: "pre-commit hook: lint failed"}
 	rep, err := r.build()
 	if !errors.Is(err, ErrNeedsHuman) {
@@ -797,6 +804,7 @@ func TestRunnerGitAddFailsBlocksTheTask(t *testing.T) {
 	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001"})
 	r.git.allowed["Unstage"] = true
 	r.git.allowed["SetAside"] = true
+	r.git.allowed["CommitPaths"] = true // the blocker's note in progress.md, committed at EXIT
 	r.git.addErr = &gitx.ExitError{Stderr: "fatal: Unable to create '.git/index.lock': File exists."}
 	rep, err := r.build()
 	if !errors.Is(err, ErrNeedsHuman) {
@@ -1125,6 +1133,7 @@ func TestRunnerBudget(t *testing.T) {
 func TestRunnerTestRunnerMissingBlocks(t *testing.T) {
 	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001"})
 	r.git.allowed["SetAside"] = true
+	r.git.allowed["CommitPaths"] = true // the blocker's note in progress.md, committed at EXIT
 	r.opts.Checks = []check.Check{{Name: "test", Run: "nosuchtool"}}
 	r.checks.codes["test"] = []int{0}
 	missing := &missingChecks{fakeChecks: r.checks}
@@ -1156,6 +1165,7 @@ func (m *missingChecks) RunCheck(ctx context.Context, dir string, c check.Check)
 func TestRunnerAgentFailsThenBlocked(t *testing.T) {
 	r := newRig(t, oneStory, step{exit: 2}, step{exit: 2})
 	r.git.allowed["SetAside"] = true
+	r.git.allowed["CommitPaths"] = true // the blocker's note in progress.md, committed at EXIT
 	_, err := r.build()
 	if !errors.Is(err, ErrNeedsHuman) {
 		t.Fatalf("Build: %v; want needs_human", err)

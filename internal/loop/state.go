@@ -405,7 +405,11 @@ func (st *LoopState) task(id string) *TaskRecord {
 	t := st.Tasks[id]
 	if t == nil {
 		t = &TaskRecord{}
-		st.Tasks[id] = t
+		// A copy of the id, never the caller's string: ids are
+		// substrings of the parsed task file, and a key that outlives
+		// its board would keep the whole file of its iteration in
+		// memory, one file more for every task the run records.
+		st.Tasks[strings.Clone(id)] = t
 	}
 	return t
 }

@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/beads"
@@ -46,6 +48,36 @@ type BeadsSource struct {
 	checked bool
 	// Ctx bounds bd commands; nil means context.Background().
 	Ctx context.Context
+
+	// mu guards the answers below: parallel workers share the source.
+	mu sync.Mutex
+	// cache holds bd's answers (list and ready) with ralph's own writes
+	// since laid over them. Every bd process costs half a second, the
+	// loop reads the board several times an iteration, and between the
+	// points where the loop says so (Prime, Forget) only ralph changes
+	// bd. nil when both must be read.
+	cache *beadsAnswers
+	// closedHere are the issues this process closed: none of them can
+	// hold ralph's audit comment yet, so Audit need not read comments.
+	closedHere map[string]bool
+	// keepNothing makes every read and check ask bd (KeepNothing).
+	keepNothing bool
+}
+
+// KeepNothing makes the source ask bd every time, as a parallel build
+// needs: its workers, its merge queue and other ralphs change bd at any
+// moment, so nothing read earlier can stand in for bd's answer.
+func (s *BeadsSource) KeepNothing() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keepNothing, s.cache = true, nil
+}
+
+// beadsAnswers are bd's answers that make a board; a nil list is one to
+// ask for again.
+type beadsAnswers struct {
+	all, ready         []beads.Issue
+	haveAll, haveReady bool
 }
 
 // OpenBeads returns the beads source of the repository at root, working
@@ -101,25 +133,163 @@ func (s *BeadsSource) Load() (*Board, error) {
 		}
 		s.checked = true
 	}
-	var all []beads.Issue
-	var err error
-	if s.mol != "" {
-		all, err = s.moleculeIssues(ctx)
-	} else {
-		all, err = s.client.List(ctx, true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cache == nil {
+		s.cache = &beadsAnswers{}
 	}
-	if err != nil {
+	if err := s.read(ctx, s.cache); err != nil {
+		s.cache = nil
 		return nil, err
 	}
-	ready, err := s.client.Ready(ctx, beads.ReadyOptions{Mol: s.mol, IncludeEphemeral: true})
-	if err != nil {
-		return nil, err
+	// A new board every time from the answers: callers lay their own
+	// records over the board they get.
+	board := beadsBoard(s.Path(), slices.Clone(s.cache.all), s.cache.ready)
+	if s.keepNothing {
+		s.cache = nil
 	}
-	blocked, err := s.client.Blocked(ctx)
-	if err != nil {
-		return nil, err
+	return board, nil
+}
+
+// read asks bd for what a is missing: the issues (bd list) and the ready
+// ones (bd ready), a process each. What an open issue that is not ready
+// waits on comes from the "blocks" edges in the list (bd blocked would
+// be a third process).
+func (s *BeadsSource) read(ctx context.Context, a *beadsAnswers) error {
+	if !a.haveAll {
+		var all []beads.Issue
+		var err error
+		if s.mol != "" {
+			all, err = s.moleculeIssues(ctx)
+		} else {
+			all, err = s.client.List(ctx, true)
+		}
+		if err != nil {
+			return err
+		}
+		if a.haveReady {
+			a.ready = readyAfter(a.ready, a.all, all)
+		}
+		a.all, a.haveAll = all, true
 	}
-	return beadsBoard(s.Path(), all, ready, blocked), nil
+	if !a.haveReady {
+		ready, err := s.client.Ready(ctx, beads.ReadyOptions{Mol: s.mol, IncludeEphemeral: true})
+		if err != nil {
+			return err
+		}
+		// The ready answer is the newer one: its issues are open.
+		open := map[string]bool{}
+		for _, is := range ready {
+			open[is.ID] = true
+		}
+		for i := range a.all {
+			if open[a.all[i].ID] {
+				a.all[i].Status = beads.StatusOpen
+			}
+		}
+		a.ready, a.haveReady = ready, true
+	}
+	return nil
+}
+
+// readyAfter is the ready list kept from before the agent, with the
+// issues the agent created (in now, not in before) that bd would call
+// ready: open, with no open blocker. bd ready is asked again at the next
+// iteration's Prime; until then this is what the board shows.
+func readyAfter(ready, before, now []beads.Issue) []beads.Issue {
+	known := map[string]bool{}
+	for _, is := range before {
+		known[is.ID] = true
+	}
+	status := map[string]string{}
+	for _, is := range now {
+		status[is.ID] = is.Status
+	}
+	out := slices.Clone(ready)
+	for _, is := range now {
+		if known[is.ID] || is.Status != beads.StatusOpen {
+			continue
+		}
+		waits := false
+		for _, d := range is.Dependencies {
+			if d.Kind() == "blocks" && status[d.Target()] != beads.StatusClosed {
+				waits = true
+			}
+		}
+		if !waits {
+			out = append(out, is)
+		}
+	}
+	return out
+}
+
+// Forget marks the issues read as old: the loop calls it after the
+// agent ran, which may have closed or created some. The next Load reads
+// them again (bd list); which are ready is asked again at the next
+// iteration's Prime.
+func (s *BeadsSource) Forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cache != nil {
+		s.cache.haveAll = false
+	}
+}
+
+// Reset forgets every answer: the next Load asks bd for all of it. The
+// parallel scheduler calls it before each of its reads, since other
+// workers' agents and the merge queue change bd between them.
+func (s *BeadsSource) Reset() { s.drop() }
+
+// drop forgets every answer: after a write whose effect ralph does not
+// lay over them itself.
+func (s *BeadsSource) drop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cache = nil
+}
+
+// setCached lays a write of ralph's over the kept answers: the issue's
+// new status, and out of the ready list unless it is open.
+func (s *BeadsSource) setCached(id, status string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cache == nil {
+		return
+	}
+	listed := false
+	for i := range s.cache.all {
+		if s.cache.all[i].ID == id {
+			s.cache.all[i].Status, listed = status, true
+		}
+	}
+	if !listed {
+		// Only bd ready named it (an ephemeral issue, which bd list
+		// leaves out): keep it on the board with its new status.
+		for _, is := range s.cache.ready {
+			if is.ID == id {
+				is.Status = status
+				s.cache.all = append(s.cache.all, is)
+				break
+			}
+		}
+	}
+	if status != beads.StatusOpen {
+		s.cache.ready = slices.DeleteFunc(slices.Clone(s.cache.ready), func(is beads.Issue) bool { return is.ID == id })
+	}
+}
+
+// cached returns the kept answer about one issue, if any.
+func (s *BeadsSource) cached(id string) (beads.Issue, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cache != nil && s.cache.haveAll {
+		for _, is := range s.cache.all {
+			if is.ID == id {
+				return is, true
+			}
+		}
+	}
+	return beads.Issue{}, false
 }
 
 // Pick is bd's own choice of the next task (REQ-030): `bd ready --json
@@ -129,6 +299,19 @@ func (s *BeadsSource) Load() (*Board, error) {
 // ready list is read and its first task taken. "" means bd has nothing
 // ready.
 func (s *BeadsSource) Pick(ctx context.Context) (string, error) {
+	// The board read this iteration holds bd's whole ready list, in
+	// bd's order: its first task is bd's pick, without asking again.
+	s.mu.Lock()
+	if s.cache != nil && s.cache.haveReady {
+		defer s.mu.Unlock()
+		for _, is := range s.cache.ready {
+			if !beadsSkipTypes[is.IssueType] && is.ID != s.mol {
+				return is.ID, nil
+			}
+		}
+		return "", nil
+	}
+	s.mu.Unlock()
 	ready, err := s.client.Ready(ctx, beads.ReadyOptions{Mol: s.mol, Limit: 1, IncludeEphemeral: true})
 	if err != nil {
 		return "", err
@@ -172,7 +355,7 @@ func (s *BeadsSource) moleculeIssues(ctx context.Context) ([]beads.Issue, error)
 }
 
 // beadsBoard maps bd's answers onto a Board.
-func beadsBoard(path string, all, ready, blocked []beads.Issue) *Board {
+func beadsBoard(path string, all, ready []beads.Issue) *Board {
 	byID := map[string]beads.Issue{}
 	for _, is := range all {
 		byID[is.ID] = is
@@ -189,9 +372,18 @@ func beadsBoard(path string, all, ready, blocked []beads.Issue) *Board {
 			order = append(order, is.ID)
 		}
 	}
+	// What bd blocked would say: the open blockers of each issue.
 	waitsOn := map[string][]string{}
-	for _, is := range blocked {
-		waitsOn[is.ID] = is.BlockedBy
+	for _, is := range all {
+		for _, d := range is.Dependencies {
+			if d.Kind() != "blocks" {
+				continue
+			}
+			if t, ok := byID[d.Target()]; ok && t.Status == beads.StatusClosed {
+				continue
+			}
+			waitsOn[is.ID] = append(waitsOn[is.ID], d.Target())
+		}
 	}
 	for _, is := range all {
 		if !isReady[is.ID] {
@@ -321,9 +513,14 @@ func (s *BeadsSource) MarkDone(storyID, subtaskID string, now time.Time) error {
 		return fmt.Errorf("%s: issue %s: %w %q: beads issues have no subtasks", s.Path(), storyID, ErrSubtaskNotFound, subtaskID)
 	}
 	ctx := s.ctx()
-	is, err := s.client.Show(ctx, storyID)
-	if err != nil {
-		return s.notFound(storyID, err)
+	// The board read after the agent knows the issue's status; bd show
+	// only when it is not on it.
+	is, ok := s.cached(storyID)
+	if !ok {
+		var err error
+		if is, err = s.client.Show(ctx, storyID); err != nil {
+			return s.notFound(storyID, err)
+		}
 	}
 	if is.Status == beads.StatusClosed {
 		// COMMIT again after a crash: the root may still need closing.
@@ -334,6 +531,15 @@ func (s *BeadsSource) MarkDone(storyID, subtaskID string, now time.Time) error {
 	if err := s.client.Close(ctx, storyID, "ralph: done (ralph's comment says how it was accepted)"); err != nil {
 		return err
 	}
+	s.setCached(storyID, beads.StatusClosed)
+	s.mu.Lock()
+	if !s.keepNothing {
+		if s.closedHere == nil {
+			s.closedHere = map[string]bool{}
+		}
+		s.closedHere[storyID] = true
+	}
+	s.mu.Unlock()
 	// The audit comment (bd comments add) is written by Audit, which the
 	// loop calls after the git commit with the iteration's summary.
 	return s.closeFinishedMolecule(ctx)
@@ -372,6 +578,10 @@ func (s *BeadsSource) SetState(storyID string, status Status, _ int, b *Blocker,
 	is, err := s.client.Show(ctx, storyID)
 	if err != nil {
 		return s.notFound(storyID, err)
+	}
+	if status != StatusComplete {
+		// A rare write: read bd again afterwards rather than guess.
+		defer s.drop()
 	}
 	switch status {
 	case StatusComplete:
@@ -415,11 +625,21 @@ func (s *BeadsSource) notFound(id string, err error) error {
 // Prime runs bd prime: the beads workflow context for the prompt's memory
 // section (bd honours .beads/PRIME.md itself).
 func (s *BeadsSource) Prime(ctx context.Context) (string, error) {
+	// Prime starts an iteration: everything is read again. Another ralph
+	// or a person may have changed bd since the last agent, and what
+	// the board says before the agent is what the agent's changes are
+	// told from: a stale one would blame the agent for theirs.
+	s.drop()
 	return s.client.Prime(ctx)
 }
 
 // Claim marks the selected issue as taken by ralph (bd update --claim).
 func (s *BeadsSource) Claim(ctx context.Context, taskID string) error {
 	storyID, _ := ParseTaskID(taskID)
-	return s.client.Claim(ctx, storyID)
+	if err := s.client.Claim(ctx, storyID); err != nil {
+		s.drop()
+		return err
+	}
+	s.setCached(storyID, beads.StatusInProgress)
+	return nil
 }

@@ -15,7 +15,12 @@ import (
 // second one.
 func (s *BeadsSource) Audit(ctx context.Context, taskID, key, summary string) error {
 	storyID, _ := ParseTaskID(taskID)
-	if key != "" {
+	s.mu.Lock()
+	fresh := s.closedHere[storyID]
+	s.mu.Unlock()
+	// An issue this process closed has no comment of ralph's since: no
+	// bd comments to read.
+	if key != "" && !fresh {
 		comments, err := s.client.Comments(ctx, storyID)
 		if err == nil {
 			for _, c := range comments {
@@ -25,5 +30,13 @@ func (s *BeadsSource) Audit(ctx context.Context, taskID, key, summary string) er
 			}
 		}
 	}
-	return s.client.Comment(ctx, storyID, strings.TrimSpace(summary))
+	if err := s.client.Comment(ctx, storyID, strings.TrimSpace(summary)); err != nil {
+		return err
+	}
+	// From now on the issue holds a comment: a second Audit (COMMIT
+	// again) reads them.
+	s.mu.Lock()
+	delete(s.closedHere, storyID)
+	s.mu.Unlock()
+	return nil
 }

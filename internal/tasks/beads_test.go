@@ -27,13 +27,12 @@ func TestBeadsLoadMapsReadyAndWaiting(t *testing.T) {
 		beadstest.Call{Args: "version --json", Stdout: `{"version":"1.0.5","schema_version":1}`},
 		beadstest.Call{Args: "list --limit 0 --all --json", Stdout: `[
 			{"id":"rl-e","title":"Epic","issue_type":"epic","status":"open","priority":1},
-			{"id":"rl-b","title":"B","issue_type":"task","status":"open","priority":2},
+			{"id":"rl-b","title":"B","issue_type":"task","status":"open","priority":2,"dependencies":[{"issue_id":"rl-b","depends_on_id":"rl-a","type":"blocks"},{"issue_id":"rl-b","depends_on_id":"rl-c","type":"blocks"},{"issue_id":"rl-b","depends_on_id":"rl-e","type":"parent-child"}]},
 			{"id":"rl-a","title":"A","issue_type":"task","status":"open","priority":2,"acceptance_criteria":"- a.txt exists (verify: ` + "`test -f a.txt`" + `)"},
 			{"id":"rl-c","title":"C","issue_type":"task","status":"closed","priority":0},
 			{"id":"rl-d","title":"D","issue_type":"task","status":"blocked","priority":0},
 			{"id":"rl-f","title":"F","issue_type":"task","status":"deferred","priority":0}]`},
 		beadstest.Call{Args: "ready --limit 0 --include-ephemeral --json", Stdout: `[{"id":"rl-e","issue_type":"epic"},{"id":"rl-a","title":"A","issue_type":"task","status":"open","priority":2}]`},
-		beadstest.Call{Args: "blocked --json", Stdout: `[{"id":"rl-b","blocked_by":["rl-a"],"blocked_by_count":1}]`},
 	)
 	b, err := src.Load()
 	if err != nil {
@@ -71,7 +70,8 @@ func TestBeadsMarkDoneAndBlock(t *testing.T) {
 	src, _ := beadsFixture(t,
 		beadstest.Call{Args: "show rl-a --json", Stdout: `[{"id":"rl-a","status":"in_progress"}]`},
 		beadstest.Call{Args: "close rl-a --reason ralph: done (ralph's comment says how it was accepted) --json", Stdout: `[{"id":"rl-a","status":"closed"}]`},
-		beadstest.Call{Args: "comments rl-a --json", Stdout: `[]`},
+		// Closed by this process just now: it holds no note of ralph's
+		// yet, so no bd comments to read first.
 		beadstest.Call{Args: "comments add rl-a ralph: rl-a done and verified at 2026-11-22T10:00:00Z · run r1 iteration 2 · agent fake · commit abc --json", Stdout: `{"id":"x"}`},
 		// The same iteration audited again (COMMIT after a crash): no second note.
 		beadstest.Call{Args: "comments rl-a --json", Stdout: `[{"id":1,"issue_id":"rl-a","text":"ralph: rl-a done and verified at 2026-11-22T10:00:00Z · run r1 iteration 2 · agent fake · commit abc"}]`},
@@ -151,5 +151,36 @@ func TestBeadsPickInsideAMoleculeSkipsItsRoot(t *testing.T) {
 	got, err := src.Pick(context.Background())
 	if err != nil || got != "rl-mol-2" {
 		t.Fatalf("Pick = %q, %v; want the first ready step, not the root", got, err)
+	}
+}
+
+// An issue only bd ready names (a wisp: bd list leaves ephemeral issues
+// out) stays on the board once ralph claims it, in progress.
+func TestBeadsClaimKeepsAWispOnTheBoard(t *testing.T) {
+	src, _ := beadsFixture(t,
+		beadstest.Call{Args: "version --json", Stdout: `{"version":"1.0.5","schema_version":1}`},
+		beadstest.Call{Args: "list --limit 0 --all --json", Stdout: `[{"id":"rl-a","title":"A","issue_type":"task","status":"closed"}]`},
+		beadstest.Call{Args: "ready --limit 0 --include-ephemeral --json", Stdout: `[{"id":"rl-wisp-1","title":"W","issue_type":"task","status":"open","ephemeral":true}]`},
+		beadstest.Call{Args: "update rl-wisp-1 --claim --json", Stdout: `[{"id":"rl-wisp-1","status":"in_progress"}]`},
+	)
+	if _, err := src.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := src.Pick(context.Background()); err != nil || id != "rl-wisp-1" {
+		t.Fatalf("Pick = %q, %v; want the wisp, from the board read", id, err)
+	}
+	if err := src.Claim(context.Background(), "rl-wisp-1"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := src.Load() // no bd process: the claim is laid over what was read
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range b.Stories {
+		got = append(got, s.ID+"="+string(s.Status))
+	}
+	if want := "rl-wisp-1=in_progress rl-a=complete"; strings.Join(got, " ") != want && strings.Join(got, " ") != "rl-a=complete rl-wisp-1=in_progress" {
+		t.Fatalf("board %v; want %s", got, want)
 	}
 }

@@ -69,6 +69,21 @@ type Claimer interface {
 	Claim(ctx context.Context, taskID string) error
 }
 
+// Forgetter is implemented by formats that keep what they read between
+// Loads (beads: bd's answers, a process each): Forget drops it, for a
+// caller that knows someone else, such as the agent, may have changed
+// the tasks since.
+type Forgetter interface {
+	Forget()
+}
+
+// Resetter is implemented by formats that keep what they read between
+// Loads: Reset drops all of it, for a caller that cannot say what
+// changed since (the parallel scheduler).
+type Resetter interface {
+	Reset()
+}
+
 // Picker is implemented by formats that choose the next task themselves
 // (beads: `bd ready --json --limit 1`).
 type Picker interface {

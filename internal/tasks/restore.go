@@ -26,6 +26,12 @@ func RestoreOtherMarks(before, after []byte, keep string) ([]byte, []string, err
 	if err != nil {
 		return before, []string{"the whole PRD (the agent left it unreadable: " + err.Error() + ")"}, nil
 	}
+	// By id, not with PRD.Find: a scan per story is quadratic, minutes
+	// on a PRD of 100,000 stories.
+	oldByID := make(map[string]int, len(old.Stories))
+	for i, s := range old.Stories {
+		oldByID[s.ID] = i
+	}
 	updated := after
 	var restored []string
 	// Later stories first, so earlier offsets stay valid while blocks of
@@ -35,7 +41,11 @@ func RestoreOtherMarks(before, after []byte, keep string) ([]byte, []string, err
 		if s.ID == keep {
 			continue
 		}
-		prev, ok := old.Find(s.ID)
+		var prev Story
+		j, ok := oldByID[s.ID]
+		if ok {
+			prev = old.Stories[j]
+		}
 		switch {
 		case !ok && !s.Done && !anyDone(s.Criteria):
 			continue
