@@ -360,7 +360,7 @@ func TestBuildFlagsParseIntoOptions(t *testing.T) {
 		want BuildOptions
 	}{
 		{[]string{"7", "--agent", "claude", "--prd", "x.md", "--no-commit"},
-			BuildOptions{MaxIterations: 7, Agent: "claude", PRD: "x.md", NoCommit: true}},
+			BuildOptions{MaxIterations: 7, Agent: "claude", PRD: "x.md", prdTyped: true, NoCommit: true}},
 		{[]string{"--agent=codex", "3"},
 			BuildOptions{MaxIterations: 3, Agent: "codex"}},
 		{nil, BuildOptions{}},
