@@ -371,6 +371,14 @@ func (b *builder) storeStatuses() map[string]tasks.Status {
 	}
 	out := make(map[string]tasks.Status, len(board.Stories))
 	for _, s := range board.Stories {
+		// A parallel worker shares the store with its run's merge queue,
+		// the other workers and other ralphs, which close and claim
+		// other issues while its agent works: only its own story's
+		// status is the agent's to leave alone. (Setting the others
+		// back reopened issues that had just landed.)
+		if only := b.opts.OnlyStory; only != "" && s.ID != only {
+			continue
+		}
 		out[s.ID] = s.Status
 	}
 	return out
