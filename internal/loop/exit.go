@@ -114,4 +114,3 @@ func (b *builder) blockedIDs() []string {
 	sort.Strings(ids)
 	return ids
 }
-
