@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/ralphloop/ralph/internal/live"
@@ -41,36 +40,13 @@ func TestJournalTailHeapDoesNotGrowWithTheJournal(t *testing.T) {
 	}
 }
 
-var benchJournals sync.Map // size -> journalgen.Journal
-
-// benchJournal is a journal of size bytes, written once per test binary.
-// 600 MB ones are written only when RALPH_BENCH_BIG=1.
-func benchJournal(b *testing.B, size int64) journalgen.Journal {
-	b.Helper()
-	if size > 100<<20 && os.Getenv("RALPH_BENCH_BIG") != "1" {
-		b.Skip("set RALPH_BENCH_BIG=1 to write and read a 600 MB journal")
-	}
-	if j, ok := benchJournals.Load(size); ok {
-		return j.(journalgen.Journal)
-	}
-	dir, err := os.MkdirTemp("", "ralph-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	j, err := journalgen.Write(filepath.Join(dir, "events.jsonl"), size)
-	if err != nil {
-		b.Fatal(err)
-	}
-	benchJournals.Store(size, j)
-	return j
-}
+// benchJournal is a journal written once per test binary
+// (journalgen.Cached).
+func benchJournal(b *testing.B, size int64) journalgen.Journal { return journalgen.Cached(b, size) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	benchJournals.Range(func(_, v any) bool {
-		os.RemoveAll(filepath.Dir(v.(journalgen.Journal).Path))
-		return true
-	})
+	journalgen.RemoveCached()
 	os.Exit(code)
 }
 

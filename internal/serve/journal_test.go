@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -146,37 +145,13 @@ func TestEventsOfALongJournal(t *testing.T) {
 	}
 }
 
-var benchJournals sync.Map // size -> journalgen.Journal
-
-// benchJournal is a journal of mb megabytes, written once per test
-// binary and removed by TestMain. 600 MB ones are written only when
-// RALPH_BENCH_BIG=1.
-func benchJournal(b *testing.B, mb int64) journalgen.Journal {
-	b.Helper()
-	if mb > 100 && os.Getenv("RALPH_BENCH_BIG") != "1" {
-		b.Skip("set RALPH_BENCH_BIG=1 to write and read a 600 MB journal")
-	}
-	if j, ok := benchJournals.Load(mb); ok {
-		return j.(journalgen.Journal)
-	}
-	dir, err := os.MkdirTemp("", "ralph-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	j, err := journalgen.Write(filepath.Join(dir, "events.jsonl"), mb<<20)
-	if err != nil {
-		b.Fatal(err)
-	}
-	benchJournals.Store(mb, j)
-	return j
-}
+// benchJournal is a journal written once per test binary
+// (journalgen.Cached).
+func benchJournal(b *testing.B, mb int64) journalgen.Journal { return journalgen.Cached(b, mb<<20) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	benchJournals.Range(func(_, v any) bool {
-		os.RemoveAll(filepath.Dir(v.(journalgen.Journal).Path))
-		return true
-	})
+	journalgen.RemoveCached()
 	os.Exit(code)
 }
 

@@ -10,9 +10,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/report"
@@ -112,4 +115,38 @@ func PeakHeap(f func()) uint64 {
 		return 0
 	}
 	return top - base
+}
+
+var cached sync.Map // size in bytes -> Journal
+
+// Cached is a journal of size bytes written once per test binary, for
+// benchmarks that read the same journal many times; RemoveCached (from
+// TestMain) deletes them. One over 100 MB is written only when
+// RALPH_BENCH_BIG=1: it costs minutes and disk.
+func Cached(b testing.TB, size int64) Journal {
+	b.Helper()
+	if size > 100<<20 && os.Getenv("RALPH_BENCH_BIG") != "1" {
+		b.Skip("set RALPH_BENCH_BIG=1 to write and read a 600 MB journal")
+	}
+	if j, ok := cached.Load(size); ok {
+		return j.(Journal)
+	}
+	dir, err := os.MkdirTemp("", "ralph-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	j, err := Write(filepath.Join(dir, "events.jsonl"), size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cached.Store(size, j)
+	return j
+}
+
+// RemoveCached deletes the journals Cached wrote.
+func RemoveCached() {
+	cached.Range(func(_, v any) bool {
+		os.RemoveAll(filepath.Dir(v.(Journal).Path))
+		return true
+	})
 }
