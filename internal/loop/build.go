@@ -1096,7 +1096,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	}
 	// A task store outside the tree (beads) has no file to put back: its
 	// statuses are read before the agent and set back after it.
-	statuses := b.storeStatuses()
+	statuses := b.storeStatuses(taskID)
 	started := b.opts.now()
 	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: headBefore, TreeBefore: treeBefore, Own: own}
 	// The attempt, and with it the token that tags the agent's processes,

@@ -361,7 +361,7 @@ func (b *builder) withoutRestored(after, before gitx.Snapshot, own string) gitx.
 // storeStatuses reads the statuses of a task store that is not a file of
 // the tree (beads), nil for one that is: an agent can close issues with
 // the store's own CLI, and ralph, not the agent, says what is done.
-func (b *builder) storeStatuses() map[string]tasks.Status {
+func (b *builder) storeStatuses(taskID string) map[string]tasks.Status {
 	if b.taskFileGuarded() {
 		return nil
 	}
@@ -369,6 +369,7 @@ func (b *builder) storeStatuses() map[string]tasks.Status {
 	if err != nil {
 		return nil
 	}
+	storyID, _ := tasks.ParseTaskID(taskID)
 	out := make(map[string]tasks.Status, len(board.Stories))
 	for _, s := range board.Stories {
 		// A parallel worker shares the store with its run's merge queue,
@@ -377,6 +378,13 @@ func (b *builder) storeStatuses() map[string]tasks.Status {
 		// status is the agent's to leave alone. (Setting the others
 		// back reopened issues that had just landed.)
 		if only := b.opts.OnlyStory; only != "" && s.ID != only {
+			continue
+		}
+		// An issue someone else has claimed is theirs to close: another
+		// ralph on the same store finishes it while this agent works.
+		// What the agent must not do is close open work, its own story
+		// included.
+		if s.Status == tasks.StatusInProgress && s.ID != storyID {
 			continue
 		}
 		out[s.ID] = s.Status

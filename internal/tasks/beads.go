@@ -78,6 +78,11 @@ func (s *BeadsSource) KeepNothing() {
 type beadsAnswers struct {
 	all, ready         []beads.Issue
 	haveAll, haveReady bool
+	// listStale says all was read after the last agent, before a new
+	// iteration: only ralph's own writes are laid over it, and another
+	// ralph or a person may have changed bd since. The next bd ready
+	// tells whether they did (see readyAgrees).
+	listStale bool
 }
 
 // OpenBeads returns the beads source of the repository at root, working
@@ -144,7 +149,7 @@ func (s *BeadsSource) Load() (*Board, error) {
 	}
 	// A new board every time from the answers: callers lay their own
 	// records over the board they get.
-	board := beadsBoard(s.Path(), slices.Clone(s.cache.all), s.cache.ready)
+	board := beadsBoard(s.Path(), s.client.Actor, slices.Clone(s.cache.all), s.cache.ready)
 	if s.keepNothing {
 		s.cache = nil
 	}
@@ -156,40 +161,121 @@ func (s *BeadsSource) Load() (*Board, error) {
 // waits on comes from the "blocks" edges in the list (bd blocked would
 // be a third process).
 func (s *BeadsSource) read(ctx context.Context, a *beadsAnswers) error {
-	if !a.haveAll {
-		var all []beads.Issue
-		var err error
-		if s.mol != "" {
-			all, err = s.moleculeIssues(ctx)
-		} else {
-			all, err = s.client.List(ctx, true)
+	if a.haveAll && a.listStale && !a.haveReady {
+		// A new iteration with the list read after the last agent: bd
+		// ready, which the iteration asks anyway, says whether anyone
+		// changed bd since. When it agrees the list stands (one bd
+		// process fewer an iteration); when not, the list is read again.
+		ready, err := s.client.Ready(ctx, beads.ReadyOptions{Mol: s.mol, IncludeEphemeral: true})
+		if err != nil {
+			return err
 		}
+		a.listStale = false
+		if !readyAgrees(ready, a.all) {
+			all, err := s.list(ctx)
+			if err != nil {
+				return err
+			}
+			a.all = all
+		}
+		a.all = freshen(a.all, ready)
+		a.ready, a.haveReady = ready, true
+		return nil
+	}
+	if !a.haveAll {
+		all, err := s.list(ctx)
 		if err != nil {
 			return err
 		}
 		if a.haveReady {
 			a.ready = readyAfter(a.ready, a.all, all)
 		}
-		a.all, a.haveAll = all, true
+		a.all, a.haveAll, a.listStale = all, true, false
 	}
 	if !a.haveReady {
 		ready, err := s.client.Ready(ctx, beads.ReadyOptions{Mol: s.mol, IncludeEphemeral: true})
 		if err != nil {
 			return err
 		}
-		// The ready answer is the newer one: its issues are open.
-		open := map[string]bool{}
-		for _, is := range ready {
-			open[is.ID] = true
-		}
-		for i := range a.all {
-			if open[a.all[i].ID] {
-				a.all[i].Status = beads.StatusOpen
-			}
-		}
+		a.all = freshen(a.all, ready)
 		a.ready, a.haveReady = ready, true
 	}
 	return nil
+}
+
+// list is every issue of the board: bd list, or a molecule's steps.
+func (s *BeadsSource) list(ctx context.Context) ([]beads.Issue, error) {
+	if s.mol != "" {
+		return s.moleculeIssues(ctx)
+	}
+	return s.client.List(ctx, true)
+}
+
+// freshen lays the ready answer, the newer one, over the list: its
+// issues are open, with the text bd has now.
+func freshen(all, ready []beads.Issue) []beads.Issue {
+	newer := make(map[string]beads.Issue, len(ready))
+	for _, is := range ready {
+		newer[is.ID] = is
+	}
+	for i := range all {
+		is, ok := newer[all[i].ID]
+		if !ok {
+			continue
+		}
+		all[i].Status = beads.StatusOpen
+		// Text a person edited since the list was read; ready's output
+		// leaves empty fields out, so an empty one says nothing.
+		for _, f := range [][2]*string{{&all[i].Title, &is.Title}, {&all[i].Description, &is.Description}, {&all[i].AcceptanceCriteria, &is.AcceptanceCriteria}} {
+			if *f[1] != "" {
+				*f[0] = *f[1]
+			}
+		}
+	}
+	return all
+}
+
+// readyAgrees says whether a fresh bd ready answer is what the kept list
+// (with ralph's writes laid over) makes ready: every ready issue listed
+// and open, and every open issue with no open blocker ready. A claim, a
+// close, a reopen or a new issue by someone else breaks that. What it
+// cannot see (someone closing an issue that waits, or one in progress)
+// the agent guard leaves alone anyway: it guards open work and the
+// agent's own story. When bd holds an open issue back for a reason of
+// its own (deferred), the list is read again every iteration: slower,
+// never wrong.
+func readyAgrees(ready, all []beads.Issue) bool {
+	status := make(map[string]string, len(all))
+	for _, is := range all {
+		status[is.ID] = is.Status
+	}
+	inReady := make(map[string]bool, len(ready))
+	for _, is := range ready {
+		inReady[is.ID] = true
+		st, listed := status[is.ID]
+		if !listed && is.Ephemeral {
+			continue // bd list leaves ephemeral issues out
+		}
+		if st != beads.StatusOpen {
+			return false
+		}
+	}
+	for _, is := range all {
+		if is.Status != beads.StatusOpen || inReady[is.ID] {
+			continue
+		}
+		waits := false
+		for _, d := range is.Dependencies {
+			if d.Kind() == "blocks" && status[d.Target()] != beads.StatusClosed {
+				waits = true
+				break
+			}
+		}
+		if !waits {
+			return false
+		}
+	}
+	return true
 }
 
 // readyAfter is the ready list kept from before the agent, with the
@@ -355,7 +441,7 @@ func (s *BeadsSource) moleculeIssues(ctx context.Context) ([]beads.Issue, error)
 }
 
 // beadsBoard maps bd's answers onto a Board.
-func beadsBoard(path string, all, ready []beads.Issue) *Board {
+func beadsBoard(path, actor string, all, ready []beads.Issue) *Board {
 	byID := map[string]beads.Issue{}
 	for _, is := range all {
 		byID[is.ID] = is
@@ -411,6 +497,11 @@ func beadsBoard(path string, all, ready []beads.Issue) *Board {
 			st.Status = StatusComplete
 		case beads.StatusInProgress, beads.StatusHooked:
 			st.Status = StatusInProgress
+			// Claimed by another actor: theirs to finish, not ralph's to
+			// resume (ralph claims as its client's actor).
+			if actor != "" && is.Assignee != "" && is.Assignee != actor {
+				st.ClaimedBy = is.Assignee
+			}
 		case beads.StatusBlocked:
 			st.Status = StatusBlocked
 		case beads.StatusOpen:
@@ -625,11 +716,19 @@ func (s *BeadsSource) notFound(id string, err error) error {
 // Prime runs bd prime: the beads workflow context for the prompt's memory
 // section (bd honours .beads/PRIME.md itself).
 func (s *BeadsSource) Prime(ctx context.Context) (string, error) {
-	// Prime starts an iteration: everything is read again. Another ralph
-	// or a person may have changed bd since the last agent, and what
-	// the board says before the agent is what the agent's changes are
-	// told from: a stale one would blame the agent for theirs.
-	s.drop()
+	// Prime starts an iteration. Another ralph or a person may have
+	// changed bd since the last agent, and what the board says before
+	// the agent is what the agent's changes are told from: a stale one
+	// would blame the agent for theirs. bd ready is asked again; the
+	// list read after the last agent stands only when that answer
+	// agrees with it (read).
+	s.mu.Lock()
+	if s.cache != nil && s.cache.haveAll && !s.keepNothing {
+		s.cache.ready, s.cache.haveReady, s.cache.listStale = nil, false, true
+	} else {
+		s.cache = nil
+	}
+	s.mu.Unlock()
 	return s.client.Prime(ctx)
 }
 

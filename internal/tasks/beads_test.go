@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +183,101 @@ func TestBeadsClaimKeepsAWispOnTheBoard(t *testing.T) {
 	}
 	if want := "rl-wisp-1=in_progress rl-a=complete"; strings.Join(got, " ") != want && strings.Join(got, " ") != "rl-a=complete rl-wisp-1=in_progress" {
 		t.Fatalf("board %v; want %s", got, want)
+	}
+}
+
+// An iteration's bd ready decides whether the list read after the last
+// agent still stands (issue 26 item 17: six bd processes an iteration):
+// when it agrees, bd list is not asked again; when another ralph or a
+// person claimed, closed or created an issue since, it is.
+func TestBeadsKeptListStandsOnlyWhenReadyAgrees(t *testing.T) {
+	const list = `[
+		{"id":"rl-a","title":"A","issue_type":"task","status":"closed"},
+		{"id":"rl-b","title":"B","issue_type":"task","status":"open","dependencies":[{"issue_id":"rl-b","depends_on_id":"rl-c","type":"blocks"}]},
+		{"id":"rl-c","title":"C","issue_type":"task","status":"open"},
+		{"id":"rl-d","title":"D","issue_type":"task","status":"open"}]`
+	first := []beadstest.Call{
+		{Args: "prime", Stdout: "context"},
+		{Args: "version --json", Stdout: `{"version":"1.0.5","schema_version":1}`},
+		{Args: "list --limit 0 --all --json", Stdout: list},
+		{Args: "ready --limit 0 --include-ephemeral --json", Stdout: `[{"id":"rl-c","title":"C","status":"open"},{"id":"rl-d","title":"D","status":"open"}]`},
+		// After the agent: the list again (did it change a status?).
+		{Args: "list --limit 0 --all --json", Stdout: list},
+		{Args: "prime", Stdout: "context"},
+	}
+	statuses := func(b *Board) string {
+		var out []string
+		for _, s := range b.Stories {
+			out = append(out, s.ID+"="+string(s.Status))
+		}
+		return strings.Join(out, " ")
+	}
+	iterate := func(src *BeadsSource) *Board {
+		t.Helper()
+		if _, err := src.Prime(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mustLoad(t, src)
+		src.Forget()
+		mustLoad(t, src)
+		if _, err := src.Prime(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return mustLoad(t, src)
+	}
+
+	t.Run("agrees", func(t *testing.T) {
+		src, _ := beadsFixture(t, append(first,
+			// The next iteration: bd ready only, with C's title edited.
+			beadstest.Call{Args: "ready --limit 0 --include-ephemeral --json", Stdout: `[{"id":"rl-c","title":"C, reworded","status":"open"},{"id":"rl-d","title":"D","status":"open"}]`},
+		)...)
+		b := iterate(src)
+		if got, want := statuses(b), "rl-c=not_started rl-d=not_started rl-a=complete rl-b=not_started"; got != want {
+			t.Fatalf("board %s, want %s", got, want)
+		}
+		if c, _ := b.Find("rl-c"); c.Title != "C, reworded" {
+			t.Errorf("title %q: ready's newer text is not laid over the kept list", c.Title)
+		}
+	})
+	for name, ready := range map[string]string{
+		"claimed by another": `[{"id":"rl-c","title":"C","status":"open"}]`,
+		"created by another": `[{"id":"rl-c","title":"C","status":"open"},{"id":"rl-d","title":"D","status":"open"},{"id":"rl-e","title":"E","status":"open"}]`,
+		"reopened":           `[{"id":"rl-a","title":"A","status":"open"},{"id":"rl-c","title":"C","status":"open"},{"id":"rl-d","title":"D","status":"open"}]`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			src, _ := beadsFixture(t, append(first,
+				beadstest.Call{Args: "ready --limit 0 --include-ephemeral --json", Stdout: ready},
+				beadstest.Call{Args: "list --limit 0 --all --json", Stdout: list},
+			)...)
+			// The runner fails the test unless the list was asked again.
+			iterate(src)
+		})
+	}
+}
+
+// An issue another actor claimed is theirs: ralph resumes its own claims,
+// never someone else's (it took another ralph's issue first before).
+func TestBeadsIssueClaimedByAnotherIsNotSelected(t *testing.T) {
+	src, _ := beadsFixture(t,
+		beadstest.Call{Args: "version --json", Stdout: `{"version":"1.0.5","schema_version":1}`},
+		beadstest.Call{Args: "list --limit 0 --all --json", Stdout: `[
+			{"id":"rl-d","title":"D","issue_type":"task","status":"in_progress","assignee":"someone"},
+			{"id":"rl-m","title":"M","issue_type":"task","status":"in_progress","assignee":"ralph"},
+			{"id":"rl-a","title":"A","issue_type":"task","status":"open"}]`},
+		beadstest.Call{Args: "ready --limit 0 --include-ephemeral --json", Stdout: `[{"id":"rl-a","title":"A","status":"open"}]`},
+	)
+	src.client.Actor = "ralph"
+	b := mustLoad(t, src)
+	sel, _, ok, _ := b.Select()
+	if !ok || sel.Story.ID != "rl-m" {
+		t.Fatalf("selected %q (%v), want ralph's own claim rl-m", sel.Story.ID, ok)
+	}
+	b.Stories = slices.DeleteFunc(b.Stories, func(s Story) bool { return s.ID == "rl-m" })
+	if sel, _, _, _ := b.Select(); sel.Story.ID != "rl-a" {
+		t.Fatalf("selected %q, want rl-a: rl-d is someone else's", sel.Story.ID)
+	}
+	b.Stories = slices.DeleteFunc(b.Stories, func(s Story) bool { return s.ID == "rl-a" })
+	if _, _, ok, why := b.Select(); ok || !strings.Contains(why, "in progress by someone else") {
+		t.Fatalf("ok=%v why=%q", ok, why)
 	}
 }

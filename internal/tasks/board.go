@@ -135,7 +135,7 @@ func (b *Board) Select() (sel Selection, finished []string, ok bool, reason stri
 
 	pick := -1
 	for i := range stories {
-		if stories[i].Status == StatusInProgress && !isFinished[i] {
+		if stories[i].Status == StatusInProgress && !isFinished[i] && stories[i].ClaimedBy == "" {
 			pick = i
 			break
 		}
@@ -150,14 +150,20 @@ func (b *Board) Select() (sel Selection, finished []string, ok bool, reason stri
 		}
 	}
 	if pick < 0 {
-		waiting := 0
+		waiting, elsewhere := 0, 0
 		for i := range stories {
 			if !done[stories[i].ID] {
 				waiting++
+				if stories[i].ClaimedBy != "" {
+					elsewhere++
+				}
 			}
 		}
 		if waiting == 0 {
 			return Selection{}, finished, false, "all stories complete"
+		}
+		if elsewhere == waiting {
+			return Selection{}, finished, false, fmt.Sprintf("%d in progress by someone else (claimed in the task store)", waiting)
 		}
 		noun := "stories"
 		if waiting == 1 {

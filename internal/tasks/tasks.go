@@ -182,6 +182,10 @@ type Story struct {
 	RetryCount int
 	// Blocker says why the story is blocked; nil when nothing is recorded.
 	Blocker *Blocker
+	// ClaimedBy names who else has the story in progress (a beads issue
+	// claimed by another actor: a person, another tool); "" when it is
+	// ralph's or unclaimed. Such a story is theirs: never selected.
+	ClaimedBy string
 }
 
 // PRD is a parsed product requirements document: its stories in file order.
