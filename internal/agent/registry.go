@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"slices"
 	"sort"
 	"strings"
-	"sync"
+
+	"github.com/ralphloop/ralph/internal/proc"
 )
 
 // PromptPlaceholder in an argv element stands for the path of the rendered
@@ -55,26 +55,15 @@ func WithModel(s Spec, model string) (Spec, error) {
 	return s, nil
 }
 
-// stripEnv lists inherited variables that make a nested agent CLI refuse to
-// start or change its behaviour (Claude Code refuses to run inside itself),
-// and the notification secret: with it an agent could sign notifications
-// that ralph never sent. StripEnv adds the names config gives.
-var (
-	stripMu  sync.Mutex
-	stripEnv = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "RALPH_NOTIFY_SECRET"}
-)
+// nestingEnv lists inherited variables that make a nested agent CLI
+// refuse to start or change its behaviour (Claude Code refuses to run
+// inside itself). The notification secret is withheld from every program
+// ralph starts (proc.Withhold).
+var nestingEnv = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"}
 
-// StripEnv keeps the variables named from every agent's environment
-// (config's [notify] secret_env).
-func StripEnv(names ...string) {
-	stripMu.Lock()
-	defer stripMu.Unlock()
-	for _, n := range names {
-		if n != "" && !slices.Contains(stripEnv, n) {
-			stripEnv = append(stripEnv, n)
-		}
-	}
-}
+// StripEnv keeps the variables named from every agent's and every
+// check's environment (config's [notify] secret_env).
+func StripEnv(names ...string) { proc.Withhold(names...) }
 
 // builtins are the supported CLIs with their current headless flags (see
 // the README's agent table). Structured output is preferred so that signals

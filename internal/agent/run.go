@@ -7,9 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -120,19 +118,7 @@ func Argv(argv []string, promptFile string) ([]string, bool) {
 
 // Env returns the environment for an agent: ralph's own, minus variables
 // that make nested agent CLIs misbehave and the notification secret.
-func Env() []string {
-	stripMu.Lock()
-	strip := slices.Clone(stripEnv)
-	stripMu.Unlock()
-	var out []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(strip, name) {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
+func Env() []string { return proc.Environ(nestingEnv...) }
 
 // Run runs the agent headless: the prompt goes on stdin (or in the file),
 // stdout is parsed line by line as it streams, and the whole process group

@@ -343,8 +343,11 @@ func Run(ctx context.Context, dir string, c Check) Result {
 		output = io.MultiWriter(out, streamed)
 	}
 	o, err := proc.Run(ctx, proc.Spec{
-		Args:    args,
-		Dir:     dir,
+		Args: args,
+		Dir:  dir,
+		// A check is code the agent could write: it gets no more of
+		// ralph's secrets than the agent (the notification secret).
+		Env:     proc.Environ(),
 		Stdout:  output,
 		Stderr:  output,
 		Timeout: timeout,

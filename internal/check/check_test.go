@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/redact"
 )
 
@@ -255,5 +256,22 @@ func TestLastLinesSkipsBlankLines(t *testing.T) {
 	got := LastLines("a\n\nb\r\nc\n\n", 2)
 	if strings.Join(got, "|") != "b|c" {
 		t.Errorf("LastLines = %q, want [b c]", got)
+	}
+}
+
+// A check is code the agent could have written: it does not get the
+// notification secret either (issue 26 item 5), nor the variable config's
+// [notify] secret_env names.
+func TestCheckDoesNotSeeTheNotifySecret(t *testing.T) {
+	t.Setenv("RALPH_NOTIFY_SECRET", "notify-secret-0123")
+	t.Setenv("MY_CHECK_SIGNING", "hook-secret-0123")
+	t.Setenv("CHECK_ENV_KEPT", "kept")
+	proc.Withhold("MY_CHECK_SIGNING")
+	res := Run(context.Background(), t.TempDir(), Check{Name: "env", Run: "env"})
+	if res.ExitCode != 0 {
+		t.Fatalf("env: exit %d: %s", res.ExitCode, res.Output)
+	}
+	if strings.Contains(res.Output, "RALPH_NOTIFY_SECRET") || strings.Contains(res.Output, "MY_CHECK_SIGNING") || !strings.Contains(res.Output, "CHECK_ENV_KEPT=kept") {
+		t.Errorf("the check's environment:\n%s", res.Output)
 	}
 }
