@@ -50,31 +50,9 @@ func BoardAt(ctx context.Context, repo *gitx.Repo, src tasks.Source, rel, rev st
 	return tasks.Open(src.Kind(), p).Load()
 }
 
-// MovedError is a target branch moved outside ralph to a commit whose
-// checks fail where they passed on the commit ralph left it at: every
-// landing would be judged against the failure and sent back, so the run
-// stops and says how to put the branch back.
-type MovedError struct {
-	Target   string
-	From, To string
-	Failing  []string
-}
-
-func (e *MovedError) Error() string {
-	return fmt.Sprintf("%s moved outside ralph from %s (where ralph left it) to %s, and %s %s there: ralph stops rather than send every task back. "+
-		"If the move was not yours, put %s back with `git update-ref refs/heads/%s %s %s` (or, in its checkout, `git reset --keep %s`); "+
-		"if it was, fix %s on %s; then run the build again",
-		e.Target, text.ShortHash(e.From), text.ShortHash(e.To), strings.Join(quoted(e.Failing), ", "), words.Plural(len(e.Failing), "fails", "fail"),
-		e.Target, e.Target, e.From, e.To, text.ShortHash(e.From), strings.Join(quoted(e.Failing), ", "), e.Target)
-}
-
-func quoted(names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = fmt.Sprintf("%q", n)
-	}
-	return out
-}
+// MovedError is the target moved outside ralph to a commit that fails
+// a check (verify.MovedError): both merge queues stop on it.
+type MovedError = verify.MovedError
 
 // checkMoved compares the target's tip, whose checks are tipChecks, with
 // the commit ralph last left it at (the run's start or its last
@@ -103,14 +81,9 @@ func (e *engine) checkMoved(ctx context.Context, integ *gitx.Repo, tip string, t
 				return err
 			}
 		}
-		var fresh []string
-		for _, name := range failing {
-			if !slices.Contains(before.Failing(), name) {
-				fresh = append(fresh, name)
-			}
-		}
-		if len(fresh) > 0 {
-			return &MovedError{Target: e.reg.Target, From: known, To: tip, Failing: fresh}
+		if fresh := verify.NewlyFailing(before, tipChecks); len(fresh) > 0 {
+			return &MovedError{Target: e.reg.Target, From: known, To: tip, Failing: fresh,
+				PutBack: fmt.Sprintf("`git update-ref refs/heads/%s %s %s` (or, in its checkout, `git reset --keep %s`)", e.reg.Target, known, tip, text.ShortHash(known))}
 		}
 	}
 	e.say(report.KindWarning, map[string]any{"target": e.reg.Target, "from": known, "to": tip},

@@ -211,7 +211,7 @@ func (r *run) options(queue string, startToClose, scheduleToStart time.Duration,
 			BackoffCoefficient:     2,
 			MaximumInterval:        time.Minute,
 			MaximumAttempts:        attempts,
-			NonRetryableErrorTypes: []string{ErrTypeAgentCannotRun, ErrTypeUsage, ErrTypeWorktreeGone},
+			NonRetryableErrorTypes: []string{ErrTypeAgentCannotRun, ErrTypeUsage, ErrTypeWorktreeGone, ErrTypeTargetMoved},
 		},
 	}
 	if scheduleToStart > 0 {

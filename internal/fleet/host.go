@@ -488,7 +488,7 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	if err := os.MkdirAll(filepath.Dir(tipPath), 0o755); err != nil {
 		return LandResult{}, err
 	}
-	tipChecks, err := verify.RunOnTip(ctx, check.Run, integ.Dir, tipPath, tip, h.Checks)
+	tipChecks, err := h.tipChecks(ctx, em, in, integ, tipPath, tip)
 	if err != nil {
 		return LandResult{}, err
 	}
@@ -553,6 +553,43 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 // catchUp moves this checkout's target to the landed commit, as a
 // fast-forward that refuses to overwrite a person's changes, and pushes
 // the target to the exchange when the person enabled it.
+// tipChecks are what the checks say of the run's tip, run once per tip.
+// Only landings move the run's tip branch, and each records its checks:
+// a tip that is neither that commit nor its parent (a landing whose push
+// did not go out) was moved outside ralph, by an agent that reached the
+// exchange remote or by a person. A move to a commit where a check fails
+// that passed where ralph left it stops the run (every landing would be
+// sent back for it), naming both commits and how to put the branch back;
+// any other move is said and landings go on from there.
+func (h *Host) tipChecks(ctx context.Context, em *report.Emitter, in LandInput, integ *gitx.Repo, tipPath, tip string) (*verify.Tip, error) {
+	left := verify.LoadTip(tipPath)
+	if left == nil || left.Commit == tip {
+		return verify.RunOnTip(ctx, check.Run, integ.Dir, tipPath, tip, h.Checks)
+	}
+	if ok, err := h.WS.Repo.IsAncestor(ctx, tip, left.Commit); err == nil && ok {
+		return verify.RunOnTip(ctx, check.Run, integ.Dir, tipPath, tip, h.Checks)
+	}
+	// Checked aside: tip-checks.json keeps where ralph left the branch
+	// until the move is accepted, so a restart judges it the same way.
+	now, err := verify.RunOnTip(ctx, check.Run, integ.Dir, filepath.Join(filepath.Dir(tipPath), "moved-checks.json"), tip, h.Checks)
+	if err != nil {
+		return nil, err
+	}
+	branch := TipBranch(in.RunID, in.Target)
+	if fresh := verify.NewlyFailing(left, now); len(fresh) > 0 {
+		moved := &verify.MovedError{Target: branch + " (the run's " + in.Target + " on the exchange remote " + h.Exchange + ")", From: left.Commit, To: tip, Failing: fresh,
+			PutBack: fmt.Sprintf("`git push --force %s %s:refs/heads/%s`", h.Exchange, left.Commit, branch)}
+		h.say(em, in.Task, report.KindBlocker, map[string]any{"target": branch, "from": left.Commit, "to": tip, "failing": fresh}, "queue: %v", moved)
+		return nil, temporal.NewNonRetryableApplicationError(moved.Error(), ErrTypeTargetMoved, moved)
+	}
+	h.say(em, in.Task, report.KindWarning, map[string]any{"target": branch, "from": left.Commit, "to": tip},
+		"queue: %s moved outside ralph from %s to %s; its checks pass as before, so landings go on from there", branch, text.ShortHash(left.Commit), text.ShortHash(tip))
+	if err := verify.SaveTip(tipPath, tip, now.Runs); err != nil {
+		return nil, err
+	}
+	return now, nil
+}
+
 func (h *Host) catchUp(ctx context.Context, em *report.Emitter, in LandInput, hash string) {
 	cur, err := h.WS.Repo.RevParse(ctx, in.Target)
 	if err != nil {

@@ -310,7 +310,7 @@ func hostEvents(t *testing.T, h *Host) []report.Event {
 	return out
 }
 
-func hostAppErr(t *testing.T, err error, wantType string) {
+func hostAppErr(t *testing.T, err error, wantType string) *temporal.ApplicationError {
 	t.Helper()
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) {
@@ -319,6 +319,7 @@ func hostAppErr(t *testing.T, err error, wantType string) {
 	if app.Type() != wantType || !app.NonRetryable() {
 		t.Fatalf("ApplicationError type %q, non-retryable %v; want type %q, non-retryable: %v", app.Type(), app.NonRetryable(), wantType, err)
 	}
+	return app
 }
 
 // Board reads the stories at the run's tip on the exchange: a person's
@@ -1015,5 +1016,71 @@ func TestBoardCarriesAPersonsBlock(t *testing.T) {
 		if s.Held != want {
 			t.Errorf("%s held %q, want %q", s.ID, s.Held, want)
 		}
+	}
+}
+
+// An agent (or a person) with the exchange remote in reach moves the
+// run's tip outside ralph (issue 26 item 7). A move to a commit where a
+// check fails that passed where ralph left the tip stops the run with an
+// error Temporal does not retry, naming both commits and how to put the
+// branch back; a move whose checks pass as before is taken as the new
+// start, said, and landings go on from it.
+func TestHostLandNoticesTheTipMovedOutsideRalph(t *testing.T) {
+	for _, tc := range []struct {
+		name, write string
+		stops       bool
+	}{
+		{"to a failing commit", "bad.txt", true},
+		{"to a passing commit", "fine.txt", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newHostRig(t)
+			r.a.Checks = []check.Check{{Name: "no-bad", Kind: check.KindTest, Run: "test ! -f bad.txt"}}
+			if res := r.land(r.a, r.verified(r.b, "US-001")); !res.Landed {
+				t.Fatalf("Land US-001 = %+v", res)
+			}
+			left := r.exchangeTip()
+			// Someone else's commit on the run's tip branch.
+			clone := filepath.Join(t.TempDir(), "elsewhere")
+			hostGit(t, r.a.WS.Root, "clone", "-q", "--branch", TipBranch(hostRun, "main"), r.exchange, clone)
+			hostWrite(t, filepath.Join(clone, tc.write), "x\n")
+			hostGit(t, clone, "add", tc.write)
+			hostGit(t, clone, "-c", "user.name=agent", "-c", "user.email=agent@example.invalid", "commit", "-q", "-m", "outside ralph")
+			hostGit(t, clone, "push", "-q", "--force", "origin", "HEAD:refs/heads/"+TipBranch(hostRun, "main"))
+			moved := r.exchangeTip()
+
+			in := r.verified(r.b, "US-002")
+			res, err := hostExec[LandResult](t, r.a.Land, in)
+			if !tc.stops {
+				if err != nil || !res.Landed {
+					t.Fatalf("Land US-002 = %+v, %v; want landed on the moved tip", res, err)
+				}
+				if parent := hostGit(t, r.a.WS.Root, "rev-parse", res.Commit+"^"); parent != moved {
+					t.Errorf("US-002 landed on %s; want on the moved tip %s", parent, moved)
+				}
+				saidIt := false
+				for _, ev := range hostEvents(t, r.a) {
+					saidIt = saidIt || strings.Contains(ev.Text, "moved outside ralph from "+left[:7])
+				}
+				if !saidIt {
+					t.Error("the journal does not say the tip moved outside ralph")
+				}
+				return
+			}
+			ae := hostAppErr(t, err, ErrTypeTargetMoved)
+			for _, want := range []string{left[:7], moved[:7], `"no-bad" fails`, "git push --force", left + ":refs/heads/" + TipBranch(hostRun, "main")} {
+				if !strings.Contains(ae.Message(), want) {
+					t.Errorf("the error does not say %q:\n%s", want, ae.Message())
+				}
+			}
+			if tip := r.exchangeTip(); tip != moved {
+				t.Errorf("the tip is %s; want it left at %s for the person", tip, moved)
+			}
+			// A restart judges it the same way: ralph's record of where
+			// it left the tip is kept.
+			if _, err := hostExec[LandResult](t, r.a.Land, in); err == nil {
+				t.Error("a second Land went on from the failing tip")
+			}
+		})
 	}
 }

@@ -29,6 +29,7 @@ const (
 	ErrTypeAgentCannotRun = "AgentCannotRun" // not installed, not logged in, bad flags: the environment's failure
 	ErrTypeUsage          = "Usage"          // bad input or configuration a person must fix
 	ErrTypeWorktreeGone   = "WorktreeGone"   // the host no longer holds the task's worktree
+	ErrTypeTargetMoved    = "TargetMoved"    // the run's tip moved outside ralph to a commit that fails a check
 )
 
 // DefaultHistoryLimit is the history length at which a run continues as
