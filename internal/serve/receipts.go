@@ -162,15 +162,8 @@ func (b *receiptBook) chatter(line []byte) bool {
 	if !bytes.Contains(line, kindAgentOutput) && !bytes.Contains(line, kindHeartbeat) {
 		return false
 	}
-	var h struct {
-		V      int         `json:"v"`
-		Time   time.Time   `json:"time"`
-		Run    string      `json:"run"`
-		Worker string      `json:"worker"`
-		Kind   report.Kind `json:"kind"`
-	}
-	if json.Unmarshal(line, &h) != nil || h.V == 0 || h.V > report.SchemaVersion ||
-		(h.Kind != report.KindAgentOutput && h.Kind != report.KindHeartbeat) {
+	h, ok := report.ReadHeader(line)
+	if !ok || (h.Kind != report.KindAgentOutput && h.Kind != report.KindHeartbeat) {
 		return false
 	}
 	if cur := b.open[h.Run+"\x00"+h.Worker]; cur != nil && !h.Time.IsZero() {
