@@ -3,9 +3,10 @@ package loop
 import (
 	"context"
 	"fmt"
-	"github.com/ralphloop/ralph/internal/verify"
 	"strings"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/verify"
 
 	"github.com/ralphloop/ralph/internal/report"
 )

@@ -1,0 +1,324 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/inputlimit"
+	"github.com/ralphloop/ralph/internal/proc"
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
+)
+
+func (b *builder) implement(ctx context.Context) (Event, error) {
+	if err := b.ensureSelection(); err != nil {
+		return Event{}, err
+	}
+	m := b.st.Machine
+	n := m.Iteration
+	story := b.sel.Story
+	taskID := b.sel.TaskID()
+	vars := b.vars(n, taskID)
+	hints, err := b.consumeContext(taskID)
+	if err != nil {
+		return Event{}, err
+	}
+	if hints != "" {
+		vars["CONTEXT_HINTS"] = hints
+	}
+	text, err := b.tpl.Render(vars)
+	if err != nil {
+		return Event{}, err
+	}
+	before, err := b.snapshotBefore(context.WithoutCancel(ctx), n)
+	if err != nil {
+		return Event{Trigger: TrigUnresolvable}, b.fail("git: "+err.Error(), "", "permanent")
+	}
+	b.snap = before
+	b.descent, b.deltaIter = [2]string{}, 0
+	treeBefore := worktreeDigest(b.ws.Root, before)
+	headBefore := before.Head
+	if r := b.resumedFrom; r != nil && r.TaskID == taskID && r.TreeBefore != "" {
+		treeBefore, headBefore = r.TreeBefore, r.HeadBefore
+		before.Head = r.HeadBefore
+	}
+	b.resumedFrom = nil
+	if b.st.TaskBaseFor != taskID {
+		b.st.TaskBase, b.st.TaskBaseFor = headBefore, taskID
+	}
+	own, err := b.saveOwnFiles(n)
+	if err != nil {
+		return Event{}, fmt.Errorf("copying ralph's own files before the agent: %w", err)
+	}
+	// A task store outside the tree (beads) has no file to put back: its
+	// statuses are read before the agent and set back after it.
+	statuses := b.storeStatuses(taskID)
+	started := b.opts.now()
+	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: headBefore, TreeBefore: treeBefore, Own: own}
+	// The attempt, and with it the token that tags the agent's processes,
+	// is on disk before the agent starts, so that a crash at any instant
+	// leaves what finds and stops the agent. The transition into
+	// IMPLEMENT, when it is still in memory, is saved with it and
+	// journaled before the iteration's heading, as it always was.
+	if err := b.saveState(); err != nil {
+		return Event{}, err
+	}
+	attempt := fmt.Sprintf("attempt %d/%d", m.RetryCount+1, b.maxRetries())
+	b.say(report.KindIteration, fmt.Sprintf("\n── iteration %d/%d · %s: %s · %s · agent %s ──\n", n, b.st.MaxIterations, taskID, story.Title, attempt, b.opts.Agent.Name),
+		map[string]any{"iteration": n, "task": taskID, "agent": b.opts.Agent.Name})
+	b.event("iteration %d started: %s (%s) with agent %s", n, taskID, attempt, b.opts.Agent.Name)
+	b.agentToken = attemptToken(b.id, b.st.Attempt)
+	b.onAgentStart = func(pgid int) {
+		// A crash here, with the agent running and its group not yet
+		// recorded, must still find the agent on resume (by its token).
+		CrashPoint("agent-started")
+		b.st.Attempt.PGID = pgid
+		if p, ok := proc.Lookup(pgid); ok {
+			b.st.Attempt.PGIDStart = p.Start
+		}
+		b.home.save(b.st)
+	}
+	var waits []LimitWait
+	var res runkit.Result
+	var runErr error
+	var spec agent.Spec
+	var tree func() treeRead
+	for {
+		// Pick an agent that is not cooling down after a usage limit; when
+		// every configured agent is, wait for the first to be free.
+		var ok bool
+		var until time.Time
+		var err error
+		spec, ok, until, err = b.availableAgent(b.opts.now())
+		if err != nil {
+			return Event{}, err
+		}
+		if !ok && b.opts.MaxLimitWait > 0 && until.Sub(b.opts.now()) > b.opts.MaxLimitWait {
+			err := fmt.Errorf("%w: every agent is cooling down after a usage limit (%s)", ErrAllLimited, b.cooldownSummary())
+			b.sayf(report.KindLimit, "  ⏸ %v; not waiting longer than %s\n", err, b.opts.MaxLimitWait)
+			b.event("%v", err)
+			return Event{}, err
+		}
+		if !ok {
+			msg := "all agents are limited (" + b.cooldownSummary() + "); waiting for the earliest reset"
+			b.say(report.KindWait, "  ⏸ "+msg+"\n", map[string]any{"wait": "limit", "state": "started",
+				"until": until.UTC().Format(time.RFC3339), "agent": b.firstFree(until)})
+			b.event("%s", msg)
+			waitStart := b.opts.now()
+			if err := b.waitUntil(ctx, until, WaitLimit, "waiting for a usage limit to reset"); err != nil {
+				return Event{}, err
+			}
+			waited := b.opts.now().Sub(waitStart)
+			b.say(report.KindWait, fmt.Sprintf("  ▶ the usage-limit wait is over after %s: going on\n", waited.Round(time.Second)),
+				map[string]any{"wait": "limit", "state": "ended", "waited_ms": waited.Milliseconds()})
+			if len(waits) > 0 {
+				waits[len(waits)-1].WaitedMillis += b.opts.now().Sub(waitStart).Milliseconds()
+			}
+			continue
+		}
+		if spec.Name != b.opts.Agent.Name {
+			b.sayf(report.KindLimit, "  ↻ %s is cooling down; using %s for this iteration\n", b.opts.Agent.Name, spec.Name)
+		}
+		tree = b.treeAfterAgent(context.WithoutCancel(ctx))
+		res, runErr = b.agents.RunAgent(ctx, spec, n, text)
+		// The agent may have changed the tasks (bd close, bd create):
+		// what the source kept from before is old.
+		if f, ok := b.src.(tasks.Forgetter); ok {
+			f.Forget()
+		}
+		b.countUsage(res.Outcome)
+		if res.Limit == nil {
+			break
+		}
+		// The same task runs again: no status of this run may still
+		// read the tree (or hold git's index lock) when the next starts.
+		tree()
+		wait, err := b.coolDown(spec, res.Limit, res.LimitSource, b.opts.now())
+		if err != nil {
+			return Event{}, err
+		}
+		waits = append(waits, wait)
+		b.event("iteration %d: %s hit a usage limit; the same task runs again", n, spec.Name)
+	}
+	// Read beside agent.Run's scan for processes that left the group;
+	// nothing below may run while that status still reads.
+	afterAgent := tree()
+	CrashPoint("agent-exited")
+	b.agentToken = ""
+	out, promptFile, logFile := res.Outcome, res.PromptFile, res.LogFile
+	for _, p := range out.Strays {
+		b.sayf(report.KindRun, "  ! stopped %s: the agent started it outside its process group and it was still running\n", p)
+		b.logError("iteration %d (%s): stopped %s, which the agent had started outside its process group", n, taskID, p)
+	}
+	if envErr := res.EnvFailure; envErr != nil {
+		// The agent could not run at all: every task would fail the same
+		// way, so none is charged (no attempt, retry, blocker or breaker
+		// trip). The iteration is recorded and the attempt dropped; the
+		// machine stays in IMPLEMENT, so the next build runs it again.
+		rec := b.newRecord(n, started, out, promptFile, logFile)
+		rec.StoryID, rec.StoryTitle, rec.TaskID, rec.Agent = story.ID, story.Title, taskID, spec.Name
+		rec.Status, rec.Reason = StatusAgentError, envErr.Error()
+		b.saveIteration(rec)
+		b.st.Attempt = nil
+		if err := b.saveState(); err != nil {
+			return Event{}, err
+		}
+		return Event{}, envErr
+	}
+	b.st.Attempt.AgentDone, b.st.Attempt.ExitCode, b.st.Attempt.Millis = true, out.ExitCode, out.Duration.Milliseconds()
+	b.st.Attempt.PGID = 0
+	b.st.Attempt.Prompt, b.st.Attempt.Log = b.ws.Rel(promptFile), b.ws.Rel(logFile)
+	rec := b.newRecord(n, started, out, promptFile, logFile)
+	rec.StoryID, rec.StoryTitle, rec.TaskID = story.ID, story.Title, taskID
+	rec.Agent, rec.LimitWaits = spec.Name, waits
+	rec.MemoryConnected, rec.Neo4jConnected = b.st.MemoryConnected, b.st.Neo4jConnected
+	b.rec = rec
+	if runErr != nil && !out.Interrupted {
+		rec.Status, rec.Reason = StatusAgentError, runErr.Error()
+		b.saveIteration(rec)
+		return Event{}, runErr
+	}
+	bg := context.WithoutCancel(ctx)
+	after, rg, gerr := b.gitDelta(bg, rec, before, afterAgent.read(bg, b.git))
+	if gerr == nil {
+		b.snap = after
+		b.deltaIter = n
+		if rg.Descends {
+			b.descent = [2]string{before.Head, after.Head}
+		}
+	}
+	if out.Interrupted {
+		rec.Status, rec.Reason = StatusInterrupted, "interrupted by the user"
+		b.failure = "interrupted before verification"
+		b.reopenClaim()
+		b.saveIteration(rec)
+		return Event{}, ErrInterrupted
+	}
+	if gerr == nil {
+		if err := b.checkHistory(bg, headBefore, after); err != nil {
+			rec.Status, rec.Reason = StatusFailed, err.Error()
+			b.saveIteration(rec)
+			b.logError("iteration %d (%s): %v", n, taskID, err)
+			if serr := b.saveState(); serr != nil {
+				return Event{}, serr
+			}
+			return Event{}, err
+		}
+	}
+	claim, err := b.putBackOwnFiles(own, story.ID)
+	if err != nil {
+		return Event{}, err
+	}
+	b.putBackStoreStatuses(statuses, taskID)
+	b.st.Attempt.Claim = claim
+	if len(after.Dirty) > 0 {
+		// What ralph put back is no change of the agent's.
+		after = b.withoutRestored(after, before, own)
+		b.snap = after
+	}
+	changed := after.Head != headBefore || worktreeDigest(b.ws.Root, after) != treeBefore
+	rec.Progress = changed
+	if len(after.Unmerged) > 0 {
+		// A merge conflict is not something another attempt fixes.
+		rec.Status = StatusFailed
+		return Event{Trigger: TrigUnresolvable}, b.fail("merge conflict in "+strings.Join(clipList(after.Unmerged, 5), ", "), "", "permanent")
+	}
+	if status, why := b.agentStatus(out); status != "" {
+		rec.Status = status
+		// What the agent printed last says whether a retry may help: a
+		// refused connection heals, a syntax error does not.
+		tail := tailOfFile(logFile, 4<<10) + "\n" + strings.Join(out.Result.Errors, "\n")
+		return Event{Trigger: TrigImplementFailed}, b.fail(why, tail, classify(why+"\n"+tail, out.TimedOut))
+	}
+	if pct := rec.ContextPercent; pct >= 0 {
+		hard := b.opts.ContextHard
+		if hard == 0 {
+			hard = 80
+		}
+		if pct >= hard {
+			b.logError("iteration %d (%s): the agent ended with %d%% of its context window in use (hard limit %d%%)", n, taskID, pct, hard)
+		}
+	}
+	if hasSignal(rec.Signals, "CONTEXT_EXHAUSTED") {
+		rec.Status, rec.Reason = StatusPartial, "context exhausted: partial work is committed and a fresh agent continues"
+		return Event{Trigger: TrigContextExhausted}, nil
+	}
+	if !changed {
+		rec.Status = StatusNoChanges
+		return Event{Trigger: TrigImplementFailed}, b.fail("the agent made no changes", clip(out.Result.FinalMessage, 2000), "permanent")
+	}
+	return Event{Trigger: TrigCodeWritten}, nil
+}
+
+// fail records why the current attempt failed; the machine decides
+// whether that means a retry or a blocker.
+func (b *builder) fail(reason, output, typ string) error {
+	b.failure, b.failureOutput, b.blockerType = reason, output, typ
+	if b.rec != nil {
+		b.rec.Reason = reason
+		if b.rec.Status == "" {
+			b.rec.Status = StatusFailed
+		}
+	}
+	b.logError("iteration %d (%s): %s", b.st.Machine.Iteration, b.st.Machine.TaskID, reason)
+	b.reopenClaim()
+	if b.rec != nil {
+		b.closeIteration()
+	}
+	return nil
+}
+
+// agentTicks reports whether the agent ticks the task file's checkboxes
+// itself, so that its ticks are its claim.
+func agentTicks(src tasks.Source) bool {
+	_, ok := src.(tasks.AgentTicked)
+	return ok
+}
+
+// reopenClaim unchecks a markdown story the agent checked but ralph did not
+// accept, criteria included: the PRD must never show a story done that was
+// not verified, and marks from a rejected attempt must not count as the next
+// attempt's claim.
+func (b *builder) reopenClaim() {
+	if !agentTicks(b.src) || b.sel.Story.ID == "" {
+		return
+	}
+	id := b.sel.Story.ID
+	data, err := inputlimit.ReadFile(b.src.Path())
+	if err != nil {
+		return
+	}
+	out, err := tasks.SetStoryDone(data, id, false)
+	if err == nil {
+		out, err = tasks.UncheckCriteria(out, id)
+	}
+	if err != nil || string(out) == string(data) {
+		return
+	}
+	if err := store.WriteFileAtomic(b.src.Path(), out, 0o644); err == nil {
+		b.event("story %s reopened: %s", id, b.failure)
+		b.sayf(report.KindBlocker, "  ↺ %s reopened: %s\n", id, b.failure)
+	}
+}
+
+// classify decides whether a failure may heal by itself (network,
+// database, external service: transient) or needs a person (permanent).
+func classify(text string, timedOut bool) string {
+	if timedOut {
+		return "transient"
+	}
+	l := strings.ToLower(text)
+	for _, p := range []string{"timed out", "timeout", "connection refused", "connection reset", "econnrefused", "etimedout",
+		"network", "could not resolve host", "temporarily unavailable", "service unavailable", "503", "502 bad gateway",
+		"database is locked", "could not connect", "external service"} {
+		if strings.Contains(l, p) {
+			return "transient"
+		}
+	}
+	return "permanent"
+}

@@ -1,0 +1,178 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/words"
+)
+
+// closeRunRecord completes the record of a finished run whose process died
+// between its last transition and writing run.json.
+func closeRunRecord(home *Home, st *LoopState) {
+	p := filepath.Join(home.RunsDir(), st.RunID, "run.json")
+	var rec RunRecord
+	if _, err := store.ReadJSON(p, 1, &rec); err != nil || rec.Outcome != "" {
+		return
+	}
+	rec.Outcome, rec.Reason, rec.EndedAt = st.Outcome, st.Reason, st.UpdatedAt
+	rec.Iterations = st.Machine.Iteration
+	store.WriteJSONRecord(p, rec)
+}
+
+// ensureRecord rebuilds the iteration record after a resume into TEST,
+// VALIDATE or COMMIT.
+func (b *builder) ensureRecord() {
+	if b.rec != nil && b.rec.Iteration == b.st.Machine.Iteration {
+		return
+	}
+	a := b.st.Attempt
+	rec := &IterationRecord{SchemaVersion: 1, RunID: b.id, Iteration: b.st.Machine.Iteration, Kind: "build",
+		TaskID: b.st.Machine.TaskID, Agent: b.opts.Agent.Name, StartedAt: b.opts.now().UTC()}
+	if a != nil {
+		rec.StartedAt, rec.HeadBefore, rec.ExitCode, rec.DurationMillis, rec.PromptFile, rec.LogFile = a.StartedAt, a.HeadBefore, a.ExitCode, a.Millis, a.Prompt, a.Log
+		// The rebuilt record keeps the progress the attempt made before
+		// the kill; otherwise every resume would count as an iteration
+		// without progress and kills alone could open the breaker.
+		if snap, err := b.git.Snapshot(context.Background()); err == nil {
+			rec.Progress = snap.Head != a.HeadBefore || (a.TreeBefore != "" && worktreeDigest(b.ws.Root, snap) != a.TreeBefore)
+		}
+	}
+	rec.StoryID, rec.StoryTitle = b.sel.Story.ID, b.sel.Story.Title
+	b.rec = rec
+}
+
+// closeIteration writes the iteration's record once its outcome is known.
+func (b *builder) closeIteration() {
+	if b.rec == nil {
+		return
+	}
+	if b.rec.Status == "" {
+		b.rec.Status = StatusFailed
+	}
+	b.rec.UncommittedFiles = b.snap.Dirty
+	if b.rec.UncommittedFiles == nil {
+		b.rec.UncommittedFiles = []string{}
+	}
+	// The completion signal is a claim; the task file is the truth.
+	if hasSignal(b.rec.Signals, "COMPLETE") {
+		if err := b.reloadBoard(); err == nil && b.board.Remaining() == 0 {
+			b.rec.SignalAccepted = true
+		} else {
+			msg := fmt.Sprintf("signal rejected: the agent said COMPLETE but %s not done", words.Count(b.board.Remaining(), "story is", "stories are"))
+			b.logError("iteration %d (%s): %s", b.rec.Iteration, b.rec.TaskID, msg)
+			b.event("iteration %d: %s", b.rec.Iteration, msg)
+			b.sayf(report.KindWarning, "  ! %s\n", msg)
+		}
+	}
+	if b.st.Breaker.observe(b.opts.Breaker, b.rec, b.opts.now()) {
+		msg := fmt.Sprintf("circuit breaker OPEN: %s; it lets one iteration try again after %s", b.st.Breaker.Reason, b.breakerCooldown())
+		b.logError("%s", msg)
+		b.event("%s", msg)
+		b.say(report.KindWait, "  ⚡ "+msg+"\n", map[string]any{"breaker": "open", "reason": b.st.Breaker.Reason,
+			"cooldown_ms": b.breakerCooldown().Milliseconds()})
+	}
+	b.saveIteration(b.rec)
+	if b.rec.Status != StatusDone && b.rec.Status != StatusPartial {
+		b.printIteration(b.rec, b.rec.Reason)
+	} else {
+		// The commit line told the person; programs still get the one
+		// closing event every iteration has, with no text of its own.
+		id := b.rec.TaskID
+		if id == "" {
+			id = b.rec.StoryID
+		}
+		b.say(report.KindIteration, "", iterationEnd(b.rec, id, b.rec.Reason))
+	}
+	b.rec = nil
+}
+
+func (b *builder) appendProgress(line string) {
+	// After a crash the same step may run twice; the line is written once.
+	if data, err := os.ReadFile(b.ws.ProgressPath()); err == nil && strings.Contains(string(data), "- "+line+"\n") {
+		return
+	}
+	entry := fmt.Sprintf("\n## %s (ralph)\n- %s\n---\n", b.opts.now().Format("2006-01-02 15:04:05"), line)
+	if err := store.AppendFile(b.ws.ProgressPath(), []byte(entry)); err != nil {
+		b.logError("could not append to progress.md: %v", err)
+		return
+	}
+	b.notesWritten = true
+}
+
+// tailOfFile returns the last n bytes of a file, "" when unreadable.
+func tailOfFile(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > n {
+		f.Seek(fi.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, n))
+	return string(b)
+}
+
+func (r *run) printIteration(rec *IterationRecord, why string) {
+	mark := map[string]string{StatusDone: "✓", StatusPlanned: "✓", StatusOpen: "·", StatusInterrupted: "■", StatusPartial: "◐"}[rec.Status]
+	if mark == "" {
+		mark = "✗"
+	}
+	id := rec.TaskID
+	if id == "" {
+		id = rec.StoryID
+	}
+	what := rec.Status
+	if id != "" { // planning iterations have no task
+		what = id + " " + what
+	}
+	line := fmt.Sprintf("%s iteration %d: %s · %s · %s", mark, rec.Iteration, what,
+		(time.Duration(rec.DurationMillis) * time.Millisecond).Round(10*time.Millisecond), words.Count(len(rec.Commits), "commit", "commits"))
+	if why != "" {
+		line += " · " + why
+	}
+	r.say(report.KindIteration, line+"\n", iterationEnd(rec, id, why))
+}
+
+// iterationEnd is the data of the event that closes an iteration, whatever
+// its status: one shape for programs (notifications, receipts) to read,
+// where the text differs with the outcome.
+func iterationEnd(rec *IterationRecord, task, why string) map[string]any {
+	data := map[string]any{"iteration_end": true, "iteration": rec.Iteration, "task": task, "status": rec.Status,
+		"duration_ms": rec.DurationMillis, "tokens": rec.Tokens, "cost_usd_estimate": rec.CostUSD, "commits": rec.Commits, "reason": why}
+	if rec.Verdict != "" {
+		// How ralph accepted the task: verified on its evidence, or on
+		// the agent's word; programs need not read it from the text.
+		data["verdict"], data["evidence"] = rec.Verdict, rec.Evidence
+	}
+	var failing, atStart []string
+	for _, c := range rec.Checks {
+		if !c.Passed {
+			failing = append(failing, c.Name)
+			if c.FailedAtStart {
+				atStart = append(atStart, c.Name)
+			}
+		}
+	}
+	if len(failing) > 0 {
+		data["failing_checks"], data["failed_at_start_too"] = failing, atStart
+	}
+	return data
+}
+
+func hasSignal(signals []string, name string) bool {
+	for _, s := range signals {
+		if s == name {
+			return true
+		}
+	}
+	return false
+}
