@@ -66,7 +66,7 @@ var nestingEnv = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"}
 func StripEnv(names ...string) { proc.Withhold(names...) }
 
 // builtins are the supported CLIs with their current headless flags (see
-// the README's agent table). Structured output is preferred so that signals
+// docs/agents.md's agent table). Structured output is preferred so that signals
 // come from the final assistant message, not from raw text.
 var builtins = []Spec{
 	{

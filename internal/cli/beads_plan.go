@@ -82,7 +82,7 @@ func saveBeadsRecord(ws *workspace.Workspace, r beadsRecord, now time.Time) erro
 // next `ralph build`, which pours it.
 func planBeadsProto(ctx context.Context, ws *workspace.Workspace, prdPath, name string, out io.Writer, now time.Time) error {
 	if info, err := os.Stat(filepath.Join(ws.Root, beads.DirName)); err != nil || !info.IsDir() {
-		return fmt.Errorf("no beads database in %s: run bd init first (see the README's beads section)", ws.Root)
+		return fmt.Errorf("no beads database in %s: run bd init first (see docs/beads.md)", ws.Root)
 	}
 	prd := tasks.Open(kindOrMarkdown(prdPath), prdPath)
 	board, err := prd.Load()

@@ -93,7 +93,7 @@ attempt ([build] on_failing_baseline).`,
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
 	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "task file: a PRD (.md), prd.json or progress.txt, or beads / beads:MOLECULE-ID for the beads database (default: config, then detected)")
 	cmd.Flags().BoolVar(&opts.NoCommit, "no-commit", false, "verify but never commit (ralph and the agent)")
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the run's events on stdout, one JSON object per line (see README, Events)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the run's events on stdout, one JSON object per line (docs/events.md)")
 	cmd.Flags().IntVar(&opts.Workers, "workers", 0, "tasks worked at once, each in its own worktree, landed one at a time by the merge queue (default [build] workers: 1)")
 	cmd.Flags().StringVar(&opts.Engine, "engine", "", "where the build runs: local (in this process) or temporal (workflows that ralph workers on many machines run; default [engine] kind)")
 	cmd.Flags().BoolVar(&opts.Detach, "detach", false, "with --engine temporal: return once the build started instead of following it")
@@ -128,7 +128,7 @@ N defaults to max_iterations under [plan] in .ralph/config.toml (1).`,
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
 	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "beads: write the PRD's stories as a proto (a bd formula) that ralph build pours; other task files use the planning agent")
 	cmd.Flags().StringVar(&opts.Proto, "proto", "", "name of the proto written for beads (default: ralph-<PRD file name>)")
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the run's events on stdout, one JSON object per line (see README, Events)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the run's events on stdout, one JSON object per line (docs/events.md)")
 	return cmd
 }
 

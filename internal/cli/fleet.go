@@ -41,7 +41,7 @@ func engineKind(flag string, cfg config.Config) (string, error) {
 func temporalEngine(cfg config.Config) (config.EngineSection, error) {
 	e := cfg.Engine
 	if e.ExchangeRemote == "" {
-		return e, usageErrorf("the Temporal engine needs [engine] exchange_remote in .ralph/config.toml: the git remote through which task branches travel between machines, such as a bare repository on a shared disk (README \"Scaling out\")")
+		return e, usageErrorf("the Temporal engine needs [engine] exchange_remote in .ralph/config.toml: the git remote through which task branches travel between machines, such as a bare repository on a shared disk (docs/temporal.md)")
 	}
 	return e, nil
 }
@@ -330,7 +330,7 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	eng := cfg.Engine
 	builds := eng.ExchangeRemote != ""
 	if !builds && opts.Integrate {
-		return usageErrorf("--integrate lands the tasks of builds, which travel between machines through [engine] exchange_remote: set it in .ralph/config.toml (README \"Scaling out\"), or leave out --integrate for a worker of sessions and threads")
+		return usageErrorf("--integrate lands the tasks of builds, which travel between machines through [engine] exchange_remote: set it in .ralph/config.toml (docs/temporal.md), or leave out --integrate for a worker of sessions and threads")
 	}
 	c, err := fleet.Dial(cmd.Context(), eng)
 	if err != nil {
@@ -353,7 +353,7 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	fmt.Fprintf(env.IO.Out, "ralph worker %s: polling %s on %s (namespace %s); Ctrl+C stops it (work in flight is retried)\n",
 		host, strings.Join(queues, ", "), eng.Address, eng.Namespace)
 	if !builds {
-		fmt.Fprintf(env.IO.Out, "ralph worker %s: no [engine] exchange_remote: it runs this checkout's sessions and threads, and no build's tasks (builds need it: README \"Scaling out\")\n", host)
+		fmt.Fprintf(env.IO.Out, "ralph worker %s: no [engine] exchange_remote: it runs this checkout's sessions and threads, and no build's tasks (builds need it: docs/temporal.md)\n", host)
 		h = nil
 	}
 	th, err := NewThreadHost(cmd.Context(), env, c, host)

@@ -30,7 +30,7 @@ const notifyHowTo = `no notification channels are configured. Add a [notify] sec
   desktop = true                       # notify-send
   events = ["run_finished", "waiting_for_person"]
 
-then run ralph notify test again. The README's Notifications section lists every key.`
+then run ralph notify test again. docs/watching.md (Notifications) lists every key.`
 
 // notifyTestReport is what ralph notify test --json prints.
 type notifyTestReport struct {

@@ -91,7 +91,7 @@ model = "..." in .ralph/config.toml; the retry policy is under [session].`,
 	cmd.Flags().BoolVar(&opts.Resume, "resume", false, "continue the active (or --session) session where it stopped")
 	cmd.Flags().StringVar(&opts.Session, "session", "", "the session to resume (default: the active one)")
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent for every role without [roles.NAME] agent in config")
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the session's events on stdout, one JSON object per line (see README, Events)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the session's events on stdout, one JSON object per line (docs/events.md)")
 	addRunEngineFlags(cmd, opts)
 	return cmd
 }

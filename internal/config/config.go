@@ -68,7 +68,7 @@ type Config struct {
 }
 
 // VerifySection sets how much proof ralph asks of an attempt before it
-// calls a story done (README: Verification).
+// calls a story done (docs/build.md, Verification).
 type VerifySection struct {
 	// RequireEvidence sends back a story whose checks all pass but that
 	// nothing ralph ran shows done (no failing test fixed, no new test,
@@ -320,7 +320,7 @@ func Load(path string) (Config, error) {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return cfg, &Error{Path: path, Msg: fmt.Sprintf("unknown key %s: check the spelling against the README's configuration reference", strings.Join(keys, ", "))}
+		return cfg, &Error{Path: path, Msg: fmt.Sprintf("unknown key %s: check the spelling against docs/configuration.md", strings.Join(keys, ", "))}
 	}
 	if cfg.SchemaVersion > SchemaVersion {
 		return cfg, &Error{Path: path, Msg: fmt.Sprintf("schema_version %d is newer than this ralph understands (%d): upgrade ralph", cfg.SchemaVersion, SchemaVersion)}

@@ -22,7 +22,7 @@ const (
 	NotifyWaitingForPerson = "waiting_for_person" // a question or a thread checkpoint waits for a person
 )
 
-// NotifyEvents are every notification event, in the order the README
+// NotifyEvents are every notification event, in the order docs/watching.md
 // lists them.
 var NotifyEvents = []string{NotifyRunFinished, NotifyTaskBlocked, NotifyTaskNeedsReview,
 	NotifyLimitWaitStarted, NotifyLimitWaitEnded, NotifyBreakerOpened, NotifyWaitingForPerson}
@@ -39,7 +39,7 @@ var NotifyChannelTypes = []string{"webhook", "slack", "ntfy", "command", "deskto
 // NotifySection is [notify]: who is told what while a run goes.
 type NotifySection struct {
 	// Webhooks get a POST of the notification as JSON (the payload schema
-	// in the README), signed when a secret is set.
+	// in docs/watching.md), signed when a secret is set.
 	Webhooks []string `toml:"webhooks"`
 	// Slack are Slack-compatible incoming webhooks: a POST of {"text": ...}.
 	Slack []string `toml:"slack"`

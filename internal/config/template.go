@@ -10,7 +10,7 @@ import (
 // the checks detected in the project filled in.
 func Template(checks []CheckConfig) []byte {
 	var b strings.Builder
-	b.WriteString(`# ralph configuration. The README's "Configuration" section lists every key.
+	b.WriteString(`# ralph configuration. docs/configuration.md lists every key.
 schema_version = 1
 
 [agent]
@@ -127,7 +127,7 @@ database = ""
 redact = []
 
 [notify]
-# Tell people when a run needs them (README: Notifications). No channel is
+# Tell people when a run needs them (docs/watching.md, Notifications). No channel is
 # set by default; uncomment the ones you use:
 # webhooks = ["https://example.com/ralph"]          # POST of the JSON payload
 # slack = ["https://hooks.slack.com/services/..."]  # Slack-compatible incoming webhooks

@@ -42,7 +42,7 @@ func Dial(ctx context.Context, e config.EngineSection) (client.Client, error) {
 	defer cancel()
 	c, err := client.DialContext(dctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach the Temporal server at %s (namespace %s): %v; start one (`temporal server start-dev`, README \"Scaling out\") or fix [engine] address", e.Address, e.Namespace, err)
+		return nil, fmt.Errorf("cannot reach the Temporal server at %s (namespace %s): %v; start one (`temporal server start-dev`, docs/temporal.md) or fix [engine] address", e.Address, e.Namespace, err)
 	}
 	return c, nil
 }

@@ -9,7 +9,7 @@ import (
 const SchemaVersion = 1
 
 // Payload is the JSON document a generic webhook receives as its body and
-// a command receives on its standard input. The README documents it; its
+// a command receives on its standard input. docs/watching.md documents it; its
 // fields only ever grow.
 type Payload struct {
 	SchemaVersion int       `json:"schema_version"`
