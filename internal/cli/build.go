@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/config"
@@ -89,7 +90,7 @@ attempt ([build] on_failing_baseline).`,
 		},
 	}
 	cmd.Flags().Int("max-iterations", 0, "the same as N (the name 'ralph thread start' uses)")
-	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run: codex, claude, droid, opencode, gemini, amp, cursor-agent, copilot or one from config")
+	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run: "+strings.Join(agent.Names(nil), ", ")+" or one from config")
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
 	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "task file: a PRD (.md), prd.json or progress.txt, or beads / beads:MOLECULE-ID for the beads database (default: config, then detected)")
 	cmd.Flags().BoolVar(&opts.NoCommit, "no-commit", false, "verify but never commit (ralph and the agent)")

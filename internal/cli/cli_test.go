@@ -422,3 +422,27 @@ func TestPRDRequestFromArguments(t *testing.T) {
 		t.Errorf("prd options = %+v", got)
 	}
 }
+
+// The agents' names come from the agent registry only (issue 27): the
+// config ralph init writes, build's --agent help and the demo's closing
+// words each name every built-in agent, so a new agent is listed
+// everywhere by being added to the registry.
+func TestAgentNamesComeFromTheRegistry(t *testing.T) {
+	dir := newTestRepo(t)
+	if r := run(t, dir, nil, false, "init"); r.code != 0 {
+		t.Fatalf("ralph init: %v", r)
+	}
+	cfg, err := os.ReadFile(filepath.Join(dir, ".ralph", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	help := run(t, dir, nil, false, "build", "--help")
+	for _, name := range agent.Names(nil) {
+		if !strings.Contains(string(cfg), name) {
+			t.Errorf("the config ralph init writes does not name the agent %q:\n%s", name, cfg)
+		}
+		if !strings.Contains(help.out, name) {
+			t.Errorf("build --help does not name the agent %q:\n%s", name, help.out)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/agent"
@@ -233,7 +234,7 @@ Demo repository: %s
 		return err
 	}
 	checks := []config.CheckConfig{{Name: "tests", Kind: "test", Run: "sh run-tests.sh", Timeout: config.Duration{Duration: 60e9}, Format: "tap"}}
-	if _, err := ws.Init(env.Now(), checks); err != nil {
+	if _, err := ws.Init(env.Now(), checks, agent.Names(nil)); err != nil {
 		return err
 	}
 	scenario := ws.Path(".tmp", "demo-agent.json")
@@ -310,8 +311,8 @@ When you are done looking, remove the demo repository:
 
 With a real agent, in your own repository:
   ralph init && ralph prd "what you want built" && ralph plan && ralph build --agent claude
-  (or --agent codex, opencode, gemini, droid, amp, cursor-agent, copilot)
-`, dir, rep.RunID, dir)
+  (or --agent %s)
+`, dir, rep.RunID, dir, strings.Join(slices.DeleteFunc(agent.Names(nil), func(n string) bool { return n == "claude" }), ", "))
 	if rep.Outcome != loop.OutcomeComplete {
 		return fmt.Errorf("the demo did not complete (%s): see %s", rep.Outcome, dir)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/store"
@@ -53,7 +54,7 @@ func runInit(cmd *cobra.Command, opts *InitOptions) error {
 		}
 		checks[i] = config.CheckConfig{Name: c.Name, Kind: c.Kind, Run: c.Run, Timeout: config.Duration{Duration: t}, Format: c.Format, Report: c.Report}
 	}
-	created, err := ws.Init(env.Now(), checks)
+	created, err := ws.Init(env.Now(), checks, agent.Names(nil))
 	if err != nil {
 		return err
 	}

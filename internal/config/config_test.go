@@ -19,7 +19,7 @@ func write(t *testing.T, content string) string {
 
 func TestTemplateLoadsBackWithChecks(t *testing.T) {
 	checks := []CheckConfig{{Name: "go test", Kind: "test", Run: "go test ./...", Timeout: Duration{10 * time.Minute}}}
-	cfg, err := Load(write(t, string(Template(checks))))
+	cfg, err := Load(write(t, string(Template(checks, []string{"codex", "claude"}))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func TestNotifyErrors(t *testing.T) {
 // The template ralph init writes documents [notify] and loads back with no
 // channel set.
 func TestTemplateHasNotify(t *testing.T) {
-	tpl := string(Template(nil))
+	tpl := string(Template(nil, nil))
 	for _, want := range []string{"[notify]", "secret_env", "waiting_for_person", "[[notify.channel]]"} {
 		if !strings.Contains(tpl, want) {
 			t.Errorf("template lacks %q", want)

@@ -7,16 +7,21 @@ import (
 )
 
 // Template returns the commented config.toml that `ralph init` writes, with
-// the checks detected in the project filled in.
-func Template(checks []CheckConfig) []byte {
+// the checks detected in the project filled in, and agents, the built-in
+// agents' names (the agent registry's, which config does not import).
+func Template(checks []CheckConfig, agents []string) []byte {
 	var b strings.Builder
 	b.WriteString(`# ralph configuration. docs/configuration.md lists every key.
 schema_version = 1
 
 [agent]
-# codex, claude, droid, opencode, gemini, amp, cursor-agent, copilot,
-# or the name of an [agents.NAME] table below.
-# Precedence: --agent flag, then the AGENT_CMD environment variable, then this.
+`)
+	choice := "The name of an [agents.NAME] table below."
+	if len(agents) > 0 {
+		choice = strings.Join(agents, ", ") + ", or the name of an [agents.NAME] table below."
+	}
+	b.WriteString(wrapComment(choice, 76))
+	b.WriteString(`# Precedence: --agent flag, then the AGENT_CMD environment variable, then this.
 default = "codex"
 # Wall-clock limit for one agent run; its whole process group is killed after it.
 timeout = "30m"
@@ -174,4 +179,24 @@ timeout = "10s"
 		}
 	}
 	return []byte(b.String())
+}
+
+// wrapComment is text as TOML comment lines of at most width characters,
+// broken between words.
+func wrapComment(text string, width int) string {
+	var b, line strings.Builder
+	for _, w := range strings.Fields(text) {
+		if line.Len() > 0 && line.Len()+1+len(w) > width-2 {
+			b.WriteString("# " + line.String() + "\n")
+			line.Reset()
+		}
+		if line.Len() > 0 {
+			line.WriteByte(' ')
+		}
+		line.WriteString(w)
+	}
+	if line.Len() > 0 {
+		b.WriteString("# " + line.String() + "\n")
+	}
+	return b.String()
 }

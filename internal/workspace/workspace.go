@@ -338,14 +338,15 @@ func (w *Workspace) Ignore(line string) error {
 	return store.AppendFile(p, []byte(line+"\n"))
 }
 
-// Init creates config.toml (with the given checks) and the state files.
-// Nothing that exists is overwritten.
-func (w *Workspace) Init(now time.Time, checks []config.CheckConfig) ([]string, error) {
+// Init creates config.toml (with the given checks, and the built-in
+// agents' names in its comment) and the state files. Nothing that exists
+// is overwritten.
+func (w *Workspace) Init(now time.Time, checks []config.CheckConfig, agents []string) ([]string, error) {
 	if err := os.MkdirAll(w.Dir(), 0o755); err != nil {
 		return nil, err
 	}
 	var created []string
-	wrote, err := store.WriteIfMissing(w.ConfigPath(), config.Template(checks), 0o644)
+	wrote, err := store.WriteIfMissing(w.ConfigPath(), config.Template(checks, agents), 0o644)
 	if err != nil {
 		return nil, err
 	}

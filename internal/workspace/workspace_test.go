@@ -94,7 +94,7 @@ var initNow = time.Date(2024, time.March, 5, 23, 59, 58, 0, time.UTC)
 
 func initWorkspace(t *testing.T, ws *workspace.Workspace) []string {
 	t.Helper()
-	created, err := ws.Init(initNow, nil)
+	created, err := ws.Init(initNow, nil, nil)
 	if err != nil {
 		t.Fatalf("Init: %v", err)
 	}
@@ -237,7 +237,7 @@ func TestInitAgainChangesNothing(t *testing.T) {
 	}
 
 	later := initNow.Add(72 * time.Hour)
-	created, err := ws.Init(later, nil)
+	created, err := ws.Init(later, nil, nil)
 	if err != nil {
 		t.Fatalf("second Init: %v", err)
 	}
@@ -257,7 +257,7 @@ func TestInitAgainChangesNothing(t *testing.T) {
 	if err := os.Remove(ws.GuardrailsPath()); err != nil {
 		t.Fatal(err)
 	}
-	created, err = ws.Init(later, nil)
+	created, err = ws.Init(later, nil, nil)
 	if err != nil {
 		t.Fatalf("third Init: %v", err)
 	}
