@@ -85,9 +85,6 @@ func agentInstalled(s agent.Spec) error {
 	return agent.CheckInstalled(s, argv)
 }
 
-// feedbackLimit bounds the failure output carried into the next prompt.
-const feedbackLimit = 8 << 10
-
 // builder is one build run: the loop machine's runner.
 type builder struct {
 	*run
@@ -1297,7 +1294,16 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 // fail records why the current attempt failed; the machine decides
 // whether that means a retry or a blocker.
 func (b *builder) fail(reason, output, typ string) error {
-	b.failure, b.failureOutput, b.blockerType = reason, output, typ
+	if strings.TrimSpace(output) != "" {
+		output = check.Excerpt(output)
+	}
+	return b.failWith(reason, output, typ)
+}
+
+// failWith is fail with what the next prompt gets already in the one
+// feedback format (check.Feedback for a failed check).
+func (b *builder) failWith(reason, feedback, typ string) error {
+	b.failure, b.failureOutput, b.blockerType = reason, feedback, typ
 	if b.rec != nil {
 		b.rec.Reason = reason
 		if b.rec.Status == "" {
@@ -1347,8 +1353,8 @@ func (b *builder) reopenClaim() {
 
 func (b *builder) feedbackText(taskID string) string {
 	msg := fmt.Sprintf("Your previous attempt at %s was sent back: %s.", taskID, b.failure)
-	if strings.TrimSpace(b.failureOutput) != "" {
-		msg += "\n\n```\n" + clipTail(b.failureOutput, feedbackLimit) + "\n```"
+	if b.failureOutput != "" {
+		msg += "\n\n" + strings.TrimSuffix(b.failureOutput, "\n")
 	}
 	return msg + "\nFix the cause; the earlier attempt's changes are still in the working tree."
 }
@@ -2147,7 +2153,7 @@ func (b *builder) vars(n int, taskID string) map[string]string {
 		"ITERATION":         strconv.Itoa(n),
 		"MAX_ITERATIONS":    strconv.Itoa(b.st.MaxIterations),
 		"NO_COMMIT":         strconv.FormatBool(b.st.NoCommit),
-		"QUALITY_GATES":     qualityGates(o.Checks),
+		"QUALITY_GATES":     check.Gates(o.Checks),
 		"VERIFY_FEEDBACK":   feedback,
 		"STATUS_RULES":      status,
 		"CONTEXT_HINTS":     "None.",
@@ -2156,17 +2162,6 @@ func (b *builder) vars(n int, taskID string) map[string]string {
 		"CONTEXT_SOFT":      strconv.Itoa(soft),
 		"CONTEXT_HARD":      strconv.Itoa(hard),
 	}
-}
-
-func qualityGates(checks []check.Check) string {
-	if len(checks) == 0 {
-		return "none configured; run the project's own tests and linters"
-	}
-	parts := make([]string, len(checks))
-	for i, c := range checks {
-		parts[i] = "`" + c.Run + "`"
-	}
-	return strings.Join(parts, ", ")
 }
 
 func describeFailure(res check.Result) string {
@@ -2238,7 +2233,7 @@ func hasSignal(signals []string, name string) bool {
 
 // The string helpers every package shares live in internal/text; these
 // names keep the loop's many call sites short.
-var clip, clipTail, clipList = text.Clip, text.ClipTail, text.ClipList
+var clip, clipList = text.Clip, text.ClipList
 
 // short is a commit as git shows it, "(none)" before the first.
 func short(hash string) string { return text.OrNone(text.ShortHash(hash), "(none)") }
