@@ -709,6 +709,29 @@ func TestRunnerNextPromptCarriesTheCheckFeedback(t *testing.T) {
 	}
 }
 
+// A criterion's verify command that fails with a long output reaches the
+// retry's prompt in the one feedback format, after the verdict.
+func TestRunnerNextPromptCarriesTheVerifyCommandFeedback(t *testing.T) {
+	prd := "# PRD\n\n### [ ] US-001: First story\n- [ ] a.txt exists (verify: `test -f a.txt`)\n"
+	r := newRig(t, prd, step{write: "a.txt", tick: "US-001"}, step{write: "a.txt", tick: "US-001"})
+	r.git.allowed["FilesAt"] = true
+	r.checks.codes["AC-1"] = []int{1}
+	var out strings.Builder
+	for i := 1; i <= 3000; i++ {
+		fmt.Fprintf(&out, "stat a.txt, try %d\n", i)
+	}
+	out.WriteString("a.txt: no such file\n")
+	r.checks.output = out.String()
+	if rep, err := r.build(); err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("Build = %+v, %v; want complete", rep, err)
+	}
+	want := check.Feedback(check.Result{Check: check.Check{Name: "AC-1", Run: "test -f a.txt", Timeout: 10 * time.Minute, Format: check.FormatNone},
+		ExitCode: 1, Output: out.String(), Duration: time.Millisecond})
+	if len(r.agent.prompts) != 2 || !strings.Contains(r.agent.prompts[1], "was sent back: acceptance criteria not met") || !strings.Contains(r.agent.prompts[1], want) {
+		t.Errorf("the retry's prompt lacks the verify command's feedback:\n%s", r.agent.prompts[len(r.agent.prompts)-1])
+	}
+}
+
 func TestRunnerACsNotMetTwiceBlocksAndNeedsHuman(t *testing.T) {
 	// The agent changes the code but never checks the story: its criteria
 	// are not met, twice.
