@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ralphloop/ralph/internal/testreport"
+	"github.com/ralphloop/ralph/internal/text"
 )
 
 // What an agent is told about the checks lives here, in the package that
@@ -30,6 +31,7 @@ const (
 	testsOutputLimit = FeedbackLimit / 2
 	testOutputLimit  = 2 << 10
 	maxFailingNames  = 20
+	maxNameBytes     = 200
 )
 
 // Feedback is what an agent is told of a failed check, the one format
@@ -70,7 +72,7 @@ func Feedback(r Result) string {
 			if n := len(rep.Broken) - len(groups); n > 0 {
 				more = fmt.Sprintf(", and %d more", n)
 			}
-			fmt.Fprintf(&b, "Failed without per-test results: %s%s\n", clean(strings.Join(groups, ", ")), more)
+			fmt.Fprintf(&b, "Failed without per-test results: %s%s\n", text.Clip(text.OneLine(clean(strings.Join(groups, ", "))), maxFailingNames*maxNameBytes), more)
 		}
 		for _, t := range failing {
 			room := min(testOutputLimit, testsOutputLimit-used)
@@ -216,9 +218,11 @@ func testName(t testreport.Test) string {
 		name = clean(t.ID)
 	}
 	if g := clean(t.Group); g != "" && !strings.Contains(name, g) {
-		return name + " (" + g + ")"
+		name += " (" + g + ")"
 	}
-	return name
+	// A runner's identities may be up to a KiB long: the list of names
+	// stays a list.
+	return text.Clip(text.OneLine(name), maxNameBytes)
 }
 
 // countOf writes n with thousands separators and the word that fits it:

@@ -89,6 +89,20 @@ func TestFeedbackNamesTimeoutsAndMissingPrograms(t *testing.T) {
 	}
 }
 
+// Many failing tests with long names keep the list of names short: the
+// first 20, each at most 200 bytes, and how many more.
+func TestFeedbackBoundsTheNames(t *testing.T) {
+	rep := &testreport.Report{}
+	for i := range 50 {
+		rep.Tests = append(rep.Tests, testreport.Test{Name: fmt.Sprintf("Test%02d_%s", i, strings.Repeat("x", 1000)), Status: testreport.Fail})
+	}
+	fb := Feedback(Result{Check: Check{Run: "t"}, ExitCode: 1, Tests: rep})
+	line := strings.Split(fb, "\n")[1]
+	if !strings.HasPrefix(line, "Failing tests (50): Test00_x") || !strings.HasSuffix(line, ", and 30 more") || len(line) > 20*(maxNameBytes+5)+50 {
+		t.Errorf("names line (%d bytes): %.300s…", len(line), line)
+	}
+}
+
 // Output holding a code fence cannot close the block it is shown in.
 func TestFeedbackFenceOutlastsTheOutput(t *testing.T) {
 	fb := Feedback(Result{Check: Check{Run: "t"}, ExitCode: 1, Output: "```\nnot the end\n````\n"})
