@@ -351,6 +351,52 @@ func TestConflictNeedsReviewAtTheLimit(t *testing.T) {
 	}
 }
 
+// A check that fails after integration with a long output sends the task
+// back with a one-line reason (what the terminal and the registry show)
+// and hands the next attempt the failed check in the one feedback format.
+func TestIntegrationFailureFeedbackReachesTheNextAttempt(t *testing.T) {
+	r := newRig(t, stories(2, nil))
+	r.opts.Workers = 2
+	r.opts.RetryLimit = 2
+	r.opts.Checks = []check.Check{{Name: "not-both", Run: `test ! -f us-001.txt || test ! -f us-002.txt || { i=0; while [ $i -lt 3000 ]; do echo "looking at file $i"; i=$((i+1)); done; echo "us-001.txt and us-002.txt are both here"; exit 1; }`}}
+	if _, err := r.run(); err != nil {
+		t.Fatal(err)
+	}
+	reg, _, _ := LoadRegistry(r.ws.Dir())
+	var sentBack string
+	for id, fb := range r.feedback {
+		if fb != "" {
+			sentBack = id
+		}
+	}
+	if sentBack == "" {
+		t.Fatalf("no attempt was told of a landing sent back: %v", r.feedback)
+	}
+	fb := r.feedback[sentBack]
+	tr := reg.Tasks[sentBack]
+	if strings.Contains(tr.Reason, "\n") || !strings.HasPrefix(tr.Reason, `check "not-both" failed after integration on main`) {
+		t.Errorf("reason %q; want one line naming the check", tr.Reason)
+	}
+	for _, want := range []string{
+		"An earlier attempt at " + sentBack + " was verified on its own branch but could not land on main: " + tr.Reason + ".\n\n",
+		"Check \"not-both\" (`test ! -f", "exited with code 1.\n",
+		"lines above left out\n",
+		"us-001.txt and us-002.txt are both here\n```\nYour branch starts from the current tip of main",
+	} {
+		if !strings.Contains(fb, want) {
+			t.Errorf("the next attempt's feedback lacks %q:\n%s", want, fb)
+		}
+	}
+	if strings.Contains(fb, "looking at file 0\n") {
+		t.Errorf("the feedback keeps the start of a long output")
+	}
+	for _, ev := range r.events {
+		if strings.Contains(ev.Text, "sent back to a worker") && strings.Count(strings.TrimRight(ev.Text, "\n"), "\n") > 0 {
+			t.Errorf("the sent-back line is more than one line: %q", ev.Text)
+		}
+	}
+}
+
 // A story whose check passes alone but fails once integrated never lands:
 // main never moves to a commit whose checks did not pass.
 func TestCheckThatFailsOnlyAfterIntegrationNeverLands(t *testing.T) {

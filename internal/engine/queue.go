@@ -78,7 +78,7 @@ func (e *engine) land(ctx context.Context, t *TaskRecord) error {
 		}
 		head, err := e.repo.RevParse(bg, t.Branch)
 		if err != nil {
-			return e.sendBack(bg, t, "its branch "+t.Branch+" is gone (deleted by hand?)", nil)
+			return e.sendBack(bg, t, "its branch "+t.Branch+" is gone (deleted by hand?)", "", nil)
 		}
 		patch, err := e.repo.SquashDiff(bg, t.Base, head, e.bookkeeping()...)
 		if err != nil {
@@ -87,7 +87,7 @@ func (e *engine) land(ctx context.Context, t *TaskRecord) error {
 		if err := integ.ApplyThreeWay(bg, patch); err != nil {
 			var c *gitx.ApplyConflict
 			if errors.As(err, &c) {
-				return e.sendBack(bg, t, fmt.Sprintf("its changes conflict with work landed on %s meanwhile, in %s", e.reg.Target, strings.Join(c.Files, ", ")), c.Files)
+				return e.sendBack(bg, t, fmt.Sprintf("its changes conflict with work landed on %s meanwhile, in %s", e.reg.Target, strings.Join(c.Files, ", ")), "", c.Files)
 			}
 			return err
 		}
@@ -118,13 +118,12 @@ func (e *engine) land(ctx context.Context, t *TaskRecord) error {
 			t.State, t.Token = Queued, ""
 			return integ.DetachAt(bg, tip)
 		}
-		if f := landing.Failed; f != nil {
-			reason := fmt.Sprintf("check %q failed after integration on %s (%s): %s", f.Check.Name, e.reg.Target, landing.Why(), text.Clip(strings.TrimSpace(f.Output), 600))
+		if landing.Failed != nil {
 			if err := integ.DetachAt(bg, tip); err != nil {
 				return err
 			}
 			t.Token = ""
-			return e.sendBack(bg, t, reason, nil)
+			return e.sendBack(bg, t, landing.Reason(e.reg.Target), landing.Feedback(), nil)
 		}
 		// The integrated tree is the next tip: its checks have run.
 		if err := verify.SaveTip(e.tipPath(), hash, landing.Runs); err != nil {
@@ -151,7 +150,7 @@ func (e *engine) land(ctx context.Context, t *TaskRecord) error {
 // landed records t's commit on the target and removes the task's
 // worktree and branch.
 func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string) error {
-	t.State, t.Commit, t.Reason, t.Conflicts = Landed, hash, "", nil
+	t.State, t.Commit, t.Reason, t.Feedback, t.Conflicts = Landed, hash, "", "", nil
 	e.reg.Checkout = hash
 	if err := e.save(); err != nil {
 		return err
@@ -189,8 +188,8 @@ func (e *engine) removeTaskWork(ctx context.Context, t *TaskRecord) {
 
 // sendBack returns t to a worker with the reason in its next prompt, or
 // after the retry limit sets it aside for review with its branch kept.
-func (e *engine) sendBack(ctx context.Context, t *TaskRecord, reason string, conflicts []string) error {
-	t.Reason, t.Conflicts, t.Token = reason, conflicts, ""
+func (e *engine) sendBack(ctx context.Context, t *TaskRecord, reason, feedback string, conflicts []string) error {
+	t.Reason, t.Feedback, t.Conflicts, t.Token = reason, feedback, conflicts, ""
 	if t.Attempt >= e.o.RetryLimit {
 		t.State = NeedsReview
 		if t.Worktree != "" {

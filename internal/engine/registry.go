@@ -68,6 +68,10 @@ type TaskRecord struct {
 	// Conflicts names the files of a conflict.
 	Reason    string   `json:"reason,omitempty"`
 	Conflicts []string `json:"conflicts,omitempty"`
+	// Feedback is what the next attempt is told of the check that sent
+	// its landing back, in check.Feedback's format; "" when Reason says
+	// all (a conflict, a deleted branch).
+	Feedback string `json:"feedback,omitempty"`
 	// Token is the Ralph-Commit token of the landing commit, saved
 	// before it is made; Commit is the landed commit.
 	Token  string    `json:"token,omitempty"`

@@ -155,7 +155,7 @@ func (e *engine) applyControl(board *tasks.Board, active map[string]bool, c cont
 			return id, "", fmt.Sprintf("%s is not blocked", id)
 		}
 		// Back to the workers, on a fresh branch from the current tip.
-		t.State, t.Reason = SentBack, ""
+		t.State, t.Reason, t.Feedback = SentBack, "", ""
 		return id, "", ""
 	}
 	return id, "", fmt.Sprintf("a parallel build does not take %s", c.Kind)

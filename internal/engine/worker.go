@@ -13,6 +13,7 @@ import (
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/verify"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/ralphloop/ralph/internal/worktree"
 )
@@ -79,8 +80,7 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	opts.IterationsFrom = "the parallel run's limit, which its workers share"
 	opts.Ledger = e.ledger
 	if t.Reason != "" && !resume {
-		opts.Feedback = "An earlier attempt at " + t.ID + " was verified on its own branch but could not land on " + e.reg.Target +
-			": " + t.Reason + "\nYour branch starts from the current tip of " + e.reg.Target + ", which has the other tasks' work: redo the task on top of it."
+		opts.Feedback = verify.SentBack(t.ID, e.reg.Target, t.Reason, t.Feedback)
 	}
 	t.State, t.Since = Working, e.o.Now().UTC()
 	if err := e.save(); err != nil {

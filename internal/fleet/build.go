@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/verify"
 )
 
 // Control command kinds a build takes.
@@ -506,11 +507,11 @@ func (r *run) apply(d stepDone) {
 		r.landing = false
 		switch d.event {
 		case Integrated:
-			t.Commit, t.Reason = d.land.Commit, ""
+			t.Commit, t.Reason, t.Feedback = d.land.Commit, "", ""
 			r.st.Failing = d.land.Failing
 			r.cleanup(t)
 		case Conflicted, Exhausted:
-			t.Reason = d.land.Reason
+			t.Reason, t.Feedback = d.land.Reason, d.land.Feedback
 		case Stopped:
 			// The landing failed for good (its retries ran out): it stays
 			// queued for a person to look at, with the error.
@@ -526,6 +527,8 @@ func (r *run) apply(d stepDone) {
 	r.inFlight--
 	r.st.Iterations += d.work.Iterations
 	t.Iters += d.work.Iterations
+	// The attempt that was told of the landing sent back is over.
+	t.Feedback = ""
 	switch d.event {
 	case Verified:
 		t.Head, t.Reason = d.work.Head, ""
@@ -595,8 +598,7 @@ func (r *run) note(s string) {
 func (r *run) feedback(t *Task) string {
 	var parts []string
 	if t != nil && t.State == Preparing && t.Reason != "" && t.Attempt > 1 {
-		parts = append(parts, "An earlier attempt at "+t.ID+" was verified on its own branch but could not land on "+r.st.Target+": "+t.Reason+
-			"\nYour branch starts from the current tip of "+r.st.Target+", which has the other tasks' work: redo the task on top of it.")
+		parts = append(parts, verify.SentBack(t.ID, r.st.Target, t.Reason, t.Feedback))
 	}
 	for _, h := range r.st.Hints {
 		parts = append(parts, "A person watching the run says: "+h)

@@ -11,6 +11,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ralphloop/ralph/internal/verify"
 )
 
 // A build of four stories, C depending on A, with two workers: every
@@ -487,6 +489,36 @@ func TestBuildNeverCompleteWhileACheckFails(t *testing.T) {
 	}
 	if len(f.finished) != 1 || f.finished[0].Complete {
 		t.Errorf("Finish calls %+v, want one of a run that is not complete", f.finished)
+	}
+}
+
+// A landing sent back by a failed check hands the task's next attempt the
+// check's feedback, in the same words as the local engine (one
+// verify.SentBack), and the task keeps it only until that attempt ends.
+func TestBuildSentBackAttemptGetsTheCheckFeedback(t *testing.T) {
+	env, f := wfNewEnv(t, wfStories("A")...)
+	reason := `check "go test" failed after integration on main (TestAdd passed on the tip and fails now)`
+	feedback := "Check \"go test\" (`go test ./...`) exited with code 1.\nFailing tests (1): TestAdd\n\nIts output:\n```\n… 2,000 lines above left out\nFAIL\n```\n"
+	f.onLand = func(in LandInput, n int) (*LandResult, error) {
+		if n == 1 {
+			return &LandResult{Reason: reason, Feedback: feedback}, nil
+		}
+		return &LandResult{Landed: true, Commit: "commit-" + in.Task}, nil
+	}
+	env.ExecuteWorkflow(BuildWorkflow, wfInput(1))
+	st := wfResult(t, env)
+	if st.Outcome != "complete" {
+		t.Fatalf("outcome %q (%s), want complete", st.Outcome, st.Reason)
+	}
+	works := f.ofKind("work", "A")
+	if len(works) != 2 {
+		t.Fatalf("%d Work calls of A, want 2", len(works))
+	}
+	if want := verify.SentBack("A", "main", reason, feedback); works[1].work.Feedback != want {
+		t.Errorf("the second attempt's feedback:\n%s\nwant:\n%s", works[1].work.Feedback, want)
+	}
+	if a := wfTask(st, "A"); a.Feedback != "" || a.Reason != "" {
+		t.Errorf("A landed keeping reason %q, feedback %q", a.Reason, a.Feedback)
 	}
 }
 

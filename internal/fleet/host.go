@@ -527,11 +527,11 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 		_ = integ.DetachAt(context.WithoutCancel(ctx), tip)
 		return LandResult{}, ctx.Err()
 	}
-	if f := landing.Failed; f != nil {
-		reason := fmt.Sprintf("check %q failed after integration on %s (%s): %s", f.Check.Name, in.Target, landing.Why(), text.Clip(strings.TrimSpace(f.Output), 600))
+	if landing.Failed != nil {
+		reason := landing.Reason(in.Target)
 		_ = integ.DetachAt(ctx, tip)
 		h.say(em, in.Task, report.KindBlocker, map[string]any{"state": "sent_back", "reason": reason}, "queue: ↻ sent back: %s", reason)
-		return LandResult{Reason: reason}, nil
+		return LandResult{Reason: reason, Feedback: landing.Feedback()}, nil
 	}
 	if err := verify.SaveTip(tipPath, hash, landing.Runs); err != nil {
 		return LandResult{}, err

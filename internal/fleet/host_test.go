@@ -856,6 +856,28 @@ func TestHostLandFailingCheckMovesNothing(t *testing.T) {
 	}
 }
 
+// A check that fails on the integrated result with a long output sends
+// the task back with a one-line reason, for the terminal and the run's
+// state, and the failed check in the one feedback format, for the next
+// attempt's prompt.
+func TestHostLandSendsBackTheCheckFeedback(t *testing.T) {
+	r := newHostRig(t)
+	r.a.Checks = []check.Check{{Name: "no-us-001", Kind: check.KindTest,
+		Run: `test ! -f us-001.txt || { i=0; while [ $i -lt 3000 ]; do echo "scanning $i"; i=$((i+1)); done; echo "us-001.txt must not exist"; exit 1; }`}}
+	res := r.land(r.a, r.verified(r.b, "US-001"))
+	if res.Landed || strings.Contains(res.Reason, "\n") || res.Reason != `check "no-us-001" failed after integration on main (check "no-us-001" passed on the tip and fails now)` {
+		t.Fatalf("Land = %+v; want sent back with a one-line reason naming the check", res)
+	}
+	for _, want := range []string{"Check \"no-us-001\" (`test ! -f us-001.txt", "exited with code 1.\n", "lines above left out\n", "us-001.txt must not exist\n```\n"} {
+		if !strings.Contains(res.Feedback, want) {
+			t.Errorf("LandResult.Feedback lacks %q:\n%s", want, res.Feedback)
+		}
+	}
+	if strings.Contains(res.Feedback, "scanning 0\n") || len(res.Feedback) > check.FeedbackLimit+1024 {
+		t.Errorf("LandResult.Feedback keeps more than the end of the output (%d bytes)", len(res.Feedback))
+	}
+}
+
 // A person's own commit on a's main is never overwritten: main stays, a
 // warning says where the run's work is, and the exchange tip moves.
 func TestHostLandKeepsAPersonsCommit(t *testing.T) {

@@ -117,11 +117,14 @@ type Task struct {
 	Head    string `json:"head,omitempty"`
 	Commit  string `json:"commit,omitempty"`
 	Reason  string `json:"reason,omitempty"`
-	Skipped bool   `json:"skipped,omitempty"`
-	HeldBy  string `json:"held_block,omitempty"`
-	Iters   int    `json:"iterations"`
-	Branch  string `json:"branch"`
-	Hosts   int    `json:"host_moves,omitempty"`
+	// Feedback is the failed check of the landing that sent the task
+	// back, for its next attempt's prompt (LandResult.Feedback).
+	Feedback string `json:"feedback,omitempty"`
+	Skipped  bool   `json:"skipped,omitempty"`
+	HeldBy   string `json:"held_block,omitempty"`
+	Iters    int    `json:"iterations"`
+	Branch   string `json:"branch"`
+	Hosts    int    `json:"host_moves,omitempty"`
 	// Resume: the run stopped with the task's loop in flight on Host; the
 	// next run works it there with the same attempt, and its loop
 	// resumes from its saved state instead of starting over.
@@ -220,6 +223,10 @@ type LandResult struct {
 	Failing   []string `json:"failing,omitempty"`
 	Reason    string   `json:"reason,omitempty"`
 	Conflicts []string `json:"conflicts,omitempty"`
+	// Feedback is what the next attempt is told of the check that sent
+	// the landing back, in check.Feedback's format; Reason is its one
+	// line for the terminal.
+	Feedback string `json:"feedback,omitempty"`
 }
 
 // Command is a control command sent to a run as a Signal or an Update.

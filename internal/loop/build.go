@@ -75,9 +75,6 @@ func agentInstalled(s agent.Spec) error {
 	return agent.CheckInstalled(s, argv)
 }
 
-// feedbackLimit bounds the failure output carried into the next prompt.
-const feedbackLimit = 8 << 10
-
 // builder is one build run: the loop machine's runner.
 type builder struct {
 	*run
@@ -390,21 +387,10 @@ const OutcomeNeedsHuman Outcome = "needs_human"
 
 func (b *builder) feedbackText(taskID string) string {
 	msg := fmt.Sprintf("Your previous attempt at %s was sent back: %s.", taskID, b.failure)
-	if strings.TrimSpace(b.failureOutput) != "" {
-		msg += "\n\n```\n" + clipTail(b.failureOutput, feedbackLimit) + "\n```"
+	if b.failureOutput != "" {
+		msg += "\n\n" + strings.TrimSuffix(b.failureOutput, "\n")
 	}
 	return msg + "\nFix the cause; the earlier attempt's changes are still in the working tree."
-}
-
-func qualityGates(checks []check.Check) string {
-	if len(checks) == 0 {
-		return "none configured; run the project's own tests and linters"
-	}
-	parts := make([]string, len(checks))
-	for i, c := range checks {
-		parts[i] = "`" + c.Run + "`"
-	}
-	return strings.Join(parts, ", ")
 }
 
 func describeFailure(res check.Result) string {
@@ -420,7 +406,7 @@ func describeFailure(res check.Result) string {
 
 // The string helpers every package shares live in internal/text; these
 // names keep the loop's many call sites short.
-var clip, clipTail, clipList = text.Clip, text.ClipTail, text.ClipList
+var clip, clipList = text.Clip, text.ClipList
 
 // short is a commit as git shows it, "(none)" before the first.
 func short(hash string) string { return text.OrNone(text.ShortHash(hash), "(none)") }

@@ -291,7 +291,7 @@ func (b *builder) test(ctx context.Context) (Event, error) {
 		b.logError("iteration %d (%s): output of check %q, last lines: %s", b.st.Machine.Iteration, b.st.Machine.TaskID, broke.Check.Name, out)
 	}
 	if broke.Missing {
-		return Event{Trigger: TrigRunnerMissing}, b.fail("test runner missing: "+describeFailure(*broke), broke.Output, "permanent")
+		return Event{Trigger: TrigRunnerMissing}, b.failWith("test runner missing: "+describeFailure(*broke), check.Feedback(*broke), "permanent")
 	}
 	j := verify.Judge(b.judgeInput(ar, nil, nil))
 	if j.Outcome == verify.Review {
@@ -301,7 +301,7 @@ func (b *builder) test(ctx context.Context) (Event, error) {
 	if regs := brokeDiff.Regressions(); brokeDiff.PerTest && len(regs) > 0 {
 		why = "tests failed: " + strings.Join(clipList(regs, 5), "; ")
 	}
-	return Event{Trigger: TrigTestsFailed}, b.fail(why, failingOutput(*broke), classify(broke.Output, broke.TimedOut))
+	return Event{Trigger: TrigTestsFailed}, b.failWith(why, check.Feedback(*broke), classify(broke.Output, broke.TimedOut))
 }
 
 // judgedFailure sends the attempt back, or to review, on j.
@@ -316,28 +316,6 @@ func (b *builder) judgedFailure(j verify.Judgement, status string, trig Trigger)
 		return Event{Trigger: TrigNeedsReview}, b.fail("needs review: "+why, strings.Join(j.Problems, "\n"), "review")
 	}
 	return Event{Trigger: trig}, b.fail(why, strings.Join(j.Problems, "\n"), "permanent")
-}
-
-// failingOutput is what the next prompt gets of a failed check: the
-// output of the failing tests where the runner reported them one by one,
-// else the end of the check's output.
-func failingOutput(res check.Result) string {
-	if res.Tests == nil {
-		return res.Output
-	}
-	var sb strings.Builder
-	for _, t := range res.Tests.Tests {
-		if t.Status == testreport.Fail && sb.Len() < feedbackLimit {
-			fmt.Fprintf(&sb, "--- %s failed\n%s\n", t.Name, strings.TrimRight(t.Output, "\n"))
-		}
-	}
-	for _, g := range res.Tests.Broken {
-		fmt.Fprintf(&sb, "--- %s\n", g)
-	}
-	if sb.Len() == 0 {
-		return res.Output
-	}
-	return sb.String() + "\n" + check.Tail(res.Output, 2<<10)
 }
 
 // recordCheck adds a check's outcome to the iteration's record.

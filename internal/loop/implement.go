@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/report"
@@ -258,7 +259,16 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 // fail records why the current attempt failed; the machine decides
 // whether that means a retry or a blocker.
 func (b *builder) fail(reason, output, typ string) error {
-	b.failure, b.failureOutput, b.blockerType = reason, output, typ
+	if strings.TrimSpace(output) != "" {
+		output = check.Excerpt(output)
+	}
+	return b.failWith(reason, output, typ)
+}
+
+// failWith is fail with what the next prompt gets already in the one
+// feedback format (check.Feedback for a failed check).
+func (b *builder) failWith(reason, feedback, typ string) error {
+	b.failure, b.failureOutput, b.blockerType = reason, feedback, typ
 	if b.rec != nil {
 		b.rec.Reason = reason
 		if b.rec.Status == "" {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/words"
@@ -63,7 +64,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 			"GUARDRAILS_PATH": ws.Rel(ws.GuardrailsPath()),
 			"ERRORS_LOG_PATH": ws.Rel(ws.ErrorsLogPath()),
 			"PROGRESS_PATH":   ws.Rel(ws.ProgressPath()),
-			"QUALITY_GATES":   qualityGates(opts.Checks),
+			"QUALITY_GATES":   check.Gates(opts.Checks),
 		}
 		text, err := tpl.Render(vars)
 		if err != nil {

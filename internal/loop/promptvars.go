@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -93,7 +94,7 @@ func (b *builder) vars(n int, taskID string) map[string]string {
 		"ITERATION":         strconv.Itoa(n),
 		"MAX_ITERATIONS":    strconv.Itoa(b.st.MaxIterations),
 		"NO_COMMIT":         strconv.FormatBool(b.st.NoCommit),
-		"QUALITY_GATES":     qualityGates(o.Checks),
+		"QUALITY_GATES":     check.Gates(o.Checks),
 		"VERIFY_FEEDBACK":   feedback,
 		"STATUS_RULES":      status,
 		"CONTEXT_HINTS":     "None.",

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -371,6 +372,8 @@ type fakeChecks struct {
 	mu    sync.Mutex
 	codes map[string][]int
 	runs  map[string]int
+	// output is what a failing run prints, "FAIL: TestThing" when empty.
+	output string
 }
 
 func (c *fakeChecks) RunCheck(ctx context.Context, dir string, chk check.Check) check.Result {
@@ -384,7 +387,7 @@ func (c *fakeChecks) RunCheck(ctx context.Context, dir string, chk check.Check) 
 	if q := c.codes[chk.Name]; len(q) > 0 {
 		res.ExitCode, c.codes[chk.Name] = q[0], q[1:]
 		if res.ExitCode != 0 {
-			res.Output = "FAIL: TestThing\n"
+			res.Output = cmp.Or(c.output, "FAIL: TestThing\n")
 		}
 	}
 	return res
@@ -672,6 +675,60 @@ func TestRunnerTestsFailThenPass(t *testing.T) {
 	}
 	if c := r.events.of(report.KindCommit); len(c) != 1 || c[0].Data["status"] != StatusDone || c[0].Data["commit"] == "" || c[0].Data["iteration"] != 2 {
 		t.Errorf("commit events = %+v; want one, done at iteration 2, with its hash", c)
+	}
+}
+
+// A long failing output reaches the retry's prompt in the one feedback
+// format: the check named with its command and exit code, and the end of
+// its output in whole lines, saying how many lines above were left out.
+func TestRunnerNextPromptCarriesTheCheckFeedback(t *testing.T) {
+	r := newRig(t, oneStory, step{write: "a.txt", tick: "US-001"}, step{write: "a.txt", tick: "US-001"})
+	r.opts.Checks = []check.Check{{Name: "test", Run: "go test ./..."}}
+	r.checks.codes["test"] = []int{0, 1}
+	var out strings.Builder
+	for i := 1; i <= 3000; i++ {
+		fmt.Fprintf(&out, "=== RUN TestCase%d\n", i)
+	}
+	out.WriteString("--- FAIL: TestCase3000\nFAIL\texample.com/m\t0.5s\n")
+	r.checks.output = out.String()
+	if rep, err := r.build(); err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("Build = %+v, %v; want complete", rep, err)
+	}
+	want := check.Feedback(check.Result{Check: r.opts.Checks[0], ExitCode: 1, Output: out.String(), Duration: time.Millisecond})
+	if len(r.agent.prompts) != 2 {
+		t.Fatalf("%d prompts; want 2", len(r.agent.prompts))
+	}
+	p := r.agent.prompts[1]
+	if !strings.Contains(p, want) {
+		t.Errorf("the retry's prompt does not carry check.Feedback of the failed check:\n%s", p)
+	}
+	for _, s := range []string{"Check \"test\" (`go test ./...`) exited with code 1.", "lines above left out", "FAIL\texample.com/m\t0.5s\n```"} {
+		if !strings.Contains(p, s) {
+			t.Errorf("the retry's prompt lacks %q", s)
+		}
+	}
+}
+
+// A criterion's verify command that fails with a long output reaches the
+// retry's prompt in the one feedback format, after the verdict.
+func TestRunnerNextPromptCarriesTheVerifyCommandFeedback(t *testing.T) {
+	prd := "# PRD\n\n### [ ] US-001: First story\n- [ ] a.txt exists (verify: `test -f a.txt`)\n"
+	r := newRig(t, prd, step{write: "a.txt", tick: "US-001"}, step{write: "a.txt", tick: "US-001"})
+	r.git.allowed["FilesAt"] = true
+	r.checks.codes["AC-1"] = []int{1}
+	var out strings.Builder
+	for i := 1; i <= 3000; i++ {
+		fmt.Fprintf(&out, "stat a.txt, try %d\n", i)
+	}
+	out.WriteString("a.txt: no such file\n")
+	r.checks.output = out.String()
+	if rep, err := r.build(); err != nil || rep.Outcome != OutcomeComplete {
+		t.Fatalf("Build = %+v, %v; want complete", rep, err)
+	}
+	want := check.Feedback(check.Result{Check: check.Check{Name: "AC-1", Run: "test -f a.txt", Timeout: 10 * time.Minute, Format: check.FormatNone},
+		ExitCode: 1, Output: out.String(), Duration: time.Millisecond})
+	if len(r.agent.prompts) != 2 || !strings.Contains(r.agent.prompts[1], "was sent back: acceptance criteria not met") || !strings.Contains(r.agent.prompts[1], want) {
+		t.Errorf("the retry's prompt lacks the verify command's feedback:\n%s", r.agent.prompts[len(r.agent.prompts)-1])
 	}
 }
 

@@ -49,12 +49,16 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 	}
 	var cmds []role.CommandResult
 	var runs []verify.CommandRun
+	var failedCmds []string // what the next prompt gets of each failed verify command
 	for _, c := range criteria {
 		if c.Verify == "" {
 			continue
 		}
 		res := b.runCheck(context.WithoutCancel(ctx), check.Check{Name: c.ID, Run: c.Verify, Timeout: 10 * time.Minute, Format: check.FormatNone})
 		cmds = append(cmds, role.CommandResult{ID: c.ID, Passed: res.Passed(), Output: res.Output, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Missing: res.Missing})
+		if !res.Passed() {
+			failedCmds = append(failedCmds, check.Feedback(res))
+		}
 		run := verify.CommandRun{Criterion: c.ID, Command: c.Verify, Passed: res.Passed()}
 		if bl := b.st.Baseline; bl != nil {
 			if passed, ok := bl.Verify[c.Verify]; ok {
@@ -131,7 +135,13 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 			// evidence, or changed what judges it.
 			why = "not verified: " + j.Problems[0]
 		}
-		return Event{Trigger: TrigACsFailed}, b.fail(why, feedback, "permanent")
+		// The verdict quotes a line of each command's output; the next
+		// attempt gets the failed ones in the one feedback format too.
+		out := check.Excerpt(feedback)
+		for _, fb := range failedCmds {
+			out += "\n" + fb
+		}
+		return Event{Trigger: TrigACsFailed}, b.failWith(why, out, "permanent")
 	}
 	b.st.Attempt.Judgement = &j
 	b.sayJudgement(j)

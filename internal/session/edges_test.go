@@ -10,6 +10,7 @@ package session_test
 // no test: a new edge needs a test.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -117,6 +118,8 @@ type fakeChecks struct {
 	mu    sync.Mutex
 	codes []int
 	runs  int
+	// output is what a failing run prints, "greet.txt is empty" when "".
+	output string
 }
 
 func (c *fakeChecks) RunAll(_ context.Context, _ string, cs []check.Check) ([]check.Result, bool) {
@@ -128,7 +131,7 @@ func (c *fakeChecks) RunAll(_ context.Context, _ string, cs []check.Check) ([]ch
 		res.ExitCode, c.codes = c.codes[0], c.codes[1:]
 	}
 	if res.ExitCode != 0 {
-		res.Output = "greet.txt is empty\n"
+		res.Output = cmp.Or(c.output, "greet.txt is empty\n")
 	}
 	return []check.Result{res}, res.ExitCode == 0
 }
@@ -373,6 +376,48 @@ func TestRunnerReworkAfterFailedChecksAndInvalidVerdict(t *testing.T) {
 	}
 	if msg := git(t, g.e.ws.Root, "log", "-1", "--format=%B"); !strings.Contains(msg, "Ralph-Attempt: 3\n") {
 		t.Errorf("ralph's commit is not of attempt 3:\n%s", msg)
+	}
+}
+
+// A long failing output of ralph's check reaches the executor's next
+// prompt in the one feedback format (the check, its command and exit
+// code, the end of its output in whole lines), while the transition's
+// reason stays on one line.
+func TestRunnerExecutorGetsTheCheckFeedback(t *testing.T) {
+	g := newRig(t)
+	g.checks.codes = []int{1}
+	var out strings.Builder
+	for i := 1; i <= 2000; i++ {
+		fmt.Fprintf(&out, "checking line %d of greet.txt\n", i)
+	}
+	out.WriteString("greet.txt is empty\n")
+	g.checks.output = out.String()
+	g.on(role.Planner, "Mode: INITIALIZE", 1, says(plannerOneTask))
+	g.on(role.Executor, exec1, 1, writes(t, g.e.ws.Root, "greet.txt", "", executorDone))
+	g.on(role.Executor, exec2, 1, writes(t, g.e.ws.Root, "greet.txt", "hello\n", executorDone))
+	g.on(role.Reviewer, review2, 1, says(reviewerOK))
+	g.on(role.GoalCheck, "", 1, says(goalPassed))
+	p, err, _, _ := g.run()
+	wantDone(t, g.e, p, err)
+	want := check.Feedback(check.Result{Check: check.Check{Name: "files", Run: "sh check.sh"}, ExitCode: 1, Output: out.String(), Duration: time.Millisecond})
+	execs := g.inv.prompts(role.Executor)
+	if len(execs) != 2 || !strings.Contains(execs[1], want) {
+		t.Fatalf("the second attempt's prompt does not carry check.Feedback:\n%s", execs[len(execs)-1])
+	}
+	if !strings.Contains(want, "lines above left out") || !strings.Contains(want, "greet.txt is empty\n```") {
+		t.Errorf("feedback does not keep the end of a long output:\n%s", want)
+	}
+	seen := 0
+	for _, ev := range g.events {
+		if d, _ := ev.Data["detail"].(string); strings.Contains(d, "ralph's check") {
+			seen++
+			if strings.Contains(d, "\n") || !strings.HasSuffix(d, ": greet.txt is empty") {
+				t.Errorf("the transition's reason is not one line ending in the output's last line: %q", d)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Errorf("no transition says ralph's check failed")
 	}
 }
 

@@ -1183,7 +1183,7 @@ func (r *Runner) execute(ctx context.Context) error {
 	res, ok, why, err := r.ask(ctx, prompt.Executor, role.Executor, map[string]string{
 		"TASK_ID": task.ID, "TASK_TITLE": task.Title, "TASK_CRITERIA": criteriaText(task),
 		"ATTEMPT": strconv.Itoa(s.CurrentAttemptNumber), "MAX_ATTEMPTS": strconv.Itoa(r.Policy.MaxTaskAttempts),
-		"FEEDBACK": r.feedback(task.ID), "QUALITY_GATES": gates(r.Checks),
+		"FEEDBACK": r.feedback(task.ID), "QUALITY_GATES": check.Gates(r.Checks),
 	})
 	if err != nil {
 		return err
@@ -1221,15 +1221,13 @@ func criteriaText(t tasks.SessionTask) string {
 	return bullets(t.Criteria)
 }
 
-func gates(cs []check.Check) string {
-	if len(cs) == 0 {
-		return "(none configured)"
+// lastLine is the last line a failed check printed, for a reason that
+// stays on one line (the next attempt gets check.Feedback).
+func lastLine(res check.Result) string {
+	if l := check.LastLines(res.Output, 1); len(l) > 0 {
+		return ": " + text.Clip(strings.TrimSpace(l[0]), 200)
 	}
-	var parts []string
-	for _, c := range cs {
-		parts = append(parts, "`"+c.Run+"`")
-	}
-	return strings.Join(parts, ", ")
+	return ""
 }
 
 func blockersText(bs []string) string {
@@ -1290,17 +1288,17 @@ func (r *Runner) review(ctx context.Context) error {
 	checks := checksText(results)
 	if !passed {
 		last := results[len(results)-1]
-		reason := fmt.Sprintf("ralph's check %q failed (exit %d): %s", last.Check.Name, last.ExitCode, text.Clip(strings.TrimSpace(last.Output), 400))
-		r.report(task.ID, s.CurrentAttemptNumber, "Review (Failed by ralph's checks)", reason)
+		reason := fmt.Sprintf("ralph's check %q failed (exit %d)%s", last.Check.Name, last.ExitCode, lastLine(last))
+		r.report(task.ID, s.CurrentAttemptNumber, "Review (Failed by ralph's checks)", reason+"\n\n"+check.Feedback(last))
 		return r.fire(ctx, Event{Type: ReviewerCompleted, Verdict: role.VerdictFailed, Reason: reason}, "Failed: "+reason)
 	}
 	// The checks pass: with the executor's own tests, if it changed them.
 	// They must pass with the start's too, or the reviewer would judge a
 	// diff whose tests were bent to pass.
-	if reason, err := r.startTestsHold(ctx); err != nil {
+	if reason, feedback, err := r.startTestsHold(ctx); err != nil {
 		return err
 	} else if reason != "" {
-		r.report(task.ID, s.CurrentAttemptNumber, "Review (Failed by ralph's checks with the start's tests)", reason)
+		r.report(task.ID, s.CurrentAttemptNumber, "Review (Failed by ralph's checks with the start's tests)", reason+"\n\n"+feedback)
 		return r.fire(ctx, Event{Type: ReviewerCompleted, Verdict: role.VerdictFailed, Reason: reason}, "Failed: "+reason)
 	}
 	diff, err := r.git().Diff(bg, r.prog.TaskBase, false, 60_000)

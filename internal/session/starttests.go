@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/verify"
@@ -27,22 +28,23 @@ func (r *Runner) startFiles() verify.Overlay {
 }
 
 // startTestsHold runs the checks with the start's versions of the
-// protected files the task changed, when it changed any, and says why the
-// task fails so ("" when it does not).
-func (r *Runner) startTestsHold(ctx context.Context) (string, error) {
+// protected files the task changed, when it changed any, and says in one
+// line why the task fails so ("" when it does not), with the failed
+// check's feedback for the next attempt.
+func (r *Runner) startTestsHold(ctx context.Context) (reason, feedback string, err error) {
 	base := r.prog.TaskBase
 	repo := r.WS.Repo
 	if base == "" || repo == nil || len(r.Checks) == 0 {
-		return "", nil
+		return "", "", nil
 	}
 	bg := context.WithoutCancel(ctx)
 	changed, err := repo.ChangedFiles(bg, base, "HEAD")
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	snap, err := repo.Snapshot(bg)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	changed = append(changed, snap.Dirty...)
 	var commands []string
@@ -61,11 +63,11 @@ func (r *Runner) startTestsHold(ctx context.Context) (string, error) {
 	slices.Sort(side)
 	side = slices.Compact(side)
 	if len(side) == 0 {
-		return "", nil
+		return "", "", nil
 	}
 	at, err := repo.FilesAt(bg, base, side)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	have := map[string]verify.File{}
 	for _, f := range at {
@@ -84,24 +86,24 @@ func (r *Runner) startTestsHold(ctx context.Context) (string, error) {
 		}
 	}
 	if len(protected) == 0 {
-		return "", nil
+		return "", "", nil
 	}
 	r.say(report.KindCheck, map[string]any{"protected": protected}, "ralph: the task changed %s; running the checks again with the start's versions against the new code", strings.Join(text.ClipList(protected, 5), ", "))
 	ov := r.startFiles()
 	if err := ov.Apply(files); err != nil {
-		return "", err
+		return "", "", err
 	}
 	results, passed := r.checker().RunAll(ctx, r.WS.Root, r.Checks)
 	if err := ov.Restore(); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if ctx.Err() != nil {
-		return "", ctx.Err()
+		return "", "", ctx.Err()
 	}
 	if passed {
-		return "", nil
+		return "", "", nil
 	}
 	last := results[len(results)-1]
-	return fmt.Sprintf("with the start's version of %s put back, ralph's check %q fails (exit %d): changing the tests or the checks instead of the code does not count: %s",
-		strings.Join(text.ClipList(protected, 5), ", "), last.Check.Name, last.ExitCode, text.Clip(strings.TrimSpace(last.Output), 300)), nil
+	return fmt.Sprintf("with the start's version of %s put back, ralph's check %q fails (exit %d): changing the tests or the checks instead of the code does not count%s",
+		strings.Join(text.ClipList(protected, 5), ", "), last.Check.Name, last.ExitCode, lastLine(last)), check.Feedback(last), nil
 }

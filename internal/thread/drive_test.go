@@ -227,6 +227,39 @@ func TestRunnerVerification(t *testing.T) {
 	}
 }
 
+// TestRunnerVerificationFeedback: a criterion's verify command that fails
+// with a long output reaches the loop's next prompt (the hints in
+// context.md) in the one feedback format, not as 300 bytes cut mid-line.
+func TestRunnerVerificationFeedback(t *testing.T) {
+	g := newRig(t, PhaseRunning, ModeQuick, nil)
+	g.r.opts.MaxIterations = 5
+	g.checks.pass["check-hello"] = false
+	var out strings.Builder
+	for i := 1; i <= 2000; i++ {
+		fmt.Fprintf(&out, "comparing byte %d of hello.txt\n", i)
+	}
+	out.WriteString("hello.txt says hi, not hello\n")
+	g.checks.output = map[string]string{"check-hello": out.String()}
+	g.loop.steps = []loopStep{
+		{outcome: loop.OutcomeComplete, iterations: 1, done: true},
+		{outcome: loop.OutcomeInterrupted, iterations: 1, err: loop.ErrInterrupted},
+	}
+	if err := g.r.drive(); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("drive: %v\n%s", err, g.out)
+	}
+	hints, err := os.ReadFile(g.r.work.Path("context.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := check.Feedback(check.Result{Check: check.Check{Name: "check-hello", Run: "check-hello"}, ExitCode: 1, Output: out.String()})
+	if !strings.Contains(string(hints), "verification failed: US-001: hello.txt says hello\n") || !strings.Contains(string(hints), want) {
+		t.Errorf("the hints for the next prompt lack the failed verify command's feedback:\n%s", hints)
+	}
+	if !strings.Contains(want, "lines above left out") || !strings.Contains(want, "hello.txt says hi, not hello\n```") {
+		t.Errorf("feedback does not keep the end of a long output:\n%s", want)
+	}
+}
+
 // TestRunnerSpecAgents: the assessment's verdict, polish and the approval
 // that prepares the commit, each as the one command a person types.
 func TestRunnerSpecAgents(t *testing.T) {

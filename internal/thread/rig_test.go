@@ -228,6 +228,9 @@ type fakeChecks struct {
 	pass map[string]bool
 	ran  []string
 	dirs []string // where each ran
+	// output is what a failing check prints, by its command;
+	// "FAIL <command>" when unscripted.
+	output map[string]string
 }
 
 func (f *fakeChecks) RunCheck(ctx context.Context, dir string, c check.Check) check.Result {
@@ -240,7 +243,11 @@ func (f *fakeChecks) RunCheck(ctx context.Context, dir string, c check.Check) ch
 	if ok {
 		return check.Result{Check: c}
 	}
-	return check.Result{Check: c, ExitCode: 1, Output: "FAIL " + c.Run}
+	out, scripted := f.output[c.Run]
+	if !scripted {
+		out = "FAIL " + c.Run
+	}
+	return check.Result{Check: c, ExitCode: 1, Output: out}
 }
 
 // rig is a runner over a fresh repository with scripted ports.

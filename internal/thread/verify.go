@@ -68,6 +68,14 @@ func (r *Runner) verify() (Event, error) {
 		r.note("verifying thread %s: criteria, verifiers and the promise", r.t.ID)
 	}
 	ev := &Evidence{SchemaVersion: 1, RunID: conf.RunID, At: r.now().UTC()}
+	// What the loop's next prompt gets of each failed command, in the one
+	// feedback format, by the name of its evidence item.
+	feedback := map[string]string{}
+	ran := func(name string, res check.Result) {
+		if !res.Passed() {
+			feedback[name] = check.Feedback(res)
+		}
+	}
 	var failedStories, passedUnticked []string
 	b, err := os.ReadFile(r.prdPath())
 	if err != nil {
@@ -86,6 +94,7 @@ func (r *Runner) verify() (Event, error) {
 				res := r.checks.RunCheck(r.ctx, r.work.Root, check.Check{Name: c.Verify, Run: c.Verify, Timeout: r.cfg.Agent.Timeout.Duration})
 				item.Passed = res.Passed()
 				item.Detail = "verify: " + c.Verify + tailDetail(res)
+				ran(item.Name, res)
 			}
 			allPass = allPass && item.Passed
 			items = append(items, item)
@@ -114,10 +123,12 @@ func (r *Runner) verify() (Event, error) {
 			detail = " · " + testSummary(res) + detail
 		}
 		ev.Items = append(ev.Items, EvidenceItem{Name: "check " + c.Name, Passed: res.Passed(), Detail: strings.TrimSpace(detail)})
+		ran("check "+c.Name, res)
 	}
 	for _, v := range conf.Verifiers {
 		res := r.checks.RunCheck(r.ctx, r.work.Root, check.Check{Name: v, Run: v})
 		ev.Items = append(ev.Items, EvidenceItem{Name: "verifier: " + v, Passed: res.Passed(), Detail: tailDetail(res)})
+		ran("verifier: "+v, res)
 	}
 	spec, _ := ReadSpec(r.dir, r.t.ID, r.t.SpecVersion)
 	promise := specPromise(spec)
@@ -166,11 +177,19 @@ func (r *Runner) verify() (Event, error) {
 	}
 	// Send the loop back to work: reopen the stories that failed, or add
 	// one for failures no story owns.
-	var failures []string
+	// A failed command is named in the list and its output follows in
+	// the feedback format: the hint is read whole into the next prompt.
+	var failures, outputs []string
 	for _, it := range ev.Items {
-		if !it.Passed {
-			failures = append(failures, it.Name+" "+it.Detail)
+		if it.Passed {
+			continue
 		}
+		if fb, ok := feedback[it.Name]; ok {
+			failures = append(failures, it.Name)
+			outputs = append(outputs, fb)
+			continue
+		}
+		failures = append(failures, strings.TrimSpace(it.Name+" "+it.Detail))
 	}
 	if !allStories {
 		data := b
@@ -194,7 +213,11 @@ func (r *Runner) verify() (Event, error) {
 			return Event{}, err
 		}
 	}
-	store.AppendFile(r.work.Path("context.md"), []byte(fmt.Sprintf("- (thread %s) verification failed: %s\n", r.t.ID, strings.Join(failures, "; "))))
+	hint := fmt.Sprintf("- (thread %s) verification failed: %s\n", r.t.ID, strings.Join(failures, "; "))
+	for _, fb := range outputs {
+		hint += "\n" + fb
+	}
+	store.AppendFile(r.work.Path("context.md"), []byte(hint))
 	return Event{Verb: VerbCriteriaFailed, Source: SourceSystem}, nil
 }
 

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,6 +153,37 @@ func JudgeLanding(ctx context.Context, run Runner, dir string, tip *Tip, checks 
 		}
 	}
 	return l
+}
+
+// Reason says in one line why a landing whose check failed is sent back:
+// the check and what the integration broke. Both engines' merge queues
+// print it and record it; the next attempt gets Feedback too.
+func (l Landing) Reason(target string) string {
+	if l.Failed == nil {
+		return ""
+	}
+	return fmt.Sprintf("check %q failed after integration on %s (%s)", l.Failed.Check.Name, target, l.Why())
+}
+
+// Feedback is what the next attempt's prompt is told of the failed
+// check, in the one feedback format (check.Feedback).
+func (l Landing) Feedback() string {
+	if l.Failed == nil {
+		return ""
+	}
+	return check.Feedback(*l.Failed)
+}
+
+// SentBack is what a task's next attempt is told when its landing was
+// sent back, by either engine: why in one line, the failed check's
+// feedback when a check failed, and that the branch starts again from
+// the target's tip.
+func SentBack(task, target, reason, feedback string) string {
+	msg := "An earlier attempt at " + task + " was verified on its own branch but could not land on " + target + ": " + reason
+	if feedback != "" {
+		msg += ".\n\n" + strings.TrimSuffix(feedback, "\n")
+	}
+	return msg + "\nYour branch starts from the current tip of " + target + ", which has the other tasks' work: redo the task on top of it."
 }
 
 // Why says what the integration broke, in words: "TestA passed at the
