@@ -8,8 +8,12 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/engine"
+	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/text"
+	"github.com/ralphloop/ralph/internal/thread"
 )
 
 // Notification is one thing a person is told: the payload of every
@@ -42,15 +46,19 @@ const (
 	OutcomeBudget      = "budget"
 	OutcomeError       = "error"
 	OutcomeInterrupted = "interrupted"
+	// OutcomeChecksFailing: every task is done but a check still fails
+	// on the result (exit 5): never told as done.
+	OutcomeChecksFailing = "checks_failing"
 )
 
-// Machine names as the runners stamp them (loop, session, thread, engine
-// sit above this package, so their constants cannot be imported).
+// Machine names as the runners stamp them: notifications are a sink
+// above the machines, and take their names, triggers and outcomes from
+// them (a copy kept here by hand missed the checks_failing outcome).
 const (
-	machineLoop    = "loop"
-	machineSession = "session"
-	machineThread  = "thread"
-	machineEngine  = "engine"
+	machineLoop    = loop.MachineName
+	machineSession = session.MachineName
+	machineThread  = thread.MachineName
+	machineEngine  = engine.MachineName
 )
 
 // deriver turns journal events into notifications, reading the facts in
@@ -75,51 +83,46 @@ func newDeriver() *deriver {
 
 // loopEnds maps the triggers that end a loop run to outcomes.
 var loopEnds = map[string]string{
-	"all_complete":       OutcomeDone,
-	"none_selectable":    OutcomeBlocked,
-	"iteration_limit":    OutcomeLimit,
-	"budget_exhausted":   OutcomeBudget, // also the iteration limit at STORY_SELECT: the "■" event's data tells
-	"all_agents_limited": OutcomeLimit,
-	"interrupted":        OutcomeInterrupted,
-	"agent_cannot_run":   OutcomeError,
-	"history_changed":    OutcomeError,
-	"error":              OutcomeError,
-	"progress_missing":   OutcomeError,
+	string(loop.TrigAllComplete):     OutcomeDone,
+	string(loop.TrigNoneSelectable):  OutcomeBlocked,
+	string(loop.TrigIterationLimit):  OutcomeLimit,
+	string(loop.TrigBudgetExhausted): OutcomeBudget, // also the iteration limit at STORY_SELECT: the "■" event's data tells
+	string(loop.TrigAllLimited):      OutcomeLimit,
+	string(loop.TrigInterrupted):     OutcomeInterrupted,
+	string(loop.TrigAgentCannotRun):  OutcomeError,
+	string(loop.TrigHistoryChanged):  OutcomeError,
+	string(loop.TrigError):           OutcomeError,
+	string(loop.TrigProgressMissing): OutcomeError,
 }
 
 // loopOutcomes maps the outcome a loop's "■" limit event or summary
 // carries in its data (loop.Outcome) to run_finished's.
 var loopOutcomes = map[string]string{
-	"complete":       OutcomeDone,
-	"needs_human":    OutcomeBlocked,
-	"max_iterations": OutcomeLimit,
-	"budget":         OutcomeBudget,
-	"interrupted":    OutcomeInterrupted,
-	"error":          OutcomeError,
+	string(loop.OutcomeComplete):      OutcomeDone,
+	string(loop.OutcomeNeedsHuman):    OutcomeBlocked,
+	string(loop.OutcomeMaxIterations): OutcomeLimit,
+	string(loop.OutcomeBudget):        OutcomeBudget,
+	string(loop.OutcomeInterrupted):   OutcomeInterrupted,
+	string(loop.OutcomeError):         OutcomeError,
+	string(loop.OutcomeChecksFailing): OutcomeChecksFailing,
 }
 
 // sessionStops maps the triggers that stop a session run to outcomes.
 var sessionStops = map[string]string{
-	"interrupted":      OutcomeInterrupted,
-	"usage_limit":      OutcomeLimit,
-	"budget_exhausted": OutcomeBudget,
+	string(session.Interrupted):     OutcomeInterrupted,
+	string(session.UsageLimit):      OutcomeLimit,
+	string(session.BudgetExhausted): OutcomeBudget,
 }
 
-// engineOutcomes maps a parallel build's outcome to run_finished's.
-var engineOutcomes = map[string]string{
-	"complete":       OutcomeDone,
-	"needs_human":    OutcomeBlocked,
-	"max_iterations": OutcomeLimit,
-	"budget":         OutcomeBudget,
-	"error":          OutcomeError,
-	"interrupted":    OutcomeInterrupted,
-}
+// engineOutcomes maps a parallel build's outcome (the loop's outcomes)
+// to run_finished's.
+var engineOutcomes = loopOutcomes
 
 // threadCheckpoints are the thread phases that wait for a person.
 var threadCheckpoints = map[string]string{
-	"PendingReview": "waits for a person's review (ralph thread approve)",
-	"ReadyToCommit": "is ready to commit and waits for a person (ralph thread commit)",
-	"Stuck":         "is stuck and needs a person (ralph thread diagnose)",
+	string(thread.PhasePendingReview): "waits for a person's review (ralph thread approve)",
+	string(thread.PhaseReadyToCommit): "is ready to commit and waits for a person (ralph thread commit)",
+	string(thread.PhaseStuck):         "is stuck and needs a person (ralph thread diagnose)",
 }
 
 // activity is what a run does once a usage-limit wait is over.
@@ -186,7 +189,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindLimit && report.DataString(ev.Data, "outcome") != "":
 		d.ending[ev.Run] = ev.Data
 	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindTransition &&
-		(ev.To == "EXIT" || ev.To == "ERROR" || ev.To == "STOPPED") && ev.Trigger != "resumed":
+		(ev.To == string(loop.StateExit) || ev.To == string(loop.StateError) || ev.To == string(loop.StateStopped)) && ev.Trigger != string(loop.TrigResumed):
 		outcome, ok := loopEnds[ev.Trigger]
 		if !ok {
 			outcome = OutcomeError
@@ -198,7 +201,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 		// not: STORY_SELECT ends at the iteration limit with
 		// budget_exhausted.
 		said := d.ending[ev.Run]
-		if said == nil && ev.To == "EXIT" {
+		if said == nil && ev.To == string(loop.StateExit) {
 			said = d.summary[ev.Run]
 		}
 		if o := loopOutcomes[report.DataString(said, "outcome")]; o != "" {
@@ -212,16 +215,16 @@ func (d *deriver) derive(ev report.Event) []Notification {
 		}
 		finished(outcome, reason, summaryDetails(d.summary[ev.Run]))
 		return out
-	case ev.Machine == machineSession && ev.Kind == report.KindTransition && ev.Trigger != "resumed":
-		switch ev.To {
-		case "Complete":
+	case ev.Machine == machineSession && ev.Kind == report.KindTransition && ev.Trigger != string(session.Resumed):
+		switch session.State(ev.To) {
+		case session.Complete:
 			finished(OutcomeDone, "the goal check passed", nil)
 			return out
-		case "Failed":
+		case session.Failed:
 			finished(OutcomeError, report.DataString(ev.Data, "detail"), nil)
 			return out
-		case "Stopped":
-			if ev.Trigger == "waiting_for_answers" {
+		case session.Stopped:
+			if ev.Trigger == string(session.WaitingForAnswers) {
 				ids := splitIDs(report.DataString(ev.Data, "detail"))
 				waiting(questionSummary(ev.Run, ids), "", strings.Join(ids, ","), map[string]any{"questions": ids})
 				delete(d.waits, wk)
@@ -273,9 +276,9 @@ func (d *deriver) derive(ev report.Event) []Notification {
 	}
 
 	switch {
-	case ev.Kind == report.KindTransition && ev.Machine == machineLoop && ev.To == "BLOCKER" && ev.Trigger != "resumed":
+	case ev.Kind == report.KindTransition && ev.Machine == machineLoop && ev.To == string(loop.StateBlocker) && ev.Trigger != string(loop.TrigResumed):
 		blocked(report.DataString(ev.Data, "detail"))
-	case ev.Kind == report.KindTransition && ev.Machine == machineThread && threadCheckpoints[ev.To] != "" && ev.Trigger != "resumed":
+	case ev.Kind == report.KindTransition && ev.Machine == machineThread && threadCheckpoints[ev.To] != "" && ev.Trigger != string(loop.TrigResumed):
 		id := text.OrNone(report.DataString(ev.Data, "thread"), ev.Run)
 		waiting(fmt.Sprintf("thread %s %s", id, threadCheckpoints[ev.To]), report.DataString(ev.Data, "reason"),
 			fmt.Sprintf("%s|%d", ev.To, ev.Seq), map[string]any{"thread": id, "phase": ev.To})

@@ -69,6 +69,16 @@ func TestDerivedNotifications(t *testing.T) {
 			"run_finished||error|run r finished: error (the agent cannot run; fix it, then ralph build)"},
 		{"loop usage limits", []report.Event{tr("loop", "IMPLEMENT", "STOPPED", "all_agents_limited", nil)},
 			"run_finished||limit|run r finished: limit (every agent is at its usage limit; resume later)"},
+		// Every story done while a check still fails (exit 5) is never
+		// told as done; the hand-kept copy of the loop's outcomes had
+		// missed it.
+		{"loop ends with a check failing", []report.Event{
+			say("loop", report.KindLimit, "■ every story is done, but \"test\" fails\n", map[string]any{"outcome": "checks_failing", "reason": `every story is done, but "test" fails`}),
+			tr("loop", "STORY_SELECT", "EXIT", "all_complete", nil)},
+			`run_finished||checks_failing|run r finished: checks_failing (every story is done, but "test" fails)`},
+		{"parallel build ends with a check failing", []report.Event{
+			{Machine: "engine", Kind: report.KindSummary, Text: "ralph: every task landed, but test still fails on main\n", Data: map[string]any{"outcome": "checks_failing", "landed": 2}}},
+			"run_finished||checks_failing|run r finished: checks_failing (every task landed, but test still fails on main)"},
 		{"a resume is no end", []report.Event{tr("loop", "STOPPED", "IMPLEMENT", "resumed", nil)}, ""},
 		{"a parallel worker's loop ending is not the run's", []report.Event{{Machine: "loop", Worker: "w1", Kind: report.KindTransition, To: "EXIT", Trigger: "all_complete"}}, ""},
 		{"task blocked once though the worker and the engine both tell", []report.Event{
