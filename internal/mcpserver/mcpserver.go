@@ -150,12 +150,8 @@ type AnswerInput struct {
 }
 
 // Kinds are the journal's event kinds, the values ralph_journal_tail's
-// kinds filter takes.
-var Kinds = []report.Kind{
-	report.KindTransition, report.KindRun, report.KindIteration, report.KindAgentOutput, report.KindHeartbeat,
-	report.KindCheck, report.KindVerdict, report.KindCommit, report.KindBlocker, report.KindLimit,
-	report.KindWait, report.KindWarning, report.KindNote, report.KindSummary, report.KindControl,
-}
+// kinds filter takes: report's one list.
+var Kinds = report.Kinds
 
 func ptr[T any](v T) *T { return &v }
 

@@ -43,6 +43,14 @@ const (
 	KindSummary     Kind = "summary"      // the end of a run
 )
 
+// Kinds are every kind of event, in the order above, then control: the
+// one list a consumer offers or checks them from (ralph mcp's filter).
+var Kinds = []Kind{
+	KindTransition, KindRun, KindIteration, KindAgentOutput, KindHeartbeat,
+	KindCheck, KindVerdict, KindCommit, KindBlocker, KindLimit,
+	KindWait, KindWarning, KindNote, KindSummary, KindControl,
+}
+
 // Event is one fact about a run, in the envelope every machine shares.
 // Text is the line a person reads, exactly as the terminal shows it
 // (newline included); Data holds the same fact for programs.
