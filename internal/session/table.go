@@ -231,27 +231,3 @@ func nextAttempt(n *OrchestratorState, _ Event) { n.CurrentAttemptNumber++ }
 func reworkFailure(n *OrchestratorState, e Event) {
 	n.Reason = fmt.Sprintf("task %s failed %d times: %s", n.CurrentTaskID, n.CurrentAttemptNumber, e.Reason)
 }
-
-// tableNext is Next over Table.
-func tableNext(s OrchestratorState, e Event, p Policy) (OrchestratorState, []Action, error) {
-	p = p.WithDefaults()
-	if s.Final() {
-		return s, nil, &IllegalError{From: s.Current, Event: e.Type}
-	}
-	row, ok := Table.Next(s.Current, e.Type, func(g machine.Guard) bool { return holds(g, s, e, p) })
-	if !ok {
-		return s, nil, &IllegalError{From: s.Current, Event: e.Type}
-	}
-	n := s
-	n.Current = row.To
-	switch {
-	case row.To == Stopped:
-		n.StoppedIn = s.Current
-	case s.Current == Stopped:
-		n.StoppedIn = ""
-	}
-	if row.With != nil {
-		row.With(&n, e)
-	}
-	return n, append([]Action(nil), row.Do...), nil
-}

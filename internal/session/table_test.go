@@ -14,10 +14,11 @@ import (
 )
 
 // The session machine was a switch before it was a table: the table must
-// make every transition the switch made, and refuse what it refused.
+// make every transition the switch (switch_test.go) made, and refuse what
+// it refused.
 var (
-	tableMachine  = tableNext
-	switchMachine = Next
+	tableMachine  = Next
+	switchMachine = switchNext
 )
 
 var allTriggers = append([]Trigger{SessionResolved, CriticalError, PlannerCompleted, NewRequirements, TaskSelected,
