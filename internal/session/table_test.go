@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -157,5 +159,18 @@ func TestTableIsWellFormed(t *testing.T) {
 		if !slices.Contains(States, row.From) || !slices.Contains(States, row.To) || !slices.Contains(allTriggers, row.On) {
 			t.Errorf("row %s -%s-> %s names a state or trigger the machine does not have", row.From, row.On, row.To)
 		}
+	}
+}
+
+// TestMermaidIsTheDiagramOfTheSwitch: the diagram drawn from the table
+// is, byte for byte, the one drawn from the switch before it became a
+// table (the README shows it).
+func TestMermaidIsTheDiagramOfTheSwitch(t *testing.T) {
+	want, err := os.ReadFile(filepath.Join("testdata", "diagram.mmd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Mermaid(); got != string(want) {
+		t.Errorf("ralph diagram session:\n%s\nwant:\n%s", got, want)
 	}
 }
