@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/ralphloop/ralph/internal/machine"
 )
 
 // TaskState is where one task of a run is.
@@ -130,9 +132,7 @@ func Edges() []TaskEdge { return slices.Clone(taskTable) }
 // Mermaid renders the task machine as a Mermaid state diagram, generated
 // from the table (`ralph diagram fleet`).
 func Mermaid() string {
-	var b strings.Builder
-	b.WriteString("stateDiagram-v2\n")
-	b.WriteString("    [*] --> ready\n")
+	arrows := []machine.Arrow{{From: machine.Pseudo, To: string(Ready)}}
 	for _, e := range taskTable {
 		label := string(e.Event)
 		if e.Action != ActNone {
@@ -141,8 +141,8 @@ func Mermaid() string {
 		if e.Human {
 			label += " (person)"
 		}
-		fmt.Fprintf(&b, "    %s --> %s: %s\n", e.From, e.To, label)
+		arrows = append(arrows, machine.Arrow{From: string(e.From), To: string(e.To), Label: label})
 	}
-	b.WriteString("    landed --> [*]\n")
-	return b.String()
+	arrows = append(arrows, machine.Arrow{From: string(Landed), To: machine.Pseudo})
+	return machine.Mermaid(arrows)
 }

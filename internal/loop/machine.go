@@ -4,7 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
+
+	"github.com/ralphloop/ralph/internal/machine"
 )
 
 // State is a state of the loop machine (seed 000).
@@ -366,14 +367,15 @@ func Next(m Machine, ev Event) (Machine, []Action, error) {
 // Mermaid renders the table as a mermaid state diagram, so that the
 // documentation is generated from the code and cannot drift from it.
 func Mermaid() string {
-	var b strings.Builder
-	b.WriteString("stateDiagram-v2\n")
-	b.WriteString("    [*] --> INIT: ralph build\n")
+	arrows := []machine.Arrow{{From: machine.Pseudo, To: string(StateInit), Label: "ralph build"}}
 	for _, t := range Table {
-		fmt.Fprintf(&b, "    %s --> %s: %s\n", t.From, t.To, t.Label)
+		arrows = append(arrows, machine.Arrow{From: string(t.From), To: string(t.To), Label: t.Label})
 	}
-	b.WriteString("    EXIT --> [*]\n    ERROR --> [*]\n    STOPPED --> [*]: until the next ralph build\n")
-	return b.String()
+	arrows = append(arrows,
+		machine.Arrow{From: string(StateExit), To: machine.Pseudo},
+		machine.Arrow{From: string(StateError), To: machine.Pseudo},
+		machine.Arrow{From: string(StateStopped), To: machine.Pseudo, Label: "until the next ralph build"})
+	return machine.Mermaid(arrows)
 }
 
 // Pairs returns the distinct (from, to) edges of the table, sorted.

@@ -31,6 +31,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/ralphloop/ralph/internal/machine"
 )
 
 // Phase is a phase of the thread machine, named as in seed 003.
@@ -626,18 +628,16 @@ func AutoAdvance(t Thread, mode Mode) (Thread, []Action, bool) {
 // thread`), so that the documentation is generated from the code and cannot
 // drift from it.
 func Mermaid() string {
-	var b strings.Builder
-	b.WriteString("stateDiagram-v2\n")
-	fmt.Fprintf(&b, "    [*] --> %s: new thread\n", PhaseDrafting)
+	arrows := []machine.Arrow{{From: machine.Pseudo, To: string(PhaseDrafting), Label: "new thread"}}
 	for _, r := range Table {
-		fmt.Fprintf(&b, "    %s --> %s: %s\n", r.From, r.To, r.Label)
+		arrows = append(arrows, machine.Arrow{From: string(r.From), To: string(r.To), Label: r.Label})
 	}
 	for _, p := range Phases {
 		if p.Terminal() {
-			fmt.Fprintf(&b, "    %s --> [*]\n", p)
+			arrows = append(arrows, machine.Arrow{From: string(p), To: machine.Pseudo})
 		}
 	}
-	return b.String()
+	return machine.Mermaid(arrows)
 }
 
 // Pairs returns the distinct (from, to) edges of the table, sorted.
