@@ -3,14 +3,14 @@
 // questioner, executor and reviewer, each an agent run whose structured
 // result ralph parses and acts on.
 //
-// The package has three parts: a pure machine (Next) over the seed's six
-// states plus Stopped, where a run that ends before the session does
-// leaves it; the session folder (plan.md, tasks.md, progress.md, reports,
-// questions, the transition log); and a runner that performs the machine's
-// actions through its ports. progress.md is the session's truth: it is
-// rewritten atomically at every transition, so a stopped or killed session
-// resumes at the same state with the same counters and never repeats a
-// finished task.
+// The package has three parts: a pure machine (Table, read by Next) over
+// the seed's six states plus Stopped, where a run that ends before the
+// session does leaves it; the session folder (plan.md, tasks.md,
+// progress.md, reports, questions, the transition log); and a runner that
+// performs the machine's actions through its ports. progress.md is the
+// session's truth: it is rewritten atomically at every transition, so a
+// stopped or killed session resumes at the same state with the same
+// counters and never repeats a finished task.
 package session
 
 import (

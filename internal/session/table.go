@@ -10,7 +10,8 @@ import (
 
 // Effect is what a row does to the session's data besides moving it to
 // the row's state: counters, the planner's mode, the task in hand, why it
-// failed. n starts as the state before the transition.
+// failed. n has already moved; its other fields are as before the
+// transition.
 type Effect func(n *OrchestratorState, e Event)
 
 // Row is one transition of the session machine.
