@@ -11,8 +11,9 @@ package fleet
 
 import (
 	"fmt"
-	"slices"
 	"strings"
+
+	"github.com/ralphloop/ralph/internal/machine"
 )
 
 // TaskState is where one task of a run is.
@@ -65,7 +66,7 @@ const (
 	ActNone    TaskAction = ""
 )
 
-// TaskEdge is one row of the table.
+// TaskEdge is one row of the task machine, as Edges shows it.
 type TaskEdge struct {
 	From   TaskState
 	Event  TaskEvent
@@ -77,72 +78,87 @@ type TaskEdge struct {
 
 // taskTable is the task machine. Every way a task moves is a row; a pair
 // not in the table is refused (and an Update naming it fails validation).
-var taskTable = []TaskEdge{
-	{Ready, Dispatched, Preparing, ActPrepare, false},
-	{SentBack, Dispatched, Preparing, ActPrepare, false},
-	{Preparing, Prepared, Working, ActWork, false},
-	{Preparing, HostLost, Ready, ActNone, false},
-	{Preparing, Failed, Blocked, ActNone, false},
-	{Working, Verified, Queued, ActNone, false},
-	{Working, Failed, Blocked, ActNone, false},
-	{Working, Limited, Cooling, ActCool, false},
-	{Working, HostLost, Ready, ActNone, false},
-	{Cooling, Cooled, Working, ActWork, false},
-	{Queued, Taken, Landing, ActLand, false},
-	{Landing, Integrated, Landed, ActNone, false},
-	{Landing, Conflicted, SentBack, ActNone, false},
-	{Landing, Exhausted, NeedsReview, ActNone, false},
-	{Preparing, Stopped, Ready, ActNone, false},
-	{Working, Stopped, Ready, ActNone, false},
-	{Cooling, Stopped, Ready, ActNone, false},
-	{Ready, BlockedBy, Blocked, ActNone, true},
-	{SentBack, BlockedBy, Blocked, ActNone, true},
-	{Queued, BlockedBy, Blocked, ActNone, true},
-	{Blocked, Unblocked, Ready, ActNone, true},
-	{NeedsReview, Unblocked, Ready, ActNone, true},
+// A row's With says whether it is a person's: taken only on a person's
+// command.
+var taskTable = machine.Table[TaskState, TaskEvent, TaskAction, bool]{
+	edge(Ready, Dispatched, Preparing, ActPrepare, false),
+	edge(SentBack, Dispatched, Preparing, ActPrepare, false),
+	edge(Preparing, Prepared, Working, ActWork, false),
+	edge(Preparing, HostLost, Ready, ActNone, false),
+	edge(Preparing, Failed, Blocked, ActNone, false),
+	edge(Working, Verified, Queued, ActNone, false),
+	edge(Working, Failed, Blocked, ActNone, false),
+	edge(Working, Limited, Cooling, ActCool, false),
+	edge(Working, HostLost, Ready, ActNone, false),
+	edge(Cooling, Cooled, Working, ActWork, false),
+	edge(Queued, Taken, Landing, ActLand, false),
+	edge(Landing, Integrated, Landed, ActNone, false),
+	edge(Landing, Conflicted, SentBack, ActNone, false),
+	edge(Landing, Exhausted, NeedsReview, ActNone, false),
+	edge(Preparing, Stopped, Ready, ActNone, false),
+	edge(Working, Stopped, Ready, ActNone, false),
+	edge(Cooling, Stopped, Ready, ActNone, false),
+	edge(Ready, BlockedBy, Blocked, ActNone, true),
+	edge(SentBack, BlockedBy, Blocked, ActNone, true),
+	edge(Queued, BlockedBy, Blocked, ActNone, true),
+	edge(Blocked, Unblocked, Ready, ActNone, true),
+	edge(NeedsReview, Unblocked, Ready, ActNone, true),
+}
+
+// edge is a row of taskTable, labelled for the diagram with its event,
+// its action and whether a person takes it.
+func edge(from TaskState, ev TaskEvent, to TaskState, act TaskAction, human bool) machine.Row[TaskState, TaskEvent, TaskAction, bool] {
+	r := machine.Row[TaskState, TaskEvent, TaskAction, bool]{From: from, On: ev, To: to, Label: string(ev), With: human}
+	if act != ActNone {
+		r.Do = []TaskAction{act}
+		r.Label += " / " + string(act)
+	}
+	if human {
+		r.Label += " (person)"
+	}
+	return r
 }
 
 // Next is the task machine: the state after ev in from, and the action to
 // take on entering it. A pair the table does not hold is an error.
 func Next(from TaskState, ev TaskEvent) (TaskState, TaskAction, error) {
-	for _, e := range taskTable {
-		if e.From == from && e.Event == ev {
-			return e.To, e.Action, nil
-		}
+	r, ok := taskTable.Next(from, ev, func(machine.Guard) bool { return false })
+	if !ok {
+		return from, ActNone, fmt.Errorf("a %s task cannot take %q (it can take: %s)", from, ev, strings.Join(Allowed(from), ", "))
 	}
-	return from, ActNone, fmt.Errorf("a %s task cannot take %q (it can take: %s)", from, ev, strings.Join(Allowed(from), ", "))
+	if len(r.Do) == 0 {
+		return r.To, ActNone, nil
+	}
+	return r.To, r.Do[0], nil
 }
 
 // Allowed lists the events a task in state s takes.
 func Allowed(s TaskState) []string {
 	var out []string
-	for _, e := range taskTable {
-		if e.From == s {
-			out = append(out, string(e.Event))
-		}
+	for _, ev := range taskTable.Events(s) {
+		out = append(out, string(ev))
 	}
 	return out
 }
 
-// Edges returns the table, for tests and the diagram.
-func Edges() []TaskEdge { return slices.Clone(taskTable) }
+// Edges returns the table as TaskEdges, for tests and the diagram.
+func Edges() []TaskEdge {
+	out := make([]TaskEdge, 0, len(taskTable))
+	for _, r := range taskTable {
+		e := TaskEdge{From: r.From, Event: r.On, To: r.To, Human: r.With}
+		if len(r.Do) > 0 {
+			e.Action = r.Do[0]
+		}
+		out = append(out, e)
+	}
+	return out
+}
 
 // Mermaid renders the task machine as a Mermaid state diagram, generated
 // from the table (`ralph diagram fleet`).
 func Mermaid() string {
-	var b strings.Builder
-	b.WriteString("stateDiagram-v2\n")
-	b.WriteString("    [*] --> ready\n")
-	for _, e := range taskTable {
-		label := string(e.Event)
-		if e.Action != ActNone {
-			label += " / " + string(e.Action)
-		}
-		if e.Human {
-			label += " (person)"
-		}
-		fmt.Fprintf(&b, "    %s --> %s: %s\n", e.From, e.To, label)
-	}
-	b.WriteString("    landed --> [*]\n")
-	return b.String()
+	arrows := []machine.Arrow{{From: machine.Pseudo, To: string(Ready)}}
+	arrows = append(arrows, taskTable.Arrows()...)
+	arrows = append(arrows, machine.Arrow{From: string(Landed), To: machine.Pseudo})
+	return machine.Mermaid(arrows)
 }

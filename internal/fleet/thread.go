@@ -238,7 +238,7 @@ func allowedNow(p thread.Phase) []string {
 func humanVerbs(p thread.Phase) []string {
 	var out []string
 	for _, v := range thread.AllowedVerbs(p) {
-		if r, ok := thread.Lookup(p, thread.Verb(v)); ok && r.Actor == thread.ActorHuman {
+		if r, ok := thread.Lookup(p, thread.Verb(v)); ok && r.With.Actor == thread.ActorHuman {
 			out = append(out, v)
 		}
 	}
@@ -393,8 +393,8 @@ func (w *threadRun) status(history int) ThreadStatus {
 			st.Verbs = []string{}
 		}
 		for _, r := range thread.Table {
-			if r.From == p && r.Checkpoint != thread.CheckpointNone && r.Verb != thread.VerbAbandon {
-				st.WaitsFor = string(r.Checkpoint)
+			if r.From == p && r.With.Checkpoint != thread.CheckpointNone && r.On != thread.VerbAbandon {
+				st.WaitsFor = string(r.With.Checkpoint)
 				break
 			}
 		}

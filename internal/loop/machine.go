@@ -3,8 +3,10 @@ package loop
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
-	"strings"
+
+	"github.com/ralphloop/ralph/internal/machine"
 )
 
 // State is a state of the loop machine (seed 000).
@@ -86,7 +88,7 @@ const (
 )
 
 // Guard chooses between transitions that share a state and a trigger.
-type Guard string
+type Guard = machine.Guard
 
 // Guards over the retry count after the failure is counted.
 const (
@@ -95,14 +97,19 @@ const (
 	GuardRetriesExhausted Guard = "retry_count >= max"
 )
 
-// Transition is one row of the table.
-type Transition struct {
-	From    State
-	Trigger Trigger
-	Guard   Guard
-	To      State
-	// Label is the seed's wording, shown in the diagram.
-	Label string
+// stoppedIn guards the resumed rows out of STOPPED: the machine remembers
+// which one is its way back.
+func stoppedIn(s State) Guard { return Guard("stopped_in = " + string(s)) }
+
+// Transition is one row of the table: From, On (the trigger), Guard, To
+// and, as Label, the seed's wording shown in the diagram. The loop's
+// actions follow from the trigger and the state entered (Next), so rows
+// carry none.
+type Transition = machine.Row[State, Trigger, Action, struct{}]
+
+// row is a Transition without actions.
+func row(from State, on Trigger, g Guard, to State, label string) Transition {
+	return Transition{From: from, On: on, Guard: g, To: to, Label: label}
 }
 
 // Table is the loop machine, as data. It holds seed 000's transitions plus
@@ -115,70 +122,70 @@ type Transition struct {
 // budget end it (EXIT); an interrupt, a usage limit on every agent, an
 // agent that cannot run, changed history and errors stop it where it is
 // (STOPPED), and the next `ralph build` resumes it there.
-var Table = []Transition{
-	{StateInit, TrigProgressFound, GuardNone, StateMemoryLoad, "progress.txt exists"},
-	{StateInit, TrigProgressMissing, GuardNone, StateError, "progress.txt missing (setup required)"},
-	{StateMemoryLoad, TrigMemoryLoaded, GuardNone, StateStorySelect, "memory connected"},
-	{StateMemoryLoad, TrigMemoryUnavailable, GuardNone, StateStorySelectFallback, "memory timeout (file-only context)"},
-	{StateStorySelectFallback, TrigFilesLoaded, GuardNone, StateStorySelect, "memory loaded from files only"},
-	{StateStorySelect, TrigTaskSelected, GuardNone, StateImplement, "task selected (not blocked, not complete)"},
-	{StateStorySelect, TrigAllComplete, GuardNone, StateExit, "all stories complete"},
-	{StateStorySelect, TrigNoneSelectable, GuardNone, StateExit, "only blocked stories left (needs a human)"},
-	{StateStorySelect, TrigBudgetExhausted, GuardNone, StateExit, "iteration limit reached"},
-	{StateImplement, TrigCodeWritten, GuardNone, StateTest, "code written (subtask complete)"},
-	{StateImplement, TrigImplementFailed, GuardRetriesLeft, StateImplement, "agent failed (retry_count < max)"},
-	{StateImplement, TrigImplementFailed, GuardRetriesExhausted, StateBlocker, "max retries exceeded"},
-	{StateImplement, TrigUnresolvable, GuardNone, StateBlocker, "unresolvable error"},
-	{StateImplement, TrigContextExhausted, GuardNone, StateCommit, "context exhausted (commit partial work)"},
-	{StateTest, TrigTestsPassed, GuardNone, StateValidate, "all tests pass"},
-	{StateTest, TrigTestsFailed, GuardRetriesLeft, StateImplement, "tests fail (retry_count < max)"},
-	{StateTest, TrigTestsFailed, GuardRetriesExhausted, StateBlocker, "tests fail (retry_count >= max)"},
-	{StateTest, TrigRunnerMissing, GuardNone, StateBlocker, "test runner missing"},
-	{StateTest, TrigNeedsReview, GuardNone, StateBlocker, "tests changed as the story asks (a person approves)"},
-	{StateValidate, TrigACsMet, GuardNone, StateCommit, "ACs verified"},
-	{StateValidate, TrigACsFailed, GuardRetriesLeft, StateImplement, "ACs not met (retry_count < max)"},
-	{StateValidate, TrigACsFailed, GuardRetriesExhausted, StateBlocker, "ACs not met (retry_count >= max)"},
-	{StateValidate, TrigNeedsReview, GuardNone, StateBlocker, "tests changed as the story asks (a person approves)"},
-	{StateCommit, TrigCommitted, GuardNone, StateMemoryLoad, "git commit + memory log"},
-	{StateCommit, TrigCommitFailed, GuardNone, StateBlocker, "git failure"},
-	{StateBlocker, TrigBlockerLogged, GuardNone, StateMemoryLoad, "blocker logged (next task)"},
+var Table = machine.Table[State, Trigger, Action, struct{}]{
+	row(StateInit, TrigProgressFound, GuardNone, StateMemoryLoad, "progress.txt exists"),
+	row(StateInit, TrigProgressMissing, GuardNone, StateError, "progress.txt missing (setup required)"),
+	row(StateMemoryLoad, TrigMemoryLoaded, GuardNone, StateStorySelect, "memory connected"),
+	row(StateMemoryLoad, TrigMemoryUnavailable, GuardNone, StateStorySelectFallback, "memory timeout (file-only context)"),
+	row(StateStorySelectFallback, TrigFilesLoaded, GuardNone, StateStorySelect, "memory loaded from files only"),
+	row(StateStorySelect, TrigTaskSelected, GuardNone, StateImplement, "task selected (not blocked, not complete)"),
+	row(StateStorySelect, TrigAllComplete, GuardNone, StateExit, "all stories complete"),
+	row(StateStorySelect, TrigNoneSelectable, GuardNone, StateExit, "only blocked stories left (needs a human)"),
+	row(StateStorySelect, TrigBudgetExhausted, GuardNone, StateExit, "iteration limit reached"),
+	row(StateImplement, TrigCodeWritten, GuardNone, StateTest, "code written (subtask complete)"),
+	row(StateImplement, TrigImplementFailed, GuardRetriesLeft, StateImplement, "agent failed (retry_count < max)"),
+	row(StateImplement, TrigImplementFailed, GuardRetriesExhausted, StateBlocker, "max retries exceeded"),
+	row(StateImplement, TrigUnresolvable, GuardNone, StateBlocker, "unresolvable error"),
+	row(StateImplement, TrigContextExhausted, GuardNone, StateCommit, "context exhausted (commit partial work)"),
+	row(StateTest, TrigTestsPassed, GuardNone, StateValidate, "all tests pass"),
+	row(StateTest, TrigTestsFailed, GuardRetriesLeft, StateImplement, "tests fail (retry_count < max)"),
+	row(StateTest, TrigTestsFailed, GuardRetriesExhausted, StateBlocker, "tests fail (retry_count >= max)"),
+	row(StateTest, TrigRunnerMissing, GuardNone, StateBlocker, "test runner missing"),
+	row(StateTest, TrigNeedsReview, GuardNone, StateBlocker, "tests changed as the story asks (a person approves)"),
+	row(StateValidate, TrigACsMet, GuardNone, StateCommit, "ACs verified"),
+	row(StateValidate, TrigACsFailed, GuardRetriesLeft, StateImplement, "ACs not met (retry_count < max)"),
+	row(StateValidate, TrigACsFailed, GuardRetriesExhausted, StateBlocker, "ACs not met (retry_count >= max)"),
+	row(StateValidate, TrigNeedsReview, GuardNone, StateBlocker, "tests changed as the story asks (a person approves)"),
+	row(StateCommit, TrigCommitted, GuardNone, StateMemoryLoad, "git commit + memory log"),
+	row(StateCommit, TrigCommitFailed, GuardNone, StateBlocker, "git failure"),
+	row(StateBlocker, TrigBlockerLogged, GuardNone, StateMemoryLoad, "blocker logged (next task)"),
 
 	// The iteration limit also bounds retries, which never pass through
 	// STORY_SELECT; the budget is checked before every agent run.
-	{StateImplement, TrigIterationLimit, GuardNone, StateExit, "iteration limit reached while retrying"},
-	{StateImplement, TrigBudgetExhausted, GuardNone, StateExit, "budget reached (cost or tokens)"},
+	row(StateImplement, TrigIterationLimit, GuardNone, StateExit, "iteration limit reached while retrying"),
+	row(StateImplement, TrigBudgetExhausted, GuardNone, StateExit, "budget reached (cost or tokens)"),
 
 	// Stops that need the world to change first; the task is not charged.
-	{StateImplement, TrigAllLimited, GuardNone, StateStopped, "every agent is at its usage limit (resume later)"},
-	{StateImplement, TrigAgentCannotRun, GuardNone, StateStopped, "the agent cannot run (fix it, then ralph build)"},
-	{StateImplement, TrigHistoryChanged, GuardNone, StateStopped, "git history changed under the run (put it back, then ralph build)"},
+	row(StateImplement, TrigAllLimited, GuardNone, StateStopped, "every agent is at its usage limit (resume later)"),
+	row(StateImplement, TrigAgentCannotRun, GuardNone, StateStopped, "the agent cannot run (fix it, then ralph build)"),
+	row(StateImplement, TrigHistoryChanged, GuardNone, StateStopped, "git history changed under the run (put it back, then ralph build)"),
 
 	// Ctrl-C, or a signal, in a state whose action can be cut short.
-	{StateMemoryLoad, TrigInterrupted, GuardNone, StateStopped, "interrupted"},
-	{StateImplement, TrigInterrupted, GuardNone, StateStopped, "interrupted"},
-	{StateTest, TrigInterrupted, GuardNone, StateStopped, "interrupted"},
-	{StateValidate, TrigInterrupted, GuardNone, StateStopped, "interrupted"},
-	{StateCommit, TrigInterrupted, GuardNone, StateStopped, "interrupted"},
-	{StateBlocker, TrigInterrupted, GuardNone, StateStopped, "interrupted"},
+	row(StateMemoryLoad, TrigInterrupted, GuardNone, StateStopped, "interrupted"),
+	row(StateImplement, TrigInterrupted, GuardNone, StateStopped, "interrupted"),
+	row(StateTest, TrigInterrupted, GuardNone, StateStopped, "interrupted"),
+	row(StateValidate, TrigInterrupted, GuardNone, StateStopped, "interrupted"),
+	row(StateCommit, TrigInterrupted, GuardNone, StateStopped, "interrupted"),
+	row(StateBlocker, TrigInterrupted, GuardNone, StateStopped, "interrupted"),
 
 	// An error ralph could not turn into an outcome of the task (a file it
 	// cannot write, a task file it cannot read).
-	{StateMemoryLoad, TrigError, GuardNone, StateStopped, "error"},
-	{StateStorySelect, TrigError, GuardNone, StateStopped, "error"},
-	{StateImplement, TrigError, GuardNone, StateStopped, "error"},
-	{StateTest, TrigError, GuardNone, StateStopped, "error"},
-	{StateValidate, TrigError, GuardNone, StateStopped, "error"},
-	{StateCommit, TrigError, GuardNone, StateStopped, "error"},
-	{StateBlocker, TrigError, GuardNone, StateStopped, "error"},
+	row(StateMemoryLoad, TrigError, GuardNone, StateStopped, "error"),
+	row(StateStorySelect, TrigError, GuardNone, StateStopped, "error"),
+	row(StateImplement, TrigError, GuardNone, StateStopped, "error"),
+	row(StateTest, TrigError, GuardNone, StateStopped, "error"),
+	row(StateValidate, TrigError, GuardNone, StateStopped, "error"),
+	row(StateCommit, TrigError, GuardNone, StateStopped, "error"),
+	row(StateBlocker, TrigError, GuardNone, StateStopped, "error"),
 
 	// The next `ralph build` goes back to where the run stopped.
-	{StateStopped, TrigResumed, GuardNone, StateMemoryLoad, "ralph build (resume)"},
-	{StateStopped, TrigResumed, GuardNone, StateStorySelect, "ralph build (resume)"},
-	{StateStopped, TrigResumed, GuardNone, StateImplement, "ralph build (resume)"},
-	{StateStopped, TrigResumed, GuardNone, StateTest, "ralph build (resume)"},
-	{StateStopped, TrigResumed, GuardNone, StateValidate, "ralph build (resume)"},
-	{StateStopped, TrigResumed, GuardNone, StateCommit, "ralph build (resume)"},
-	{StateStopped, TrigResumed, GuardNone, StateBlocker, "ralph build (resume)"},
+	row(StateStopped, TrigResumed, stoppedIn(StateMemoryLoad), StateMemoryLoad, "ralph build (resume)"),
+	row(StateStopped, TrigResumed, stoppedIn(StateStorySelect), StateStorySelect, "ralph build (resume)"),
+	row(StateStopped, TrigResumed, stoppedIn(StateImplement), StateImplement, "ralph build (resume)"),
+	row(StateStopped, TrigResumed, stoppedIn(StateTest), StateTest, "ralph build (resume)"),
+	row(StateStopped, TrigResumed, stoppedIn(StateValidate), StateValidate, "ralph build (resume)"),
+	row(StateStopped, TrigResumed, stoppedIn(StateCommit), StateCommit, "ralph build (resume)"),
+	row(StateStopped, TrigResumed, stoppedIn(StateBlocker), StateBlocker, "ralph build (resume)"),
 }
 
 // Action is work the runner does on entering a state.
@@ -279,48 +286,33 @@ func Next(m Machine, ev Event) (Machine, []Action, error) {
 	if max <= 0 {
 		max = DefaultMaxRetries
 	}
-	var candidates []Transition
-	for _, t := range Table {
-		if t.From == m.State && t.Trigger == ev.Trigger {
-			candidates = append(candidates, t)
-		}
-	}
-	if len(candidates) == 0 {
-		return m, nil, fmt.Errorf("%w: %s on %s", ErrNoTransition, m.State, ev.Trigger)
-	}
 	next := m
 	var actions []Action
-	var chosen Transition
-	switch ev.Trigger {
-	case TrigResumed:
-		// Several rows leave STOPPED on resumed; the machine remembers
-		// which one is its way back.
-		for _, t := range candidates {
-			if t.To == m.StoppedIn {
-				chosen = t
-			}
-		}
-		if chosen.To == "" {
-			return m, nil, fmt.Errorf("%w: %s on %s back to %q", ErrNoTransition, m.State, ev.Trigger, m.StoppedIn)
-		}
-		next.StoppedIn = ""
-	case TrigImplementFailed, TrigTestsFailed, TrigACsFailed:
+	retried := ev.Trigger == TrigImplementFailed || ev.Trigger == TrigTestsFailed || ev.Trigger == TrigACsFailed
+	if retried {
 		next.RetryCount = m.RetryCount + 1
-		guard := GuardRetriesLeft
-		if next.RetryCount >= max {
-			guard = GuardRetriesExhausted
+	}
+	chosen, ok := Table.Next(m.State, ev.Trigger, func(g Guard) bool {
+		switch g {
+		case GuardRetriesLeft:
+			return next.RetryCount < max
+		case GuardRetriesExhausted:
+			return next.RetryCount >= max
 		}
-		for _, t := range candidates {
-			if t.Guard == guard {
-				chosen = t
-			}
-		}
+		return g == stoppedIn(m.StoppedIn)
+	})
+	switch {
+	case !ok && slices.Contains(Table.Events(m.State), ev.Trigger):
+		return m, nil, fmt.Errorf("%w: %s on %s back to %q", ErrNoTransition, m.State, ev.Trigger, m.StoppedIn)
+	case !ok:
+		return m, nil, fmt.Errorf("%w: %s on %s", ErrNoTransition, m.State, ev.Trigger)
+	case ev.Trigger == TrigResumed:
+		next.StoppedIn = ""
+	case retried:
 		actions = append(actions, ActRecordFailure)
-		if guard == GuardRetriesLeft {
+		if chosen.Guard == GuardRetriesLeft {
 			actions = append(actions, ActRecordFeedback)
 		}
-	default:
-		chosen = candidates[0]
 	}
 	switch ev.Trigger {
 	case TrigTaskSelected:
@@ -366,14 +358,15 @@ func Next(m Machine, ev Event) (Machine, []Action, error) {
 // Mermaid renders the table as a mermaid state diagram, so that the
 // documentation is generated from the code and cannot drift from it.
 func Mermaid() string {
-	var b strings.Builder
-	b.WriteString("stateDiagram-v2\n")
-	b.WriteString("    [*] --> INIT: ralph build\n")
+	arrows := []machine.Arrow{{From: machine.Pseudo, To: string(StateInit), Label: "ralph build"}}
 	for _, t := range Table {
-		fmt.Fprintf(&b, "    %s --> %s: %s\n", t.From, t.To, t.Label)
+		arrows = append(arrows, machine.Arrow{From: string(t.From), To: string(t.To), Label: t.Label})
 	}
-	b.WriteString("    EXIT --> [*]\n    ERROR --> [*]\n    STOPPED --> [*]: until the next ralph build\n")
-	return b.String()
+	arrows = append(arrows,
+		machine.Arrow{From: string(StateExit), To: machine.Pseudo},
+		machine.Arrow{From: string(StateError), To: machine.Pseudo},
+		machine.Arrow{From: string(StateStopped), To: machine.Pseudo, Label: "until the next ralph build"})
+	return machine.Mermaid(arrows)
 }
 
 // Pairs returns the distinct (from, to) edges of the table, sorted.

@@ -68,7 +68,7 @@ func TestEveryStateTriggerPair(t *testing.T) {
 		for _, trig := range allTriggers {
 			var rows []Transition
 			for _, r := range Table {
-				if r.From == s && r.Trigger == trig {
+				if r.From == s && r.On == trig {
 					rows = append(rows, r)
 				}
 			}
@@ -103,7 +103,7 @@ func TestStopAndResumeReturnWhereTheRunWas(t *testing.T) {
 	stops := map[State][]Trigger{}
 	for _, r := range Table {
 		if r.To == StateStopped {
-			stops[r.From] = append(stops[r.From], r.Trigger)
+			stops[r.From] = append(stops[r.From], r.On)
 		}
 	}
 	for from, trigs := range stops {

@@ -568,7 +568,7 @@ func checkTableSteps(t testing.TB, evs []report.Event) {
 
 func inTable(ev report.Event) bool {
 	for _, tr := range Table {
-		if string(tr.From) == ev.From && string(tr.Trigger) == ev.Trigger && string(tr.To) == ev.To {
+		if string(tr.From) == ev.From && string(tr.On) == ev.Trigger && string(tr.To) == ev.To {
 			return true
 		}
 	}
@@ -1268,7 +1268,7 @@ func TestTableStepCheck(t *testing.T) {
 		t.Errorf("a made-up step passed the table check")
 	}
 	for _, tr := range Table {
-		if !inTable(report.Event{From: string(tr.From), Trigger: string(tr.Trigger), To: string(tr.To)}) {
+		if !inTable(report.Event{From: string(tr.From), Trigger: string(tr.On), To: string(tr.To)}) {
 			t.Errorf("row %v failed the table check", tr)
 		}
 	}
@@ -1284,7 +1284,7 @@ func TestEveryActionHasAPerformer(t *testing.T) {
 	for _, tr := range Table {
 		for _, retries := range []int{0, DefaultMaxRetries} {
 			m := Machine{State: tr.From, TaskID: "US-001", RetryCount: retries, MaxRetries: DefaultMaxRetries, Partial: retries > 0, StoppedIn: tr.To}
-			_, actions, err := Next(m, Event{Trigger: tr.Trigger, TaskID: "US-001"})
+			_, actions, err := Next(m, Event{Trigger: tr.On, TaskID: "US-001"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1292,10 +1292,10 @@ func TestEveryActionHasAPerformer(t *testing.T) {
 				seen[a] = true
 				last := i == len(actions)-1
 				if last && entry[a] == nil {
-					t.Errorf("entry action %s (of %s -%s->) has no performer in the runner", a, tr.From, tr.Trigger)
+					t.Errorf("entry action %s (of %s -%s->) has no performer in the runner", a, tr.From, tr.On)
 				}
 				if !last && trans[a] == nil {
-					t.Errorf("transition action %s (of %s -%s->) has no performer in the runner", a, tr.From, tr.Trigger)
+					t.Errorf("transition action %s (of %s -%s->) has no performer in the runner", a, tr.From, tr.On)
 				}
 			}
 		}

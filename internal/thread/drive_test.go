@@ -369,17 +369,17 @@ func TestSpecAgentsCountAgainstTheBudget(t *testing.T) {
 func TestHumanCommandsTakeTheirEdges(t *testing.T) {
 	yes := func(string) bool { return true }
 	for _, row := range Table {
-		if row.Actor != ActorHuman {
+		if row.With.Actor != ActorHuman {
 			continue
 		}
-		name := edgeName(string(row.From), string(row.Verb), string(row.To))
+		name := edgeName(string(row.From), string(row.On), string(row.To))
 		g := newRig(t, row.From, ModeMethodical, yes)
-		if row.Verb == VerbFinalize {
+		if row.On == VerbFinalize {
 			if err := os.WriteFile(g.r.draftPath(), []byte(rigSpec), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := g.r.apply(Event{Verb: row.Verb, Source: SourceHuman}, string(row.Verb)); err != nil {
+		if err := g.r.apply(Event{Verb: row.On, Source: SourceHuman}, string(row.On)); err != nil {
 			t.Errorf("%s: %v\n%s", name, err, g.out)
 			continue
 		}
@@ -396,14 +396,14 @@ func TestHumanCommandsTakeTheirEdges(t *testing.T) {
 func TestEveryActionHasAPerformer(t *testing.T) {
 	seen := map[Action]bool{}
 	for _, row := range Table {
-		_, acts, err := Next(at(row.From), Event{Verb: row.Verb, Source: naturalSource(row.Actor)})
+		_, acts, err := Next(at(row.From), Event{Verb: row.On, Source: naturalSource(row.With.Actor)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, a := range acts {
 			seen[a] = true
 			if _, ok := performers[a]; !ok {
-				t.Errorf("action %s (of %s -%s->) has no performer in the runner", a, row.From, row.Verb)
+				t.Errorf("action %s (of %s -%s->) has no performer in the runner", a, row.From, row.On)
 			}
 		}
 	}

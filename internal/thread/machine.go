@@ -31,6 +31,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/ralphloop/ralph/internal/machine"
 )
 
 // Phase is a phase of the thread machine, named as in seed 003.
@@ -175,11 +177,9 @@ const (
 	AutoAlways
 )
 
-// Transition is one row of the table.
-type Transition struct {
-	From  Phase
-	Verb  Verb
-	To    Phase
+// Rule is what a row of the thread machine says besides where it leads:
+// who may take it and what it passes or does on the way.
+type Rule struct {
 	Actor Actor
 	// Checkpoint is set on the rows that pass one of the four human gates.
 	Checkpoint Checkpoint
@@ -188,8 +188,19 @@ type Transition struct {
 	// ResetsWorkspace is set on the backward rows that restore the
 	// workspace to the baseline (seed: "Reset to baseline").
 	ResetsWorkspace bool
-	// Label is the seed's wording, shown in the diagram.
-	Label string
+}
+
+// Transition is one row of the table: From, On (the verb), To, its Rule
+// as With, and as Label the seed's wording, shown in the diagram. The
+// thread's actions follow from the verb and the phase entered (Next), so
+// rows carry none, and no row has a guard: within one phase a verb names
+// one transition.
+type Transition = machine.Row[Phase, Verb, Action, Rule]
+
+// row is a Transition, written in the order the seed's tables read.
+func row(from Phase, verb Verb, to Phase, actor Actor, cp Checkpoint, auto Auto, resets bool, label string) Transition {
+	return Transition{From: from, On: verb, To: to, Label: label,
+		With: Rule{Actor: actor, Checkpoint: cp, Auto: auto, ResetsWorkspace: resets}}
 }
 
 // Table is the thread machine, as data: the edges of seed 003's diagram,
@@ -201,94 +212,87 @@ type Transition struct {
 // exactly those stops: beginning implementation once the spec is finalized,
 // starting the loop with the default configuration, and going to review
 // without polish. Methodical mode waits for the user's command there.
-var Table = []Transition{
+var Table = machine.Table[Phase, Verb, Action, Rule]{
 	// 1. Spec creation.
-	{PhaseDrafting, VerbAssess, PhaseAssessing, ActorHuman, CheckpointNone, AutoNever, false, "request review"},
-	{PhaseAssessing, VerbRevise, PhaseDrafting, ActorAgent, CheckpointNone, AutoNever, false, "revise needed"},
-	{PhaseAssessing, VerbFinalize, PhaseFinalized, ActorHuman, CheckpointFinalize, AutoNever, false, "human approves"},
-	{PhaseDrafting, VerbFinalize, PhaseFinalized, ActorHuman, CheckpointFinalize, AutoNever, false, "human approves (skip assess)"},
-	{PhaseFinalized, VerbReopen, PhaseDrafting, ActorHuman, CheckpointNone, AutoNever, false, "reopen spec"},
+	row(PhaseDrafting, VerbAssess, PhaseAssessing, ActorHuman, CheckpointNone, AutoNever, false, "request review"),
+	row(PhaseAssessing, VerbRevise, PhaseDrafting, ActorAgent, CheckpointNone, AutoNever, false, "revise needed"),
+	row(PhaseAssessing, VerbFinalize, PhaseFinalized, ActorHuman, CheckpointFinalize, AutoNever, false, "human approves"),
+	row(PhaseDrafting, VerbFinalize, PhaseFinalized, ActorHuman, CheckpointFinalize, AutoNever, false, "human approves (skip assess)"),
+	row(PhaseFinalized, VerbReopen, PhaseDrafting, ActorHuman, CheckpointNone, AutoNever, false, "reopen spec"),
 
 	// 2. Implementation.
-	{PhasePreflight, VerbChecksPass, PhaseConfiguring, ActorSystem, CheckpointNone, AutoNever, false, "checks pass"},
-	{PhasePreflight, VerbChecksFail, PhasePreflightFailed, ActorSystem, CheckpointNone, AutoNever, false, "checks fail"},
-	{PhasePreflightFailed, VerbRetry, PhasePreflight, ActorHuman, CheckpointNone, AutoNever, false, "retry"},
-	{PhasePreflightFailed, VerbFixSpec, PhaseDrafting, ActorHuman, CheckpointNone, AutoNever, false, "fix spec"},
-	{PhaseConfiguring, VerbStart, PhaseRunning, ActorSystem, CheckpointNone, AutoQuick, false, "start loop"},
-	{PhaseRunning, VerbClaimDone, PhaseVerifying, ActorAgent, CheckpointNone, AutoNever, false, "model claims done"},
-	{PhaseRunning, VerbInterrupt, PhasePaused, ActorHuman, CheckpointNone, AutoNever, false, "user interrupt"},
+	row(PhasePreflight, VerbChecksPass, PhaseConfiguring, ActorSystem, CheckpointNone, AutoNever, false, "checks pass"),
+	row(PhasePreflight, VerbChecksFail, PhasePreflightFailed, ActorSystem, CheckpointNone, AutoNever, false, "checks fail"),
+	row(PhasePreflightFailed, VerbRetry, PhasePreflight, ActorHuman, CheckpointNone, AutoNever, false, "retry"),
+	row(PhasePreflightFailed, VerbFixSpec, PhaseDrafting, ActorHuman, CheckpointNone, AutoNever, false, "fix spec"),
+	row(PhaseConfiguring, VerbStart, PhaseRunning, ActorSystem, CheckpointNone, AutoQuick, false, "start loop"),
+	row(PhaseRunning, VerbClaimDone, PhaseVerifying, ActorAgent, CheckpointNone, AutoNever, false, "model claims done"),
+	row(PhaseRunning, VerbInterrupt, PhasePaused, ActorHuman, CheckpointNone, AutoNever, false, "user interrupt"),
 	// Not in the seed's diagram, which shows only the work's own endings:
 	// the loop can also stop on something outside the work (an agent that
 	// cannot run, git history changed under it, a broken task file). That
 	// is no failed attempt, so not Stuck; the thread waits where the
 	// person can fix it and resume, as after an interrupt.
-	{PhaseRunning, VerbLoopFailed, PhasePaused, ActorSystem, CheckpointNone, AutoNever, false, "the loop failed (fix it, then resume)"},
-	{PhasePaused, VerbResume, PhaseRunning, ActorHuman, CheckpointNone, AutoNever, false, "resume"},
-	{PhasePaused, VerbReconfigure, PhaseConfiguring, ActorHuman, CheckpointNone, AutoNever, false, "reconfigure"},
-	{PhaseVerifying, VerbCriteriaFailed, PhaseRunning, ActorSystem, CheckpointNone, AutoNever, false, "criteria failed, iterations remain"},
-	{PhaseRunning, VerbStuck, PhaseStuck, ActorSystem, CheckpointNone, AutoNever, false, "max iterations or all models exhausted"},
-	{PhaseVerifying, VerbStuck, PhaseStuck, ActorSystem, CheckpointNone, AutoNever, false, "criteria failed, no iterations remain"},
-	{PhaseStuck, VerbReconfigure, PhaseConfiguring, ActorHuman, CheckpointStuck, AutoNever, false, "reconfigure"},
-	{PhaseStuck, VerbAssist, PhaseRunning, ActorHuman, CheckpointStuck, AutoNever, false, "manual assist"},
-	{PhaseVerifying, VerbCriteriaPassed, PhaseImplemented, ActorSystem, CheckpointNone, AutoNever, false, "all criteria pass"},
+	row(PhaseRunning, VerbLoopFailed, PhasePaused, ActorSystem, CheckpointNone, AutoNever, false, "the loop failed (fix it, then resume)"),
+	row(PhasePaused, VerbResume, PhaseRunning, ActorHuman, CheckpointNone, AutoNever, false, "resume"),
+	row(PhasePaused, VerbReconfigure, PhaseConfiguring, ActorHuman, CheckpointNone, AutoNever, false, "reconfigure"),
+	row(PhaseVerifying, VerbCriteriaFailed, PhaseRunning, ActorSystem, CheckpointNone, AutoNever, false, "criteria failed, iterations remain"),
+	row(PhaseRunning, VerbStuck, PhaseStuck, ActorSystem, CheckpointNone, AutoNever, false, "max iterations or all models exhausted"),
+	row(PhaseVerifying, VerbStuck, PhaseStuck, ActorSystem, CheckpointNone, AutoNever, false, "criteria failed, no iterations remain"),
+	row(PhaseStuck, VerbReconfigure, PhaseConfiguring, ActorHuman, CheckpointStuck, AutoNever, false, "reconfigure"),
+	row(PhaseStuck, VerbAssist, PhaseRunning, ActorHuman, CheckpointStuck, AutoNever, false, "manual assist"),
+	row(PhaseVerifying, VerbCriteriaPassed, PhaseImplemented, ActorSystem, CheckpointNone, AutoNever, false, "all criteria pass"),
 
 	// 3. Polish.
-	{PhasePolishing, VerbPolishDone, PhaseImplemented, ActorAgent, CheckpointNone, AutoNever, false, "polish done"},
-	{PhaseImplemented, VerbPolish, PhasePolishing, ActorHuman, CheckpointNone, AutoNever, false, "add docs/tests"},
+	row(PhasePolishing, VerbPolishDone, PhaseImplemented, ActorAgent, CheckpointNone, AutoNever, false, "polish done"),
+	row(PhaseImplemented, VerbPolish, PhasePolishing, ActorHuman, CheckpointNone, AutoNever, false, "add docs/tests"),
 
 	// 4. Review.
-	{PhasePendingReview, VerbApprove, PhaseApproved, ActorHuman, CheckpointApprove, AutoNever, false, "human approves"},
+	row(PhasePendingReview, VerbApprove, PhaseApproved, ActorHuman, CheckpointApprove, AutoNever, false, "human approves"),
 
 	// 5. Complete.
-	{PhaseReadyToCommit, VerbCommit, PhaseDone, ActorHuman, CheckpointCommit, AutoNever, false, "human commits"},
+	row(PhaseReadyToCommit, VerbCommit, PhaseDone, ActorHuman, CheckpointCommit, AutoNever, false, "human commits"),
 
 	// Forward between stages.
-	{PhaseFinalized, VerbImplement, PhasePreflight, ActorSystem, CheckpointNone, AutoQuick, false, "begin implementation"},
-	{PhaseImplemented, VerbSubmit, PhasePendingReview, ActorSystem, CheckpointNone, AutoQuick, false, "ready for review"},
-	{PhaseApproved, VerbPrepareCommit, PhaseReadyToCommit, ActorSystem, CheckpointNone, AutoAlways, false, "prepare commit"},
+	row(PhaseFinalized, VerbImplement, PhasePreflight, ActorSystem, CheckpointNone, AutoQuick, false, "begin implementation"),
+	row(PhaseImplemented, VerbSubmit, PhasePendingReview, ActorSystem, CheckpointNone, AutoQuick, false, "ready for review"),
+	row(PhaseApproved, VerbPrepareCommit, PhaseReadyToCommit, ActorSystem, CheckpointNone, AutoAlways, false, "prepare commit"),
 
 	// Backward.
-	{PhaseStuck, VerbReviseSpec, PhaseDrafting, ActorHuman, CheckpointStuck, AutoNever, true, "spec was wrong"},
-	{PhasePendingReview, VerbRequestChanges, PhaseRunning, ActorHuman, CheckpointNone, AutoNever, false, "implementation bugs"},
-	{PhasePendingReview, VerbReviseSpec, PhaseDrafting, ActorHuman, CheckpointNone, AutoNever, true, "spec was wrong"},
+	row(PhaseStuck, VerbReviseSpec, PhaseDrafting, ActorHuman, CheckpointStuck, AutoNever, true, "spec was wrong"),
+	row(PhasePendingReview, VerbRequestChanges, PhaseRunning, ActorHuman, CheckpointNone, AutoNever, false, "implementation bugs"),
+	row(PhasePendingReview, VerbReviseSpec, PhaseDrafting, ActorHuman, CheckpointNone, AutoNever, true, "spec was wrong"),
 
 	// Abandon, from every non-terminal phase. Abandoning a stuck thread is
 	// one of the Handle Stuck decisions.
-	{PhaseDrafting, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
-	{PhaseAssessing, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
-	{PhaseFinalized, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
-	{PhasePreflight, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
-	{PhasePreflightFailed, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
-	{PhaseConfiguring, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
-	{PhaseRunning, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
-	{PhasePaused, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
-	{PhaseVerifying, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
-	{PhaseStuck, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointStuck, AutoNever, false, "abandon"},
-	{PhaseImplemented, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
-	{PhasePolishing, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
-	{PhasePendingReview, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
-	{PhaseApproved, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
-	{PhaseReadyToCommit, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"},
+	row(PhaseDrafting, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
+	row(PhaseAssessing, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
+	row(PhaseFinalized, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
+	row(PhasePreflight, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
+	row(PhasePreflightFailed, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
+	row(PhaseConfiguring, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
+	row(PhaseRunning, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
+	row(PhasePaused, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
+	row(PhaseVerifying, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
+	row(PhaseStuck, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointStuck, AutoNever, false, "abandon"),
+	row(PhaseImplemented, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
+	row(PhasePolishing, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
+	row(PhasePendingReview, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
+	row(PhaseApproved, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
+	row(PhaseReadyToCommit, VerbAbandon, PhaseAbandoned, ActorHuman, CheckpointNone, AutoNever, false, "abandon"),
 }
 
 // Lookup returns the row that verb takes from phase.
 func Lookup(phase Phase, verb Verb) (Transition, bool) {
-	for _, r := range Table {
-		if r.From == phase && r.Verb == verb {
-			return r, true
-		}
-	}
-	return Transition{}, false
+	return Table.Next(phase, verb, func(machine.Guard) bool { return false })
 }
 
 // AllowedVerbs lists, sorted, the verbs that phase accepts. It is empty for
 // the terminal phases and for an unknown phase.
 func AllowedVerbs(phase Phase) []string {
 	var out []string
-	for _, r := range Table {
-		if r.From == phase && !slices.Contains(out, string(r.Verb)) {
-			out = append(out, string(r.Verb))
-		}
+	for _, v := range Table.Events(phase) {
+		out = append(out, string(v))
 	}
 	sort.Strings(out)
 	return out
@@ -512,10 +516,10 @@ func Next(t Thread, ev Event) (Thread, []Action, error) {
 	if !ok {
 		return t, nil, &TransitionError{Phase: from, Verb: ev.Verb, Allowed: AllowedVerbs(from)}
 	}
-	if row.Actor == ActorHuman && ev.Source != SourceHuman {
-		return t, nil, &HumanRequiredError{Phase: from, Verb: ev.Verb, Checkpoint: row.Checkpoint, Source: ev.Source}
+	if row.With.Actor == ActorHuman && ev.Source != SourceHuman {
+		return t, nil, &HumanRequiredError{Phase: from, Verb: ev.Verb, Checkpoint: row.With.Checkpoint, Source: ev.Source}
 	}
-	if ev.Source == SourceQuick && row.Auto == AutoNever {
+	if ev.Source == SourceQuick && row.With.Auto == AutoNever {
 		return t, nil, fmt.Errorf("%w: quick mode cannot take %q in %s; it only skips assessment, manual configuration and polish",
 			ErrNotAutomatic, ev.Verb, from)
 	}
@@ -544,7 +548,7 @@ func Next(t Thread, ev Event) (Thread, []Action, error) {
 	if ev.Verb == VerbInterrupt || (ev.Verb == VerbAbandon && from.busy()) {
 		actions = append(actions, ActStopWork)
 	}
-	if row.ResetsWorkspace {
+	if row.With.ResetsWorkspace {
 		// The reset deletes the thread's branch; the baseline stays, it is
 		// what the workspace was reset to until implementation begins again.
 		actions = append(actions, ActResetWorkspace)
@@ -586,14 +590,14 @@ func Next(t Thread, ev Event) (Thread, []Action, error) {
 // It never returns a human transition.
 func AutoEvent(p Phase, mode Mode) (Event, bool) {
 	for _, r := range Table {
-		if r.From != p || r.Actor != ActorSystem {
+		if r.From != p || r.With.Actor != ActorSystem {
 			continue
 		}
 		switch {
-		case r.Auto == AutoAlways:
-			return Event{Verb: r.Verb, Source: SourceSystem}, true
-		case r.Auto == AutoQuick && mode == ModeQuick:
-			return Event{Verb: r.Verb, Source: SourceQuick}, true
+		case r.With.Auto == AutoAlways:
+			return Event{Verb: r.On, Source: SourceSystem}, true
+		case r.With.Auto == AutoQuick && mode == ModeQuick:
+			return Event{Verb: r.On, Source: SourceQuick}, true
 		}
 	}
 	return Event{}, false
@@ -626,18 +630,16 @@ func AutoAdvance(t Thread, mode Mode) (Thread, []Action, bool) {
 // thread`), so that the documentation is generated from the code and cannot
 // drift from it.
 func Mermaid() string {
-	var b strings.Builder
-	b.WriteString("stateDiagram-v2\n")
-	fmt.Fprintf(&b, "    [*] --> %s: new thread\n", PhaseDrafting)
+	arrows := []machine.Arrow{{From: machine.Pseudo, To: string(PhaseDrafting), Label: "new thread"}}
 	for _, r := range Table {
-		fmt.Fprintf(&b, "    %s --> %s: %s\n", r.From, r.To, r.Label)
+		arrows = append(arrows, machine.Arrow{From: string(r.From), To: string(r.To), Label: r.Label})
 	}
 	for _, p := range Phases {
 		if p.Terminal() {
-			fmt.Fprintf(&b, "    %s --> [*]\n", p)
+			arrows = append(arrows, machine.Arrow{From: string(p), To: machine.Pseudo})
 		}
 	}
-	return b.String()
+	return machine.Mermaid(arrows)
 }
 
 // Pairs returns the distinct (from, to) edges of the table, sorted.

@@ -132,29 +132,29 @@ func TestMermaidIsGeneratedFromTheTable(t *testing.T) {
 func TestTableIsWellFormed(t *testing.T) {
 	seen := map[string]bool{}
 	for _, r := range Table {
-		key := string(r.From) + "/" + string(r.Verb)
+		key := string(r.From) + "/" + string(r.On)
 		if seen[key] {
-			t.Errorf("%s accepts %q twice", r.From, r.Verb)
+			t.Errorf("%s accepts %q twice", r.From, r.On)
 		}
 		seen[key] = true
 		if !r.From.Valid() || !r.To.Valid() || r.From.Terminal() {
 			t.Errorf("bad row %+v", r)
 		}
-		if !slices.Contains(allVerbs, r.Verb) {
+		if !slices.Contains(allVerbs, r.On) {
 			t.Errorf("row %+v uses a verb missing from the test's list", r)
 		}
 		if r.Label == "" {
 			t.Errorf("row %+v has no label", r)
 		}
-		if r.Auto != AutoNever && r.Actor != ActorSystem {
+		if r.With.Auto != AutoNever && r.With.Actor != ActorSystem {
 			t.Errorf("row %+v is automatic but not a system row", r)
 		}
-		if !slices.Contains([]Actor{ActorHuman, ActorAgent, ActorSystem}, r.Actor) {
-			t.Errorf("row %+v has actor %q", r, r.Actor)
+		if !slices.Contains([]Actor{ActorHuman, ActorAgent, ActorSystem}, r.With.Actor) {
+			t.Errorf("row %+v has actor %q", r, r.With.Actor)
 		}
 	}
 	for _, v := range allVerbs {
-		if !slices.ContainsFunc(Table, func(r Transition) bool { return r.Verb == v }) {
+		if !slices.ContainsFunc(Table, func(r Transition) bool { return r.On == v }) {
 			t.Errorf("verb %q is in no row", v)
 		}
 	}
@@ -164,7 +164,7 @@ func TestTableIsWellFormed(t *testing.T) {
 		}
 		auto := 0
 		for _, r := range Table {
-			if r.From == p && r.Auto != AutoNever {
+			if r.From == p && r.With.Auto != AutoNever {
 				auto++
 			}
 		}
@@ -192,7 +192,7 @@ func TestTableIsWellFormed(t *testing.T) {
 func TestOnlyTheSeedsBackwardRowsResetTheWorkspace(t *testing.T) {
 	var got []string
 	for _, r := range Table {
-		if r.ResetsWorkspace {
+		if r.With.ResetsWorkspace {
 			got = append(got, string(r.From)+" -> "+string(r.To))
 		}
 	}
@@ -232,29 +232,29 @@ func TestEveryTransitionWalksThroughNext(t *testing.T) {
 	for _, r := range Table {
 		in := at(r.From)
 		before := snapshot(t, in)
-		got, actions, err := Next(in, Event{Verb: r.Verb, Source: naturalSource(r.Actor)})
+		got, actions, err := Next(in, Event{Verb: r.On, Source: naturalSource(r.With.Actor)})
 		if err != nil {
-			t.Errorf("%s --%s--> %s: %v", r.From, r.Verb, r.To, err)
+			t.Errorf("%s --%s--> %s: %v", r.From, r.On, r.To, err)
 			continue
 		}
 		if got.Phase.Type != r.To {
-			t.Errorf("%s on %s went to %s, want %s", r.From, r.Verb, got.Phase.Type, r.To)
+			t.Errorf("%s on %s went to %s, want %s", r.From, r.On, got.Phase.Type, r.To)
 		}
 		if len(actions) == 0 || actions[len(actions)-1] != EntryAction(r.To) {
-			t.Errorf("%s on %s: actions %v do not end with entry action %s", r.From, r.Verb, actions, EntryAction(r.To))
+			t.Errorf("%s on %s: actions %v do not end with entry action %s", r.From, r.On, actions, EntryAction(r.To))
 		}
-		if slices.Contains(actions, ActResetWorkspace) != r.ResetsWorkspace {
-			t.Errorf("%s on %s: actions %v, resets workspace %v", r.From, r.Verb, actions, r.ResetsWorkspace)
+		if slices.Contains(actions, ActResetWorkspace) != r.With.ResetsWorkspace {
+			t.Errorf("%s on %s: actions %v, resets workspace %v", r.From, r.On, actions, r.With.ResetsWorkspace)
 		}
 		if snapshot(t, in) != before {
-			t.Errorf("%s on %s changed its input", r.From, r.Verb)
+			t.Errorf("%s on %s changed its input", r.From, r.On)
 		}
 		// A human command may take any row; agent output, ralph itself, a
 		// timer or a flag any row that is not human's.
 		for _, s := range []Source{SourceHuman, SourceAgent, SourceSystem, SourceTimer, SourceFlag} {
-			_, _, err := Next(in, Event{Verb: r.Verb, Source: s})
-			if wantOK := r.Actor != ActorHuman || s == SourceHuman; (err == nil) != wantOK {
-				t.Errorf("%s on %s from %s: err %v, want ok=%v", r.From, r.Verb, s, err, wantOK)
+			_, _, err := Next(in, Event{Verb: r.On, Source: s})
+			if wantOK := r.With.Actor != ActorHuman || s == SourceHuman; (err == nil) != wantOK {
+				t.Errorf("%s on %s from %s: err %v, want ok=%v", r.From, r.On, s, err, wantOK)
 			}
 		}
 	}
@@ -332,14 +332,14 @@ var wantCheckpoints = map[string]Checkpoint{
 func TestCheckpointRowsAreExactlyTheSeedsFourGates(t *testing.T) {
 	got := map[string]Checkpoint{}
 	for _, r := range Table {
-		if r.Checkpoint != CheckpointNone {
-			got[string(r.From)+"/"+string(r.Verb)] = r.Checkpoint
-			if r.Actor != ActorHuman {
+		if r.With.Checkpoint != CheckpointNone {
+			got[string(r.From)+"/"+string(r.On)] = r.With.Checkpoint
+			if r.With.Actor != ActorHuman {
 				t.Errorf("checkpoint row %+v is not human", r)
 			}
 		}
-		if r.From == PhaseStuck && r.Checkpoint != CheckpointStuck {
-			t.Errorf("%s leaves Stuck without the Handle Stuck checkpoint", r.Verb)
+		if r.From == PhaseStuck && r.With.Checkpoint != CheckpointStuck {
+			t.Errorf("%s leaves Stuck without the Handle Stuck checkpoint", r.On)
 		}
 	}
 	if !reflect.DeepEqual(got, wantCheckpoints) {
@@ -349,28 +349,28 @@ func TestCheckpointRowsAreExactlyTheSeedsFourGates(t *testing.T) {
 
 func TestHumanTransitionsRefuseEverythingButAHuman(t *testing.T) {
 	for _, r := range Table {
-		if r.Actor != ActorHuman {
+		if r.With.Actor != ActorHuman {
 			continue
 		}
 		for _, s := range nonHuman {
 			in := at(r.From)
-			got, actions, err := Next(in, Event{Verb: r.Verb, Source: s})
+			got, actions, err := Next(in, Event{Verb: r.On, Source: s})
 			var he *HumanRequiredError
 			if !errors.As(err, &he) || !errors.Is(err, ErrHumanRequired) {
-				t.Fatalf("%s on %s from %s: err %v, want HumanRequiredError", r.From, r.Verb, s, err)
+				t.Fatalf("%s on %s from %s: err %v, want HumanRequiredError", r.From, r.On, s, err)
 			}
 			if !reflect.DeepEqual(got, in) || actions != nil {
-				t.Fatalf("%s on %s from %s: refused but moved", r.From, r.Verb, s)
+				t.Fatalf("%s on %s from %s: refused but moved", r.From, r.On, s)
 			}
-			if he.Checkpoint != r.Checkpoint {
-				t.Errorf("%s on %s: error names checkpoint %q, want %q", r.From, r.Verb, he.Checkpoint, r.Checkpoint)
+			if he.Checkpoint != r.With.Checkpoint {
+				t.Errorf("%s on %s: error names checkpoint %q, want %q", r.From, r.On, he.Checkpoint, r.With.Checkpoint)
 			}
-			if r.Checkpoint != CheckpointNone && !strings.Contains(err.Error(), string(r.Checkpoint)) {
-				t.Errorf("%q does not name the checkpoint %q", err, r.Checkpoint)
+			if r.With.Checkpoint != CheckpointNone && !strings.Contains(err.Error(), string(r.With.Checkpoint)) {
+				t.Errorf("%q does not name the checkpoint %q", err, r.With.Checkpoint)
 			}
 		}
-		if _, _, err := Next(at(r.From), Event{Verb: r.Verb, Source: SourceHuman}); err != nil {
-			t.Errorf("%s on %s from a human: %v", r.From, r.Verb, err)
+		if _, _, err := Next(at(r.From), Event{Verb: r.On, Source: SourceHuman}); err != nil {
+			t.Errorf("%s on %s from a human: %v", r.From, r.On, err)
 		}
 	}
 }
@@ -405,19 +405,19 @@ func TestEventsWithoutAValidSourceAreRefused(t *testing.T) {
 
 func TestQuickModeTakesOnlyAutomaticRows(t *testing.T) {
 	for _, r := range Table {
-		_, _, err := Next(at(r.From), Event{Verb: r.Verb, Source: SourceQuick})
+		_, _, err := Next(at(r.From), Event{Verb: r.On, Source: SourceQuick})
 		switch {
-		case r.Actor == ActorHuman:
+		case r.With.Actor == ActorHuman:
 			if !errors.Is(err, ErrHumanRequired) {
-				t.Errorf("quick took human row %s/%s: %v", r.From, r.Verb, err)
+				t.Errorf("quick took human row %s/%s: %v", r.From, r.On, err)
 			}
-		case r.Auto == AutoNever:
+		case r.With.Auto == AutoNever:
 			if !errors.Is(err, ErrNotAutomatic) {
-				t.Errorf("quick took %s/%s: %v", r.From, r.Verb, err)
+				t.Errorf("quick took %s/%s: %v", r.From, r.On, err)
 			}
 		default:
 			if err != nil {
-				t.Errorf("quick refused automatic row %s/%s: %v", r.From, r.Verb, err)
+				t.Errorf("quick refused automatic row %s/%s: %v", r.From, r.On, err)
 			}
 		}
 	}
@@ -491,7 +491,7 @@ func advance(t *testing.T, th Thread, mode Mode) (Thread, []Action, bool) {
 			break
 		}
 		r, _ := Lookup(p, ev.Verb)
-		if r.Actor != ActorSystem || r.Checkpoint != CheckpointNone || ev.Source == SourceHuman {
+		if r.With.Actor != ActorSystem || r.With.Checkpoint != CheckpointNone || ev.Source == SourceHuman {
 			t.Fatalf("AutoEvent(%s, %s) = %+v takes row %+v", p, mode, ev, r)
 		}
 		p = r.To
@@ -604,8 +604,8 @@ func TestAutoAdvanceFromEveryPhase(t *testing.T) {
 				t.Errorf("%s mode from %s: %s moved=%v %v, want %s", mode, p, got.Phase.Type, moved, actions, want)
 			}
 			for _, r := range Table {
-				if r.From == p && r.Checkpoint != CheckpointNone && moved {
-					t.Errorf("%s mode left %s, which has the %s checkpoint", mode, p, r.Checkpoint)
+				if r.From == p && r.With.Checkpoint != CheckpointNone && moved {
+					t.Errorf("%s mode left %s, which has the %s checkpoint", mode, p, r.With.Checkpoint)
 				}
 			}
 		}

@@ -94,7 +94,7 @@ func uncovered() []string {
 	defer covered.Unlock()
 	var out []string
 	for _, r := range Table {
-		if name := edgeName(string(r.From), string(r.Verb), string(r.To)); !covered.edges[name] {
+		if name := edgeName(string(r.From), string(r.On), string(r.To)); !covered.edges[name] {
 			out = append(out, name)
 		}
 	}
