@@ -41,17 +41,15 @@ func Within(within time.Duration, cond func() bool) bool {
 	return true
 }
 
-// Recv returns the value ch gives, or ends the test when none comes within
-// the deadline (or ch is closed), naming what it waited for.
+// Recv returns the value ch gives (the zero value once ch is closed, the
+// usual signal of a chan struct{}), or ends the test when none comes within
+// the deadline, naming what it waited for.
 func Recv[T any](t testing.TB, ch <-chan T, within time.Duration, what string) T {
 	t.Helper()
 	timer := time.NewTimer(within)
 	defer timer.Stop()
 	select {
-	case v, ok := <-ch:
-		if !ok {
-			t.Fatalf("waiting for %s: the channel was closed", what)
-		}
+	case v := <-ch:
 		return v
 	case <-timer.C:
 		t.Fatalf("waited %s for %s; it did not happen", within, what)
