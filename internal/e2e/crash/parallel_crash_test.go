@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/fakeagent"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // parallelPRD has four stories; US-004 depends on US-002.
@@ -84,16 +85,12 @@ func (c *crashCase) buildParallel(t *testing.T, point string, killAfter time.Dur
 func (c *crashCase) reapParallel(t *testing.T) {
 	t.Helper()
 	wt := filepath.Join(filepath.Dir(c.repo), ".ralph-worktrees")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		pids := append(processesIn(c.repo), processesIn(wt)...)
-		if len(pids) == 0 || time.Now().After(deadline) {
-			for _, p := range pids {
-				syscall.Kill(p, syscall.SIGKILL)
-			}
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	left := func() []int { return append(processesIn(c.repo), processesIn(wt)...) }
+	if wait.Within(5*time.Second, func() bool { return len(left()) == 0 }) {
+		return
+	}
+	for _, p := range left() {
+		syscall.Kill(p, syscall.SIGKILL)
 	}
 }
 
