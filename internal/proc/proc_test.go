@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // run is Run with the test failing on an unexpected error.
@@ -43,16 +45,12 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
-// waitGone fails the test unless pid disappears within a second.
+// waitGone fails the test unless pid disappears (exits or is a zombie).
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("process %d still alive after Run returned", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !wait.Within(wait.Long, func() bool { return !alive(pid) }) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("process %d still alive %s after Run returned", pid, wait.Long)
 	}
 }
 
