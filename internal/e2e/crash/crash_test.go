@@ -834,10 +834,22 @@ func TestCrashAtRandomTimes(t *testing.T) {
 		d := k.delay
 		t.Run(fmt.Sprintf("kill%d@%02.0f%%", i+1, 100*k.frac), func(t *testing.T) {
 			t.Parallel()
-			c := h.newCase(t, true)
-			res := c.build(t, 0, d)
-			if !res.killed {
-				t.Logf("the run ended before the kill: %s", res)
+			// A run that ends before its kill tested no crash: it is
+			// tried again in a fresh repository with the kill at half
+			// the delay (this run went faster than the baseline), and
+			// the case fails, never passes, when no try was killed.
+			var c *crashCase
+			for try := 1; ; try++ {
+				c = h.newCase(t, true)
+				res := c.build(t, 0, d)
+				if res.killed {
+					break
+				}
+				t.Logf("try %d: the run ended before the kill after %s: %s", try, d.Round(time.Millisecond), res)
+				if try == observedTries {
+					t.Fatalf("no try of %d was killed (the last kill after %s): the case tested nothing", try, d.Round(time.Millisecond))
+				}
+				d /= 2
 			}
 			_ = c.ralphFiles(t)
 			at := c.crashPoint(t)
