@@ -168,6 +168,7 @@ func TestParallelCrashAtRandomTimes(t *testing.T) {
 	for _, after := range []time.Duration{250 * time.Millisecond, 600 * time.Millisecond, 900 * time.Millisecond} {
 		t.Run(after.String(), func(t *testing.T) {
 			c := h.newParallelCase(t)
+			kills := 0
 			for range 3 {
 				res := c.buildParallel(t, "", after)
 				c.reapParallel(t)
@@ -177,6 +178,12 @@ func TestParallelCrashAtRandomTimes(t *testing.T) {
 					}
 					break
 				}
+				kills++
+			}
+			if kills == 0 {
+				// The first run ended before its kill: nothing crashed,
+				// and passing would say a crash was survived.
+				t.Fatalf("no run was killed after %s: nothing was tested", after)
 			}
 			res := c.buildParallel(t, "", 0)
 			if res.code != 0 || res.killed {
