@@ -28,6 +28,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/testing/clitest"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // BenchmarkTemporalEngine measures what the Temporal engine costs ralph per
@@ -337,9 +338,28 @@ func (te *temporalEnv) build(b *testing.B, name, key string, n, historyLimit int
 				return r
 			}
 		}
-		// The worker prints before its pollers start: let them reach the
-		// server, so that the build does not time their start.
-		time.Sleep(500 * time.Millisecond)
+		// The worker prints before its pollers start: wait until the
+		// server sees them on every queue the build uses, so that the
+		// build does not time their start.
+		queues := []string{queue, fleet.IntegrationQueue(queue)}
+		for i := range hosts {
+			queues = append(queues, fleet.HostQueue(queue, string(rune('a'+i))))
+		}
+		polled := func() bool {
+			for _, q := range queues {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				n, err := fleet.Pollers(ctx, te.c, q)
+				cancel()
+				if err != nil || n == 0 {
+					return false
+				}
+			}
+			return true
+		}
+		if !wait.Within(wait.Long, polled) {
+			r.err = fmt.Errorf("the workers' pollers did not reach the server within %s on %v", wait.Long, queues)
+			return r
+		}
 	}
 	argv := []string{te.ralph, "build", "--workers", strconv.Itoa(workers)}
 	if engine == "temporal" {
@@ -865,15 +885,11 @@ func (p *bgProc) stop() {
 }
 
 func (p *bgProc) waitOutput(s string, limit time.Duration) error {
-	end := time.Now().Add(limit)
-	for time.Now().Before(end) {
-		if strings.Contains(p.output(), s) {
-			return nil
-		}
-		if p.exited() {
-			return fmt.Errorf("exited (%v) before printing %q", p.err, s)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !wait.Within(limit, func() bool { return p.exited() || strings.Contains(p.output(), s) }) {
+		return fmt.Errorf("did not print %q in %s", s, limit)
 	}
-	return fmt.Errorf("did not print %q in %s", s, limit)
+	if !strings.Contains(p.output(), s) {
+		return fmt.Errorf("exited (%v) before printing %q", p.err, s)
+	}
+	return nil
 }

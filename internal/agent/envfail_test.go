@@ -9,11 +9,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/ralphloop/ralph/internal/fakeagent"
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/redact"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 func claudeOutcome(t *testing.T, exit int, lines ...string) Outcome {
@@ -163,14 +163,11 @@ func TestRunStopsAndReportsProcessesThatLeftTheGroup(t *testing.T) {
 	if len(out.Strays) != 1 || out.Strays[0].PID != pid {
 		t.Fatalf("Strays = %v, want the setsid process %d", out.Strays, pid)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
-		if st, _ := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/stat"); strings.Contains(string(st), ") Z ") {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	gone := func() bool {
+		st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/stat")
+		return err != nil || strings.Contains(string(st), ") Z ")
 	}
-	if st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/stat"); err == nil && !strings.Contains(string(st), ") Z ") {
+	if !wait.Within(wait.Long, gone) {
 		t.Fatalf("the setsid process %d is still running", pid)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/notify"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // receiver is a webhook receiver that records bodies and verifies the
@@ -25,6 +26,7 @@ type receiver struct {
 	mu     sync.Mutex
 	bodies []string
 	sigOK  []bool
+	hold   chan struct{} // when set, answers wait until it is closed
 }
 
 func newReceiver(t *testing.T, status int, secret string) *receiver {
@@ -34,7 +36,14 @@ func newReceiver(t *testing.T, status int, secret string) *receiver {
 		r.mu.Lock()
 		r.bodies = append(r.bodies, string(b))
 		r.sigOK = append(r.sigOK, req.Header.Get(notify.SignatureHeader) == notify.Sign([]byte(secret), b))
+		hold := r.hold
 		r.mu.Unlock()
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-req.Context().Done():
+			}
+		}
 		w.WriteHeader(status)
 	}))
 	t.Cleanup(r.Close)
@@ -113,7 +122,14 @@ func TestNotifyTestAgainstHTTP(t *testing.T) {
 func TestNotifySinksDeliverAndLogFailures(t *testing.T) {
 	ok := newReceiver(t, 200, "")
 	bad := newReceiver(t, 503, "")
-	dir := notifyRepo(t, "[notify]\nwebhooks = [\""+ok.URL+"/a\"]\nntfy = [\""+bad.URL+"/topic-SECRETTOPIC\"]\ntimeout = \"1s\"\n")
+	// The webhook holds its answer until the test has seen Emit return;
+	// the timeout is long enough that an Emit waiting for delivery would
+	// fail the wait below rather than time out and pass.
+	hold := make(chan struct{})
+	ok.mu.Lock()
+	ok.hold = hold
+	ok.mu.Unlock()
+	dir := notifyRepo(t, "[notify]\nwebhooks = [\""+ok.URL+"/a\"]\nntfy = [\""+bad.URL+"/topic-SECRETTOPIC\"]\ntimeout = \"2m\"\n")
 	notifyBackoff = func(int) time.Duration { return 10 * time.Millisecond }
 	t.Cleanup(func() { notifyBackoff = nil })
 	env, _, errb := testEnv(dir, nil, false)
@@ -126,11 +142,13 @@ func TestNotifySinksDeliverAndLogFailures(t *testing.T) {
 		t.Fatalf("%d sinks, stderr %q", len(sinks), errb)
 	}
 	em := report.NewEmitter("loop", "run-7", 0, env.Now, sinks...)
-	start := time.Now()
-	em.Emit(report.Event{Kind: report.KindTransition, From: "STORY_SELECT", To: "EXIT", Trigger: "all_complete"})
-	if took := time.Since(start); took > 100*time.Millisecond {
-		t.Fatalf("Emit waited %s for delivery", took)
-	}
+	emitted := make(chan struct{})
+	go func() {
+		em.Emit(report.Event{Kind: report.KindTransition, From: "STORY_SELECT", To: "EXIT", Trigger: "all_complete"})
+		close(emitted)
+	}()
+	wait.Recv(t, emitted, wait.Long, "Emit to return while the webhook holds its answer")
+	close(hold)
 	flushNotifications()
 	bodies, _ := ok.got()
 	if len(bodies) != 1 || !strings.Contains(bodies[0], `"summary":"run run-7 finished: done (all stories complete)"`) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 	"github.com/ralphloop/ralph/internal/thread"
 )
 
@@ -53,21 +54,21 @@ func devServerAddr(t *testing.T) string {
 		_ = srv.Wait()
 	})
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	answers := func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: "default",
+		defer cancel()
+		var c client.Client
+		c, err = client.DialContext(ctx, client.Options{HostPort: addr, Namespace: "default",
 			Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
-		cancel()
 		if err == nil {
 			c.Close()
-			return addr
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the dev server at %s did not answer in 30s: %v\n%s", addr, err, log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil
 	}
+	if !wait.Within(wait.Long, answers) {
+		t.Fatalf("the dev server at %s did not answer in %s: %v\n%s", addr, wait.Long, err, log.String())
+	}
+	return addr
 }
 
 // syncBuffer is a buffer that a command's goroutines and the test share.
@@ -105,11 +106,8 @@ func bgRun(ctx context.Context, dir string, args ...string) (out, errb *syncBuff
 
 func waitText(t *testing.T, what string, buf *syncBuffer, want string, limit time.Duration) {
 	t.Helper()
-	for end := time.Now().Add(limit); !strings.Contains(buf.String(), want); {
-		if time.Now().After(end) {
-			t.Fatalf("waited %v for %s to say %q; it says:\n%s", limit, what, want, buf.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !wait.Within(limit, func() bool { return strings.Contains(buf.String(), want) }) {
+		t.Fatalf("waited %v for %s to say %q; it says:\n%s", limit, what, want, buf.String())
 	}
 }
 
@@ -163,6 +161,9 @@ worker_wait = "2s"
 	// runs: the worker without an exchange remote ran it.
 	waitText(t, "ralph run", out, "session ", 60*time.Second)
 	said := errb.String()
+	// Holding is the behaviour here: a run still without a worker says so
+	// at every look at the pollers (every 2 s with worker_wait 2s), so 3 s
+	// of silence is what "the waiting stopped" means. Nothing is synced on it.
 	time.Sleep(3 * time.Second)
 	if later := strings.TrimPrefix(errb.String(), said); strings.Contains(later, "waiting") {
 		t.Errorf("ralph run still says it waits once the worker polls:\n%s", later)

@@ -18,6 +18,7 @@ import (
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -52,6 +53,8 @@ type rig struct {
 	mu        sync.Mutex
 	running   int
 	maxActive int
+	// overlapGaveUp: a hold for a second worker came to its deadline.
+	overlapGaveUp bool
 	// holdForOverlap makes the first worker wait for a second one; only
 	// the test that asserts concurrency sets it.
 	holdForOverlap bool
@@ -151,21 +154,23 @@ func (r *rig) build(ctx context.Context, ws *workspace.Workspace, opts loop.Opti
 	return loop.Report{Outcome: loop.OutcomeComplete, Iterations: 1}, nil
 }
 
-// awaitOverlap holds a worker until a second one is running, or five
-// seconds passed: a fixed sleep was not enough on a slow 2-core machine,
-// where setting up the next worktree took longer than the first worker
-// ran. Once two ran at once nobody waits, and a serial engine still
-// shows up as at most one worker at a time.
+// awaitOverlap holds a worker until a second one is running: a fixed
+// sleep was not enough on a slow 2-core machine, where setting up the next
+// worktree took longer than the first worker ran. Once two ran at once
+// nobody waits. A serial engine never overlaps: the first hold gives up at
+// the deadline, later workers are not held, and the test's count of
+// workers at once fails it.
 func (r *rig) awaitOverlap() {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	r.mu.Lock()
+	gaveUp := r.overlapGaveUp
+	r.mu.Unlock()
+	if gaveUp {
+		return
+	}
+	if !wait.Within(wait.Long, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.maxActive >= 2 }) {
 		r.mu.Lock()
-		overlapped := r.maxActive >= 2
+		r.overlapGaveUp = true
 		r.mu.Unlock()
-		if overlapped {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -720,14 +725,21 @@ func TestWritesIntoASiblingWorktreeAreReported(t *testing.T) {
 		}
 		// Wait until US-002's worker is back and on record, then write
 		// into its worktree, as an agent with the whole disk in reach.
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var worktree string
+		back := func() bool {
 			reg, ok, _ := LoadRegistry(r.ws.Dir())
-			if tr := reg.Tasks["US-002"]; ok && tr != nil && tr.State == Blocked && tr.Worktree != "" {
-				os.WriteFile(filepath.Join(tr.Worktree, "sibling.txt"), []byte("not mine\n"), 0o644)
-				return
+			tr := reg.Tasks["US-002"]
+			if ok && tr != nil && tr.State == Blocked && tr.Worktree != "" {
+				worktree = tr.Worktree
+				return true
 			}
+			return false
 		}
-		t.Error("US-002 never came back blocked")
+		if !wait.Within(wait.Long, back) {
+			t.Error("US-002 never came back blocked")
+			return
+		}
+		os.WriteFile(filepath.Join(worktree, "sibling.txt"), []byte("not mine\n"), 0o644)
 	}
 	rep, err := r.run()
 	if err != nil || rep.Landed != 1 || !slices.Equal(rep.Blocked, []string{"US-002"}) {

@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ralphloop/ralph/internal/testing/wait"
 	"github.com/ralphloop/ralph/internal/verify"
 )
 
@@ -24,6 +26,7 @@ func TestBuildRunsToDone(t *testing.T) {
 	stories[2].DependsOn = []string{"A"}
 	env, f := wfNewEnv(t, stories...)
 	f.hold = 20 * time.Millisecond
+	f.overlapWork = true
 	env.ExecuteWorkflow(BuildWorkflow, wfInput(2))
 	st := wfResult(t, env)
 
@@ -90,11 +93,25 @@ func TestBuildCooldownIsADurableTimer(t *testing.T) {
 		}
 		return nil, nil
 	}
+	// B's host takes a while to make its worktree: A hits its limit
+	// meanwhile. B's Prepare ends once the workflow has been handed A's
+	// limited Work (the test environment calls the listener as it hands a
+	// result over), not after a guess at how long that takes.
+	var mu sync.Mutex
+	aLimited := false
+	env.SetOnActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, _ error) {
+		if info.ActivityType.Name == ActivityWork {
+			f.mu.Lock()
+			limited := !f.limitedAt.IsZero()
+			f.mu.Unlock()
+			mu.Lock()
+			aLimited = aLimited || limited
+			mu.Unlock()
+		}
+	})
 	f.onPrepare = func(in PrepareInput, n int) (*PrepareResult, error) {
-		if in.Task == "B" {
-			// B's host takes a while to make its worktree: A hits its
-			// limit meanwhile.
-			time.Sleep(100 * time.Millisecond)
+		if in.Task == "B" && !wait.Within(wait.Long, func() bool { mu.Lock(); defer mu.Unlock(); return aLimited }) {
+			t.Error("A's limited Work was never handed to the workflow")
 		}
 		return nil, nil
 	}
@@ -108,7 +125,9 @@ func TestBuildCooldownIsADurableTimer(t *testing.T) {
 	if st.Outcome != "complete" {
 		t.Fatalf("outcome %q (%s), want complete", st.Outcome, st.Reason)
 	}
-	if elapsed > 5*time.Second {
+	// Generous for a loaded machine: a cooldown spent in real time would
+	// take five hours.
+	if elapsed > 30*time.Second {
 		t.Errorf("the run took %v of wall time: a cooldown must cost nothing", elapsed)
 	}
 	if got := env.Now().Sub(start); got < 5*time.Hour {

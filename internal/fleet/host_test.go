@@ -28,6 +28,7 @@ import (
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -519,7 +520,7 @@ func TestHostWorkCancelStopsTheLoop(t *testing.T) {
 		select {
 		case <-ctx.Done():
 			return loop.Report{Outcome: loop.OutcomeInterrupted, Iterations: 1}, loop.ErrInterrupted
-		case <-time.After(10 * time.Second):
+		case <-time.After(wait.Long):
 			return loop.Report{}, errors.New("the loop was never cancelled")
 		}
 	})
@@ -529,7 +530,6 @@ func TestHostWorkCancelStopsTheLoop(t *testing.T) {
 	bg, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-started; cancel() }()
-	began := time.Now()
 	res, err := r.work(r.b, "US-001", 1, func(env *testsuite.TestActivityEnvironment) {
 		env.SetWorkerOptions(worker.Options{BackgroundActivityContext: bg})
 	})
@@ -537,12 +537,11 @@ func TestHostWorkCancelStopsTheLoop(t *testing.T) {
 		t.Fatalf("Work = %+v; want it to end as cancelled", res)
 	}
 	// On a worker the SDK reports it as a CanceledError; the test
-	// environment wraps the context's error as it is.
+	// environment wraps the context's error as it is. The loop itself
+	// ended by its context, not its fallback: that, not a bound on the
+	// time it took, shows the cancellation reached it.
 	if !temporal.IsCanceledError(err) && !strings.Contains(err.Error(), context.Canceled.Error()) {
 		t.Errorf("Work's error = %v; want a cancellation", err)
-	}
-	if d := time.Since(began); d > 5*time.Second {
-		t.Errorf("the cancelled attempt took %v to end", d)
 	}
 	if r.exchangeRef(TaskBranch(hostRun, "US-001")) != "" {
 		t.Error("a cancelled attempt pushed its branch")
@@ -585,13 +584,17 @@ func TestHostWorkHeartbeatsAndJournalsARetry(t *testing.T) {
 	r := newHostRig(t)
 	r.prepare(r.b, "US-001", 1)
 	slow := r.complete(func(dir string) { hostWrite(t, filepath.Join(dir, "us-001.txt"), "x\n") })
-	r.on("US-001", func(ctx context.Context, ws *workspace.Workspace, opts loop.Options) (loop.Report, error) {
-		opts.Sink.Emit(report.Event{Kind: report.KindAgentOutput, Text: "twelve bytes"})
-		time.Sleep(60 * time.Millisecond) // several heartbeat periods
-		return slow(ctx, ws, opts)
-	})
 	var mu sync.Mutex
 	var beats []Heartbeat
+	r.on("US-001", func(ctx context.Context, ws *workspace.Workspace, opts loop.Options) (loop.Report, error) {
+		opts.Sink.Emit(report.Event{Kind: report.KindAgentOutput, Text: "twelve bytes"})
+		// The loop runs until the attempt has heartbeat: not for a guess
+		// at several heartbeat periods.
+		if !wait.Within(wait.Long, func() bool { mu.Lock(); defer mu.Unlock(); return len(beats) > 0 }) {
+			t.Error("Work never heartbeat while its loop ran: a dead host would go unnoticed until the attempt's timeout")
+		}
+		return slow(ctx, ws, opts)
+	})
 	res, err := r.work(r.b, "US-001", 1, func(env *testsuite.TestActivityEnvironment) {
 		env.SetHeartbeatDetails(Heartbeat{Iteration: 4, LogBytes: 4096})
 		env.SetOnActivityHeartbeatListener(func(_ *activity.Info, d converter.EncodedValues) {

@@ -18,6 +18,7 @@ import (
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/session"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -424,14 +425,9 @@ func TestSessionOnDevServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st SessionStatus
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if st, err = QuerySession(ctx, c, g.id); err == nil && st.WaitsForAnswers {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the workflow never waited for answers: %+v, %v", st, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	waits := func() bool { st, err = QuerySession(ctx, c, g.id); return err == nil && st.WaitsForAnswers }
+	if !wait.Within(wait.Long, waits) {
+		t.Fatalf("the workflow never waited for answers: %+v, %v", st, err)
 	}
 	t.Logf("from the start to the session waiting for answers: %v", time.Since(began).Round(time.Millisecond))
 	if !slices.Equal(openIDs(st.OpenQuestions), []string{"q-1", "q-2"}) || st.State != session.Planning {

@@ -24,6 +24,7 @@ import (
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 	"github.com/ralphloop/ralph/internal/thread"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
@@ -347,21 +348,19 @@ func devServer(t *testing.T) client.Client {
 		_ = srv.Wait()
 	})
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var c client.Client
+	answers := func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: "default",
+		defer cancel()
+		c, err = client.DialContext(ctx, client.Options{HostPort: addr, Namespace: "default",
 			Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
-		cancel()
-		if err == nil {
-			t.Cleanup(c.Close)
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the dev server at %s did not answer in 20s: %v\n%s", addr, err, log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil
 	}
+	if !wait.Within(wait.Long, answers) {
+		t.Fatalf("the dev server at %s did not answer in %s: %v\n%s", addr, wait.Long, err, log.String())
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // On a real Temporal server, with a worker on the shared queue and one on
@@ -399,14 +398,9 @@ func TestThreadOnDevServer(t *testing.T) {
 		t.Fatal("the host's loop never started")
 	}
 	var st ThreadStatus
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if st, err = QueryThread(ctx, c, "t1"); err == nil && st.Phase == thread.PhaseRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the workflow never saw the thread Running: %+v, %v", st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	running := func() bool { st, err = QueryThread(ctx, c, "t1"); return err == nil && st.Phase == thread.PhaseRunning }
+	if !wait.Within(wait.Long, running) {
+		t.Fatalf("the workflow never saw the thread Running: %+v, %v", st, err)
 	}
 	if st.Working != "resume" || !slices.Equal(st.Allowed, []string{"abandon", "pause"}) {
 		t.Errorf("status while the loop runs: %+v", st)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/testing/wait"
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
@@ -36,9 +37,14 @@ type wfFake struct {
 	env     *testsuite.TestWorkflowEnvironment
 	stories []Story
 
-	// hold is how long (real time) every Work and Land call takes, so
-	// that attempts that may overlap do.
+	// hold is how long (real time) every Land call takes: a landing that
+	// lasts gives a queue that would land two at once the time to show it.
 	hold time.Duration
+	// overlapWork holds a Work call until a second one runs, so that
+	// attempts that may overlap are seen to, however slow the machine; the
+	// first hold that comes to its deadline ends the holding.
+	overlapWork   bool
+	overlapGaveUp bool
 	// onPrepare, onWork and onLand replace the default results (prepared
 	// on host h1, verified, landed); n counts this task's calls of the
 	// activity, from 1. A nil result means the default.
@@ -168,7 +174,9 @@ func (f *wfFake) work(ctx context.Context, in WorkInput) (WorkResult, error) {
 		f.working--
 		f.mu.Unlock()
 	}()
-	time.Sleep(f.hold)
+	if f.overlapWork {
+		f.awaitWorkOverlap()
+	}
 	if f.onWork != nil {
 		res, err := f.onWork(in, f.count("work", in.Task))
 		if res != nil && res.Outcome == WorkLimited {
@@ -183,6 +191,20 @@ func (f *wfFake) work(ctx context.Context, in WorkInput) (WorkResult, error) {
 		}
 	}
 	return WorkResult{Outcome: WorkVerified, Head: "head-" + in.Task, Iterations: 1}, nil
+}
+
+func (f *wfFake) awaitWorkOverlap() {
+	f.mu.Lock()
+	gaveUp := f.overlapGaveUp
+	f.mu.Unlock()
+	if gaveUp {
+		return
+	}
+	if !wait.Within(wait.Long, func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.maxWorking >= 2 }) {
+		f.mu.Lock()
+		f.overlapGaveUp = true
+		f.mu.Unlock()
+	}
 }
 
 func (f *wfFake) land(ctx context.Context, in LandInput) (LandResult, error) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/testing/wait"
 	enumspb "go.temporal.io/api/enums/v1"
 )
 
@@ -29,17 +30,12 @@ func TestRunWorkerWithoutBuildsTakesNoSharedActivity(t *testing.T) {
 		}
 		return len(d.GetPollers())
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if pollers("nobuild", enumspb.TASK_QUEUE_TYPE_WORKFLOW) > 0 && pollers(HostQueue("nobuild", "s1"), enumspb.TASK_QUEUE_TYPE_ACTIVITY) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker never polled the shared queue's workflow tasks and its own queue's activities")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	// Pollers show up within a poll: give the shared queue's activity
-	// poller, if there were one, the time to be seen.
+	wait.Until(t, wait.Long, func() bool {
+		return pollers("nobuild", enumspb.TASK_QUEUE_TYPE_WORKFLOW) > 0 && pollers(HostQueue("nobuild", "s1"), enumspb.TASK_QUEUE_TYPE_ACTIVITY) > 0
+	}, "the worker to poll the shared queue's workflow tasks and its own queue's activities")
+	// A hold, not a sync: pollers show up within a poll, so this gives
+	// the shared queue's activity poller, if there were one, the time to
+	// be seen; the absence below is what the test asserts.
 	time.Sleep(2 * time.Second)
 	if n := pollers("nobuild", enumspb.TASK_QUEUE_TYPE_ACTIVITY); n != 0 {
 		t.Errorf("%d activity pollers on the shared queue: a host without builds would take a build's Prepare", n)

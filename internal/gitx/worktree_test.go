@@ -54,6 +54,26 @@ func (rr *raceRunner) Git(ctx context.Context, dir string, args ...string) ([]by
 	return ExecRunner{}.Git(ctx, dir, args...)
 }
 
+// afterRunner runs do once, right after the first git command named after
+// failed: to play another process that lets go of a lock ralph met.
+type afterRunner struct {
+	after string
+	do    func()
+	ran   int // commands named after
+}
+
+func (ar *afterRunner) Git(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	out, err := ExecRunner{}.Git(ctx, dir, args...)
+	if len(args) > 0 && args[0] == ar.after {
+		ar.ran++
+		if err != nil && ar.do != nil {
+			ar.do()
+			ar.do = nil
+		}
+	}
+	return out, err
+}
+
 // shortLocks makes lock waits quick for the test.
 func shortLocks(t *testing.T) {
 	t.Helper()
@@ -595,12 +615,15 @@ func TestALockLeftBySomeoneElse(t *testing.T) {
 		if err := os.WriteFile(lock, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		go func() {
-			time.Sleep(15 * time.Millisecond)
-			os.Remove(lock)
-		}()
+		// The lock goes once ralph's update-ref has met it: ralph is
+		// known to be waiting, not merely to have come late.
+		ar := &afterRunner{after: "update-ref", do: func() { os.Remove(lock) }}
+		r.Runner = ar
 		if err := r.FastForward(ctx, "target", from, to); err != nil {
 			t.Fatalf("FastForward after the lock went: %v", err)
+		}
+		if ar.ran < 2 {
+			t.Errorf("update-ref ran %d time(s); want a refusal, then a retry that took the released lock", ar.ran)
 		}
 		if got := gitT(t, r.Dir, "rev-parse", "target"); got != to {
 			t.Errorf("target is at %s, want %s", got, to)

@@ -38,6 +38,7 @@ type Beat struct {
 	lastOut  time.Time
 	lastBeat time.Time
 	shown    bool // the terminal line is on screen
+	now      func() time.Time
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -45,15 +46,26 @@ type Beat struct {
 // Start begins a heartbeat for the step described by what ("agent codex
 // working", "check tests running"), written to w.
 func Start(w io.Writer, what string, terminal bool) *Beat {
-	now := time.Now()
-	b := &Beat{w: w, what: what, terminal: terminal, started: now, lastOut: now, lastBeat: now,
-		stop: make(chan struct{}), done: make(chan struct{})}
-	every := Every
-	if terminal {
-		every = tick
-	}
-	go b.run(every)
+	b := newBeat(w, what, terminal, time.Now)
+	go b.run(b.every())
 	return b
+}
+
+// newBeat is a heartbeat that nothing ticks yet. Its clock is a parameter
+// so that tests can drive beat with the times they choose rather than
+// sleep through real seconds.
+func newBeat(w io.Writer, what string, terminal bool, clock func() time.Time) *Beat {
+	now := clock()
+	return &Beat{w: w, what: what, terminal: terminal, started: now, lastOut: now, lastBeat: now,
+		now: clock, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// every is the least silence after which a line is written.
+func (b *Beat) every() time.Duration {
+	if b.terminal {
+		return tick
+	}
+	return Every
 }
 
 func (b *Beat) run(every time.Duration) {
@@ -100,7 +112,7 @@ func (w beatWriter) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.clear()
-	b.lastOut = time.Now()
+	b.lastOut = b.now()
 	return b.w.Write(p)
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // The circuit breaker's cooldown is a wait, not time spent implementing:
@@ -120,10 +122,15 @@ func TestPauseCountsAsWaitingNotAsState(t *testing.T) {
 	if err := f.SetPause(control.New(control.Pause, control.ByCLI, time.Now())); err != nil {
 		t.Fatal(err)
 	}
+	// The run's clock is the test's: the pause lasts exactly held, by
+	// the clock the run books time with, however slowly the machine runs.
 	const held = 400 * time.Millisecond
+	var mu sync.Mutex
 	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	evs := &events{}
 	b := &builder{run: &run{ws: ws, home: HomeOf(ws), id: "r1", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		em: report.NewEmitter(MachineName, "r1", 0, nil), opts: Options{Control: att}}}
+		em: report.NewEmitter(MachineName, "r1", 0, nil, evs), opts: Options{Control: att, Now: clock}}}
 	b.st = &LoopState{
 		SchemaVersion: StateSchemaVersion, RunID: "r1",
 		Machine:   Machine{State: StateTest, Iteration: 1, TaskID: "US-001"},
@@ -132,7 +139,12 @@ func TestPauseCountsAsWaitingNotAsState(t *testing.T) {
 		Metrics: Metrics{StateMillis: map[State]int64{}},
 	}
 	go func() {
-		time.Sleep(held)
+		if !wait.Within(wait.Long, func() bool { return len(evs.of(report.KindWait)) > 0 }) {
+			t.Error("the run never said it was paused")
+		}
+		mu.Lock()
+		now = now.Add(held)
+		mu.Unlock()
 		f.ClearPause()
 	}()
 	if err := b.steer(context.Background()); err != nil {
@@ -142,11 +154,11 @@ func TestPauseCountsAsWaitingNotAsState(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := b.st.Metrics
-	if got := m.StateMillis[StateTest]; got >= held.Milliseconds() {
-		t.Errorf("TEST = %dms, want about the 50ms before the pause: the %s pause is not testing", got, held)
+	if got := m.StateMillis[StateTest]; got != 50 {
+		t.Errorf("TEST = %dms, want the 50ms before the pause: the %s pause is not testing", got, held)
 	}
-	if got := m.WaitMillis[WaitPause]; got < held.Milliseconds() {
-		t.Errorf("paused = %dms, want at least %s", got, held)
+	if got := m.WaitMillis[WaitPause]; got != held.Milliseconds() {
+		t.Errorf("paused = %dms, want %s", got, held)
 	}
 	st, err := HomeOf(ws).Load()
 	if err != nil {

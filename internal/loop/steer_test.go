@@ -12,6 +12,7 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // The steer tests give a build control commands through a real control
@@ -153,29 +154,35 @@ func TestSteerPauseHoldsTheNextStepUntilResume(t *testing.T) {
 	f := r.attach()
 	paused := make(chan struct{})
 	r.opts.Agents = hookAgent{inner: r.agent, before: func(n int) {
-		if n == 1 {
+		switch n {
+		case 1:
 			// A pause given while the first agent works: the run
 			// finishes that step, then waits.
 			if err := f.SetPause(control.New(control.Pause, control.ByCLI, time.Now())); err != nil {
 				t.Error(err)
 			}
 			close(paused)
+		case 2:
+			// The verdict on the hold: the next agent starts only
+			// once the pause is gone, however the goroutines ran.
+			if p := f.Paused(); p != nil {
+				t.Errorf("the second agent started while the pause was in force")
+			}
 		}
 	}}
 	done := make(chan error, 1)
 	go func() { _, err := Build(r.ctx, r.ws, r.opts); done <- err }()
-	<-paused
-	deadline := time.Now().Add(10 * time.Second)
-	for len(r.events.of(report.KindWait)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the run never said it was paused")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Recv(t, paused, wait.Long, "the first agent to start")
+	wait.Until(t, wait.Long, func() bool { return len(r.events.of(report.KindWait)) > 0 }, "the run to say it is paused")
 	if w := r.events.of(report.KindWait)[0]; !strings.HasPrefix(w.Text, "⏸ paused by cli at ") {
 		t.Errorf("pause line = %q", w.Text)
 	}
-	time.Sleep(600 * time.Millisecond) // three looks at the folder
+	// Holding is the behaviour under test: the pause stays in force over
+	// several of the run's looks at the folder (every 200 ms), which gives
+	// a run that ignores it the time to start the next agent and be caught
+	// by the hook above. Nothing waits on this sleep: a correct run passes
+	// however long or short it turns out under load.
+	time.Sleep(600 * time.Millisecond)
 	if n := len(r.events.banners()); n != 1 {
 		t.Fatalf("%d iterations started while paused; want only the first, which was going when the pause came", n)
 	}
@@ -187,13 +194,8 @@ func TestSteerPauseHoldsTheNextStepUntilResume(t *testing.T) {
 	if err := f.ClearPause(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Build after resume: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the run did not go on after resume")
+	if err := wait.Recv(t, done, wait.Long, "the run to go on after resume and end"); err != nil {
+		t.Fatalf("Build after resume: %v", err)
 	}
 	if n := len(r.events.banners()); n != 2 {
 		t.Errorf("%d iterations; want 2 once resumed", n)
@@ -213,8 +215,9 @@ func TestSteerStopWhilePausedEndsAsInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(r.ctx)
 	defer cancel(nil)
 	go func() {
-		for len(r.events.of(report.KindWait)) == 0 {
-			time.Sleep(10 * time.Millisecond)
+		// A stop given once the run holds on the pause, not before it.
+		if !wait.Within(wait.Long, func() bool { return len(r.events.of(report.KindWait)) > 0 }) {
+			t.Error("the run never said it was paused")
 		}
 		cancel(&control.StopError{Cmd: stop})
 	}()

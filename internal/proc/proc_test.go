@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // run is Run with the test failing on an unexpected error.
@@ -26,6 +28,11 @@ func run(t *testing.T, ctx context.Context, s Spec) Outcome {
 
 // sh builds a Spec running script with sh -c.
 func sh(script string) Spec { return Spec{Args: []string{"sh", "-c", script}} }
+
+// wellBefore bounds a Run whose child would sleep 30 s unless what the test
+// names (a timeout, a kill, a cancel) ends it: generous for a loaded
+// machine, still far from what a Run that missed it would take.
+const wellBefore = 10 * time.Second
 
 // alive reports whether pid names a live process; zombies count as gone
 // because nothing may reap them in a container without an init.
@@ -43,16 +50,12 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
-// waitGone fails the test unless pid disappears within a second.
+// waitGone fails the test unless pid disappears (exits or is a zombie).
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("process %d still alive after Run returned", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !wait.Within(wait.Long, func() bool { return !alive(pid) }) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("process %d still alive %s after Run returned", pid, wait.Long)
 	}
 }
 
@@ -168,7 +171,7 @@ func TestTimeoutKillsQuickly(t *testing.T) {
 	if !out.TimedOut || out.ExitCode != -1 {
 		t.Errorf("outcome %+v, want TimedOut with ExitCode -1", out)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > wellBefore {
 		t.Errorf("Run took %v", d)
 	}
 }
@@ -183,7 +186,7 @@ func TestIgnoredTermIsKilledAfterGrace(t *testing.T) {
 	if !out.TimedOut {
 		t.Errorf("outcome %+v, want TimedOut", out)
 	}
-	if d < s.Timeout+s.Grace || d > 2*time.Second {
+	if d < s.Timeout+s.Grace || d > wellBefore {
 		t.Errorf("Run took %v, want about timeout+grace (%v)", d, s.Timeout+s.Grace)
 	}
 }
@@ -209,7 +212,7 @@ func TestGrandchildKilledOnTimeout(t *testing.T) {
 	s.Grace = 200 * time.Millisecond
 	start := time.Now()
 	out := run(t, context.Background(), s)
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > wellBefore {
 		t.Errorf("Run took %v", d)
 	}
 	if !out.TimedOut {
@@ -225,7 +228,7 @@ func TestLeftoverGrandchildAfterNormalExit(t *testing.T) {
 	s.Grace = 200 * time.Millisecond
 	start := time.Now()
 	out := run(t, context.Background(), s)
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > wellBefore {
 		t.Errorf("Run took %v", d)
 	}
 	if out.ExitCode != 0 || out.TimedOut || out.Interrupted {
@@ -250,7 +253,7 @@ func TestEscapedDescendantDoesNotHangRun(t *testing.T) {
 	run(t, context.Background(), s)
 	pid := grandchildPID(t, &b)
 	defer syscall.Kill(pid, syscall.SIGKILL)
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > wellBefore {
 		t.Errorf("Run took %v", d)
 	}
 }
@@ -265,7 +268,7 @@ func TestIdleTimeout(t *testing.T) {
 	if !out.Idle || out.TimedOut || out.Interrupted {
 		t.Errorf("outcome %+v, want Idle only", out)
 	}
-	if d := time.Since(start); d < s.IdleTimeout || d > 2*time.Second {
+	if d := time.Since(start); d < s.IdleTimeout || d > wellBefore {
 		t.Errorf("Run took %v", d)
 	}
 	if b.String() != "hi\n" {
@@ -274,9 +277,11 @@ func TestIdleTimeout(t *testing.T) {
 }
 
 func TestSteadyOutputIsNotIdle(t *testing.T) {
-	// Output goes nowhere: the idle watch must still see it.
-	s := sh("for i in 1 2 3 4 5 6; do echo $i >&2; sleep 0.1; done")
-	s.IdleTimeout = 400 * time.Millisecond
+	// Output goes nowhere: the idle watch must still see it. A line
+	// every 100 ms for 3 s against a 1 s idle limit: the run outlasts the
+	// limit, and a gap between lines stays far below it under load.
+	s := sh("i=0; while [ $i -lt 30 ]; do echo $i >&2; sleep 0.1; i=$((i+1)); done")
+	s.IdleTimeout = time.Second
 	out := run(t, context.Background(), s)
 	if out.Idle || out.ExitCode != 0 {
 		t.Errorf("outcome %+v, want a clean exit", out)
@@ -284,15 +289,16 @@ func TestSteadyOutputIsNotIdle(t *testing.T) {
 }
 
 func TestContextCancelInterrupts(t *testing.T) {
+	// Cancelled once the child is known to run: its first line.
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(100*time.Millisecond, cancel)
-	s := sh("sleep 30")
+	s := sh("echo started; sleep 30")
+	s.Stdout = cancelOnWrite(cancel)
 	start := time.Now()
 	out := run(t, ctx, s)
 	if !out.Interrupted || out.TimedOut || out.ExitCode != -1 {
 		t.Errorf("outcome %+v, want Interrupted", out)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > wellBefore {
 		t.Errorf("Run took %v", d)
 	}
 }
@@ -309,6 +315,11 @@ func TestCancelledContextDoesNotStart(t *testing.T) {
 		t.Error("child ran despite a cancelled context")
 	}
 }
+
+// cancelOnWrite calls cancel at the first write to it.
+type cancelOnWrite context.CancelFunc
+
+func (c cancelOnWrite) Write(p []byte) (int, error) { c(); return len(p), nil }
 
 type failWriter struct{}
 

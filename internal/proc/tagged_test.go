@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // startTagged starts script with sh -c in its own process group and tag in
@@ -27,22 +30,15 @@ func startTagged(t *testing.T, tag, script string, want int) (leader int, pids [
 		t.Fatal(err)
 	}
 	go cmd.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	wait.Until(t, wait.Long, func() bool {
 		b, _ := os.ReadFile(pidFile)
 		pids = pids[:0]
 		for _, f := range strings.Fields(string(b)) {
 			n, _ := strconv.Atoi(f)
 			pids = append(pids, n)
 		}
-		if len(pids) >= want {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if len(pids) < want {
-		t.Fatalf("script wrote %d pids, want %d", len(pids), want)
-	}
+		return len(pids) >= want
+	}, fmt.Sprintf("the script to write %d pids", want))
 	t.Cleanup(func() {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		for _, p := range pids {
@@ -91,11 +87,8 @@ func TestStopTaggedStopsAGroupWhoseLeaderExited(t *testing.T) {
 	tag := Tag("RALPH_AGENT_TOKEN", "leader-"+strconv.Itoa(os.Getpid()))
 	leader, pids := startTagged(t, tag, `(while :; do sleep 0.05; done) & echo $! >>"$PIDS"; exit 0`, 1)
 	writer := pids[0]
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(leader) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if alive(leader) || !alive(writer) {
+	wait.Until(t, wait.Long, func() bool { return !alive(leader) }, "the group's leader to exit")
+	if !alive(writer) {
 		t.Fatalf("setup: leader alive %v, writer alive %v", alive(leader), alive(writer))
 	}
 	if _, ok := Lookup(leader); ok {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/fakeagent"
+	"github.com/ralphloop/ralph/internal/proc"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // TestMain lets this test binary play the agent: with the switch set, it
@@ -75,8 +77,12 @@ func TestSavedTokenFindsTheRunningAgent(t *testing.T) {
 			OnStart: func(int) {
 				go func() {
 					// The agent is running now: stop it by the saved
-					// token, as a resumed run does after a crash.
-					time.Sleep(200 * time.Millisecond)
+					// token, as a resumed run does after a crash. Its
+					// process carries the token once exec is done.
+					tag := proc.Tag(agent.TokenVar, saved)
+					if !wait.Within(wait.Long, func() bool { return len(proc.FindTagged(tag)) > 0 }) {
+						t.Error("no process of the running agent carries the saved token")
+					}
 					st := agent.StopLeftover(saved, 0, 0)
 					found <- st.Any()
 				}()
@@ -85,13 +91,8 @@ func TestSavedTokenFindsTheRunningAgent(t *testing.T) {
 		}.Run(ctx)
 		_ = res
 	}()
-	select {
-	case ok := <-found:
-		if !ok {
-			t.Fatal("the saved token found no process of the running agent")
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the agent was not stopped by its saved token")
+	if !wait.Recv(t, found, wait.Long, "the agent to be stopped by its saved token") {
+		t.Fatal("the saved token found no process of the running agent")
 	}
 }
 

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/ralphloop/ralph/internal/proc"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // startUnrelated starts, in dir and its own process group, a program that
@@ -66,11 +66,8 @@ func TestStopLeftoverSparesAnUnrelatedProgramInTheRepository(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, found := f.StopRecorded()
-	deadline := time.Now().Add(5 * time.Second)
-	for running(pid) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !found || len(st.Groups) != 1 || st.Groups[0] != pid || running(pid) {
+	if !found || len(st.Groups) != 1 || st.Groups[0] != pid {
 		t.Fatalf("the group of the recorded leader was not stopped (found %v): %+v", found, st)
 	}
+	wait.Until(t, wait.Long, func() bool { return !running(pid) }, "the recorded leader to be gone after StopRecorded")
 }

@@ -164,6 +164,8 @@ func TestLockHolderProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Stdout.WriteString("child " + strconv.Itoa(child.Process.Pid) + "\n")
+	// The holder must outlive the test's look at the lock, which kills it:
+	// the sleep is the behaviour (a ralph that holds the lock), not a sync.
 	time.Sleep(time.Minute)
 	os.Exit(0)
 }

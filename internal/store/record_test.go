@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // A record is replaced whole, leaves no temporary file, and costs no
@@ -66,7 +68,6 @@ const recordWriterEnv = "STORE_TEST_RECORD_WRITER"
 func TestMain(m *testing.M) {
 	if p := os.Getenv(recordWriterEnv); p != "" {
 		a, b := bytes.Repeat([]byte("a"), 4<<20), bytes.Repeat([]byte("b"), 4<<20)
-		os.WriteFile(p+".ready", nil, 0o644)
 		for i := 0; ; i++ {
 			data := a
 			if i%2 == 1 {
@@ -74,6 +75,12 @@ func TestMain(m *testing.M) {
 			}
 			if err := WriteRecord(p, data, 0o644); err != nil {
 				os.Exit(3)
+			}
+			if i == 0 {
+				// Ready once a whole record is there: a kill from
+				// now on lands on a replacement, whose old record
+				// the test can check was kept.
+				os.WriteFile(p+".ready", nil, 0o644)
 			}
 		}
 	}
@@ -87,7 +94,6 @@ func TestMain(m *testing.M) {
 func TestWriteRecordIsWholeAfterAKill(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "run.json")
-	written := false
 	for round := 0; round < 8; round++ {
 		os.Remove(p + ".ready")
 		cmd := exec.Command(os.Args[0], "-test.run", "^$")
@@ -95,24 +101,16 @@ func TestWriteRecordIsWholeAfterAKill(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			if _, err := os.Stat(p + ".ready"); err == nil {
-				break
-			}
-		}
+		wait.Until(t, wait.Long, func() bool { _, err := os.Stat(p + ".ready"); return err == nil }, "the writer's first whole record")
+		// The kill's instant is the behaviour under test: a different
+		// one each round, somewhere in the stream of replacements.
 		time.Sleep(time.Duration(5+round*7) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		got, err := os.ReadFile(p)
 		if err != nil {
-			if os.IsNotExist(err) && !written {
-				// Killed before its first rename: on a loaded machine
-				// the first 4 MB write can take longer than a round.
-				continue
-			}
 			t.Fatalf("round %d: %v", round, err)
 		}
-		written = true
 		if len(got) != 4<<20 || (!bytes.Equal(got, bytes.Repeat([]byte("a"), 4<<20)) && !bytes.Equal(got, bytes.Repeat([]byte("b"), 4<<20))) {
 			t.Fatalf("round %d: the record is torn after a kill: %d bytes, starting %.20q", round, len(got), got)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/status"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // fixedNow is the tests' clock: goldens show countdowns against it.
@@ -363,13 +364,7 @@ func TestRunQuitsOnQ(t *testing.T) {
 	go func() {
 		done <- Run(context.Background(), src, inR, &out, Options{Plain: true, Now: func() time.Time { return fixedNow }, Width: 80, Height: 24})
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "Multiply two numbers") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the viewer did not draw the board within 10s:\n%q", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Until(t, wait.Long, func() bool { return strings.Contains(out.String(), "Multiply two numbers") }, "the viewer to draw the board")
 	inW.Write([]byte("q"))
 	select {
 	case err := <-done:

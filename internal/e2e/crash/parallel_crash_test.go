@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/fakeagent"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // parallelPRD has four stories; US-004 depends on US-002.
@@ -84,16 +85,12 @@ func (c *crashCase) buildParallel(t *testing.T, point string, killAfter time.Dur
 func (c *crashCase) reapParallel(t *testing.T) {
 	t.Helper()
 	wt := filepath.Join(filepath.Dir(c.repo), ".ralph-worktrees")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		pids := append(processesIn(c.repo), processesIn(wt)...)
-		if len(pids) == 0 || time.Now().After(deadline) {
-			for _, p := range pids {
-				syscall.Kill(p, syscall.SIGKILL)
-			}
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	left := func() []int { return append(processesIn(c.repo), processesIn(wt)...) }
+	if wait.Within(5*time.Second, func() bool { return len(left()) == 0 }) {
+		return
+	}
+	for _, p := range left() {
+		syscall.Kill(p, syscall.SIGKILL)
 	}
 }
 
@@ -171,6 +168,7 @@ func TestParallelCrashAtRandomTimes(t *testing.T) {
 	for _, after := range []time.Duration{250 * time.Millisecond, 600 * time.Millisecond, 900 * time.Millisecond} {
 		t.Run(after.String(), func(t *testing.T) {
 			c := h.newParallelCase(t)
+			kills := 0
 			for range 3 {
 				res := c.buildParallel(t, "", after)
 				c.reapParallel(t)
@@ -180,6 +178,12 @@ func TestParallelCrashAtRandomTimes(t *testing.T) {
 					}
 					break
 				}
+				kills++
+			}
+			if kills == 0 {
+				// The first run ended before its kill: nothing crashed,
+				// and passing would say a crash was survived.
+				t.Fatalf("no run was killed after %s: nothing was tested", after)
 			}
 			res := c.buildParallel(t, "", 0)
 			if res.code != 0 || res.killed {

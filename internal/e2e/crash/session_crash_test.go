@@ -35,6 +35,7 @@ import (
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/testing/clitest"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 	"github.com/rogpeppe/go-internal/txtar"
 )
 
@@ -569,17 +570,16 @@ wait:
 // is not ours to reap).
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	dead := func() bool {
 		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 		if err != nil {
-			return
+			return true
 		}
 		// The state follows the command name in parentheses.
-		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == 'Z' {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+		i := bytes.LastIndexByte(b, ')')
+		return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
 	}
-	t.Errorf("the agent (pid %d) is still running 5s after SIGKILL", pid)
+	if !wait.Within(wait.Long, dead) {
+		t.Errorf("the agent (pid %d) is still running %s after SIGKILL", pid, wait.Long)
+	}
 }

@@ -164,6 +164,11 @@ func TestThreadKilledAtRandomTimes(t *testing.T) {
 			if s := c.show(t); s.Phase.Type != "PendingReview" {
 				t.Fatalf("thread did not reach review: %s after %v", s.Phase.Type, log)
 			}
+			if kills == 0 {
+				// Every command ended before its kill came: the seed
+				// crashed nothing, and passing would say it had.
+				t.Fatalf("seed %d landed no kill: nothing was tested after %v", seed, log)
+			}
 			for _, a := range [][]string{{"thread", "approve"}, {"thread", "commit"}} {
 				if out, killed := c.ralph(t, 0, a...); killed || strings.Contains(out, "ralph: ") {
 					t.Fatalf("%v: %s", a, out)

@@ -66,7 +66,7 @@ func TestFleetBuildSurvivesAKilledWorker(t *testing.T) {
 		}
 	}
 	// A moment later the host is back (a machine rebooted, a worker
-	// restarted by its supervisor).
+	// restarted by its supervisor). The sleep is that outage, not a sync.
 	time.Sleep(time.Second)
 	wb2 := r.start("worker-b-restarted", r.b, r.ralph, "worker", "--host", "b")
 

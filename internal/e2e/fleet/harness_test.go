@@ -26,6 +26,7 @@ import (
 	rfleet "github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/status"
 	"github.com/ralphloop/ralph/internal/testing/clitest"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // testDeadline bounds the whole test: it takes well under a minute
@@ -250,16 +251,9 @@ func (r *fleetRun) within(limit time.Duration) time.Duration {
 // what it waited for and cond's last word.
 func (r *fleetRun) waitFor(what string, limit time.Duration, cond func() (bool, string)) {
 	r.t.Helper()
-	end := time.Now().Add(r.within(limit))
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(end) {
-			r.t.Fatalf("waited %s for %s; last: %s", limit, what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var last string
+	if !wait.Within(r.within(limit), func() (ok bool) { ok, last = cond(); return ok }) {
+		r.t.Fatalf("waited %s for %s; last: %s", limit, what, last)
 	}
 }
 
@@ -316,26 +310,28 @@ func (r *fleetRun) startServer() {
 
 func (r *fleetRun) waitServer(addr string, p *proc, limit time.Duration) error {
 	quiet := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	end := time.Now().Add(r.within(limit))
 	var last error
-	for time.Now().Before(end) {
+	up := func() bool {
 		if p.exited() {
-			return fmt.Errorf("the server exited: %v", p.err)
+			return true
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
 		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: quiet})
 		if err == nil {
 			_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
 			c.Close()
 		}
-		cancel()
-		if err == nil {
-			return nil
-		}
 		last = err
-		time.Sleep(100 * time.Millisecond)
+		return err == nil
 	}
-	return fmt.Errorf("not up after %s: %v", limit, last)
+	if !wait.Within(r.within(limit), up) {
+		return fmt.Errorf("not up after %s: %v", limit, last)
+	}
+	if p.exited() {
+		return fmt.Errorf("the server exited: %v", p.err)
+	}
+	return nil
 }
 
 func freePort(t *testing.T) int {

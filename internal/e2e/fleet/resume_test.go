@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // `ralph stop` while agents work, then `ralph build` again: the new build
@@ -41,16 +43,7 @@ func TestFleetStopThenBuildResumes(t *testing.T) {
 	var again *proc
 	r.waitFor("a second ralph build to start", time.Minute, func() (bool, string) {
 		p := r.start("build-again", r.a, r.ralph, "build", "--workers", "2")
-		<-func() chan struct{} {
-			ch := make(chan struct{})
-			go func() {
-				for !p.exited() && !strings.Contains(p.output(), "started on Temporal") {
-					time.Sleep(50 * time.Millisecond)
-				}
-				close(ch)
-			}()
-			return ch
-		}()
+		wait.Within(r.within(time.Minute), func() bool { return p.exited() || strings.Contains(p.output(), "started on Temporal") })
 		if strings.Contains(p.output(), "started on Temporal") {
 			again = p
 			return true, ""

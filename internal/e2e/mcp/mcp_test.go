@@ -136,7 +136,11 @@ func (w *workspace) client(t *testing.T) (*mcp.ClientSession, *syncBuffer) {
 	cmd.Stderr = stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	// Close waits this long for ralph to end by itself before it signals
+	// it: far beyond the bound below, so a ralph that ignored its closed
+	// stdin would be told apart from a slow one.
+	const terminateAfter = time.Minute
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateAfter}, nil)
 	if err != nil {
 		t.Fatalf("connect to ralph mcp: %v\nstderr:\n%s", err, stderr)
 	}
@@ -147,7 +151,7 @@ func (w *workspace) client(t *testing.T) (*mcp.ClientSession, *syncBuffer) {
 		cs.Close()
 		if cmd.ProcessState == nil || !cmd.ProcessState.Success() {
 			t.Errorf("ralph mcp did not end cleanly when its stdin closed: %v\nstderr:\n%s", cmd.ProcessState, stderr)
-		} else if d := time.Since(start); d > 3*time.Second {
+		} else if d := time.Since(start); d > terminateAfter/2 {
 			t.Errorf("ralph mcp took %s to end after its stdin closed", d)
 		}
 	})
@@ -318,6 +322,9 @@ func TestMCPSteersABuild(t *testing.T) {
 	// Held: the run takes the pause at a step boundary, before or
 	// between iterations, and starts none while it lasts.
 	held := statusOf(t, cs)
+	// A hold, not a sync (the journal's pause line above is the sync):
+	// the run looks at the pause every 200 ms, so 2 s without a new
+	// iteration is what "held" means.
 	time.Sleep(2 * time.Second)
 	if rep := statusOf(t, cs); rep.Iteration != held.Iteration || rep.Paused == nil {
 		t.Fatalf("the run went on while paused: iteration %d then %d, paused %+v\n%s", held.Iteration, rep.Iteration, rep.Paused, out)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/fakeagent"
 	"github.com/ralphloop/ralph/internal/testing/clitest"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 const prd = `# PRD: watch test
@@ -70,17 +71,11 @@ func (tm *term) screen() string { return tm.tmux("capture-pane", "-p", "-t", "wa
 func (tm *term) waitFor(re string, limit time.Duration) string {
 	tm.t.Helper()
 	rx := regexp.MustCompile(re)
-	deadline := time.Now().Add(limit)
-	for {
-		s := tm.screen()
-		if rx.MatchString(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			tm.t.Fatalf("the screen did not show %q within %s; it shows:\n%s", re, limit, s)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var s string
+	if !wait.Within(limit, func() bool { s = tm.screen(); return rx.MatchString(s) }) {
+		tm.t.Fatalf("the screen did not show %q within %s; it shows:\n%s", re, limit, s)
 	}
+	return s
 }
 
 func TestWatchSteersABuild(t *testing.T) {
@@ -145,7 +140,7 @@ func TestWatchSteersABuild(t *testing.T) {
 	t.Cleanup(func() { exec.Command("tmux", "-L", tm.socket, "kill-server").Run() })
 	shell := fmt.Sprintf("env %s NO_COLOR=1 %q watch; echo \"watch exited $?\"; sleep 600", quoteAll(env), ralph)
 	tm.tmux("new-session", "-d", "-s", "watch", "-x", "120", "-y", "40", "-c", repo, shell)
-	tm.waitFor(`p pause`, 15*time.Second)
+	tm.waitFor(`p pause`, wait.Long)
 
 	build := exec.Command(ralph, "build", "10")
 	build.Dir, build.Env = repo, env
@@ -166,18 +161,18 @@ func TestWatchSteersABuild(t *testing.T) {
 		}
 	})
 
-	tm.waitFor(`● running[\s\S]*Working on US-001`, 30*time.Second)
+	tm.waitFor(`● running[\s\S]*Working on US-001`, wait.Long)
 
 	// A hint, typed into the viewer, reaches the next iteration's prompt.
 	tm.tmux("send-keys", "-t", "watch", "h")
-	tm.waitFor(`hint for the next iteration> `, 5*time.Second)
+	tm.waitFor(`hint for the next iteration> `, wait.Long)
 	tm.tmux("send-keys", "-t", "watch", "-l", "use the helper")
 	tm.tmux("send-keys", "-t", "watch", "Enter")
-	tm.waitFor(`✓ hint: queued for the next iteration's prompt`, 10*time.Second)
+	tm.waitFor(`✓ hint: queued for the next iteration's prompt`, wait.Long)
 
 	// p pauses: the run takes it at its next step and waits.
 	tm.tmux("send-keys", "-t", "watch", "p")
-	s := tm.waitFor(`⏸ paused by watch at`, 30*time.Second)
+	s := tm.waitFor(`⏸ paused by watch at`, wait.Long)
 	for _, want := range []string{"p resume", "control: hint \"use the helper\" by watch", "control: pause by watch"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the paused screen does not show %q:\n%s", want, s)
@@ -192,6 +187,9 @@ func TestWatchSteersABuild(t *testing.T) {
 		return len(m)
 	}
 	before := prompts()
+	// A hold, not a sync: the run looks at the pause every 200 ms, so 3 s
+	// of no new prompt is what "the run holds" means; the screen said
+	// paused above, which is the sync.
 	time.Sleep(3 * time.Second)
 	if after := prompts(); after != before {
 		t.Errorf("the paused run started %d more iterations in 3s", after-before)
@@ -204,7 +202,7 @@ func TestWatchSteersABuild(t *testing.T) {
 
 	// p again resumes, and the build finishes.
 	tm.tmux("send-keys", "-t", "watch", "p")
-	tm.waitFor(`✓ resume: resumed`, 15*time.Second)
+	tm.waitFor(`✓ resume: resumed`, wait.Long)
 	select {
 	case err := <-buildDone:
 		if err != nil {
@@ -213,7 +211,7 @@ func TestWatchSteersABuild(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the build did not finish within 60s of the resume\n%s", buildOut.String())
 	}
-	final := tm.waitFor(`finished: complete[\s\S]*3/3 done`, 15*time.Second)
+	final := tm.waitFor(`finished: complete[\s\S]*3/3 done`, wait.Long)
 
 	// The hint was in the prompt of an iteration after it was typed.
 	hinted := false
@@ -247,7 +245,7 @@ func TestWatchSteersABuild(t *testing.T) {
 
 	// q leaves the viewer with exit 0.
 	tm.tmux("send-keys", "-t", "watch", "q")
-	tm.waitFor(`watch exited 0`, 10*time.Second)
+	tm.waitFor(`watch exited 0`, wait.Long)
 }
 
 // writeCapture keeps the last screen: in docs/watch.txt for the README

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // event is one server-sent event.
@@ -875,7 +877,7 @@ func TestEnvHelpers(t *testing.T) {
 func TestTurnDelay(t *testing.T) {
 	const delay = time.Second
 	s := Start(t, []Turn{{Text: "thought about it", Delay: delay}})
-	const n = 4
+	const n = 8
 	took := make([]time.Duration, n)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -904,33 +906,29 @@ func TestTurnDelay(t *testing.T) {
 			t.Errorf("request %d was answered after %v, before the turn's delay of %v", i, d, delay)
 		}
 	}
-	// Waiting one after another would take n*delay; allow a loaded machine
-	// plenty of slack below that.
-	if all >= 2*delay {
+	// Waiting one after another would take n*delay (8 s); together they
+	// take one delay. Half of n*delay leaves a loaded machine 3 s of slack
+	// and still tells the two apart.
+	if all >= n/2*delay {
 		t.Errorf("%d concurrent requests with a delay of %v took %v: they waited one after another", n, delay, all)
 	}
 
 	// A client that gives up ends the wait: the server records the
-	// request's status once its handler returns, long before 30 s.
-	slow := Start(t, []Turn{{Text: "late", Delay: 30 * time.Second}})
+	// request's status once its handler returns, long before the delay
+	// (five minutes: far beyond the wait below however loaded the machine).
+	slow := Start(t, []Turn{{Text: "late", Delay: 5 * time.Minute}})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	b, _ := json.Marshal(anthropicRequest(false, userMsg("hurry")))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, slow.URL+"/v1/messages", bytes.NewReader(b))
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
-		t.Fatal("the request returned before its 30 s delay")
+		t.Fatal("the request returned before its 5 min delay")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r := slow.Requests()
-		if len(r) == 1 && r[0].Status != 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server still waits out the 30 s delay of a request whose client hung up (%d requests recorded, none answered)", len(r))
-		}
-		time.Sleep(20 * time.Millisecond)
+	var r []Request
+	answered := func() bool { r = slow.Requests(); return len(r) == 1 && r[0].Status != 0 }
+	if !wait.Within(wait.Long, answered) {
+		t.Fatalf("the server still waits out the 5 min delay of a request whose client hung up (%d requests recorded, none answered)", len(r))
 	}
 
 	if err := (Turn{Text: "a", Delay: -time.Second}).validate(); err == nil {
