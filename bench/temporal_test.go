@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -534,6 +535,8 @@ func setKey(cfg, key, value string) (string, error) {
 	return "", fmt.Errorf("ralph init's config has no %q line", key)
 }
 
+var iterRecord = regexp.MustCompile(`^iter-\d+\.json$`)
+
 // agentTime sums the agent durations of every iteration record under runs
 // (the local engine's runs/<run>/iter-N.json, and the Temporal hosts'
 // runs/<run>/workers/<task>/<attempt>/runs/<loop run>/iter-N.json).
@@ -544,8 +547,8 @@ func agentTime(runs string) (time.Duration, int, error) {
 		if err != nil {
 			return err
 		}
-		base := d.Name()
-		if d.IsDir() || !strings.HasPrefix(base, "iter-") || !strings.HasSuffix(base, ".json") {
+		// iter-N.json only: iter-N.checks.json beside it is what TEST ran.
+		if d.IsDir() || !iterRecord.MatchString(d.Name()) {
 			return nil
 		}
 		data, err := os.ReadFile(p)
