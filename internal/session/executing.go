@@ -35,13 +35,9 @@ func (r *Runner) selectTask(ctx context.Context) error {
 // execute is InvokeExecutor: the executor on the current task.
 func (r *Runner) execute(ctx context.Context) error {
 	s := r.prog.State
-	ts, err := r.sessionTasks()
-	if err != nil {
+	task, gone, err := r.currentTask(ctx)
+	if err != nil || gone {
 		return err
-	}
-	task, ok := findTask(ts, s.CurrentTaskID)
-	if !ok {
-		return r.fire(ctx, Event{Type: CriticalError, Reason: "task " + s.CurrentTaskID + " is no longer in tasks.md"}, "")
 	}
 	head, err := r.git().Head(context.WithoutCancel(ctx))
 	if err != nil {
@@ -78,6 +74,22 @@ func (r *Runner) execute(ctx context.Context) error {
 	}
 	return r.fire(ctx, Event{Type: ExecutorCompleted, Status: res.Status, NewTasks: res.NewTasks,
 		Reason: task.ID + ": " + strings.Join(res.Blockers, "; ")}, res.Status+detailSuffix(res.Blockers))
+}
+
+// currentTask is the session's current task as tasks.md has it. When
+// tasks.md no longer has it, the run ends on a critical error, fired
+// here, and gone is true.
+func (r *Runner) currentTask(ctx context.Context) (task tasks.SessionTask, gone bool, err error) {
+	ts, err := r.sessionTasks()
+	if err != nil {
+		return tasks.SessionTask{}, false, err
+	}
+	id := r.prog.State.CurrentTaskID
+	task, ok := findTask(ts, id)
+	if !ok {
+		return tasks.SessionTask{}, true, r.fire(ctx, Event{Type: CriticalError, Reason: "task " + id + " is no longer in tasks.md"}, "")
+	}
+	return task, false, nil
 }
 
 func findTask(ts []tasks.SessionTask, id string) (tasks.SessionTask, bool) {

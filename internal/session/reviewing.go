@@ -26,13 +26,9 @@ func (r *Runner) review(ctx context.Context) error {
 	if _, ok := runkit.Committed(bg, r.git(), r.prog.CommitToken); ok {
 		return r.fire(ctx, Event{Type: ReviewerCompleted, Verdict: role.VerdictQualified}, "Qualified")
 	}
-	ts, err := r.sessionTasks()
-	if err != nil {
+	task, gone, err := r.currentTask(ctx)
+	if err != nil || gone {
 		return err
-	}
-	task, ok := findTask(ts, s.CurrentTaskID)
-	if !ok {
-		return r.fire(ctx, Event{Type: CriticalError, Reason: "task " + s.CurrentTaskID + " is no longer in tasks.md"}, "")
 	}
 	results, passed := r.checker().RunAll(ctx, r.WS.Root, r.Checks)
 	if ctx.Err() != nil {
