@@ -13,11 +13,14 @@ import (
 
 // markBlocked runs on the transition into BLOCKER: it records the blocker
 // in ralph's state; BLOCKER's entry action then writes the task file.
-func (b *builder) markBlocked(from, to Machine) {
+func (b *builder) markBlocked(from, to Machine, f *Failure) {
+	if f == nil {
+		f = &Failure{Reason: "the reason was not recorded"}
+	}
 	id := from.TaskID
 	t := b.st.task(id)
 	t.RetryCount = to.RetryCount
-	typ := b.blockerType
+	typ := f.Type
 	review := typ == "review"
 	if typ == "" || review {
 		typ = "permanent"
@@ -29,8 +32,8 @@ func (b *builder) markBlocked(from, to Machine) {
 	if t.Blocker != nil {
 		fixes = t.Blocker.AttemptedFixes
 	}
-	fixes = append(fixes, fmt.Sprintf("iteration %d: %s", from.Iteration, b.failure))
-	t.Blocker = &BlockerRecord{Reason: b.failure, Type: typ, RequiresHuman: typ == "permanent", AttemptedFixes: fixes, Iteration: from.Iteration, Review: review}
+	fixes = append(fixes, fmt.Sprintf("iteration %d: %s", from.Iteration, f.Reason))
+	t.Blocker = &BlockerRecord{Reason: f.Reason, Type: typ, RequiresHuman: typ == "permanent", AttemptedFixes: fixes, Iteration: from.Iteration, Review: review}
 	b.st.Metrics.Blocked++
 	delete(b.st.Feedback, id)
 }
@@ -40,7 +43,9 @@ func (b *builder) logBlocker(ctx context.Context) error {
 	t := b.st.task(id)
 	bl := t.Blocker
 	if bl == nil {
-		bl = &BlockerRecord{Reason: b.failure, Type: "permanent", RequiresHuman: true}
+		// markBlocked records it with the transition into BLOCKER, saved
+		// before this runs: only a state written by an older ralph lacks it.
+		bl = &BlockerRecord{Reason: "the reason was not recorded", Type: "permanent", RequiresHuman: true}
 		t.Blocker = bl
 	}
 	storyID, _, _ := strings.Cut(id, "/")

@@ -93,9 +93,6 @@ type builder struct {
 	// stoppedFirst is what Build stopped of a killed run's agent before
 	// it read anything (stopLeftoversFirst).
 	stoppedFirst proc.Stopped
-	// failure describes the current failed attempt for BLOCKER and the
-	// next prompt.
-	failure, failureOutput, blockerType string
 	// projectNotes are agent instruction files found in the repository.
 	projectNotes []string
 	// descent is a pair of commits (from, to) that this iteration's git
@@ -385,10 +382,13 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 // OutcomeNeedsHuman ends a run whose remaining tasks are all blocked.
 const OutcomeNeedsHuman Outcome = "needs_human"
 
-func (b *builder) feedbackText(taskID string) string {
-	msg := fmt.Sprintf("Your previous attempt at %s was sent back: %s.", taskID, b.failure)
-	if b.failureOutput != "" {
-		msg += "\n\n" + strings.TrimSuffix(b.failureOutput, "\n")
+func feedbackText(taskID string, f *Failure) string {
+	if f == nil {
+		f = &Failure{Reason: "the reason was not recorded"}
+	}
+	msg := fmt.Sprintf("Your previous attempt at %s was sent back: %s.", taskID, f.Reason)
+	if f.Feedback != "" {
+		msg += "\n\n" + strings.TrimSuffix(f.Feedback, "\n")
 	}
 	return msg + "\nFix the cause; the earlier attempt's changes are still in the working tree."
 }

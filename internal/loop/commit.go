@@ -64,7 +64,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	taskBytes, _ := inputlimit.ReadFile(b.src.Path())
 	if !m.Partial {
 		if err := b.src.MarkDone(story.ID, subtaskID, now); err != nil {
-			return Event{Trigger: TrigCommitFailed}, b.fail("could not mark the task done: "+err.Error(), "", "permanent")
+			return b.fail(TrigCommitFailed, "could not mark the task done: "+err.Error(), "", "permanent")
 		}
 		id, err := b.mem.Add(bg, memory.Node{ID: fmt.Sprintf("evt-%s-%d", b.id, m.Iteration), Name: taskID + " complete: " + story.Title, MemoryType: memory.TypeEvent,
 			Props: map[string]string{"event": memory.EventTaskComplete, "task": taskID, "run": b.id}})
@@ -89,7 +89,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	if !b.st.NoCommit {
 		snap, known, err := b.treeBeforeCommit(bg)
 		if err != nil {
-			return Event{Trigger: TrigCommitFailed}, b.fail("git: "+err.Error(), "", "permanent")
+			return b.fail(TrigCommitFailed, "git: "+err.Error(), "", "permanent")
 		}
 		pre = snap
 		if err := b.checkHistory(bg, b.attemptHead(), snap); err != nil {
@@ -127,14 +127,14 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 				// disk would be made again after a crash.
 				return Event{}, saveErr
 			case err != nil && !saved:
-				return Event{Trigger: TrigCommitFailed}, b.commitFailed(taskBytes, "git add failed (a lock in .git may have refused it)", err)
+				return b.commitFailed(taskBytes, "git add failed (a lock in .git may have refused it)", err)
 			case err != nil && !errors.Is(err, gitx.ErrNothingToCommit):
-				return Event{Trigger: TrigCommitFailed}, b.commitFailed(taskBytes, "git commit failed (a pre-commit hook or a lock in .git refused it)", err)
+				return b.commitFailed(taskBytes, "git commit failed (a pre-commit hook or a lock in .git refused it)", err)
 			case err != nil && known:
 				// Nothing to commit after all: the tree is not the one
 				// read after the agent (a check put files back).
 				if after, err = b.git.Snapshot(bg); err != nil {
-					return Event{Trigger: TrigCommitFailed}, b.fail("git: "+err.Error(), "", "permanent")
+					return b.fail(TrigCommitFailed, "git: "+err.Error(), "", "permanent")
 				}
 				pre = after
 			case err != nil:
@@ -198,7 +198,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 // task's failure: the task file loses the done mark ralph had just set,
 // and the reason says what failed (what) and what git and the hook said,
 // so the person who unblocks the task knows what to fix.
-func (b *builder) commitFailed(taskBytes []byte, what string, err error) error {
+func (b *builder) commitFailed(taskBytes []byte, what string, err error) (Event, error) {
 	if taskBytes != nil {
 		if werr := store.WriteFileAtomic(b.src.Path(), taskBytes, 0o644); werr != nil {
 			b.logError("could not put back %s after the failed commit: %v", b.ws.Rel(b.src.Path()), werr)
@@ -210,7 +210,7 @@ func (b *builder) commitFailed(taskBytes []byte, what string, err error) error {
 		said = ee.Stderr
 	}
 	b.git.Unstage(context.Background()) // unstage; the work stays in the tree
-	return b.fail(what+": "+clip(strings.Join(strings.Fields(said), " "), 200), said, "permanent")
+	return b.fail(TrigCommitFailed, what+": "+clip(strings.Join(strings.Fields(said), " "), 200), said, "permanent")
 }
 
 // commitMessage is the message of a task's commit: the subject, the

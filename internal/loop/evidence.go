@@ -291,7 +291,7 @@ func (b *builder) test(ctx context.Context) (Event, error) {
 		b.logError("iteration %d (%s): output of check %q, last lines: %s", b.st.Machine.Iteration, b.st.Machine.TaskID, broke.Check.Name, out)
 	}
 	if broke.Missing {
-		return Event{Trigger: TrigRunnerMissing}, b.failWith("test runner missing: "+describeFailure(*broke), check.Feedback(*broke), "permanent")
+		return b.failWith(TrigRunnerMissing, "test runner missing: "+describeFailure(*broke), check.Feedback(*broke), "permanent")
 	}
 	j := verify.Judge(b.judgeInput(ar, nil, nil))
 	if j.Outcome == verify.Review {
@@ -301,7 +301,7 @@ func (b *builder) test(ctx context.Context) (Event, error) {
 	if regs := brokeDiff.Regressions(); brokeDiff.PerTest && len(regs) > 0 {
 		why = "tests failed: " + strings.Join(clipList(regs, 5), "; ")
 	}
-	return Event{Trigger: TrigTestsFailed}, b.failWith(why, check.Feedback(*broke), classify(broke.Output, broke.TimedOut))
+	return b.failWith(TrigTestsFailed, why, check.Feedback(*broke), classify(broke.Output, broke.TimedOut))
 }
 
 // judgedFailure sends the attempt back, or to review, on j.
@@ -313,9 +313,9 @@ func (b *builder) judgedFailure(j verify.Judgement, status string, trig Trigger)
 	why := strings.Join(j.Problems, "; ")
 	if j.Outcome == verify.Review {
 		b.rec.Status = StatusNeedsReview
-		return Event{Trigger: TrigNeedsReview}, b.fail("needs review: "+why, strings.Join(j.Problems, "\n"), "review")
+		return b.fail(TrigNeedsReview, "needs review: "+why, strings.Join(j.Problems, "\n"), "review")
 	}
-	return Event{Trigger: trig}, b.fail(why, strings.Join(j.Problems, "\n"), "permanent")
+	return b.fail(trig, why, strings.Join(j.Problems, "\n"), "permanent")
 }
 
 // recordCheck adds a check's outcome to the iteration's record.

@@ -38,7 +38,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	}
 	before, err := b.snapshotBefore(context.WithoutCancel(ctx), n)
 	if err != nil {
-		return Event{Trigger: TrigUnresolvable}, b.fail("git: "+err.Error(), "", "permanent")
+		return b.fail(TrigUnresolvable, "git: "+err.Error(), "", "permanent")
 	}
 	b.snap = before
 	b.descent, b.deltaIter = [2]string{}, 0
@@ -195,8 +195,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	}
 	if out.Interrupted {
 		rec.Status, rec.Reason = StatusInterrupted, "interrupted by the user"
-		b.failure = "interrupted before verification"
-		b.reopenClaim()
+		b.reopenClaim("interrupted before verification")
 		b.saveIteration(rec)
 		return Event{}, ErrInterrupted
 	}
@@ -227,14 +226,14 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	if len(after.Unmerged) > 0 {
 		// A merge conflict is not something another attempt fixes.
 		rec.Status = StatusFailed
-		return Event{Trigger: TrigUnresolvable}, b.fail("merge conflict in "+strings.Join(clipList(after.Unmerged, 5), ", "), "", "permanent")
+		return b.fail(TrigUnresolvable, "merge conflict in "+strings.Join(clipList(after.Unmerged, 5), ", "), "", "permanent")
 	}
 	if status, why := b.agentStatus(out); status != "" {
 		rec.Status = status
 		// What the agent printed last says whether a retry may help: a
 		// refused connection heals, a syntax error does not.
 		tail := tailOfFile(logFile, 4<<10) + "\n" + strings.Join(out.Result.Errors, "\n")
-		return Event{Trigger: TrigImplementFailed}, b.fail(why, tail, classify(why+"\n"+tail, out.TimedOut))
+		return b.fail(TrigImplementFailed, why, tail, classify(why+"\n"+tail, out.TimedOut))
 	}
 	if pct := rec.ContextPercent; pct >= 0 {
 		hard := b.opts.ContextHard
@@ -251,24 +250,24 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	}
 	if !changed {
 		rec.Status = StatusNoChanges
-		return Event{Trigger: TrigImplementFailed}, b.fail("the agent made no changes", clip(out.Result.FinalMessage, 2000), "permanent")
+		return b.fail(TrigImplementFailed, "the agent made no changes", clip(out.Result.FinalMessage, 2000), "permanent")
 	}
 	return Event{Trigger: TrigCodeWritten}, nil
 }
 
-// fail records why the current attempt failed; the machine decides
-// whether that means a retry or a blocker.
-func (b *builder) fail(reason, output, typ string) error {
+// fail records why the current attempt failed and returns the event
+// trig that carries it; the machine decides whether that means a retry or
+// a blocker.
+func (b *builder) fail(trig Trigger, reason, output, typ string) (Event, error) {
 	if strings.TrimSpace(output) != "" {
 		output = check.Excerpt(output)
 	}
-	return b.failWith(reason, output, typ)
+	return b.failWith(trig, reason, output, typ)
 }
 
 // failWith is fail with what the next prompt gets already in the one
 // feedback format (check.Feedback for a failed check).
-func (b *builder) failWith(reason, feedback, typ string) error {
-	b.failure, b.failureOutput, b.blockerType = reason, feedback, typ
+func (b *builder) failWith(trig Trigger, reason, feedback, typ string) (Event, error) {
 	if b.rec != nil {
 		b.rec.Reason = reason
 		if b.rec.Status == "" {
@@ -276,11 +275,11 @@ func (b *builder) failWith(reason, feedback, typ string) error {
 		}
 	}
 	b.logError("iteration %d (%s): %s", b.st.Machine.Iteration, b.st.Machine.TaskID, reason)
-	b.reopenClaim()
+	b.reopenClaim(reason)
 	if b.rec != nil {
 		b.closeIteration()
 	}
-	return nil
+	return Event{Trigger: trig, Failure: &Failure{Reason: reason, Feedback: feedback, Type: typ}}, nil
 }
 
 // agentTicks reports whether the agent ticks the task file's checkboxes
@@ -294,7 +293,7 @@ func agentTicks(src tasks.Source) bool {
 // accept, criteria included: the PRD must never show a story done that was
 // not verified, and marks from a rejected attempt must not count as the next
 // attempt's claim.
-func (b *builder) reopenClaim() {
+func (b *builder) reopenClaim(why string) {
 	if !agentTicks(b.src) || b.sel.Story.ID == "" {
 		return
 	}
@@ -311,8 +310,8 @@ func (b *builder) reopenClaim() {
 		return
 	}
 	if err := store.WriteFileAtomic(b.src.Path(), out, 0o644); err == nil {
-		b.event("story %s reopened: %s", id, b.failure)
-		b.sayf(report.KindBlocker, "  ↺ %s reopened: %s\n", id, b.failure)
+		b.event("story %s reopened: %s", id, why)
+		b.sayf(report.KindBlocker, "  ↺ %s reopened: %s\n", id, why)
 	}
 }
 

@@ -272,6 +272,23 @@ type Event struct {
 	RetryCount int
 	// Detail says what happened, for the journal: why the run stopped.
 	Detail string
+	// Failure is why an attempt failed, with the event that says so
+	// (implement_failed, tests_failed, acs_failed and the blocking
+	// triggers): the transition's actions read it, the blocker record and
+	// the next prompt's feedback are made from it.
+	Failure *Failure
+}
+
+// Failure is why an attempt failed.
+type Failure struct {
+	// Reason is one line for the journal, the terminal and the blocker.
+	Reason string
+	// Feedback is what the next attempt's prompt shows, in the one
+	// feedback format (check.Feedback for a failed check).
+	Feedback string
+	// Type is the blocker type the failure asks for: "permanent",
+	// "transient" or "review" (a person must look).
+	Type string
 }
 
 // ErrNoTransition is returned for a trigger that the table does not allow

@@ -57,7 +57,7 @@ func (b *builder) transition(ev Event) error {
 		b.st.Metrics.StateMillis[m.State] += now.Sub(b.st.EnteredAt).Milliseconds()
 	}
 	for _, a := range actions[:len(actions)-1] {
-		b.transitionAction(a, m, next)
+		b.transitionAction(a, m, next, ev.Failure)
 	}
 	if m.State == StateCommit && next.State != StateStopped {
 		// The next COMMIT makes its own; a stopped one resumes with its
@@ -83,8 +83,8 @@ func (b *builder) transition(ev Event) error {
 		b.st.Metrics.TotalMillis += ms // the run's wall time includes its waits
 	}
 	detail := ""
-	if ev.Trigger == TrigImplementFailed || ev.Trigger == TrigTestsFailed || ev.Trigger == TrigACsFailed || next.State == StateBlocker {
-		detail = b.failure
+	if ev.Failure != nil {
+		detail = ev.Failure.Reason
 	}
 	if ev.Detail != "" {
 		detail = ev.Detail
@@ -224,29 +224,30 @@ func (b *builder) saveState() error {
 	return err
 }
 
-func (b *builder) transitionAction(a Action, from, to Machine) {
+func (b *builder) transitionAction(a Action, from, to Machine, f *Failure) {
 	if p := b.transitionPerformers()[a]; p != nil {
-		p(from, to)
+		p(from, to, f)
 	}
 }
 
 // transitionPerformers perform the actions a transition itself returns,
-// before the next state's entry action. Every action Next can return has a
-// performer here or in entryPerformers (TestEveryActionHasAPerformer).
-func (b *builder) transitionPerformers() map[Action]func(from, to Machine) {
-	return map[Action]func(from, to Machine){
-		ActRecordFailure: func(from, to Machine) {
+// before the next state's entry action, with the failure the event
+// carried (nil for an event without one). Every action Next can return has
+// a performer here or in entryPerformers (TestEveryActionHasAPerformer).
+func (b *builder) transitionPerformers() map[Action]func(from, to Machine, f *Failure) {
+	return map[Action]func(from, to Machine, f *Failure){
+		ActRecordFailure: func(from, to Machine, _ *Failure) {
 			t := b.st.task(from.TaskID)
 			t.Failures++
 			t.RetryCount = to.RetryCount
 			b.st.Metrics.TaskFailures++
 		},
-		ActRecordFeedback: func(from, to Machine) {
-			b.st.Feedback[from.TaskID] = b.feedbackText(from.TaskID)
+		ActRecordFeedback: func(from, to Machine, f *Failure) {
+			b.st.Feedback[from.TaskID] = feedbackText(from.TaskID, f)
 			b.st.Metrics.Reworks++
 		},
 		ActMarkBlocked: b.markBlocked,
-		ActResetRetries: func(from, to Machine) {
+		ActResetRetries: func(from, to Machine, _ *Failure) {
 			t := b.st.task(from.TaskID)
 			t.RetryCount, t.Blocker = 0, nil
 			t.Successes++
@@ -255,7 +256,7 @@ func (b *builder) transitionPerformers() map[Action]func(from, to Machine) {
 		},
 		// The machine itself carries the decision (Machine.Partial): COMMIT
 		// then commits the work without marking the task done.
-		ActCommitPartial: func(from, to Machine) {},
+		ActCommitPartial: func(from, to Machine, _ *Failure) {},
 	}
 }
 

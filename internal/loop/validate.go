@@ -141,7 +141,7 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 		for _, fb := range failedCmds {
 			out += "\n" + fb
 		}
-		return Event{Trigger: TrigACsFailed}, b.failWith(why, out, "permanent")
+		return b.failWith(TrigACsFailed, why, out, "permanent")
 	}
 	b.st.Attempt.Judgement = &j
 	b.sayJudgement(j)
