@@ -86,31 +86,3 @@ func (b *builder) repairJournal(path, statePath string) error {
 	b.em.Skip(ev.Seq)
 	return nil
 }
-
-// UnmarshalJSON reads a journal line of either shape: the envelope this
-// ralph writes (only its transitions fill the fields; other kinds leave
-// them empty) or seed 002's {timestamp, sessionId, transition} that an
-// older ralph, sessions and hints write. Readers of the journal
-// written by the previous release keep working.
-func (e *TransitionEvent) UnmarshalJSON(b []byte) error {
-	type plain TransitionEvent
-	var head struct {
-		V int `json:"v"`
-	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return err
-	}
-	if head.V == 0 {
-		return json.Unmarshal(b, (*plain)(e))
-	}
-	var ev report.Event
-	if err := json.Unmarshal(b, &ev); err != nil {
-		return err
-	}
-	*e = TransitionEvent{Timestamp: ev.Time, SessionID: ev.Run}
-	if ev.Kind == report.KindTransition {
-		detail, _ := ev.Data["detail"].(string)
-		e.Transition = TransitionEntry{From: ev.From, To: ev.To, Trigger: ev.Trigger, TaskID: ev.Task, AttemptNumber: ev.Attempt, Detail: detail}
-	}
-	return nil
-}

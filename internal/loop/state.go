@@ -1,15 +1,10 @@
 package loop
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
@@ -355,51 +350,12 @@ func (h *Home) load() (*LoopState, error) {
 	return &st, nil
 }
 
-// crashAfter is a test hook: with RALPH_TEST_CRASH_AFTER=N set, ralph kills
-// itself with SIGKILL right after the Nth state transition is persisted, so
-// that tests can prove a crash at any transition resumes correctly.
-var crashAfter, transitions = func() int {
-	n, _ := strconv.Atoi(os.Getenv("RALPH_TEST_CRASH_AFTER"))
-	return n
-}(), 0
-
-// CrashHook counts one persisted transition; callers invoke it right after
-// writing the state a crash must resume from.
-func CrashHook() {
-	if crashAfter <= 0 {
-		return
-	}
-	transitions++
-	if transitions == crashAfter {
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
-	}
-}
-
-// crashAt is a test hook like crashAfter for the instants between two
-// transitions: with RALPH_TEST_CRASH_AT=NAME (or NAME@N, the Nth time the
-// point is reached) set, CrashPoint(NAME) kills ralph with SIGKILL.
-var crashAt, crashAtCount = func() (string, int) {
-	name, n, ok := strings.Cut(os.Getenv("RALPH_TEST_CRASH_AT"), "@")
-	count, err := strconv.Atoi(n)
-	if !ok || err != nil || count < 1 {
-		count = 1
-	}
-	return name, count
-}()
-
-var crashAtSeen int
-
-// CrashPoint kills the process when RALPH_TEST_CRASH_AT names point.
-func CrashPoint(point string) {
-	if crashAt == "" || crashAt != point {
-		return
-	}
-	if crashAtSeen++; crashAtSeen == crashAtCount {
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
-	}
-}
+// The crash test hooks are the runner kernel's (runkit): every runner
+// fires them at the same instants.
+var (
+	CrashHook  = runkit.CrashHook
+	CrashPoint = runkit.CrashPoint
+)
 
 func (st *LoopState) task(id string) *TaskRecord {
 	t := st.Tasks[id]
@@ -414,55 +370,11 @@ func (st *LoopState) task(id string) *TaskRecord {
 	return t
 }
 
-// RepairEvents appends want to the log at path unless one of its last
-// lines already holds it: the write-ahead half of a transition whose log
-// line a kill prevented. Other writers share the log (sessions, hints), so
-// the search looks at the tail, not only the last line.
-func RepairEvents(path string, want *TransitionEvent) error {
-	if want == nil {
-		return nil
-	}
-	line, err := json.Marshal(want)
-	if err != nil {
-		return err
-	}
-	f, err := os.Open(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if f != nil {
-		defer f.Close()
-		const tail = 256 << 10
-		var start int64
-		if fi, err := f.Stat(); err == nil && fi.Size() > tail {
-			start = fi.Size() - tail
-		}
-		b, err := io.ReadAll(io.NewSectionReader(f, start, tail))
-		if err != nil {
-			return err
-		}
-		for l := range bytes.SplitSeq(b, []byte("\n")) {
-			if bytes.Equal(l, line) {
-				return nil
-			}
-		}
-	}
-	return store.AppendJSONLine(path, want)
-}
+// RepairEvents, TransitionEvent and TransitionEntry are the kernel's
+// (runkit): seed 002's journal line, which sessions write too.
+var RepairEvents = runkit.RepairEvents
 
-// TransitionEvent is one line of events.jsonl, in seed 002's shape.
-type TransitionEvent struct {
-	Timestamp  time.Time       `json:"timestamp"`
-	SessionID  string          `json:"sessionId"`
-	Transition TransitionEntry `json:"transition"`
-}
-
-// TransitionEntry is the transition part of an event line.
-type TransitionEntry struct {
-	From          string `json:"from"`
-	To            string `json:"to"`
-	Trigger       string `json:"trigger"`
-	TaskID        string `json:"taskId,omitempty"`
-	AttemptNumber int    `json:"attemptNumber,omitempty"`
-	Detail        string `json:"detail,omitempty"`
-}
+type (
+	TransitionEvent = runkit.TransitionEvent
+	TransitionEntry = runkit.TransitionEntry
+)

@@ -11,8 +11,8 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/role"
+	"github.com/ralphloop/ralph/internal/runkit"
 )
 
 // Metrics are a session's counters, derived from its transition log and
@@ -80,7 +80,7 @@ type Metrics struct {
 // state of a session that has not ended. Time differences that run
 // backwards, as after a clock change, count as zero rather than as
 // negative time.
-func ComputeMetrics(events []loop.TransitionEvent, questions []Question, now time.Time) Metrics {
+func ComputeMetrics(events []runkit.TransitionEvent, questions []Question, now time.Time) Metrics {
 	m := Metrics{TimeInStateMillis: map[string]int64{}}
 	if len(events) == 0 {
 		return m
@@ -190,7 +190,7 @@ type span struct{ start, end time.Time }
 // merged and in order. A question's wait runs from its asking until the
 // first event at or after its answer, which is the session resuming; an
 // open question, or an answer not yet resumed from, waits until end.
-func personWaits(events []loop.TransitionEvent, questions []Question, end time.Time) []span {
+func personWaits(events []runkit.TransitionEvent, questions []Question, end time.Time) []span {
 	var waits []span
 	for _, q := range questions {
 		until := end
@@ -261,7 +261,7 @@ func leadingWord(detail string) string {
 // by a crash and is ignored; an invalid line anywhere else is an error
 // naming the file and the 1-based line, because the log is append-only
 // and such a line means it was edited or corrupted.
-func ReadTransitions(path string) ([]loop.TransitionEvent, error) {
+func ReadTransitions(path string) ([]runkit.TransitionEvent, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -269,13 +269,13 @@ func ReadTransitions(path string) ([]loop.TransitionEvent, error) {
 	if err != nil {
 		return nil, err
 	}
-	var events []loop.TransitionEvent
+	var events []runkit.TransitionEvent
 	lines := bytes.Split(b, []byte{'\n'})
 	for i, line := range lines {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		var e loop.TransitionEvent
+		var e runkit.TransitionEvent
 		if err := json.Unmarshal(line, &e); err != nil {
 			// The last element of the split is what follows the final
 			// newline: non-empty only when the last write was cut short.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
 )
@@ -55,7 +55,7 @@ type Progress struct {
 	RunMillis int64
 	// LastEvent is the transition this progress was written for (the
 	// write-ahead copy of the log's line).
-	LastEvent *loop.TransitionEvent
+	LastEvent *runkit.TransitionEvent
 }
 
 // clone is a copy of p that shares no slice with it.
@@ -229,7 +229,7 @@ func ParseProgress(path string, data []byte) (Progress, error) {
 				}
 				p.CostUSD = f
 			case "Last transition":
-				var ev loop.TransitionEvent
+				var ev runkit.TransitionEvent
 				if err := json.Unmarshal([]byte(v), &ev); err != nil {
 					return p, bad("Last transition is not a transition: %v", err)
 				}

@@ -13,7 +13,6 @@ import (
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/errs"
-	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/role"
 	"github.com/ralphloop/ralph/internal/runkit"
@@ -207,7 +206,7 @@ func (r *Runner) emit(ev report.Event) {
 // holistic check passed. Every way a run ends is a transition: a run that
 // stops before the session ends leaves it Stopped, where the next Run
 // resumes it; the error says why, as the caller maps it to an exit code
-// (loop.ErrInterrupted, *BudgetError, *LimitError, *agent.EnvError,
+// (errs.ErrInterrupted, *BudgetError, *LimitError, *agent.EnvError,
 // ErrWaitingForAnswers, ErrFailed).
 func (r *Runner) Run(ctx context.Context) (Progress, error) {
 	r.Policy = r.Policy.WithDefaults()
@@ -220,7 +219,7 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 		return p, err
 	}
 	r.prog = p
-	if err := loop.RepairEvents(TransitionsPath(r.Dir), p.LastEvent); err != nil {
+	if err := runkit.RepairEvents(TransitionsPath(r.Dir), p.LastEvent); err != nil {
 		return p, err
 	}
 	r.started, r.spent = r.now(), p.RunMillis
@@ -252,12 +251,12 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 	perform := r.workPerformers()
 	for err == nil && len(r.todo) > 0 {
 		if ctx.Err() != nil && !r.prog.State.Final() {
-			err = loop.ErrInterrupted
+			err = errs.ErrInterrupted
 			break
 		}
 		if r.Control != nil {
 			if r.Control.Boundary(ctx, r.paused, r.resumed) != nil {
-				err = loop.ErrInterrupted
+				err = errs.ErrInterrupted
 				break
 			}
 		}
@@ -309,7 +308,7 @@ func stopCause(ctx context.Context, err error) (Trigger, string, error) {
 	)
 	switch {
 	case ctx.Err() != nil || errors.Is(err, errs.ErrInterrupted):
-		return Interrupted, "", loop.ErrInterrupted
+		return Interrupted, "", errs.ErrInterrupted
 	case errors.As(err, &se):
 		return se.trigger, se.detail, se.err
 	case errors.As(err, &budget):
@@ -481,7 +480,7 @@ func (r *Runner) fire(ctx context.Context, e Event, detail string) error {
 			return undo(err)
 		}
 	}
-	ev := loop.TransitionEvent{Timestamp: r.now().UTC(), SessionID: next.SessionID, Transition: loop.TransitionEntry{
+	ev := runkit.TransitionEvent{Timestamp: r.now().UTC(), SessionID: next.SessionID, Transition: runkit.TransitionEntry{
 		From: string(from.Current), To: string(next.Current), Trigger: string(e.Type), TaskID: task,
 		AttemptNumber: from.CurrentAttemptNumber, Detail: detail}}
 	if ev.Transition.AttemptNumber == 0 {
@@ -494,7 +493,7 @@ func (r *Runner) fire(ctx context.Context, e Event, detail string) error {
 		return undo(err)
 	}
 	r.todo = todo
-	loop.CrashPoint("session-saved")
+	runkit.CrashPoint("session-saved")
 	if err := store.AppendJSONLine(TransitionsPath(r.Dir), ev); err != nil {
 		return err
 	}
@@ -516,7 +515,7 @@ func (r *Runner) fire(ctx context.Context, e Event, detail string) error {
 	if r.observe != nil {
 		r.observe(Edge{From: from.Current, To: next.Current, Trigger: e.Type, Label: edgeLabel(e, next)})
 	}
-	loop.CrashHook()
+	runkit.CrashHook()
 	return nil
 }
 
