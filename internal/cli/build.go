@@ -8,11 +8,11 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
-	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -147,7 +147,7 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 	}
 	var reviewer *agent.Spec
 	if cfg.Validate.Reviewer != "" {
-		r, err := namedAgent(cfg, cfg.Validate.Reviewer, "[validate] reviewer")
+		r, err := app.NamedAgent(cfg, cfg.Validate.Reviewer, "[validate] reviewer")
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +155,7 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 	}
 	var fallbacks []agent.Spec
 	for _, name := range cfg.Agent.Fallbacks {
-		f, err := namedAgent(cfg, name, "[agent] fallbacks")
+		f, err := app.NamedAgent(cfg, name, "[agent] fallbacks")
 		if err != nil {
 			return nil, err
 		}
@@ -196,7 +196,7 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 		RequirePlan:   cfg.Build.RequirePlan,
 		Agent:         spec,
 		AgentTimeout:  cfg.Agent.Timeout.Duration,
-		Checks:        checksFromConfig(cfg),
+		Checks:        app.Checks(cfg),
 		Source:        src,
 		MaxRetries:    cfg.Loop.MaxRetries,
 		Reviewer:      reviewer,
@@ -207,7 +207,7 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 		LimitPatterns: cfg.Agent.LimitPatterns,
 		IdleTimeout:   cfg.Agent.IdleTimeout.Duration,
 		MaxLogBytes:   cfg.Agent.MaxLogBytes,
-		Budget:        runkit.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
+		Budget:        app.Budget(cfg),
 		Breaker: loop.BreakerConfig{NoProgress: cfg.Breaker.NoProgress, SameError: cfg.Breaker.SameError,
 			PermissionDenials: cfg.Breaker.PermissionDenials, Cooldown: cfg.Breaker.Cooldown.Duration},
 		OnFailingBaseline: cfg.Build.OnFailingBaseline,
@@ -242,7 +242,7 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 		s.opts.Memory.Close()
 		return usageErrorf("%s is one of ralph's own worktrees (a parallel worker's or a thread's): run ralph build from the repository's own checkout", s.ws.Root)
 	}
-	cfg, err := s.ws.LoadConfig()
+	cfg, err := app.LoadConfig(s.ws)
 	if err != nil {
 		s.opts.Memory.Close()
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/gitx"
@@ -246,7 +247,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	em.Emit(report.Event{Kind: report.KindRun, Text: fmt.Sprintf("session %s · %s · %s\n", filepath.Base(dir), describeRoles(specs), ws.Rel(dir)),
 		Data: map[string]any{"dir": ws.Rel(dir), "resumed": opts.Resume}})
 	r := &session.Runner{
-		WS: ws, Dir: dir, Checks: checksFromConfig(cfg),
+		WS: ws, Dir: dir, Checks: app.Checks(cfg),
 		Invoker: &agentInvoker{env: env, ws: ws, cfg: cfg, specs: specs, dir: dir, em: em,
 			terminal: env.IO.OutTerminal && !opts.JSON}, // JSON lines carry no terminal control characters
 		Policy: session.Policy{MaxTaskAttempts: cfg.Session.MaxTaskAttempts, MaxQACycles: cfg.Session.MaxQACycles,
@@ -324,7 +325,7 @@ func roleAgents(env *Env, cfg config.Config, flag string) (map[string]agent.Spec
 		spec := base
 		rc := cfg.Roles[name]
 		if rc.Agent != "" {
-			if spec, err = namedAgent(cfg, rc.Agent, "[roles."+name+"] agent"); err != nil {
+			if spec, err = app.NamedAgent(cfg, rc.Agent, "[roles."+name+"] agent"); err != nil {
 				return nil, err
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/fleet"
@@ -105,7 +106,7 @@ func sessionOnTemporal(ctx context.Context, opts *RunOptions) (bool, error) {
 		}
 		// Two runners of one session would each write its progress: while
 		// its workflow runs, the session is the workflow's.
-		c, err := fleet.Dial(ctx, cfg.Engine)
+		c, err := app.DialTemporal(ctx, cfg.Engine)
 		if err != nil {
 			return true, fmt.Errorf("session %s runs on Temporal (workflow %s), which cannot be reached, so it cannot be resumed here: %w", filepath.Base(dir), m.WorkflowID, err)
 		}
@@ -170,7 +171,7 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, ws *workspace
 		snap = s.Head
 	}
 	eng := cfg.Engine
-	c, err := fleet.Dial(ctx, eng)
+	c, err := app.DialTemporal(ctx, eng)
 	if err != nil {
 		return err
 	}
@@ -342,7 +343,7 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 	} else if sessionID == "" || cfg.Engine.Kind != config.EngineTemporal {
 		return false, nil
 	}
-	c, err := fleet.Dial(ctx, cfg.Engine)
+	c, err := app.DialTemporal(ctx, cfg.Engine)
 	if err != nil {
 		return true, err
 	}
@@ -449,7 +450,7 @@ func runSessionHere(ctx context.Context, env *Env, in fleet.SessionRunInput) err
 		Data: map[string]any{"dir": ws.Rel(dir), "resumed": true, "temporal": true}})
 	// The runner as runSession makes it.
 	r := &session.Runner{
-		WS: ws, Dir: dir, Checks: checksFromConfig(cfg),
+		WS: ws, Dir: dir, Checks: app.Checks(cfg),
 		Invoker: &agentInvoker{env: env, ws: ws, cfg: cfg, specs: specs, dir: dir, em: em},
 		Policy: session.Policy{MaxTaskAttempts: cfg.Session.MaxTaskAttempts, MaxQACycles: cfg.Session.MaxQACycles,
 			MaxPlanningRetries: cfg.Session.MaxPlanningRetries, MaxGoalChecks: cfg.Session.MaxGoalChecks},

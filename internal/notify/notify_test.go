@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/report"
 )
 
@@ -64,10 +63,41 @@ type logs struct {
 func (l *logs) add(s string) { l.mu.Lock(); l.lines = append(l.lines, s); l.mu.Unlock() }
 func (l *logs) all() string  { l.mu.Lock(); defer l.mu.Unlock(); return strings.Join(l.lines, "\n") }
 
-func section(timeout time.Duration) config.NotifySection {
-	s := config.Default().Notify
-	s.Timeout = config.Duration{Duration: timeout}
-	return s
+// testSection is a [notify] section as the tests write it: shorthand
+// lists of one kind of channel each, sharing Events. settings expands it
+// into a Notifier's Settings as internal/app does from config.
+type testSection struct {
+	Webhooks, Slack, Ntfy, Command, Events []string
+	Desktop                                bool
+	SecretEnv                              string
+	Timeout                                time.Duration
+}
+
+func section(timeout time.Duration) testSection { return testSection{Timeout: timeout} }
+
+func (s testSection) settings() Settings {
+	events := s.Events
+	if len(events) == 0 {
+		// config's default: everything but limit_wait_ended.
+		events = []string{EventRunFinished, EventTaskBlocked, EventTaskNeedsReview, EventLimitWaitStarted, EventBreakerOpened, EventWaitingForPerson}
+	}
+	out := Settings{SecretEnv: s.SecretEnv, Timeout: s.Timeout}
+	for _, u := range s.Webhooks {
+		out.Channels = append(out.Channels, Channel{Type: "webhook", URL: u, Events: events})
+	}
+	for _, u := range s.Slack {
+		out.Channels = append(out.Channels, Channel{Type: "slack", URL: u, Events: events})
+	}
+	for _, u := range s.Ntfy {
+		out.Channels = append(out.Channels, Channel{Type: "ntfy", URL: u, Events: events})
+	}
+	if len(s.Command) > 0 {
+		out.Channels = append(out.Channels, Channel{Type: "command", Command: s.Command, Events: events})
+	}
+	if s.Desktop {
+		out.Channels = append(out.Channels, Channel{Type: "desktop", Events: events})
+	}
+	return out
 }
 
 func fastOptions(l *logs) Options {
@@ -97,7 +127,7 @@ func TestWebhookPayloadSignatureSelectionAndDedupe(t *testing.T) {
 	var l logs
 	s := section(5 * time.Second)
 	s.Webhooks = []string{h.URL + "/hook"}
-	s.Events = []string{config.NotifyRunFinished}
+	s.Events = []string{EventRunFinished}
 	s.SecretEnv = "RALPH_NOTIFY_SECRET"
 	o := fastOptions(&l)
 	o.Getenv = func(k string) string {
@@ -106,7 +136,7 @@ func TestWebhookPayloadSignatureSelectionAndDedupe(t *testing.T) {
 		}
 		return ""
 	}
-	n := New(s, o)
+	n := New(s.settings(), o)
 	evs := blockedRun()
 	for _, ev := range evs {
 		n.Emit(ev)
@@ -159,7 +189,7 @@ func TestSlackAndNtfyFormats(t *testing.T) {
 	s := section(5 * time.Second)
 	s.Slack = []string{slack.URL + "/services/T0/B0/tok"}
 	s.Ntfy = []string{ntfy.URL + "/ralph-topic"}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	for _, ev := range blockedRun() {
 		n.Emit(ev)
 	}
@@ -200,7 +230,7 @@ func TestHangingServerTimesOutAndRetriesWithoutBlockingTheRun(t *testing.T) {
 	var l logs
 	s := section(150 * time.Millisecond)
 	s.Webhooks = []string{h.URL + "/hang"}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	start := time.Now()
 	for _, ev := range blockedRun() {
 		n.Emit(ev)
@@ -226,7 +256,7 @@ func TestServerErrorIsRetriedThenLoggedRedacted(t *testing.T) {
 	var l logs
 	s := section(2 * time.Second)
 	s.Slack = []string{h.URL + "/services/T000/B000/XOXBSECRETTOKEN?key=QUERYSECRET"}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	n.Emit(blockedRun()[4])
 	n.Close(5 * time.Second)
 	if got := len(h.requests()); got != 1+Retries {
@@ -247,7 +277,7 @@ func TestClientErrorIsNotRetried(t *testing.T) {
 	var l logs
 	s := section(2 * time.Second)
 	s.Webhooks = []string{h.URL + "/gone"}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	n.Emit(blockedRun()[4])
 	n.Close(5 * time.Second)
 	if got := len(h.requests()); got != 1 {
@@ -265,7 +295,7 @@ func TestCloseDeliversTheLastNotificationWithinItsDeadline(t *testing.T) {
 	var l logs
 	s := section(5 * time.Second)
 	s.Webhooks = []string{h.URL + "/slow"}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	n.Emit(blockedRun()[4])
 	if left := n.Close(5 * time.Second); left != 0 || len(h.requests()) != 1 {
 		t.Fatalf("not delivered before Close returned: %d left, %d requests", left, len(h.requests()))
@@ -273,7 +303,7 @@ func TestCloseDeliversTheLastNotificationWithinItsDeadline(t *testing.T) {
 
 	hang := newHook(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	s.Webhooks = []string{hang.URL + "/hang"}
-	n = New(s, fastOptions(&l))
+	n = New(s.settings(), fastOptions(&l))
 	n.Emit(blockedRun()[4])
 	start := time.Now()
 	if left := n.Close(300 * time.Millisecond); left != 1 {
@@ -294,10 +324,10 @@ func TestFullQueueDropsAndLogs(t *testing.T) {
 	var l logs
 	s := section(5 * time.Second)
 	s.Webhooks = []string{h.URL + "/x"}
-	s.Events = []string{config.NotifyTaskBlocked}
+	s.Events = []string{EventTaskBlocked}
 	o := fastOptions(&l)
 	o.Queue = 1
-	n := New(s, o)
+	n := New(s.settings(), o)
 	for i, task := range []string{"A", "B", "C", "D"} {
 		n.Emit(report.Event{Seq: int64(i), Run: "r", Machine: "loop", Kind: report.KindTransition, To: "BLOCKER", Trigger: "tests_failed", Task: task})
 		if i == 0 {
@@ -321,7 +351,7 @@ func TestCommandGetsThePayloadOnStdin(t *testing.T) {
 	var l logs
 	s := section(5 * time.Second)
 	s.Command = []string{"sh", "-c", `cat > "$1"; echo "$RALPH_NOTIFY_EVENT" > "$1.event"`, "sh", out}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	n.Emit(report.Event{Seq: 7, Time: t0, Run: "s1", Machine: "session", Kind: report.KindWait, Data: map[string]any{"questions": []string{"Q2", "Q1"}}})
 	n.Emit(report.Event{Seq: 8, Time: t0, Run: "s1", Machine: "session", Kind: report.KindTransition, From: "Planning", To: "Stopped", Trigger: "waiting_for_answers", Data: map[string]any{"detail": "Q1, Q2"}})
 	if left := n.Close(5 * time.Second); left != 0 {
@@ -351,7 +381,7 @@ func TestFailingCommandIsLogged(t *testing.T) {
 	var l logs
 	s := section(5 * time.Second)
 	s.Command = []string{"sh", "-c", `echo "no route to pager" >&2; exit 3`, "TOKEN-ARG-123"}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	n.Emit(blockedRun()[4])
 	n.Close(5 * time.Second)
 	log := l.all()
@@ -368,7 +398,7 @@ func TestDesktop(t *testing.T) {
 	s.Desktop = true
 	o := fastOptions(&l)
 	o.LookPath = func(string) (string, error) { return "", os.ErrNotExist }
-	n := New(s, o)
+	n := New(s.settings(), o)
 	if w := n.Warnings(); len(w) != 1 || !strings.Contains(w[0], "notify-send is not installed") {
 		t.Fatalf("warnings = %q", w)
 	}
@@ -380,7 +410,7 @@ func TestDesktop(t *testing.T) {
 	fake := filepath.Join(dir, "notify-send")
 	os.WriteFile(fake, []byte("#!/bin/sh\nprintf '%s\\n' \"$@\" > "+args+"\n"), 0o755)
 	o.LookPath = func(string) (string, error) { return fake, nil }
-	n = New(s, o)
+	n = New(s.settings(), o)
 	n.Emit(blockedRun()[4])
 	n.Close(5 * time.Second)
 	b, err := os.ReadFile(args)
@@ -400,7 +430,7 @@ func TestEmptySecretEnvDisablesWebhooks(t *testing.T) {
 	s := section(time.Second)
 	s.Webhooks = []string{h.URL + "/x"}
 	s.SecretEnv = "RALPH_NOTIFY_SECRET"
-	n := New(s, Options{})
+	n := New(s.settings(), Options{})
 	res := n.Test(t0)
 	n.Close(time.Second)
 	if len(res) != 1 || res[0].OK || !strings.Contains(res[0].Error, "secret_env RALPH_NOTIFY_SECRET is empty") || len(h.requests()) != 0 {
@@ -415,7 +445,7 @@ func TestTestReportsEachChannel(t *testing.T) {
 	s := section(2 * time.Second)
 	s.Webhooks = []string{ok.URL + "/a"}
 	s.Ntfy = []string{bad.URL + "/secret-topic"}
-	n := New(s, Options{Workspace: "/w/shop"})
+	n := New(s.settings(), Options{Workspace: "/w/shop"})
 	res := n.Test(t0)
 	n.Close(time.Second)
 	if len(res) != 2 || !res[0].OK || res[1].OK || res[1].Error != "the server answered 503 Service Unavailable" || res[1].Target != bad.URL+"/[REDACTED]" {
