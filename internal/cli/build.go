@@ -163,7 +163,7 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 			fallbacks = append(fallbacks, f)
 		}
 	}
-	src, err := resolveSource(ws, cfg, opts.Tasks, opts.PRD)
+	src, err := app.TaskSource(ws, cfg, opts.Tasks, opts.PRD)
 	if err == nil && opts.prdTyped && opts.Tasks == "" && !planning {
 		err = namedPRDMissing(src, opts.PRD)
 	}

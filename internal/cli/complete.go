@@ -54,7 +54,7 @@ func completeTaskIDs(ctx context.Context, env *Env, blocked bool, prefix string)
 	if err != nil {
 		return nil
 	}
-	src, err := resolveSource(ws, cfg, "", "")
+	src, err := app.TaskSource(ws, cfg, "", "")
 	if err != nil {
 		return nil
 	}
