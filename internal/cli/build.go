@@ -145,23 +145,9 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 	if err != nil {
 		return nil, err
 	}
-	var reviewer *agent.Spec
-	if cfg.Validate.Reviewer != "" {
-		r, err := app.NamedAgent(cfg, cfg.Validate.Reviewer, "[validate] reviewer")
-		if err != nil {
-			return nil, err
-		}
-		reviewer = &r
-	}
-	var fallbacks []agent.Spec
-	for _, name := range cfg.Agent.Fallbacks {
-		f, err := app.NamedAgent(cfg, name, "[agent] fallbacks")
-		if err != nil {
-			return nil, err
-		}
-		if f.Name != spec.Name {
-			fallbacks = append(fallbacks, f)
-		}
+	reviewer, fallbacks, err := app.Roles(cfg, spec)
+	if err != nil {
+		return nil, err
 	}
 	src, err := app.TaskSource(ws, cfg, opts.Tasks, opts.PRD)
 	if err == nil && opts.prdTyped && opts.Tasks == "" && !planning {
@@ -170,55 +156,27 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 	if err != nil && !planning {
 		return nil, err
 	}
-	prd := cfg.Build.PRD
+	lo := app.LoopOptions(ws, cfg)
 	if opts.PRD != "" {
-		prd = opts.PRD
+		lo.PRDPath = ws.Abs(opts.PRD)
 	}
-	max := cfg.Build.MaxIterations
 	if planning {
-		max = cfg.Plan.MaxIterations
+		lo.MaxIterations = max(cfg.Plan.MaxIterations, 1)
 	}
 	if opts.MaxIterations > 0 {
-		max = opts.MaxIterations
+		lo.MaxIterations = opts.MaxIterations
 	}
-	if max < 1 {
-		max = 1
-	}
+	lo.NoCommit = lo.NoCommit || opts.NoCommit
 	mem, err := openMemory(ws, cfg, env)
 	if err != nil {
 		return nil, err
 	}
-	return &loopSetup{ws: ws, opts: loop.Options{
-		MaxIterations: max,
-		PRDPath:       ws.Abs(prd),
-		PlanPath:      ws.Abs(cfg.Build.Plan),
-		NoCommit:      opts.NoCommit || cfg.Build.NoCommit,
-		RequirePlan:   cfg.Build.RequirePlan,
-		Agent:         spec,
-		AgentTimeout:  cfg.Agent.Timeout.Duration,
-		Checks:        app.Checks(cfg),
-		Source:        src,
-		MaxRetries:    cfg.Loop.MaxRetries,
-		Reviewer:      reviewer,
-		ContextSoft:   cfg.Loop.ContextSoft,
-		ContextHard:   cfg.Loop.ContextHard,
-		Fallbacks:     fallbacks,
-		LimitCooldown: cfg.Agent.LimitCooldown.Duration,
-		LimitPatterns: cfg.Agent.LimitPatterns,
-		IdleTimeout:   cfg.Agent.IdleTimeout.Duration,
-		MaxLogBytes:   cfg.Agent.MaxLogBytes,
-		Budget:        app.Budget(cfg),
-		Breaker: loop.BreakerConfig{NoProgress: cfg.Breaker.NoProgress, SameError: cfg.Breaker.SameError,
-			PermissionDenials: cfg.Breaker.PermissionDenials, Cooldown: cfg.Breaker.Cooldown.Duration},
-		OnFailingBaseline: cfg.Build.OnFailingBaseline,
-		RequireEvidence:   cfg.Verify.RequireEvidence,
-		RedGreen:          cfg.Verify.RedGreen,
-		Protected:         cfg.Verify.Protected,
-		Memory:            mem,
-		Sink:              withNotify(env, ws, cfg, runSink(opts)),
-		Terminal:          env.IO.OutTerminal && !opts.JSON, // JSON lines carry no terminal control characters
-		Now:               env.Now,
-	}}, nil
+	lo.Agent, lo.Reviewer, lo.Fallbacks = spec, reviewer, fallbacks
+	lo.Source, lo.Memory = src, mem
+	lo.Sink = withNotify(env, ws, cfg, runSink(opts))
+	lo.Terminal = env.IO.OutTerminal && !opts.JSON // JSON lines carry no terminal control characters
+	lo.Now = env.Now
+	return &loopSetup{ws: ws, opts: lo}, nil
 }
 
 // runSink renders the run's events: as text on a person's terminal, or
