@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/beads"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/store"
@@ -84,7 +85,7 @@ func planBeadsProto(ctx context.Context, ws *workspace.Workspace, prdPath, name 
 	if info, err := os.Stat(filepath.Join(ws.Root, beads.DirName)); err != nil || !info.IsDir() {
 		return fmt.Errorf("no beads database in %s: run bd init first (see docs/beads.md)", ws.Root)
 	}
-	prd := tasks.Open(kindOrMarkdown(prdPath), prdPath)
+	prd := tasks.Open(app.KindOrMarkdown(prdPath), prdPath)
 	board, err := prd.Load()
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("no PRD at %s: the proto is made from the PRD's stories; write one with ralph prd \"what you want built\", or pass --prd PATH", ws.Rel(prdPath))

@@ -8,11 +8,11 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
-	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -145,80 +145,38 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 	if err != nil {
 		return nil, err
 	}
-	var reviewer *agent.Spec
-	if cfg.Validate.Reviewer != "" {
-		r, err := namedAgent(cfg, cfg.Validate.Reviewer, "[validate] reviewer")
-		if err != nil {
-			return nil, err
-		}
-		reviewer = &r
+	reviewer, fallbacks, err := app.Roles(cfg, spec)
+	if err != nil {
+		return nil, err
 	}
-	var fallbacks []agent.Spec
-	for _, name := range cfg.Agent.Fallbacks {
-		f, err := namedAgent(cfg, name, "[agent] fallbacks")
-		if err != nil {
-			return nil, err
-		}
-		if f.Name != spec.Name {
-			fallbacks = append(fallbacks, f)
-		}
-	}
-	src, err := resolveSource(ws, cfg, opts.Tasks, opts.PRD)
+	src, err := app.TaskSource(ws, cfg, opts.Tasks, opts.PRD)
 	if err == nil && opts.prdTyped && opts.Tasks == "" && !planning {
 		err = namedPRDMissing(src, opts.PRD)
 	}
 	if err != nil && !planning {
 		return nil, err
 	}
-	prd := cfg.Build.PRD
+	lo := app.LoopOptions(ws, cfg)
 	if opts.PRD != "" {
-		prd = opts.PRD
+		lo.PRDPath = ws.Abs(opts.PRD)
 	}
-	max := cfg.Build.MaxIterations
 	if planning {
-		max = cfg.Plan.MaxIterations
+		lo.MaxIterations = max(cfg.Plan.MaxIterations, 1)
 	}
 	if opts.MaxIterations > 0 {
-		max = opts.MaxIterations
+		lo.MaxIterations = opts.MaxIterations
 	}
-	if max < 1 {
-		max = 1
-	}
+	lo.NoCommit = lo.NoCommit || opts.NoCommit
 	mem, err := openMemory(ws, cfg, env)
 	if err != nil {
 		return nil, err
 	}
-	return &loopSetup{ws: ws, opts: loop.Options{
-		MaxIterations: max,
-		PRDPath:       ws.Abs(prd),
-		PlanPath:      ws.Abs(cfg.Build.Plan),
-		NoCommit:      opts.NoCommit || cfg.Build.NoCommit,
-		RequirePlan:   cfg.Build.RequirePlan,
-		Agent:         spec,
-		AgentTimeout:  cfg.Agent.Timeout.Duration,
-		Checks:        checksFromConfig(cfg),
-		Source:        src,
-		MaxRetries:    cfg.Loop.MaxRetries,
-		Reviewer:      reviewer,
-		ContextSoft:   cfg.Loop.ContextSoft,
-		ContextHard:   cfg.Loop.ContextHard,
-		Fallbacks:     fallbacks,
-		LimitCooldown: cfg.Agent.LimitCooldown.Duration,
-		LimitPatterns: cfg.Agent.LimitPatterns,
-		IdleTimeout:   cfg.Agent.IdleTimeout.Duration,
-		MaxLogBytes:   cfg.Agent.MaxLogBytes,
-		Budget:        runkit.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
-		Breaker: loop.BreakerConfig{NoProgress: cfg.Breaker.NoProgress, SameError: cfg.Breaker.SameError,
-			PermissionDenials: cfg.Breaker.PermissionDenials, Cooldown: cfg.Breaker.Cooldown.Duration},
-		OnFailingBaseline: cfg.Build.OnFailingBaseline,
-		RequireEvidence:   cfg.Verify.RequireEvidence,
-		RedGreen:          cfg.Verify.RedGreen,
-		Protected:         cfg.Verify.Protected,
-		Memory:            mem,
-		Sink:              withNotify(env, ws, cfg, runSink(opts)),
-		Terminal:          env.IO.OutTerminal && !opts.JSON, // JSON lines carry no terminal control characters
-		Now:               env.Now,
-	}}, nil
+	lo.Agent, lo.Reviewer, lo.Fallbacks = spec, reviewer, fallbacks
+	lo.Source, lo.Memory = src, mem
+	lo.Sink = withNotify(env, ws, cfg, runSink(opts))
+	lo.Terminal = env.IO.OutTerminal && !opts.JSON // JSON lines carry no terminal control characters
+	lo.Now = env.Now
+	return &loopSetup{ws: ws, opts: lo}, nil
 }
 
 // runSink renders the run's events: as text on a person's terminal, or
@@ -242,7 +200,7 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 		s.opts.Memory.Close()
 		return usageErrorf("%s is one of ralph's own worktrees (a parallel worker's or a thread's): run ralph build from the repository's own checkout", s.ws.Root)
 	}
-	cfg, err := s.ws.LoadConfig()
+	cfg, err := app.LoadConfig(s.ws)
 	if err != nil {
 		s.opts.Memory.Close()
 		return err

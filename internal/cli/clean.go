@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/spf13/cobra"
@@ -64,7 +65,7 @@ func runClean(cmd *cobra.Command, opts *CleanOptions) error {
 	// The task file says which tasks are done: a branch of one holds work
 	// that landed later or that a person settled.
 	var done func(string) bool
-	if src, err := resolveSource(ws, cfg, "", ""); err == nil {
+	if src, err := app.TaskSource(ws, cfg, "", ""); err == nil {
 		if b, err := src.Load(); err == nil {
 			done = func(task string) bool {
 				s, ok := b.Find(task)

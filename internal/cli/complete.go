@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/spf13/cobra"
@@ -53,7 +54,7 @@ func completeTaskIDs(ctx context.Context, env *Env, blocked bool, prefix string)
 	if err != nil {
 		return nil
 	}
-	src, err := resolveSource(ws, cfg, "", "")
+	src, err := app.TaskSource(ws, cfg, "", "")
 	if err != nil {
 		return nil
 	}
@@ -88,7 +89,7 @@ func completeAgents(ctx context.Context, env *Env, prefix string) []string {
 	}
 	var custom map[string]agent.Custom
 	if _, cfg, err := openWorkspace(ctx, env); err == nil {
-		custom = customAgents(cfg)
+		custom = app.CustomAgents(cfg)
 	}
 	var out []string
 	for _, n := range agent.Names(custom) {

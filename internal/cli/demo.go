@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
-	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/app"
+	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/fakeagent"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
@@ -233,8 +235,8 @@ Demo repository: %s
 	if err != nil {
 		return err
 	}
-	checks := []config.CheckConfig{{Name: "tests", Kind: "test", Run: "sh run-tests.sh", Timeout: config.Duration{Duration: 60e9}, Format: "tap"}}
-	if _, err := ws.Init(env.Now(), checks, agent.Names(nil)); err != nil {
+	checks := []check.Check{{Name: "tests", Kind: "test", Run: "sh run-tests.sh", Timeout: time.Minute, Format: "tap"}}
+	if _, err := app.Init(ws, env.Now(), checks); err != nil {
 		return err
 	}
 	scenario := ws.Path(".tmp", "demo-agent.json")
@@ -262,7 +264,7 @@ Demo repository: %s
 	if err := git(ctx, dir, "commit", "-q", "-m", "demo: project, PRD and ralph config"); err != nil {
 		return err
 	}
-	cfg, err := ws.LoadConfig()
+	cfg, err := app.LoadConfig(ws)
 	if err != nil {
 		return err
 	}
@@ -274,7 +276,7 @@ Demo repository: %s
 	}
 	lo := loop.Options{
 		PRDPath: ws.Abs(prdRel), PlanPath: ws.Abs(cfg.Build.Plan), RequirePlan: true,
-		Agent: spec, AgentTimeout: cfg.Agent.Timeout.Duration, Checks: checksFromConfig(cfg),
+		Agent: spec, AgentTimeout: cfg.Agent.Timeout.Duration, Checks: app.Checks(cfg),
 		Sink: report.Text{W: out}, Now: env.Now,
 	}
 	fmt.Fprintf(out, "\n$ ralph plan 1\n")

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
@@ -165,7 +166,7 @@ func doctorTargets(env *Env, cfg config.Config, opts *DoctorOptions) ([]doctorTa
 	failed := func(name, role, problem string) {
 		targets = append(targets, doctorTarget{spec: agent.Spec{Name: name}, roles: []string{role}, problem: problem})
 	}
-	custom := customAgents(cfg)
+	custom := app.CustomAgents(cfg)
 
 	spec, source, err := agent.Resolve(agent.Choice{
 		Flag:          opts.Agent,
@@ -187,7 +188,7 @@ func doctorTargets(env *Env, cfg config.Config, opts *DoctorOptions) ([]doctorTa
 	}
 
 	if r := cfg.Validate.Reviewer; r != "" {
-		if s, err := namedAgent(cfg, r, "[validate] reviewer"); err == nil {
+		if s, err := app.NamedAgent(cfg, r, "[validate] reviewer"); err == nil {
 			add(s, "reviewer")
 		} else {
 			failed(r, "reviewer", r+": "+err.Error())
@@ -200,7 +201,7 @@ func doctorTargets(env *Env, cfg config.Config, opts *DoctorOptions) ([]doctorTa
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if s, err := namedAgent(cfg, n, "[agents."+n+"]"); err == nil {
+		if s, err := app.NamedAgent(cfg, n, "[agents."+n+"]"); err == nil {
 			add(s, "[agents."+n+"]")
 		} else {
 			failed(n, "[agents."+n+"]", n+": "+err.Error())

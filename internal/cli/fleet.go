@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/engine"
@@ -54,7 +55,7 @@ func temporalEngine(cfg config.Config) (config.EngineSection, error) {
 func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers int) error {
 	defer s.opts.Memory.Close()
 	ctx := cmd.Context()
-	cfg, err := s.ws.LoadConfig()
+	cfg, err := app.LoadConfig(s.ws)
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers
 	if snap.Branch == "" {
 		return usageErrorf("HEAD is detached: check out the branch the tasks should land on (git checkout BRANCH), then run again")
 	}
-	c, err := fleet.Dial(ctx, eng)
+	c, err := app.DialTemporal(ctx, eng)
 	if err != nil {
 		return err
 	}
@@ -321,7 +322,7 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	}
 	s.opts.Memory.Close()
 	s.opts.Memory = nil
-	cfg, err := s.ws.LoadConfig()
+	cfg, err := app.LoadConfig(s.ws)
 	if err != nil {
 		return err
 	}
@@ -332,7 +333,7 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	if !builds && opts.Integrate {
 		return usageErrorf("--integrate lands the tasks of builds, which travel between machines through [engine] exchange_remote: set it in .ralph/config.toml (docs/temporal.md), or leave out --integrate for a worker of sessions and threads")
 	}
-	c, err := fleet.Dial(cmd.Context(), eng)
+	c, err := app.DialTemporal(cmd.Context(), eng)
 	if err != nil {
 		return err
 	}
@@ -380,7 +381,7 @@ func fleetStatus(cmd *cobra.Command, opts *StatusOptions, ws *workspace.Workspac
 	if err != nil {
 		return err
 	}
-	c, err := fleet.Dial(cmd.Context(), eng)
+	c, err := app.DialTemporal(cmd.Context(), eng)
 	if err != nil {
 		return err
 	}
@@ -453,7 +454,7 @@ func fleetSteer(ctx context.Context, ws *workspace.Workspace, cfg config.Config,
 	if err != nil {
 		return control.Result{}, err
 	}
-	c, err := fleet.Dial(ctx, cfg.Engine)
+	c, err := app.DialTemporal(ctx, cfg.Engine)
 	if err != nil {
 		return control.Result{}, err
 	}
@@ -558,7 +559,7 @@ func fleetStatusOf(ws *workspace.Workspace, cfg config.Config, env *Env, local f
 			return rep, err
 		}
 		if c == nil {
-			if c, err = fleet.Dial(ctx, cfg.Engine); err != nil {
+			if c, err = app.DialTemporal(ctx, cfg.Engine); err != nil {
 				c = nil
 				return rep, err
 			}

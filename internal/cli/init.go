@@ -2,11 +2,9 @@ package cli
 
 import (
 	"fmt"
-	"time"
 
-	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/check"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/spf13/cobra"
@@ -46,15 +44,7 @@ func runInit(cmd *cobra.Command, opts *InitOptions) error {
 		return err
 	}
 	detected := check.Detect(ws.Root)
-	checks := make([]config.CheckConfig, len(detected))
-	for i, c := range detected {
-		t := c.Timeout
-		if t == 0 {
-			t = 10 * time.Minute
-		}
-		checks[i] = config.CheckConfig{Name: c.Name, Kind: c.Kind, Run: c.Run, Timeout: config.Duration{Duration: t}, Format: c.Format, Report: c.Report}
-	}
-	created, err := ws.Init(env.Now(), checks, agent.Names(nil))
+	created, err := app.Init(ws, env.Now(), detected)
 	if err != nil {
 		return err
 	}

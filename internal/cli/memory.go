@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/store"
@@ -15,11 +16,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// openMemory opens the configured memory store ([memory], NEO4J_URI),
-// wrapped so that writes made while it is unreachable are queued.
+// openMemory opens the configured memory store (app.Memory).
 func openMemory(ws *workspace.Workspace, cfg config.Config, env *Env) (*memory.Queued, error) {
-	m := cfg.Memory
-	return memory.Open(ws.Dir(), memory.Settings{Store: m.Store, URI: m.URI, User: m.User, PasswordEnv: m.PasswordEnv, Database: m.Database}, env.Getenv, env.Now)
+	return app.Memory(ws, cfg, env.Getenv, env.Now)
 }
 
 var memoryTypes = []string{memory.TypeLesson, memory.TypeBlocker, memory.TypeBug, memory.TypeTechnicalDebt, memory.TypeAgentContext, memory.TypeEvent}

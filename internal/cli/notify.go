@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/notify"
 	"github.com/ralphloop/ralph/internal/report"
@@ -80,7 +81,7 @@ failed with its target redacted. Exits 1 when any channel failed.`,
 				}
 				return &ExitError{Code: ExitFailure, Msg: notifyHowTo, Silent: jsonOut}
 			}
-			n := notify.New(cfg.Notify, notify.Options{Workspace: ws.Root, Getenv: env.Getenv})
+			n := notify.New(app.NotifySettings(cfg.Notify), notify.Options{Workspace: ws.Root, Getenv: env.Getenv})
 			rep.Channels = n.Test(env.Now())
 			n.Close(time.Second)
 			rep.OK = true
@@ -131,7 +132,7 @@ func notifySinks(env *Env, ws *workspace.Workspace, cfg config.Config) []report.
 		return nil
 	}
 	logf := func(msg string) { _ = ws.LogError(env.Now(), msg) }
-	n := notify.New(cfg.Notify, notify.Options{Workspace: ws.Root, Getenv: env.Getenv, Log: logf, Backoff: notifyBackoff})
+	n := notify.New(app.NotifySettings(cfg.Notify), notify.Options{Workspace: ws.Root, Getenv: env.Getenv, Log: logf, Backoff: notifyBackoff})
 	if warns := n.Warnings(); len(warns) > 0 && firstNotifyWarning(warns, ws, logf) {
 		for _, w := range warns {
 			fmt.Fprintf(env.IO.Err, "ralph: warning: %s\n", w)

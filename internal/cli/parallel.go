@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/loop"
@@ -19,7 +20,7 @@ import (
 // scheduler, workers in worktrees and merge queue, each worker's loop
 // wired from the same flags and config as a one-at-a-time build.
 func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers int) error {
-	cfg, err := s.ws.LoadConfig()
+	cfg, err := app.LoadConfig(s.ws)
 	if err != nil {
 		return err
 	}

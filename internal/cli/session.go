@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/gitx"
@@ -245,16 +246,10 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	}
 	em.Emit(report.Event{Kind: report.KindRun, Text: fmt.Sprintf("session %s · %s · %s\n", filepath.Base(dir), describeRoles(specs), ws.Rel(dir)),
 		Data: map[string]any{"dir": ws.Rel(dir), "resumed": opts.Resume}})
-	r := &session.Runner{
-		WS: ws, Dir: dir, Checks: checksFromConfig(cfg),
-		Invoker: &agentInvoker{env: env, ws: ws, cfg: cfg, specs: specs, dir: dir, em: em,
-			terminal: env.IO.OutTerminal && !opts.JSON}, // JSON lines carry no terminal control characters
-		Policy: session.Policy{MaxTaskAttempts: cfg.Session.MaxTaskAttempts, MaxQACycles: cfg.Session.MaxQACycles,
-			MaxPlanningRetries: cfg.Session.MaxPlanningRetries, MaxGoalChecks: cfg.Session.MaxGoalChecks},
-		Backoff: cfg.Session.RetryBackoff.Duration, MaxAgentRetries: cfg.Session.AgentRetries,
-		MaxLimitWait: sessionMaxLimitWait, MaxTasks: cfg.Session.MaxTasks, Events: em, Control: att,
-		Budget: runkit.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
-	}
+	r := app.SessionRunner(ws, dir, cfg)
+	r.Invoker = &agentInvoker{env: env, ws: ws, cfg: cfg, specs: specs, dir: dir, em: em,
+		terminal: env.IO.OutTerminal && !opts.JSON} // JSON lines carry no terminal control characters
+	r.MaxLimitWait, r.Events, r.Control = sessionMaxLimitWait, em, att
 	p, err := r.Run(ctx)
 	err = ws.Gone(err, `ralph run "REQUEST"`)
 	if jerr := journal.Err(); jerr != nil && err == nil {
@@ -312,32 +307,15 @@ func pathExists(p string) bool {
 	return err == nil
 }
 
-// roleAgents resolves each role's agent: [roles.NAME] agent and model,
-// else the run's agent (--agent, AGENT_CMD, config, default).
+// roleAgents resolves each role's agent (app.SessionRoles): [roles.NAME]
+// agent and model, else the run's agent (--agent, AGENT_CMD, config,
+// default).
 func roleAgents(env *Env, cfg config.Config, flag string) (map[string]agent.Spec, error) {
 	base, err := resolveAgent(env, cfg, flag)
 	if err != nil {
 		return nil, err
 	}
-	specs := map[string]agent.Spec{}
-	for _, name := range config.RoleNames {
-		spec := base
-		rc := cfg.Roles[name]
-		if rc.Agent != "" {
-			if spec, err = namedAgent(cfg, rc.Agent, "[roles."+name+"] agent"); err != nil {
-				return nil, err
-			}
-		}
-		if spec, err = agent.WithModel(spec, rc.Model); err != nil {
-			return nil, fmt.Errorf("[roles.%s] model: %w", name, err)
-		}
-		argv, _ := agent.Argv(spec.Headless, "prompt.md")
-		if err := agent.CheckInstalled(spec, argv); err != nil {
-			return nil, fmt.Errorf("the %s's agent: %w", name, err)
-		}
-		specs[name] = spec
-	}
-	return specs, nil
+	return app.SessionRoles(cfg, base)
 }
 
 func describeRoles(specs map[string]agent.Spec) string {

@@ -13,11 +13,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/report"
-	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/words"
@@ -105,7 +105,7 @@ func sessionOnTemporal(ctx context.Context, opts *RunOptions) (bool, error) {
 		}
 		// Two runners of one session would each write its progress: while
 		// its workflow runs, the session is the workflow's.
-		c, err := fleet.Dial(ctx, cfg.Engine)
+		c, err := app.DialTemporal(ctx, cfg.Engine)
 		if err != nil {
 			return true, fmt.Errorf("session %s runs on Temporal (workflow %s), which cannot be reached, so it cannot be resumed here: %w", filepath.Base(dir), m.WorkflowID, err)
 		}
@@ -170,7 +170,7 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, ws *workspace
 		snap = s.Head
 	}
 	eng := cfg.Engine
-	c, err := fleet.Dial(ctx, eng)
+	c, err := app.DialTemporal(ctx, eng)
 	if err != nil {
 		return err
 	}
@@ -342,7 +342,7 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 	} else if sessionID == "" || cfg.Engine.Kind != config.EngineTemporal {
 		return false, nil
 	}
-	c, err := fleet.Dial(ctx, cfg.Engine)
+	c, err := app.DialTemporal(ctx, cfg.Engine)
 	if err != nil {
 		return true, err
 	}
@@ -448,15 +448,9 @@ func runSessionHere(ctx context.Context, env *Env, in fleet.SessionRunInput) err
 	em.Emit(report.Event{Kind: report.KindRun, Text: fmt.Sprintf("session %s · %s · %s (Temporal, run %d)\n", in.SessionID, describeRoles(specs), ws.Rel(dir), in.Seq),
 		Data: map[string]any{"dir": ws.Rel(dir), "resumed": true, "temporal": true}})
 	// The runner as runSession makes it.
-	r := &session.Runner{
-		WS: ws, Dir: dir, Checks: checksFromConfig(cfg),
-		Invoker: &agentInvoker{env: env, ws: ws, cfg: cfg, specs: specs, dir: dir, em: em},
-		Policy: session.Policy{MaxTaskAttempts: cfg.Session.MaxTaskAttempts, MaxQACycles: cfg.Session.MaxQACycles,
-			MaxPlanningRetries: cfg.Session.MaxPlanningRetries, MaxGoalChecks: cfg.Session.MaxGoalChecks},
-		Backoff: cfg.Session.RetryBackoff.Duration, MaxAgentRetries: cfg.Session.AgentRetries,
-		MaxLimitWait: sessionMaxLimitWait, MaxTasks: cfg.Session.MaxTasks, Events: em,
-		Budget: runkit.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCost: cfg.Budget.MaxCostUSD, MaxWall: cfg.Budget.MaxWallTime.Duration},
-	}
+	r := app.SessionRunner(ws, dir, cfg)
+	r.Invoker = &agentInvoker{env: env, ws: ws, cfg: cfg, specs: specs, dir: dir, em: em}
+	r.MaxLimitWait, r.Events = sessionMaxLimitWait, em
 	_, err = r.Run(ctx)
 	if jerr := journal.Err(); jerr != nil && err == nil {
 		err = fmt.Errorf("the session's events could not all be written to %s: %w", ws.Rel(journal.Path), jerr)

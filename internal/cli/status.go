@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/engine"
@@ -95,7 +96,7 @@ func buildStatus(ws *workspace.Workspace, cfg config.Config, env *Env, tasksFlag
 	for name, r := range rests {
 		rep.Cooldowns[name] = r.Until.UTC().Format(time.RFC3339)
 	}
-	src, srcErr := resolveSource(ws, cfg, tasksFlag, "")
+	src, srcErr := app.TaskSource(ws, cfg, tasksFlag, "")
 	if ue := (*UsageError)(nil); errors.As(srcErr, &ue) {
 		return rep, nil, nil, srcErr // a --tasks that names nothing
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
@@ -158,7 +159,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 		}
 	}
 	tc.em = report.NewEmitter(thread.MachineName, t.ID, after, env.Now, sinks...)
-	tc.r = thread.NewRunner(tc.ctx, tc.ws, cfg, t, thread.Env{
+	tc.r = thread.NewRunner(tc.ctx, tc.ws, app.ThreadSettings(cfg), t, thread.Env{
 		Events:     tc.em,
 		InTerminal: env.IO.InTerminal,
 		Interactive: func(ctx context.Context, s agent.Spec, promptFile, prompt, dir string) (int, error) {
@@ -166,12 +167,12 @@ func (tc *threadCmd) use(t thread.Thread) {
 		},
 		Now:     env.Now,
 		WorkDir: env.WorkDir,
-		Checks:  checksFromConfig(cfg),
+		Checks:  app.Checks(cfg),
 		ResolveAgent: func(name string) (agent.Spec, error) {
 			return resolveAgent(env, cfg, name)
 		},
 		NamedAgent: func(name, key string) (agent.Spec, error) {
-			return namedAgent(cfg, name, key)
+			return app.NamedAgent(cfg, name, key)
 		},
 		LoopOptions: func(ctx context.Context, a agent.Spec, prd string, maxIterations int) (loop.Options, error) {
 			cmd := &cobra.Command{}
@@ -180,7 +181,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 			// agent AGENT_CMD gave as a command line has no such name: the
 			// usual precedence picks one, and the thread's agent replaces it.
 			name := a.Name
-			if _, err := namedAgent(cfg, name, "thread agents"); err != nil {
+			if _, err := app.NamedAgent(cfg, name, "thread agents"); err != nil {
 				name = ""
 			}
 			s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: name, PRD: prd, MaxIterations: maxIterations, JSON: tc.opts.JSON}, false)

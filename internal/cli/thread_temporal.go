@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/store"
@@ -95,7 +96,7 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 		return true, usageErrorf("thread %s runs on Temporal (workflow %s): its commands go there; --engine local does not apply", t.ID, m.WorkflowID)
 	}
 	eng := tc.cfg.Engine
-	c, err := fleet.Dial(cmd.Context(), eng)
+	c, err := app.DialTemporal(cmd.Context(), eng)
 	if err != nil {
 		return true, err
 	}
@@ -165,7 +166,7 @@ func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOption
 		return err
 	}
 	eng := tc.cfg.Engine
-	c, err := fleet.Dial(ctx, eng)
+	c, err := app.DialTemporal(ctx, eng)
 	if err != nil {
 		return err
 	}
@@ -277,7 +278,7 @@ func showThreadOnTemporal(cmd *cobra.Command, tc *threadCmd) {
 	if err != nil || m == nil {
 		return
 	}
-	c, err := fleet.Dial(cmd.Context(), tc.cfg.Engine)
+	c, err := app.DialTemporal(cmd.Context(), tc.cfg.Engine)
 	if err != nil {
 		fmt.Fprintf(tc.env.IO.Err, "ralph: thread %s runs on Temporal (workflow %s), which cannot be reached: %v\n", t.ID, m.WorkflowID, err)
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
@@ -39,7 +40,7 @@ works too.`,
 // unblockTask clears task id's blocker while no run is going: in ralph's
 // state and in the task file, under the run's lock.
 func unblockTask(ctx context.Context, env *Env, ws *workspace.Workspace, cfg config.Config, id string) (string, error) {
-	src, err := resolveSource(ws, cfg, "", "")
+	src, err := app.TaskSource(ws, cfg, "", "")
 	if err != nil {
 		return "", err
 	}
@@ -83,7 +84,7 @@ func unblockTask(ctx context.Context, env *Env, ws *workspace.Workspace, cfg con
 
 // blockTask blocks task id by a person's decision while no run is going.
 func blockTask(env *Env, ws *workspace.Workspace, cfg config.Config, id, reason string) (string, error) {
-	src, err := resolveSource(ws, cfg, "", "")
+	src, err := app.TaskSource(ws, cfg, "", "")
 	if err != nil {
 		return "", err
 	}
@@ -150,7 +151,7 @@ next step. To have the task done again instead: ralph unblock TASK-ID.`,
 
 // approveTask accepts task id's reviewed work while no run is going.
 func approveTask(ctx context.Context, env *Env, ws *workspace.Workspace, cfg config.Config, id, by string) (string, error) {
-	src, err := resolveSource(ws, cfg, "", "")
+	src, err := app.TaskSource(ws, cfg, "", "")
 	if err != nil {
 		return "", err
 	}

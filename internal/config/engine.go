@@ -14,15 +14,6 @@ const (
 	EngineTemporal = "temporal" // as Temporal workflows, on the workers of many machines
 )
 
-// The environment variables the Temporal engine reads its secrets from:
-// they never go in config.toml, and ralph never logs them.
-const (
-	EnvTemporalAPIKey  = "RALPH_TEMPORAL_API_KEY"  // Temporal Cloud API key (implies TLS)
-	EnvTemporalTLSCert = "RALPH_TEMPORAL_TLS_CERT" // path of a client certificate (mTLS)
-	EnvTemporalTLSKey  = "RALPH_TEMPORAL_TLS_KEY"  // path of its key
-	EnvTemporalTLSCA   = "RALPH_TEMPORAL_TLS_CA"   // path of a CA bundle for a self-signed server
-)
-
 // EngineSection is [engine]: where runs execute.
 type EngineSection struct {
 	// Kind is "local" (default) or "temporal".

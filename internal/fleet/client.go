@@ -16,15 +16,32 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/errs"
 )
 
-// Dial connects to the Temporal frontend [engine] names. Secrets come
-// from the environment only (config.EnvTemporalAPIKey and the TLS paths)
-// and never appear in an error or a log line. The SDK's own logging is
-// kept to warnings, on stderr.
-func Dial(ctx context.Context, e config.EngineSection) (client.Client, error) {
+// The environment variables Dial reads the Temporal secrets from: they
+// never go in config.toml, and ralph never logs them.
+const (
+	EnvTemporalAPIKey  = "RALPH_TEMPORAL_API_KEY"  // Temporal Cloud API key (implies TLS)
+	EnvTemporalTLSCert = "RALPH_TEMPORAL_TLS_CERT" // path of a client certificate (mTLS)
+	EnvTemporalTLSKey  = "RALPH_TEMPORAL_TLS_KEY"  // path of its key
+	EnvTemporalTLSCA   = "RALPH_TEMPORAL_TLS_CA"   // path of a CA bundle for a self-signed server
+)
+
+// Server is the Temporal frontend Dial connects to, as [engine] names it
+// (internal/app fills it from config).
+type Server struct {
+	Address   string // host:port
+	Namespace string
+	// TLS asks for TLS even without a client certificate or CA bundle.
+	TLS bool
+}
+
+// Dial connects to the Temporal frontend e. Secrets come from the
+// environment only (EnvTemporalAPIKey and the TLS paths) and never appear
+// in an error or a log line. The SDK's own logging is kept to warnings,
+// on stderr.
+func Dial(ctx context.Context, e Server) (client.Client, error) {
 	opts := client.Options{HostPort: e.Address, Namespace: e.Namespace,
 		Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
 	tlsCfg, err := tlsConfig(e)
@@ -32,7 +49,7 @@ func Dial(ctx context.Context, e config.EngineSection) (client.Client, error) {
 		return nil, err
 	}
 	opts.ConnectionOptions.TLS = tlsCfg
-	if key := os.Getenv(config.EnvTemporalAPIKey); key != "" {
+	if key := os.Getenv(EnvTemporalAPIKey); key != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
 		if opts.ConnectionOptions.TLS == nil {
 			opts.ConnectionOptions.TLS = &tls.Config{}
@@ -47,30 +64,30 @@ func Dial(ctx context.Context, e config.EngineSection) (client.Client, error) {
 	return c, nil
 }
 
-func tlsConfig(e config.EngineSection) (*tls.Config, error) {
-	cert, key, ca := os.Getenv(config.EnvTemporalTLSCert), os.Getenv(config.EnvTemporalTLSKey), os.Getenv(config.EnvTemporalTLSCA)
+func tlsConfig(e Server) (*tls.Config, error) {
+	cert, key, ca := os.Getenv(EnvTemporalTLSCert), os.Getenv(EnvTemporalTLSKey), os.Getenv(EnvTemporalTLSCA)
 	if !e.TLS && cert == "" && ca == "" {
 		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if (cert == "") != (key == "") {
-		return nil, errs.Usagef("set both %s and %s for a client certificate, or neither", config.EnvTemporalTLSCert, config.EnvTemporalTLSKey)
+		return nil, errs.Usagef("set both %s and %s for a client certificate, or neither", EnvTemporalTLSCert, EnvTemporalTLSKey)
 	}
 	if cert != "" {
 		pair, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
-			return nil, errs.Usagef("cannot load the client certificate %s named by %s: %v", cert, config.EnvTemporalTLSCert, err)
+			return nil, errs.Usagef("cannot load the client certificate %s named by %s: %v", cert, EnvTemporalTLSCert, err)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	if ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, errs.Usagef("cannot read the CA bundle %s named by %s: %v", ca, config.EnvTemporalTLSCA, err)
+			return nil, errs.Usagef("cannot read the CA bundle %s named by %s: %v", ca, EnvTemporalTLSCA, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, errs.Usagef("%s (%s) holds no PEM certificate", ca, config.EnvTemporalTLSCA)
+			return nil, errs.Usagef("%s (%s) holds no PEM certificate", ca, EnvTemporalTLSCA)
 		}
 		cfg.RootCAs = pool
 	}

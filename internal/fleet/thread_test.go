@@ -21,7 +21,6 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/ralphloop/ralph/internal/agent"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/testing/wait"
@@ -109,7 +108,7 @@ func newThreadRig(t *testing.T, p thread.Phase) *threadRig {
 			spec := func(name string) (agent.Spec, error) {
 				return agent.Spec{Name: "fake", Headless: []string{"true"}}, nil
 			}
-			r := thread.NewRunner(ctx, ws, config.Config{}, cur, thread.Env{
+			r := thread.NewRunner(ctx, ws, thread.Settings{}, cur, thread.Env{
 				Events:       report.NewEmitter(thread.MachineName, "t1", 0, nil),
 				Now:          func() time.Time { return now },
 				WorkDir:      func() (string, error) { return dir, nil },

@@ -18,7 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/text"
@@ -216,19 +215,19 @@ func (c *channel) exec(ctx context.Context, n *Notifier, argv []string, stdin []
 // title is a notification's few words, for a title line.
 func title(x Notification) string {
 	switch x.Event {
-	case config.NotifyRunFinished:
+	case EventRunFinished:
 		return "run finished: " + x.Outcome
-	case config.NotifyTaskBlocked:
+	case EventTaskBlocked:
 		return "task " + x.Task + " blocked"
-	case config.NotifyTaskNeedsReview:
+	case EventTaskNeedsReview:
 		return "task " + x.Task + " needs review"
-	case config.NotifyLimitWaitStarted:
+	case EventLimitWaitStarted:
 		return "waiting for a usage limit"
-	case config.NotifyLimitWaitEnded:
+	case EventLimitWaitEnded:
 		return "usage-limit wait over"
-	case config.NotifyBreakerOpened:
+	case EventBreakerOpened:
 		return "circuit breaker opened"
-	case config.NotifyWaitingForPerson:
+	case EventWaitingForPerson:
 		return "waiting for you"
 	}
 	return x.Event
@@ -237,13 +236,13 @@ func title(x Notification) string {
 // priority is ntfy's 1 (min) to 5 (max): what waits for a person is high.
 func priority(x Notification) int {
 	switch x.Event {
-	case config.NotifyWaitingForPerson, config.NotifyTaskNeedsReview:
+	case EventWaitingForPerson, EventTaskNeedsReview:
 		return 4
-	case config.NotifyRunFinished:
+	case EventRunFinished:
 		if x.Outcome == OutcomeError || x.Outcome == OutcomeBlocked {
 			return 4
 		}
-	case config.NotifyLimitWaitStarted, config.NotifyLimitWaitEnded:
+	case EventLimitWaitStarted, EventLimitWaitEnded:
 		return 2
 	}
 	return 3
@@ -252,7 +251,7 @@ func priority(x Notification) int {
 // tag is ntfy's emoji tag of a notification.
 func tag(x Notification) string {
 	switch x.Event {
-	case config.NotifyRunFinished:
+	case EventRunFinished:
 		switch x.Outcome {
 		case OutcomeDone:
 			return "white_check_mark"
@@ -264,17 +263,17 @@ func tag(x Notification) string {
 			return "stop_sign"
 		}
 		return "hourglass"
-	case config.NotifyTaskBlocked:
+	case EventTaskBlocked:
 		return "no_entry"
-	case config.NotifyTaskNeedsReview:
+	case EventTaskNeedsReview:
 		return "eyes"
-	case config.NotifyLimitWaitStarted:
+	case EventLimitWaitStarted:
 		return "hourglass"
-	case config.NotifyLimitWaitEnded:
+	case EventLimitWaitEnded:
 		return "arrow_forward"
-	case config.NotifyBreakerOpened:
+	case EventBreakerOpened:
 		return "zap"
-	case config.NotifyWaitingForPerson:
+	case EventWaitingForPerson:
 		return "raising_hand"
 	}
 	return "bell"

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
@@ -137,7 +136,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 			Task: ev.Task, Summary: summary, Seq: ev.Seq}
 	}
 	finished := func(outcome, reason string, details map[string]any) {
-		x := n(config.NotifyRunFinished, "")
+		x := n(EventRunFinished, "")
 		x.Task, x.Outcome, x.Reason, x.Details = "", outcome, oneLine(reason), details
 		x.Summary = fmt.Sprintf("run %s finished: %s", ev.Run, outcome)
 		if x.Reason != "" {
@@ -154,7 +153,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 		delete(d.summary, ev.Run)
 	}
 	blocked := func(reason string) {
-		x := n(config.NotifyTaskBlocked, fmt.Sprintf("task %s is blocked", ev.Task))
+		x := n(EventTaskBlocked, fmt.Sprintf("task %s is blocked", ev.Task))
 		x.Reason = oneLine(reason)
 		if x.Reason != "" {
 			x.Summary += ": " + x.Reason
@@ -165,8 +164,8 @@ func (d *deriver) derive(ev report.Event) []Notification {
 		out = append(out, x)
 	}
 	waiting := func(summary, reason, key string, details map[string]any) {
-		x := n(config.NotifyWaitingForPerson, summary)
-		x.Reason, x.Details, x.key = oneLine(reason), details, ev.Run+"|"+config.NotifyWaitingForPerson+"|"+key
+		x := n(EventWaitingForPerson, summary)
+		x.Reason, x.Details, x.key = oneLine(reason), details, ev.Run+"|"+EventWaitingForPerson+"|"+key
 		out = append(out, x)
 	}
 	limitWait := func(details map[string]any, until string) {
@@ -174,7 +173,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 			return
 		}
 		d.waits[wk] = openWait{seq: ev.Seq, start: ev.Time}
-		x := n(config.NotifyLimitWaitStarted, "every agent is at a usage limit: the run waits for a reset")
+		x := n(EventLimitWaitStarted, "every agent is at a usage limit: the run waits for a reset")
 		if until != "" {
 			x.Summary += " (until " + until + ")"
 		}
@@ -258,7 +257,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 	loopWaitEnded := ev.Kind == report.KindWait && ev.Machine == machineLoop && report.DataString(ev.Data, "wait") == "limit" && report.DataString(ev.Data, "state") == "ended"
 	if w, open := d.waits[wk]; open && (loopWaitEnded || slices.Contains(activity, ev.Kind)) {
 		delete(d.waits, wk)
-		x := n(config.NotifyLimitWaitEnded, "the usage-limit wait is over: the run goes on")
+		x := n(EventLimitWaitEnded, "the usage-limit wait is over: the run goes on")
 		x.Task = ""
 		waited, known := time.Duration(-1), false
 		if ms, ok := report.DataNumber(ev.Data["waited_ms"]); loopWaitEnded && ok {
@@ -286,7 +285,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 		ids := anyStrings(ev.Data["questions"])
 		waiting(questionSummary(ev.Run, ids), "", strings.Join(ids, ","), map[string]any{"questions": ids})
 	case ev.Kind == report.KindWait && ev.Machine == machineLoop && report.DataString(ev.Data, "breaker") == "open":
-		x := n(config.NotifyBreakerOpened, "the circuit breaker opened: the run pauses before trying again")
+		x := n(EventBreakerOpened, "the circuit breaker opened: the run pauses before trying again")
 		x.Reason = oneLine(report.DataString(ev.Data, "reason"))
 		if x.Reason != "" {
 			x.Summary = "the circuit breaker opened (" + x.Reason + "): the run pauses before trying again"
@@ -309,7 +308,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 	case ev.Kind == report.KindBlocker && ev.Machine == machineEngine && ev.Task != "":
 		switch report.DataString(ev.Data, "state") {
 		case "needs_review":
-			x := n(config.NotifyTaskNeedsReview, fmt.Sprintf("task %s needs review before it can land", ev.Task))
+			x := n(EventTaskNeedsReview, fmt.Sprintf("task %s needs review before it can land", ev.Task))
 			x.Reason = oneLine(report.DataString(ev.Data, "reason"))
 			if x.Reason != "" {
 				x.Summary += ": " + x.Reason

@@ -25,7 +25,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/report"
 )
@@ -79,7 +78,7 @@ type Notifier struct {
 // waiting for events. Problems that leave a channel unable to send (no
 // notify-send, an empty secret_env) are in Warnings; the other channels
 // work regardless.
-func New(sec config.NotifySection, o Options) *Notifier {
+func New(sec Settings, o Options) *Notifier {
 	if o.Getenv == nil {
 		o.Getenv = func(string) string { return "" }
 	}
@@ -98,7 +97,7 @@ func New(sec config.NotifySection, o Options) *Notifier {
 	if o.Client == nil {
 		o.Client = &http.Client{}
 	}
-	n := &Notifier{opts: o, timeout: sec.Timeout.Duration, der: newDeriver(), red: []*redact.Redactor{redact.Default()}}
+	n := &Notifier{opts: o, timeout: sec.Timeout, der: newDeriver(), red: []*redact.Redactor{redact.Default()}}
 	if n.timeout <= 0 {
 		n.timeout = 10 * time.Second
 	}
@@ -111,7 +110,7 @@ func New(sec config.NotifySection, o Options) *Notifier {
 		// The secret is masked wherever it would show, like an API key.
 		n.red = append(n.red, redact.New([]string{"NOTIFY_SECRET=" + secret}, nil))
 	}
-	for _, cc := range sec.AllChannels() {
+	for _, cc := range sec.Channels {
 		c := &channel{typ: cc.Type, url: cc.URL, argv: cc.Command, events: cc.Events}
 		c.target = c.describe()
 		switch {
@@ -286,7 +285,7 @@ type Result struct {
 // Test sends a sample notification to every channel, one attempt each,
 // and reports how each took it.
 func (n *Notifier) Test(now time.Time) []Result {
-	x := Notification{Event: config.NotifyRunFinished, Time: now.UTC(), Run: "test", Outcome: OutcomeDone, Test: true,
+	x := Notification{Event: EventRunFinished, Time: now.UTC(), Run: "test", Outcome: OutcomeDone, Test: true,
 		Summary: "a test notification from ralph notify test: this channel works", Reason: "ralph notify test"}
 	body := payload(x, n.opts.Workspace)
 	out := make([]Result, len(n.chans))

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 )
@@ -65,10 +64,41 @@ type logs struct {
 func (l *logs) add(s string) { l.mu.Lock(); l.lines = append(l.lines, s); l.mu.Unlock() }
 func (l *logs) all() string  { l.mu.Lock(); defer l.mu.Unlock(); return strings.Join(l.lines, "\n") }
 
-func section(timeout time.Duration) config.NotifySection {
-	s := config.Default().Notify
-	s.Timeout = config.Duration{Duration: timeout}
-	return s
+// testSection is a [notify] section as the tests write it: shorthand
+// lists of one kind of channel each, sharing Events. settings expands it
+// into a Notifier's Settings as internal/app does from config.
+type testSection struct {
+	Webhooks, Slack, Ntfy, Command, Events []string
+	Desktop                                bool
+	SecretEnv                              string
+	Timeout                                time.Duration
+}
+
+func section(timeout time.Duration) testSection { return testSection{Timeout: timeout} }
+
+func (s testSection) settings() Settings {
+	events := s.Events
+	if len(events) == 0 {
+		// config's default: everything but limit_wait_ended.
+		events = []string{EventRunFinished, EventTaskBlocked, EventTaskNeedsReview, EventLimitWaitStarted, EventBreakerOpened, EventWaitingForPerson}
+	}
+	out := Settings{SecretEnv: s.SecretEnv, Timeout: s.Timeout}
+	for _, u := range s.Webhooks {
+		out.Channels = append(out.Channels, Channel{Type: "webhook", URL: u, Events: events})
+	}
+	for _, u := range s.Slack {
+		out.Channels = append(out.Channels, Channel{Type: "slack", URL: u, Events: events})
+	}
+	for _, u := range s.Ntfy {
+		out.Channels = append(out.Channels, Channel{Type: "ntfy", URL: u, Events: events})
+	}
+	if len(s.Command) > 0 {
+		out.Channels = append(out.Channels, Channel{Type: "command", Command: s.Command, Events: events})
+	}
+	if s.Desktop {
+		out.Channels = append(out.Channels, Channel{Type: "desktop", Events: events})
+	}
+	return out
 }
 
 func fastOptions(l *logs) Options {
@@ -98,7 +128,7 @@ func TestWebhookPayloadSignatureSelectionAndDedupe(t *testing.T) {
 	var l logs
 	s := section(5 * time.Second)
 	s.Webhooks = []string{h.URL + "/hook"}
-	s.Events = []string{config.NotifyRunFinished}
+	s.Events = []string{EventRunFinished}
 	s.SecretEnv = "RALPH_NOTIFY_SECRET"
 	o := fastOptions(&l)
 	o.Getenv = func(k string) string {
@@ -107,7 +137,7 @@ func TestWebhookPayloadSignatureSelectionAndDedupe(t *testing.T) {
 		}
 		return ""
 	}
-	n := New(s, o)
+	n := New(s.settings(), o)
 	evs := blockedRun()
 	for _, ev := range evs {
 		n.Emit(ev)
@@ -160,7 +190,7 @@ func TestSlackAndNtfyFormats(t *testing.T) {
 	s := section(5 * time.Second)
 	s.Slack = []string{slack.URL + "/services/T0/B0/tok"}
 	s.Ntfy = []string{ntfy.URL + "/ralph-topic"}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	for _, ev := range blockedRun() {
 		n.Emit(ev)
 	}
@@ -202,7 +232,7 @@ func TestEmitReturnsWhileTheReceiverHolds(t *testing.T) {
 	var l logs
 	s := section(time.Minute)
 	s.Webhooks = []string{h.URL + "/held"}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	emitted := make(chan struct{})
 	go func() {
 		for _, ev := range blockedRun() {
@@ -232,7 +262,7 @@ func TestHangingServerTimesOutAndRetries(t *testing.T) {
 	var l logs
 	s := section(150 * time.Millisecond)
 	s.Webhooks = []string{h.URL + "/hang"}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	for _, ev := range blockedRun() {
 		n.Emit(ev)
 	}
@@ -254,7 +284,7 @@ func TestServerErrorIsRetriedThenLoggedRedacted(t *testing.T) {
 	var l logs
 	s := section(2 * time.Second)
 	s.Slack = []string{h.URL + "/services/T000/B000/XOXBSECRETTOKEN?key=QUERYSECRET"}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	n.Emit(blockedRun()[4])
 	n.Close(5 * time.Second)
 	if got := len(h.requests()); got != 1+Retries {
@@ -275,7 +305,7 @@ func TestClientErrorIsNotRetried(t *testing.T) {
 	var l logs
 	s := section(2 * time.Second)
 	s.Webhooks = []string{h.URL + "/gone"}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	n.Emit(blockedRun()[4])
 	n.Close(5 * time.Second)
 	if got := len(h.requests()); got != 1 {
@@ -295,7 +325,7 @@ func TestCloseDeliversTheLastNotificationWithinItsDeadline(t *testing.T) {
 	var l logs
 	s := section(wait.Long)
 	s.Webhooks = []string{h.URL + "/slow"}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	n.Emit(blockedRun()[4])
 	wait.Recv(t, h.got, wait.Long, "the slow receiver to get the notification")
 	if left := n.Close(wait.Long); left != 0 || len(h.requests()) != 1 {
@@ -304,7 +334,7 @@ func TestCloseDeliversTheLastNotificationWithinItsDeadline(t *testing.T) {
 
 	hang := newHook(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	s.Webhooks = []string{hang.URL + "/hang"}
-	n = New(s, fastOptions(&l))
+	n = New(s.settings(), fastOptions(&l))
 	n.Emit(blockedRun()[4])
 	// The receiver would hold each attempt for the section's timeout (a
 	// minute): Close's deadline is the behaviour, so the bound is generous
@@ -328,10 +358,10 @@ func TestFullQueueDropsAndLogs(t *testing.T) {
 	var l logs
 	s := section(5 * time.Second)
 	s.Webhooks = []string{h.URL + "/x"}
-	s.Events = []string{config.NotifyTaskBlocked}
+	s.Events = []string{EventTaskBlocked}
 	o := fastOptions(&l)
 	o.Queue = 1
-	n := New(s, o)
+	n := New(s.settings(), o)
 	for i, task := range []string{"A", "B", "C", "D"} {
 		n.Emit(report.Event{Seq: int64(i), Run: "r", Machine: "loop", Kind: report.KindTransition, To: "BLOCKER", Trigger: "tests_failed", Task: task})
 		if i == 0 {
@@ -355,7 +385,7 @@ func TestCommandGetsThePayloadOnStdin(t *testing.T) {
 	var l logs
 	s := section(5 * time.Second)
 	s.Command = []string{"sh", "-c", `cat > "$1"; echo "$RALPH_NOTIFY_EVENT" > "$1.event"`, "sh", out}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	n.Emit(report.Event{Seq: 7, Time: t0, Run: "s1", Machine: "session", Kind: report.KindWait, Data: map[string]any{"questions": []string{"Q2", "Q1"}}})
 	n.Emit(report.Event{Seq: 8, Time: t0, Run: "s1", Machine: "session", Kind: report.KindTransition, From: "Planning", To: "Stopped", Trigger: "waiting_for_answers", Data: map[string]any{"detail": "Q1, Q2"}})
 	if left := n.Close(5 * time.Second); left != 0 {
@@ -385,7 +415,7 @@ func TestFailingCommandIsLogged(t *testing.T) {
 	var l logs
 	s := section(5 * time.Second)
 	s.Command = []string{"sh", "-c", `echo "no route to pager" >&2; exit 3`, "TOKEN-ARG-123"}
-	n := New(s, fastOptions(&l))
+	n := New(s.settings(), fastOptions(&l))
 	n.Emit(blockedRun()[4])
 	n.Close(5 * time.Second)
 	log := l.all()
@@ -402,7 +432,7 @@ func TestDesktop(t *testing.T) {
 	s.Desktop = true
 	o := fastOptions(&l)
 	o.LookPath = func(string) (string, error) { return "", os.ErrNotExist }
-	n := New(s, o)
+	n := New(s.settings(), o)
 	if w := n.Warnings(); len(w) != 1 || !strings.Contains(w[0], "notify-send is not installed") {
 		t.Fatalf("warnings = %q", w)
 	}
@@ -414,7 +444,7 @@ func TestDesktop(t *testing.T) {
 	fake := filepath.Join(dir, "notify-send")
 	os.WriteFile(fake, []byte("#!/bin/sh\nprintf '%s\\n' \"$@\" > "+args+"\n"), 0o755)
 	o.LookPath = func(string) (string, error) { return fake, nil }
-	n = New(s, o)
+	n = New(s.settings(), o)
 	n.Emit(blockedRun()[4])
 	n.Close(5 * time.Second)
 	b, err := os.ReadFile(args)
@@ -434,7 +464,7 @@ func TestEmptySecretEnvDisablesWebhooks(t *testing.T) {
 	s := section(time.Second)
 	s.Webhooks = []string{h.URL + "/x"}
 	s.SecretEnv = "RALPH_NOTIFY_SECRET"
-	n := New(s, Options{})
+	n := New(s.settings(), Options{})
 	res := n.Test(t0)
 	n.Close(time.Second)
 	if len(res) != 1 || res[0].OK || !strings.Contains(res[0].Error, "secret_env RALPH_NOTIFY_SECRET is empty") || len(h.requests()) != 0 {
@@ -449,7 +479,7 @@ func TestTestReportsEachChannel(t *testing.T) {
 	s := section(2 * time.Second)
 	s.Webhooks = []string{ok.URL + "/a"}
 	s.Ntfy = []string{bad.URL + "/secret-topic"}
-	n := New(s, Options{Workspace: "/w/shop"})
+	n := New(s.settings(), Options{Workspace: "/w/shop"})
 	res := n.Test(t0)
 	n.Close(time.Second)
 	if len(res) != 2 || !res[0].OK || res[1].OK || res[1].Error != "the server answered 503 Service Unavailable" || res[1].Target != bad.URL+"/[REDACTED]" {

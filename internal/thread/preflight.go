@@ -28,7 +28,7 @@ func (r *Runner) implementEvent(src Source) Event {
 	if r.opts.Worktree || r.t.Worktree != "" {
 		ev.Worktree = r.t.Worktree
 		if ev.Worktree == "" {
-			ev.Worktree = WorktreePath(r.ws.Root, r.cfg.Build.WorktreeRoot, r.t.ID)
+			ev.Worktree = WorktreePath(r.ws.Root, r.cfg.WorktreeRoot, r.t.ID)
 		}
 	}
 	head, _ := r.repo.Head(ctx)

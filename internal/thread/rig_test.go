@@ -17,7 +17,6 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
@@ -359,7 +358,7 @@ func newRig(t *testing.T, p Phase, mode Mode, confirm func(string) bool) *rig {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	g.cancel = cancel
-	g.r = NewRunner(ctx, ws, config.Config{}, th, env, Options{})
+	g.r = NewRunner(ctx, ws, Settings{}, th, env, Options{})
 	return g
 }
 

@@ -108,10 +108,10 @@ func (r *Runner) effectiveConf() RunConfig {
 		if s, err := r.env.ResolveAgent(""); err == nil {
 			c.Agents = []string{s.Name}
 		}
-		c.Agents = append(c.Agents, r.cfg.Agent.Fallbacks...)
+		c.Agents = append(c.Agents, r.cfg.Fallbacks...)
 	}
 	if c.MaxIterations <= 0 {
-		c.MaxIterations = max(r.cfg.Build.MaxIterations, 1)
+		c.MaxIterations = max(r.cfg.MaxIterations, 1)
 	}
 	return c
 }

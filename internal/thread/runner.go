@@ -3,7 +3,6 @@ package thread
 import (
 	"context"
 	"fmt"
-	"github.com/ralphloop/ralph/internal/check"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,9 +10,10 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
-	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
@@ -60,6 +60,28 @@ type Env struct {
 	Ports Ports
 }
 
+// Settings are what a thread takes from the workspace's configuration;
+// internal/app fills them from config.toml.
+type Settings struct {
+	// Fallbacks are the agents a new thread tries after its first one
+	// ([agent] fallbacks).
+	Fallbacks []string
+	// MaxIterations bounds a new thread's loop runs ([build]
+	// max_iterations; at least 1).
+	MaxIterations int
+	// WorktreeRoot is where a thread's own worktree goes ([build]
+	// worktree_root; empty is the default place).
+	WorktreeRoot string
+	// AgentTimeout and AgentIdleTimeout bound a spec agent run, and
+	// MaxLogBytes its log ([agent] timeout, idle_timeout, max_log_bytes);
+	// AgentTimeout also bounds a criterion's verify command.
+	AgentTimeout, AgentIdleTimeout time.Duration
+	MaxLogBytes                    int64
+	// Budget is [budget]: the bound the spec agents and the thread's loop
+	// runs share.
+	Budget runkit.Budget
+}
+
 // Options are the choices of the command that runs the thread.
 type Options struct {
 	// Agents, MaxIterations and Verifiers override the thread's saved
@@ -87,7 +109,7 @@ type Runner struct {
 	// git, the loop, the checks and polish work: ws, or the thread's own
 	// worktree (Thread.Worktree) once it has its branch.
 	work *workspace.Workspace
-	cfg  config.Config
+	cfg  Settings
 	env  Env
 	opts Options
 	dir  string // .ralph
@@ -104,7 +126,7 @@ type Runner struct {
 
 // NewRunner returns a runner for t in ws. It takes no lock: the commands
 // that change the thread take it themselves.
-func NewRunner(ctx context.Context, ws *workspace.Workspace, cfg config.Config, t Thread, env Env, opts Options) *Runner {
+func NewRunner(ctx context.Context, ws *workspace.Workspace, cfg Settings, t Thread, env Env, opts Options) *Runner {
 	if env.Now == nil {
 		env.Now = time.Now
 	}

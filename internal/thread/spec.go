@@ -67,7 +67,7 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 	res, err := r.agents.RunAgent(r.ctx, runkit.Attempt{
 		Spec: spec, Prompt: prompt, Dir: dir,
 		PromptFile: r.path(kind + ".prompt.md"), LogFile: logPath,
-		Timeout: r.cfg.Agent.Timeout.Duration, IdleTimeout: r.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: r.cfg.Agent.MaxLogBytes,
+		Timeout: r.cfg.AgentTimeout, IdleTimeout: r.cfg.AgentIdleTimeout, MaxLogBytes: r.cfg.MaxLogBytes,
 		SaveToken: func(tok string) error { token = tok; return f.Save(0, tok) },
 		OnStart:   func(pgid int) { _ = f.Save(pgid, token) },
 		Events:    r.env.Events,
@@ -110,10 +110,7 @@ func (e *BudgetError) Error() string {
 
 // budget is the [budget] of the configuration: the same bound `ralph
 // build` gives the loop.
-func (r *Runner) budget() runkit.Budget {
-	b := r.cfg.Budget
-	return runkit.Budget{MaxTokens: b.MaxTokens, MaxCost: b.MaxCostUSD, MaxWall: b.MaxWallTime.Duration}
-}
+func (r *Runner) budget() runkit.Budget { return r.cfg.Budget }
 
 // specSpent is what the thread's spec agents have used, as config.json
 // records it. Every loop run of the thread counts it against its budget

@@ -91,7 +91,7 @@ func (r *Runner) verify() (Event, error) {
 		for _, c := range s.Criteria {
 			item := EvidenceItem{Name: s.ID + ": " + c.Text, Passed: s.Done || (assisted && c.Done)}
 			if c.Verify != "" {
-				res := r.checks.RunCheck(r.ctx, r.work.Root, check.Check{Name: c.Verify, Run: c.Verify, Timeout: r.cfg.Agent.Timeout.Duration})
+				res := r.checks.RunCheck(r.ctx, r.work.Root, check.Check{Name: c.Verify, Run: c.Verify, Timeout: r.cfg.AgentTimeout})
 				item.Passed = res.Passed()
 				item.Detail = "verify: " + c.Verify + tailDetail(res)
 				ran(item.Name, res)

@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/store"
 )
@@ -161,11 +160,6 @@ func (w *Workspace) ErrorsLogPath() string   { return w.Path("errors.log") }
 func (w *Workspace) ActivityLogPath() string { return w.Path("activity.log") }
 func (w *Workspace) RunsDir() string         { return w.Path("runs") }
 func (w *Workspace) LockPath() string        { return w.Path("lock") }
-
-// LoadConfig reads config.toml (defaults when it is absent).
-func (w *Workspace) LoadConfig() (config.Config, error) {
-	return config.Load(w.ConfigPath())
-}
 
 // gitignore keeps machine state out of git: resetting the work to a
 // baseline must never rewind ralph's own records, and logs that change
@@ -338,15 +332,16 @@ func (w *Workspace) Ignore(line string) error {
 	return store.AppendFile(p, []byte(line+"\n"))
 }
 
-// Init creates config.toml (with the given checks, and the built-in
-// agents' names in its comment) and the state files. Nothing that exists
-// is overwritten.
-func (w *Workspace) Init(now time.Time, checks []config.CheckConfig, agents []string) ([]string, error) {
+// Init creates config.toml holding configTemplate, and the state files.
+// Nothing that exists is overwritten. The template comes from the caller
+// (internal/app): the workspace holds the file, it does not know its
+// contents.
+func (w *Workspace) Init(now time.Time, configTemplate []byte) ([]string, error) {
 	if err := os.MkdirAll(w.Dir(), 0o755); err != nil {
 		return nil, err
 	}
 	var created []string
-	wrote, err := store.WriteIfMissing(w.ConfigPath(), config.Template(checks, agents), 0o644)
+	wrote, err := store.WriteIfMissing(w.ConfigPath(), configTemplate, 0o644)
 	if err != nil {
 		return nil, err
 	}
