@@ -1,11 +1,8 @@
 package tasks
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -289,56 +286,6 @@ func notStartedOrder(stories []Story) []int {
 		return pa < pb
 	})
 	return order
-}
-
-// StatusDigest returns a stable digest of the status-like fields of a board:
-// per story its id, status, retry count, blocker and subtask done marks
-// (prd.json "passes"/"status" and markdown heading checkboxes all surface as
-// Status). Titles, descriptions, criteria (including their informational
-// checkboxes), priorities, the order of stories and current_task do not
-// contribute, so an agent rewording or reordering the file is not flagged,
-// while an agent changing what ralph owns is. Adding or removing a story
-// changes the digest.
-func StatusDigest(b *Board) string {
-	if b == nil {
-		return ""
-	}
-	stories := make([]*Story, len(b.Stories))
-	for i := range b.Stories {
-		stories[i] = &b.Stories[i]
-	}
-	sort.SliceStable(stories, func(i, j int) bool { return stories[i].ID < stories[j].ID })
-	h := sha256.New()
-	field := func(s string) {
-		// Length prefixes keep field boundaries unambiguous whatever the
-		// text contains.
-		h.Write([]byte(strconv.Itoa(len(s))))
-		h.Write([]byte{':'})
-		h.Write([]byte(s))
-	}
-	for _, s := range stories {
-		field(s.ID)
-		field(string(s.Status))
-		field(strconv.Itoa(s.RetryCount))
-		if bl := s.Blocker; bl != nil {
-			field("blocker")
-			field(bl.Reason)
-			field(string(bl.Type))
-			field(strconv.FormatBool(bl.RequiresHuman))
-			field(strconv.Itoa(len(bl.AttemptedFixes)))
-			for _, f := range bl.AttemptedFixes {
-				field(f)
-			}
-		} else {
-			field("-")
-		}
-		field(strconv.Itoa(len(s.Subtasks)))
-		for _, st := range s.Subtasks {
-			field(st.ID)
-			field(strconv.FormatBool(st.Done))
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // position is a 1-based line and column in a task file; zero values mean

@@ -72,27 +72,3 @@ func benchParseAndSelect(b *testing.B, storyCount int) {
 		}
 	}
 }
-
-// BenchmarkRestoreOtherMarks100k: the agent of US-000001 also ticked the
-// last of 100,000 stories; ralph puts that mark back. It was quadratic
-// (a scan of the old stories for each story).
-func BenchmarkRestoreOtherMarks100k(b *testing.B) {
-	const n = 100000
-	var before, after strings.Builder
-	for i := 1; i <= n; i++ {
-		fmt.Fprintf(&before, "### [ ] US-%06d: Story %d\n- [ ] Criterion %d\n\n", i, i, i)
-		box := " "
-		if i == 1 || i == n {
-			box = "x"
-		}
-		fmt.Fprintf(&after, "### [%s] US-%06d: Story %d\n- [%s] Criterion %d\n\n", box, i, i, box, i)
-	}
-	old, cur := []byte(before.String()), []byte(after.String())
-	b.SetBytes(int64(len(cur)))
-	for b.Loop() {
-		_, restored, err := RestoreOtherMarks(old, cur, "US-000001")
-		if err != nil || len(restored) != 1 || restored[0] != "US-100000" {
-			b.Fatalf("restored %v, %v; want US-100000", restored, err)
-		}
-	}
-}
