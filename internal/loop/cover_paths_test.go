@@ -8,6 +8,7 @@ package loop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -248,8 +249,8 @@ func readFile(t *testing.T, p string) string {
 func TestCoverTestChangeWaitsForApproval(t *testing.T) {
 	ws, opts, out := reviewWorkspace(t, "### [ ] US-001: Greet in French\n- [ ] greet.txt says bonjour; update the greeting test for the new greeting\n")
 	rep, err := Build(context.Background(), ws, opts)
-	if err != nil {
-		t.Logf("Build: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "a person must decide") {
+		t.Errorf("Build = %v, want an error saying a person must decide", err)
 	}
 	text := out.text()
 	for _, want := range []string{
@@ -323,5 +324,214 @@ func TestCoverTestChangeTheStoryDoesNotAskFor(t *testing.T) {
 	src := tasks.Open(tasks.KindMarkdown, opts.PRDPath)
 	if _, err := Approve(context.Background(), ws, src, "US-001", "ana", time.Now()); err == nil || !strings.Contains(err.Error(), "US-001 is not waiting for a review") {
 		t.Errorf("Approve = %v, want one saying US-001 is not waiting", err)
+	}
+}
+
+// counted is a shell line that runs the nth of answers on its nth run,
+// counting its runs in a file outside the repository.
+func counted(t *testing.T, answers ...string) string {
+	t.Helper()
+	counter := filepath.Join(t.TempDir(), "runs")
+	var b strings.Builder
+	fmt.Fprintf(&b, `cat > /dev/null; n=$(cat %s 2>/dev/null || echo 0); n=$((n+1)); echo $n > %s; case $n in `, counter, counter)
+	for i, a := range answers {
+		fmt.Fprintf(&b, "%d) %s ;; ", i+1, a)
+	}
+	b.WriteString("esac")
+	return b.String()
+}
+
+// A reviewer judges the story's criteria: a malformed answer is asked for
+// again, a Failed verdict sends the story back with the reviewer's reason
+// for the next attempt, and a Qualified one lets it be committed.
+func TestCoverReviewerSendsTheStoryBackThenQualifiesIt(t *testing.T) {
+	ws := newBenchWorkspace(t)
+	if err := os.WriteFile(filepath.Join(ws.Root, "prd.md"), []byte("# PRD\n\n### [ ] US-001: Greet\n- [ ] greet.txt says hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, ws.Root, "add", "-A")
+	gitIn(t, ws.Root, "commit", "-qm", "start")
+	tick := `sed -i -e 's/^### \[ \]/### [x]/' -e 's/^- \[ \]/- [x]/' prd.md; echo done`
+	executor := counted(t, "echo hi > greet.txt; "+tick, "echo hello > greet.txt; "+tick)
+	verdict := func(v string, met bool, why string) string {
+		return fmt.Sprintf(`echo '<verdict>{"verdict":"%s","criteria":[{"id":"AC-1","met":%v,"evidence":"%s"}],"reasons":["%s"]}</verdict>'`, v, met, why, why)
+	}
+	reviewer := counted(t, "echo 'Looks fine to me.'", verdict("Failed", false, "greet.txt says hi"), verdict("Qualified", true, "greet.txt says hello"))
+	out := &lines{}
+	rep, err := Build(context.Background(), ws, Options{
+		MaxIterations: 3, MaxRetries: 3,
+		PRDPath:      filepath.Join(ws.Root, "prd.md"),
+		PlanPath:     ws.Path("IMPLEMENTATION_PLAN.md"),
+		Agent:        agent.Spec{Name: "sh", Headless: []string{"sh", "-c", executor}, Format: agent.FormatPlain},
+		Reviewer:     &agent.Spec{Name: "rev", Headless: []string{"sh", "-c", reviewer}, Format: agent.FormatPlain},
+		AgentTimeout: time.Minute,
+		Checks:       []check.Check{{Name: "true", Run: "true", Timeout: time.Minute}},
+		Sink:         out,
+	})
+	if err != nil || rep.Outcome != OutcomeComplete || rep.Iterations != 2 || rep.StoriesDone != 1 {
+		t.Fatalf("Build = %v: %s after %d iterations with %d done; want complete after 2:\n%s", err, rep.Outcome, rep.Iterations, rep.StoriesDone, out.text())
+	}
+	text := out.text()
+	if n := strings.Count(text, "── review by rev ──"); n != 3 {
+		t.Errorf("the run shows %d reviews, want 3 (a malformed answer asked again, Failed, Qualified):\n%s", n, text)
+	}
+	if log := readFile(t, ws.ErrorsLogPath()); !strings.Contains(log, "iteration 1: reviewer answer malformed (try 1)") {
+		t.Errorf("errors.log does not record the malformed answer:\n%s", log)
+	}
+	prompt := readFile(t, filepath.Join(rep.RunDir, "iter-2.prompt.md"))
+	if !strings.Contains(prompt, "greet.txt says hi") {
+		t.Errorf("the second attempt's prompt does not carry the reviewer's reason")
+	}
+	if got := gitIn(t, ws.Root, "show", "HEAD:greet.txt"); got != "hello\n" {
+		t.Errorf("the committed greet.txt = %q, want the qualified attempt's", got)
+	}
+}
+
+// tapRunner is a check script that runs each file of tests/cases as a
+// test and reports them in TAP, so that ralph sees per-test results.
+const tapRunner = `n=0; for f in tests/cases/*; do n=$((n+1)); done; echo "1..$n"; i=0
+for f in tests/cases/*; do i=$((i+1)); if sh "$f" >/dev/null 2>&1; then echo "ok $i - $(basename $f)"; else echo "not ok $i - $(basename $f)"; fi; done
+for f in tests/cases/*; do sh "$f" >/dev/null 2>&1 || exit 1; done
+`
+
+// redGreenBuild builds one story on a tree whose test "bye" fails before
+// any agent runs, with per-test results and [verify] red_green; the agent
+// writes greet.txt and adds the test case newCase.
+func redGreenBuild(t *testing.T, newCase string) (*workspace.Workspace, Report, error, string) {
+	ws := newBenchWorkspace(t)
+	for name, content := range map[string]string{
+		"prd.md":             "# PRD\n\n### [ ] US-001: Greet\n- [ ] greet.txt says hello\n",
+		"README":             "greetings\n",
+		"tests/run_test.sh":  tapRunner,
+		"tests/cases/readme": "test -f README\n",
+		"tests/cases/bye":    "grep -qx bye bye.txt\n",
+	} {
+		p := filepath.Join(ws.Root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitIn(t, ws.Root, "add", "-A")
+	gitIn(t, ws.Root, "commit", "-qm", "start")
+	script := `echo hello > greet.txt; echo '` + newCase + `' > tests/cases/greet; ` +
+		`sed -i -e 's/^### \[ \]/### [x]/' -e 's/^- \[ \]/- [x]/' prd.md; echo done`
+	out := &lines{}
+	rep, err := Build(context.Background(), ws, Options{
+		MaxIterations: 1, MaxRetries: 1, RedGreen: true,
+		PRDPath:      filepath.Join(ws.Root, "prd.md"),
+		PlanPath:     ws.Path("IMPLEMENTATION_PLAN.md"),
+		Agent:        agent.Spec{Name: "sh", Headless: []string{"sh", "-c", script}, Format: agent.FormatPlain},
+		AgentTimeout: time.Minute,
+		Checks:       []check.Check{{Name: "cases", Kind: check.KindTest, Run: "sh tests/run_test.sh", Format: check.FormatTAP, Timeout: time.Minute}},
+		Sink:         out,
+	})
+	return ws, rep, err, out.text()
+}
+
+// With per-test results, a test that failed before any agent ran and
+// still fails is not the attempt's doing; with [verify] red_green the new
+// test the attempt adds is evidence because it fails against the start's
+// code. The story is done, and the run says that the check still fails as
+// it did at the start, so the run is not complete.
+func TestCoverRedGreenNewTestIsEvidence(t *testing.T) {
+	ws, rep, err, text := redGreenBuild(t, "grep -qx hello greet.txt")
+	if err != nil || rep.Outcome != OutcomeChecksFailing || rep.StoriesDone != 1 {
+		t.Fatalf("Build = %v: %s with %d done, want checks_failing with the story done:\n%s", err, rep.Outcome, rep.StoriesDone, text)
+	}
+	for _, want := range []string{
+		"✗ check cases", "· 1 test passed, 1 failed",
+		"! already failing before any agent ran: check \"cases\" exited with code 1",
+		"· it failed at the start too · 2 tests passed, 1 failed · new: greet · still failing: bye",
+		"ralph: running the new tests against the start's code ([verify] red_green)",
+		"evidence: greet is new, fails against the start's code and passes now (cases)",
+		"■ every story is done, but check \"cases\" fails on the final tree",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the run does not say %q:\n%s", want, text)
+		}
+	}
+	if got := gitIn(t, ws.Root, "show", "HEAD:tests/cases/greet"); got != "grep -qx hello greet.txt\n" {
+		t.Errorf("the story's commit holds tests/cases/greet = %q", got)
+	}
+}
+
+// A new test that passes against the start's code as well proves nothing
+// about the attempt: while a check fails, the story needs evidence of its
+// own, so it is blocked, its work set aside at its attempt's ref and the
+// tree put back as it was.
+func TestCoverRedGreenTestThatAlwaysPassesIsNoEvidence(t *testing.T) {
+	ws, rep, err, text := redGreenBuild(t, "test -f README")
+	if err == nil || !strings.Contains(err.Error(), "a person must decide") || rep.Outcome != OutcomeNeedsHuman || rep.StoriesDone != 0 {
+		t.Fatalf("Build = %v: %s with %d done, want needs_human with none done:\n%s", err, rep.Outcome, rep.StoriesDone, text)
+	}
+	for _, want := range []string{
+		"· new test greet passes against the start's code too: it proves nothing",
+		"nothing ralph ran shows US-001 done",
+		"⛔ US-001 blocked (permanent)",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the run does not say %q:\n%s", want, text)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws.Root, "greet.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the blocked attempt's greet.txt is still in the tree (%v)", err)
+	}
+	if got := gitIn(t, ws.Root, "show", AttemptRef(rep.RunID, "US-001")+":greet.txt"); got != "hello\n" {
+		t.Errorf("the attempt's ref holds greet.txt %q, want the attempt's", got)
+	}
+}
+
+// An agent that commits its own work, which then passes no check, does not
+// move the branch for good: when the story is blocked the branch goes back
+// to where the story started, the agent's commit and what it left
+// uncommitted are kept at the attempt's ref, and the run says how to see
+// and bring them back.
+func TestCoverBlockedAgentCommitsAreMovedBack(t *testing.T) {
+	ws := newBenchWorkspace(t)
+	if err := os.WriteFile(filepath.Join(ws.Root, "prd.md"), []byte("# PRD\n\n### [ ] US-001: Greet\n- [ ] greet.txt says hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, ws.Root, "add", "-A")
+	gitIn(t, ws.Root, "commit", "-qm", "start")
+	script := `echo hi > greet.txt && git add greet.txt && git commit -qm 'greet (by the agent)' && echo draft > notes.txt; echo done`
+	out := &lines{}
+	rep, err := Build(context.Background(), ws, Options{
+		MaxIterations: 1, MaxRetries: 1,
+		PRDPath:      filepath.Join(ws.Root, "prd.md"),
+		PlanPath:     ws.Path("IMPLEMENTATION_PLAN.md"),
+		Agent:        agent.Spec{Name: "sh", Headless: []string{"sh", "-c", script}, Format: agent.FormatPlain},
+		AgentTimeout: time.Minute,
+		Checks:       []check.Check{{Name: "greet", Run: "grep -qx hello greet.txt", Timeout: time.Minute}},
+		Sink:         out,
+	})
+	text := out.text()
+	if err == nil || rep.Outcome != OutcomeNeedsHuman {
+		t.Fatalf("Build = %v (%s), want the story blocked:\n%s", err, rep.Outcome, text)
+	}
+	// The story started on the workspace setup ralph committed; ralph's
+	// own records may be committed after the branch moved back.
+	base := strings.TrimSpace(gitIn(t, ws.Root, "log", "-1", "--format=%h", "--grep=workspace setup"))
+	if history := gitIn(t, ws.Root, "log", "--format=%s"); strings.Contains(history, "by the agent") {
+		t.Errorf("the branch still holds the agent's commit:\n%s", history)
+	}
+	ref := AttemptRef(rep.RunID, "US-001")
+	want := "↩ 1 commit made while working on US-001 passed no check: the branch is back at " + base + ", and they are kept at " + ref +
+		" (see them: git log " + ref + "; bring them back: git merge --ff-only " + ref + ")"
+	if !strings.Contains(text, want) {
+		t.Errorf("the run does not say\n%s\n%s", want, text)
+	}
+	for file, content := range map[string]string{"greet.txt": "hi\n", "notes.txt": "draft\n"} {
+		if got := gitIn(t, ws.Root, "show", ref+":"+file); got != content {
+			t.Errorf("the attempt's ref holds %s = %q, want %q", file, got, content)
+		}
+		if _, err := os.Stat(filepath.Join(ws.Root, file)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is still in the tree after the branch moved back (%v)", file, err)
+		}
+	}
+	if log := readFile(t, ws.ErrorsLogPath()); !strings.Contains(log, "1 commit made while working on US-001 passed no check") {
+		t.Errorf("errors.log does not record the moved-back commit:\n%s", log)
 	}
 }
