@@ -404,3 +404,107 @@ func TestCoverLeftoverExecutorIsStoppedOnResume(t *testing.T) {
 	}
 	g.inv.allUsed()
 }
+
+// interruptingClock is the fake clock during whose waits the person
+// presses Ctrl+C: each wait ends the run's context and returns its error.
+type interruptingClock struct {
+	*fakeClock
+	cancel context.CancelFunc
+}
+
+func (c interruptingClock) Wait(ctx context.Context, d time.Duration, show func(time.Duration)) error {
+	c.fakeClock.mu.Lock()
+	c.fakeClock.sleeps = append(c.fakeClock.sleeps, d)
+	c.fakeClock.mu.Unlock()
+	c.cancel()
+	return ctx.Err()
+}
+
+// A stop while the session waits, to retry a failed role run or for a
+// usage limit to reset, ends the run as an interrupt: nothing more runs,
+// the session is saved where it was, and the next run goes on from there.
+func TestCoverStopWhileWaiting(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fails error
+		says  string
+	}{
+		{"to retry", errors.New("network is unreachable"), "ralph: the executor run failed (network is unreachable); retrying in 1s (1/3)"},
+		{"for a usage limit", &session.LimitError{Agent: fakeAgentName, ResetsAt: runT0.Add(3 * time.Minute), Message: "limit reached"}, "; waiting 3m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newSessionEnv(t, greetRequest)
+			inv := newInvoker(t)
+			inv.on(role.Planner, "Mode: INITIALIZE", 1, says(plannerOneTask))
+			inv.on(role.Executor, exec1, 1, fails(tc.fails))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			r := e.runner(t, inv)
+			r.Clock = interruptingClock{e.clock, cancel}
+			_, err, evs := runWith(t, e, r, ctx)
+			if !errors.Is(err, errs.ErrInterrupted) {
+				t.Fatalf("Run = %v, want interrupted", err)
+			}
+			if out := textOf(evs); !strings.Contains(out, tc.says) {
+				t.Errorf("the run does not say %q before it waits:\n%s", tc.says, out)
+			}
+			wantStopped(t, e.progress(t), session.Executing, "task-1", 1)
+			inv.allUsed()
+
+			finishTask1(t, e, inv)
+			p, err, _ := runWith(t, e, e.runner(t, inv), context.Background())
+			wantDone(t, e, p, err)
+			inv.allUsed()
+		})
+	}
+}
+
+// A runner given no backoff waits five seconds before it asks a failed
+// role again, and says so.
+func TestCoverDefaultBackoff(t *testing.T) {
+	e := newSessionEnv(t, greetRequest)
+	inv := newInvoker(t)
+	inv.on(role.Planner, "Mode: INITIALIZE", 1, fails(errors.New("connection reset")))
+	inv.on(role.Planner, "Mode: INITIALIZE", 1, says(plannerOneTask))
+	finishTask1(t, e, inv)
+	r := e.runner(t, inv)
+	r.Backoff = 0
+	p, err, evs := runWith(t, e, r, context.Background())
+	wantDone(t, e, p, err)
+	if out := textOf(evs); !strings.Contains(out, "ralph: the planner run failed (connection reset); retrying in 5s (1/3)") {
+		t.Errorf("the retry is not told with the default backoff:\n%s", out)
+	}
+	if slept := e.clock.slept(); len(slept) != 1 || slept[0] != 5*time.Second {
+		t.Errorf("the runner waited %v, want 5s once", slept)
+	}
+	inv.allUsed()
+}
+
+// A planner that writes tasks.md itself and lists no tasks in its answer
+// gets its file adopted: ralph keeps its own marks and works the tasks.
+// A questioner that gives no valid answer is noted in qa.md, and planning
+// goes on. The runner works with the system's clock when given none.
+func TestCoverPlannerWritesTasksItselfAfterAnInvalidQuestioner(t *testing.T) {
+	e := newSessionEnv(t, greetRequest)
+	inv := newInvoker(t)
+	tasksMD := filepath.Join(e.dir, "tasks.md")
+	inv.on(role.Planner, "Mode: INITIALIZE", 1, says(plannerQA))
+	inv.on(role.Questioner, "", 2, says(malformed))
+	inv.on(role.Planner, "Mode: QA_COORDINATE", 1, func(context.Context, session.Call) (string, error) {
+		writeTestFile(t, tasksMD, "# Tasks\n\n- [ ] task-1: Write greet.txt\n  - greet.txt says hello\n")
+		return plannerNoTasks, nil
+	})
+	finishTask1(t, e, inv)
+	r := e.runner(t, inv)
+	r.Clock = nil
+	p, err, _ := runWith(t, e, r, context.Background())
+	wantDone(t, e, p, err)
+	inv.allUsed()
+	qa := readTestFile(t, filepath.Join(e.dir, "qa.md"))
+	if !strings.Contains(qa, "### The questioner answers\n\n(no valid answer: ") {
+		t.Errorf("qa.md does not note the questioner's invalid answer:\n%s", qa)
+	}
+	if prompts := inv.prompts(role.Executor); len(prompts) != 1 || !strings.Contains(prompts[0], "greet.txt says hello") {
+		t.Errorf("the executor was not given the criterion the planner wrote in tasks.md")
+	}
+}
