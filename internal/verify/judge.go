@@ -279,7 +279,13 @@ func Judge(in Input) Judgement {
 			j.Problems = append(j.Problems, fmt.Sprintf("%s still %s, and the story names %s: make %s pass by changing the code; the agent's word is not enough next to a failing check", strings.Join(clipList(mine, 8), ", "), words.Plural(len(mine), "fails", "fail"), words.Plural(len(mine), "it", "them"), words.Plural(len(mine), "it", "them")))
 		case len(j.Evidence) == 0:
 			j.Outcome = Rejected
-			j.Problems = append(j.Problems, fmt.Sprintf("%s still %s and nothing ralph ran shows %s done: make a failing test pass (or add a test that passes) by changing the code, not the tests; the agent's word is not enough next to a failing check", failing, words.Plural(len(j.Failing), "fails", "fail"), in.Story.ID))
+			// Under red_green a new test counts only when it failed on the
+			// start's code, so a passing new test is no way out there.
+			add := " (or add a test that passes)"
+			if in.RedGreen != nil {
+				add = " (or add a test that fails on the start's code and passes on yours)"
+			}
+			j.Problems = append(j.Problems, fmt.Sprintf("%s still %s and nothing ralph ran shows %s done: make a failing test pass%s by changing the code, not the tests; the agent's word is not enough next to a failing check", failing, words.Plural(len(j.Failing), "fails", "fail"), in.Story.ID, add))
 		default:
 			j.Outcome = Verified
 			j.Notes = append(j.Notes, fmt.Sprintf("%s still %s, as at the start: the run is not complete until it passes", failing, words.Plural(len(j.Failing), "fails", "fail")))

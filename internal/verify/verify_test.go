@@ -401,3 +401,23 @@ func TestOverlayPutsTheWorkBackAfterAKill(t *testing.T) {
 		t.Error("a path outside the tree was accepted")
 	}
 }
+
+// Under red_green a new test that passes on the start's code proves
+// nothing, so the advice for a still failing check must not offer it.
+func TestAdviceUnderRedGreenAsksForATestThatFailsFirst(t *testing.T) {
+	start := run("go test", false, report("TestA=fail"))
+	d := Compare(&start, run("go test", false, report("TestA=fail", "TestNew=pass")))
+	problems := func(in Input) string {
+		j := Judge(in)
+		if j.Outcome != Rejected {
+			t.Fatalf("Judge = %+v; want rejected", j)
+		}
+		return strings.Join(j.Problems, "\n")
+	}
+	if p := problems(Input{Story: Story{ID: "US-3"}, Diffs: []Diff{d}, RedGreen: map[string]bool{"TestNew": false}}); strings.Contains(p, "add a test that passes") || !strings.Contains(p, "fails on the start's code") {
+		t.Errorf("red_green advice = %q; want a test that fails on the start's code", p)
+	}
+	if p := problems(Input{Story: Story{ID: "US-3"}, Diffs: []Diff{Compare(&start, run("go test", false, report("TestA=fail")))}}); !strings.Contains(p, "add a test that passes") {
+		t.Errorf("advice without red_green = %q; want 'add a test that passes'", p)
+	}
+}
