@@ -4,27 +4,19 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
 
-// openWorkspace finds the repository around the working directory and
-// reads its configuration (app.Open).
-func openWorkspace(ctx context.Context, env *Env) (*workspace.Workspace, config.Config, error) {
+// openApp finds the repository around the working directory and reads
+// its configuration (app.Open).
+func openApp(ctx context.Context, env *Env) (*app.App, error) {
 	wd, err := env.WorkDir()
 	if err != nil {
-		return nil, config.Config{}, err
+		return nil, err
 	}
-	return app.Open(ctx, wd)
-}
-
-// resolveAgent applies the precedence: --agent, then AGENT_CMD, then
-// config, then the default.
-func resolveAgent(env *Env, cfg config.Config, flag string) (agent.Spec, error) {
-	return app.ResolveAgent(cfg, flag, env.Getenv("AGENT_CMD"))
+	return app.Open(ctx, wd, env.Getenv, env.Now)
 }
 
 // iterationsArg reads the iteration limit of build and plan: the [N]
@@ -55,4 +47,13 @@ func parseIterations(args []string, def int) (int, error) {
 		return 0, usageErrorf("iterations must be a whole number of at least 1, got %q", args[0])
 	}
 	return n, nil
+}
+
+// openWorkspace is openApp with its workspace at hand.
+func openWorkspace(ctx context.Context, env *Env) (*workspace.Workspace, *app.App, error) {
+	a, err := openApp(ctx, env)
+	if a == nil {
+		return nil, nil, err
+	}
+	return a.WS, a, err
 }

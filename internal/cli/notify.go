@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/notify"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
@@ -66,11 +65,12 @@ each channel of [notify], one attempt each, and report each channel ok or
 failed with its target redacted. Exits 1 when any channel failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ws, cfg, err := openWorkspace(cmd.Context(), env)
+			a, err := openApp(cmd.Context(), env)
 			if err != nil {
 				return err
 			}
-			rep := notifyTestReport{SchemaVersion: 1, Configured: cfg.Notify.Configured(), Channels: []notify.Result{}}
+			n := a.Notifier(nil, nil)
+			rep := notifyTestReport{SchemaVersion: 1, Configured: n != nil, Channels: []notify.Result{}}
 			if !rep.Configured {
 				rep.Hint = notifyHowTo
 				// Nothing was sent, so nothing was shown to work.
@@ -81,7 +81,6 @@ failed with its target redacted. Exits 1 when any channel failed.`,
 				}
 				return &ExitError{Code: ExitFailure, Msg: notifyHowTo, Silent: jsonOut}
 			}
-			n := notify.New(app.NotifySettings(cfg.Notify), notify.Options{Workspace: ws.Root, Getenv: env.Getenv})
 			rep.Channels = n.Test(env.Now())
 			n.Close(time.Second)
 			rep.OK = true
@@ -127,12 +126,13 @@ var openNotifiers struct {
 // are told once on stderr and in errors.log; delivery failures go to
 // errors.log and never change the run. flushNotifications must run before
 // the process exits, so that the run's last notification goes out.
-func notifySinks(env *Env, ws *workspace.Workspace, cfg config.Config) []report.Sink {
-	if !cfg.Notify.Configured() || ws == nil {
+func notifySinks(env *Env, a *app.App) []report.Sink {
+	ws := a.WS
+	logf := func(msg string) { _ = ws.LogError(env.Now(), msg) }
+	n := a.Notifier(logf, notifyBackoff)
+	if n == nil {
 		return nil
 	}
-	logf := func(msg string) { _ = ws.LogError(env.Now(), msg) }
-	n := notify.New(app.NotifySettings(cfg.Notify), notify.Options{Workspace: ws.Root, Getenv: env.Getenv, Log: logf, Backoff: notifyBackoff})
 	if warns := n.Warnings(); len(warns) > 0 && firstNotifyWarning(warns, ws, logf) {
 		for _, w := range warns {
 			fmt.Fprintf(env.IO.Err, "ralph: warning: %s\n", w)

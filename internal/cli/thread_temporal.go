@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/thread"
@@ -83,20 +82,20 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 		if name != "start" {
 			return false, nil
 		}
-		kind, err := engineKind(opts.Engine, tc.cfg)
+		onTemporal, err := tc.app.OnTemporal(opts.Engine)
 		if err != nil {
 			return true, err
 		}
-		if kind != config.EngineTemporal {
+		if !onTemporal {
 			return false, nil
 		}
 		return true, startThreadOnTemporal(cmd, tc, opts)
 	}
-	if opts.Engine == config.EngineLocal {
+	if opts.Engine == app.EngineLocal {
 		return true, usageErrorf("thread %s runs on Temporal (workflow %s): its commands go there; --engine local does not apply", t.ID, m.WorkflowID)
 	}
-	eng := tc.cfg.Engine
-	c, err := app.DialTemporal(cmd.Context(), eng)
+	eng := tc.app.Temporal()
+	c, err := eng.Dial(cmd.Context())
 	if err != nil {
 		return true, err
 	}
@@ -165,14 +164,14 @@ func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOption
 	if err != nil {
 		return err
 	}
-	eng := tc.cfg.Engine
-	c, err := app.DialTemporal(ctx, eng)
+	eng := tc.app.Temporal()
+	c, err := eng.Dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	by := os.Getenv("USER")
-	in := fleet.ThreadInput{ThreadID: t.ID, Host: host, Shared: eng.TaskQueue, Thread: t, Heartbeat: eng.Heartbeat.Duration,
+	in := fleet.ThreadInput{ThreadID: t.ID, Host: host, Shared: eng.TaskQueue, Thread: t, Heartbeat: eng.Heartbeat,
 		Start: fleet.ThreadCommand{Verb: "start", By: by, Agents: opts.Agents, MaxIterations: opts.MaxIterations,
 			Verifiers: opts.Verifiers, Agent: opts.Agent, Worktree: opts.Worktree}}
 	run, err := fleet.StartThread(ctx, c, in)
@@ -278,14 +277,14 @@ func showThreadOnTemporal(cmd *cobra.Command, tc *threadCmd) {
 	if err != nil || m == nil {
 		return
 	}
-	c, err := app.DialTemporal(cmd.Context(), tc.cfg.Engine)
+	c, err := tc.app.Temporal().Dial(cmd.Context())
 	if err != nil {
 		fmt.Fprintf(tc.env.IO.Err, "ralph: thread %s runs on Temporal (workflow %s), which cannot be reached: %v\n", t.ID, m.WorkflowID, err)
 		return
 	}
 	defer c.Close()
 	hostStart := "ralph worker --host " + m.Host
-	stop := newWorkerWatch(tc.env, c, tc.cfg.Engine, "thread "+t.ID, false, waitQueue{tc.cfg.Engine.TaskQueue, hostStart, ""}).watch(cmd.Context())
+	stop := newWorkerWatch(tc.env, c, tc.app.Temporal(), "thread "+t.ID, false, waitQueue{tc.app.Temporal().TaskQueue, hostStart, ""}).watch(cmd.Context())
 	st, err := fleet.QueryThread(cmd.Context(), c, t.ID)
 	stop()
 	if err != nil {
