@@ -27,78 +27,65 @@ func (a *App) OnTemporal(flag string) (bool, error) {
 	return false, errs.Usagef("--engine %q: use local or temporal", flag)
 }
 
-// Temporal is the Temporal engine as [engine] sets it.
+// Temporal is the Temporal engine as [engine] sets it: the server, the
+// queue every worker polls (HOST's own is fleet.HostQueue(TaskQueue,
+// HOST)), the git remote task branches travel through ("" runs no build,
+// only sessions and threads), the heartbeat, and how long a command
+// waits on a worker before it says that none polls.
 type Temporal struct {
 	fleet.Server
-	// TaskQueue is the queue every worker polls; HOST's own is
-	// fleet.HostQueue(TaskQueue, HOST).
-	TaskQueue string
-	// ExchangeRemote is the git remote task branches travel through; ""
-	// runs no build on Temporal, only sessions and threads.
-	ExchangeRemote string
-	Heartbeat      time.Duration
-	// WorkerWait is how long a command waits on a worker before it says
-	// that none polls.
-	WorkerWait time.Duration
+	TaskQueue, ExchangeRemote string
+	Heartbeat, WorkerWait     time.Duration
 }
 
 // Temporal is [engine]'s Temporal server and queues.
 func (a *App) Temporal() Temporal {
 	e := a.cfg.Engine
-	t := Temporal{Server: fleet.Server{Address: e.Address, Namespace: e.Namespace, TLS: e.TLS}, TaskQueue: e.TaskQueue,
-		ExchangeRemote: e.ExchangeRemote, Heartbeat: e.Heartbeat.Duration, WorkerWait: e.WorkerWait.Duration}
-	if t.WorkerWait <= 0 {
-		t.WorkerWait = config.DefaultEngine().WorkerWait.Duration
+	if e.WorkerWait.Duration <= 0 {
+		e.WorkerWait = config.DefaultEngine().WorkerWait
 	}
-	return t
+	return Temporal{Server: fleet.Server{Address: e.Address, Namespace: e.Namespace, TLS: e.TLS}, TaskQueue: e.TaskQueue,
+		ExchangeRemote: e.ExchangeRemote, Heartbeat: e.Heartbeat.Duration, WorkerWait: e.WorkerWait.Duration}
 }
 
 // Dial connects to the Temporal frontend; the secrets come from the
 // environment (fleet.EnvTemporalAPIKey and the TLS paths).
-func (t Temporal) Dial(ctx context.Context) (client.Client, error) {
-	return fleet.Dial(ctx, t.Server)
-}
+func (t Temporal) Dial(ctx context.Context) (client.Client, error) { return fleet.Dial(ctx, t.Server) }
 
-// errNoExchange is the Temporal engine's build without [engine]
-// exchange_remote.
-var errNoExchange = errs.Usagef("the Temporal engine needs [engine] exchange_remote in .ralph/config.toml: the git remote through which task branches travel between machines, such as a bare repository on a shared disk (docs/temporal.md)")
-
-// FleetBuild is a build on Temporal as [engine] and [build] set it: the
-// queues, the landing attempts, the host timeout, the heartbeat and the
-// history limit. The command adds the run, the target, the task file,
-// the workers and the iterations. Without [engine] exchange_remote it is
-// an error: the tasks' branches could not travel.
+// FleetBuild is a build on Temporal as [engine] and [build] set it (the
+// queues, the landing attempts, the host timeout, the heartbeat, the
+// history limit); the command adds the run, the target, the task file,
+// the workers and the iterations. Without [engine] exchange_remote the
+// tasks' branches could not travel: an error.
 func (a *App) FleetBuild() (Temporal, fleet.BuildInput, error) {
 	t, e := a.Temporal(), a.cfg.Engine
 	if t.ExchangeRemote == "" {
-		return t, fleet.BuildInput{}, errNoExchange
+		return t, fleet.BuildInput{}, errs.Usagef("the Temporal engine needs [engine] exchange_remote in .ralph/config.toml: the git remote through which task branches travel between machines, such as a bare repository on a shared disk (docs/temporal.md)")
 	}
 	return t, fleet.BuildInput{LandAttempts: a.cfg.Build.LandAttempts, Shared: t.TaskQueue, Integration: fleet.IntegrationQueue(t.TaskQueue),
 		HostTimeout: e.HostTimeout.Duration, Heartbeat: t.Heartbeat, HistoryLimit: e.HistoryLimit}, nil
 }
 
-// FleetHost is the host name, as `ralph worker` runs it, with what
-// [engine] and [build] set: the exchange remote, whether it pushes the
-// target, the worktree root and how often a task's heartbeat beats. The
-// command adds the checks, the sink and the loop's options.
+// FleetHost is `ralph worker`'s host name as [engine] and [build] set it
+// (the exchange remote, pushing the target, the worktree root, the
+// heartbeat's beat); the command adds the checks, the sink and the
+// loop's options.
 func (a *App) FleetHost(name string) *fleet.Host {
 	e := a.cfg.Engine
 	return &fleet.Host{Name: name, WS: a.WS, Exchange: e.ExchangeRemote, PushTarget: e.PushTarget,
 		WorktreeRoot: a.cfg.Build.WorktreeRoot, HeartbeatEvery: max(e.Heartbeat.Duration/4, time.Second), Now: a.now}
 }
 
-// Workers is how many tasks a build works at once unless --workers says
-// ([build] workers).
+// Workers is how many tasks a build works at once unless --workers says.
 func (a *App) Workers() int { return a.cfg.Build.Workers }
 
-// WorktreeRoot holds the parallel workers' and the threads' worktrees
-// ([build] worktree_root; "" is the default).
+// WorktreeRoot holds the parallel workers' and the threads' worktrees.
 func (a *App) WorktreeRoot() string { return a.cfg.Build.WorktreeRoot }
 
-// Parallel are the parallel engine's options as [build] sets them (the
-// worktree root, the landing attempts, the free disk it needs) for a
-// build of workers tasks at once; the command adds the source, the loop's
-// options, the control and the sink.
+// Parallel are the parallel engine's options for workers tasks at once as
+// [build] sets them (the worktree root, the landing attempts, the free
+// disk it needs); the command adds the source, the loop's options, the
+// control and the sink.
 func (a *App) Parallel(workers int) engine.Options {
 	b := a.cfg.Build
 	return engine.Options{Workers: workers, WS: a.WS, WorktreeRoot: b.WorktreeRoot, RetryLimit: b.LandAttempts,

@@ -40,17 +40,6 @@ type SessionMarker = ThreadMarker
 
 func sessionMarkerPath(dir string) string { return filepath.Join(dir, sessionMarkerName) }
 
-func readSessionMarker(dir string) (*SessionMarker, error) {
-	var m SessionMarker
-	if _, err := store.ReadJSON(sessionMarkerPath(dir), 1, &m); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	return &m, nil
-}
-
 // answerWait is how long `ralph answer` waits for the session's host to
 // record an answer the workflow accepted.
 var answerWait = 30 * time.Second
@@ -97,7 +86,7 @@ func sessionOnTemporal(ctx context.Context, opts *RunOptions) (bool, error) {
 		if err != nil {
 			return false, nil
 		}
-		m, err := readSessionMarker(dir)
+		m, err := readMarker(sessionMarkerPath(dir))
 		if err != nil || m == nil {
 			return false, nil
 		}
@@ -227,8 +216,7 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, a *app.App) e
 		fmt.Fprintf(out, "its questions: ralph questions --session %s; its progress: ralph metrics --session %s\n", id, id)
 		return nil
 	}
-	start := "ralph worker --host " + host
-	ww := newWorkerWatch(env, c, eng, "session "+id, opts.JSON, waitQueue{eng.TaskQueue, start, ""}, waitQueue{fleet.HostQueue(eng.TaskQueue, host), start, ""})
+	ww := newWorkerWatch(env, c, eng, "session "+id, opts.JSON, hostQueues(eng, host)...)
 	return followSession(ctx, env, c, run, id, opts.JSON, ww)
 }
 
@@ -331,7 +319,7 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 	dir, derr := sessionDir(ws, sessionID)
 	var m *SessionMarker
 	if derr == nil {
-		if m, err = readSessionMarker(dir); err != nil {
+		if m, err = readMarker(sessionMarkerPath(dir)); err != nil {
 			return true, fmt.Errorf("reading the session's Temporal marker: %w", err)
 		}
 		if m == nil {
@@ -351,8 +339,7 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 	// host's: a person is told when none polls.
 	queues := []waitQueue{{eng.TaskQueue, "ralph worker --host HOST", "in the checkout that holds the session"}}
 	if m != nil && m.Host != "" {
-		start := "ralph worker --host " + m.Host
-		queues = []waitQueue{{eng.TaskQueue, start, ""}, {fleet.HostQueue(eng.TaskQueue, m.Host), start, ""}}
+		queues = hostQueues(eng, m.Host)
 	}
 	stop := newWorkerWatch(env, c, eng, "the answer to "+qid+" of session "+id, false, queues...).watch(ctx)
 	st, recorded, err := fleet.SendAnswer(ctx, c, id, fleet.SessionAnswer{QuestionID: qid, Text: text, By: who()}, answerWait)

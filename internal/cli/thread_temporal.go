@@ -45,9 +45,11 @@ func threadMarkerPath(ralphDir, id string) string {
 	return filepath.Join(thread.Dir(ralphDir, id), threadMarkerName)
 }
 
-func readThreadMarker(ralphDir, id string) (*ThreadMarker, error) {
+// readMarker reads the marker of a thread or a session at path; nil when
+// there is none: it runs here.
+func readMarker(path string) (*ThreadMarker, error) {
 	var m ThreadMarker
-	if _, err := store.ReadJSON(threadMarkerPath(ralphDir, id), 1, &m); err != nil {
+	if _, err := store.ReadJSON(path, 1, &m); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
@@ -74,7 +76,7 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 		return false, nil // the local path reports it in its words
 	}
 	t := tc.r.Thread()
-	m, err := readThreadMarker(tc.dir, t.ID)
+	m, err := readMarker(threadMarkerPath(tc.dir, t.ID))
 	if err != nil {
 		return true, fmt.Errorf("reading the thread's Temporal marker: %w", err)
 	}
@@ -100,9 +102,7 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 		return true, err
 	}
 	defer c.Close()
-	hostStart := "ralph worker --host " + m.Host
-	ww := newWorkerWatch(opts.Env, c, eng, "thread "+t.ID, opts.JSON,
-		waitQueue{eng.TaskQueue, hostStart, ""}, waitQueue{fleet.HostQueue(eng.TaskQueue, m.Host), hostStart, ""})
+	ww := newWorkerWatch(opts.Env, c, eng, "thread "+t.ID, opts.JSON, hostQueues(eng, m.Host)...)
 	// The Query, and the Update after it, wait for the workflow's worker:
 	// a person is told when none polls.
 	stop := ww.watch(cmd.Context())
@@ -192,9 +192,7 @@ func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOption
 		fmt.Fprintf(tc.progress(), "follow it with `ralph thread show %s`\n", t.ID)
 		return nil
 	}
-	hostStart := "ralph worker --host " + host
-	ww := newWorkerWatch(opts.Env, c, eng, "thread "+t.ID, opts.JSON,
-		waitQueue{eng.TaskQueue, hostStart, ""}, waitQueue{fleet.HostQueue(eng.TaskQueue, host), hostStart, ""})
+	ww := newWorkerWatch(opts.Env, c, eng, "thread "+t.ID, opts.JSON, hostQueues(eng, host)...)
 	return followThread(ctx, tc, c, t.ID, 0, ww)
 }
 
@@ -273,18 +271,19 @@ func threadSettled(tc *threadCmd, st fleet.ThreadStatus) error {
 // thread's workflow answers its Query with, when the thread runs there.
 func showThreadOnTemporal(cmd *cobra.Command, tc *threadCmd) {
 	t := tc.r.Thread()
-	m, err := readThreadMarker(tc.dir, t.ID)
+	m, err := readMarker(threadMarkerPath(tc.dir, t.ID))
 	if err != nil || m == nil {
 		return
 	}
-	c, err := tc.app.Temporal().Dial(cmd.Context())
+	eng := tc.app.Temporal()
+	c, err := eng.Dial(cmd.Context())
 	if err != nil {
 		fmt.Fprintf(tc.env.IO.Err, "ralph: thread %s runs on Temporal (workflow %s), which cannot be reached: %v\n", t.ID, m.WorkflowID, err)
 		return
 	}
 	defer c.Close()
 	hostStart := "ralph worker --host " + m.Host
-	stop := newWorkerWatch(tc.env, c, tc.app.Temporal(), "thread "+t.ID, false, waitQueue{tc.app.Temporal().TaskQueue, hostStart, ""}).watch(cmd.Context())
+	stop := newWorkerWatch(tc.env, c, eng, "thread "+t.ID, false, waitQueue{eng.TaskQueue, hostStart, ""}).watch(cmd.Context())
 	st, err := fleet.QueryThread(cmd.Context(), c, t.ID)
 	stop()
 	if err != nil {
