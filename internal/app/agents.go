@@ -2,8 +2,8 @@ package app
 
 import (
 	"errors"
+	"maps"
 	"slices"
-	"sort"
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
@@ -117,12 +117,7 @@ func (a *App) UsedAgents(flag string, all bool) ([]UsedAgent, error) {
 	}
 
 	custom := a.CustomAgents()
-	names := make([]string, 0, len(custom))
-	for n := range custom {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(custom)) {
 		if s, err := a.NamedAgent(n, "[agents."+n+"]"); err == nil {
 			add(s, "[agents."+n+"]")
 		} else {

@@ -50,7 +50,3 @@ func Open(ctx context.Context, dir string, getenv func(string) string, now func(
 	agent.StripEnv(a.cfg.Notify.SecretEnv)
 	return a, err
 }
-
-// PRD is the PRD's path as config names it, relative to the repository
-// ([build] prd): where `ralph prd` writes one.
-func (a *App) PRD() string { return a.cfg.Build.PRD }

@@ -68,8 +68,9 @@ func TestInitWritesTheTemplateItLoads(t *testing.T) {
 	}
 	t.Setenv("AGENT_CMD", "") // the configuration's agent, not the environment's
 	a := open(t, dir, "")
-	if spec, err := a.Agent(""); err != nil || spec.Name != "codex" || a.PRD() != ".agents/tasks/prd.md" {
-		t.Errorf("config after Init: agent %+v (%v), PRD %q; want codex and .agents/tasks/prd.md", spec, err, a.PRD())
+	prd := a.LoopOptions(false).PRDPath
+	if spec, err := a.Agent(""); err != nil || spec.Name != "codex" || prd != filepath.Join(dir, ".agents/tasks/prd.md") {
+		t.Errorf("config after Init: agent %+v (%v), PRD %q; want codex and .agents/tasks/prd.md", spec, err, prd)
 	}
 	got := a.Checks()
 	want := []check.Check{{Name: "tests", Kind: "test", Run: "go test ./...", Format: "go-json", Timeout: 10 * time.Minute}}

@@ -381,17 +381,14 @@ type teeSink []report.Sink
 
 func (t teeSink) Emit(ev report.Event) {
 	for _, s := range t {
-		if s != nil {
-			s.Emit(ev)
-		}
+		s.Emit(ev)
 	}
 }
 
 // withNotify adds the [notify] channels to sink.
 func withNotify(env *Env, a *app.App, sink report.Sink) report.Sink {
-	ns := notifySinks(env, a)
-	if len(ns) == 0 {
-		return sink
+	if n := notifier(env, a); n != nil {
+		return teeSink{sink, n}
 	}
-	return append(teeSink{sink}, ns...)
+	return sink
 }

@@ -9,16 +9,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// openApp finds the repository around the working directory and reads
-// its configuration (app.Open).
-func openApp(ctx context.Context, env *Env) (*app.App, error) {
-	wd, err := env.WorkDir()
-	if err != nil {
-		return nil, err
-	}
-	return app.Open(ctx, wd, env.Getenv, env.Now)
-}
-
 // iterationsArg reads the iteration limit of build and plan: the [N]
 // argument or --max-iterations N, the name thread start uses for it;
 // 0 when neither is given.
@@ -49,11 +39,13 @@ func parseIterations(args []string, def int) (int, error) {
 	return n, nil
 }
 
-// openWorkspace is openApp with its workspace at hand.
-func openWorkspace(ctx context.Context, env *Env) (*workspace.Workspace, *app.App, error) {
-	a, err := openApp(ctx, env)
-	if a == nil {
-		return nil, nil, err
+// openWorkspace finds the repository around the working directory and
+// reads its configuration (app.Open); ws is a's workspace.
+func openWorkspace(ctx context.Context, env *Env) (ws *workspace.Workspace, a *app.App, err error) {
+	wd, err := env.WorkDir()
+	if err == nil {
+		a, err = app.Open(ctx, wd, env.Getenv, env.Now)
+		ws = a.WS
 	}
-	return a.WS, a, err
+	return ws, a, err
 }

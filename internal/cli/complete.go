@@ -87,7 +87,7 @@ func completeAgents(ctx context.Context, env *Env, prefix string) []string {
 		ctx = context.Background()
 	}
 	var custom map[string]agent.Custom
-	if a, err := openApp(ctx, env); err == nil {
+	if _, a, err := openWorkspace(ctx, env); err == nil {
 		custom = a.CustomAgents()
 	}
 	var out []string

@@ -355,7 +355,7 @@ func controlBy(env *Env) string {
 
 // steerFromCLI gives a command from a CLI command and prints its result.
 func steerFromCLI(cmd *cobra.Command, env *Env, kind control.Kind, fill func(*control.Command)) error {
-	a, err := openApp(cmd.Context(), env)
+	_, a, err := openWorkspace(cmd.Context(), env)
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,7 @@ func runDoctor(cmd *cobra.Command, opts *DoctorOptions) error {
 	ctx := cmd.Context()
 	// Outside a repository doctor still checks the agents of the default
 	// configuration.
-	a, err := openApp(ctx, env)
+	_, a, err := openWorkspace(ctx, env)
 	if err != nil && !errors.Is(err, gitx.ErrNotRepo) {
 		return err
 	}

@@ -211,7 +211,7 @@ func checkLimit(n int) error {
 }
 
 func withMemory(cmd *cobra.Command, env *Env, f func(*memory.Queued) error) error {
-	a, err := openApp(cmd.Context(), env)
+	_, a, err := openWorkspace(cmd.Context(), env)
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ each channel of [notify], one attempt each, and report each channel ok or
 failed with its target redacted. Exits 1 when any channel failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := openApp(cmd.Context(), env)
+			_, a, err := openWorkspace(cmd.Context(), env)
 			if err != nil {
 				return err
 			}
@@ -115,18 +115,19 @@ failed with its target redacted. Exits 1 when any channel failed.`,
 // (1 s, 2 s, 4 s). Tests shorten it.
 var notifyBackoff func(n int) time.Duration
 
-// openNotifiers are the notifiers notifySinks made, for flushNotifications.
+// openNotifiers are the notifiers notifier made, for flushNotifications.
 var openNotifiers struct {
 	sync.Mutex
 	list []*notify.Notifier
 }
 
-// notifySinks returns the sinks that send the [notify] notifications of a
-// run's events; every run's emitter gets them. Channels that cannot send
+// notifier returns the sink that sends the [notify] notifications of a
+// run's events (nil when none is configured); every run's emitter gets
+// it. Channels that cannot send
 // are told once on stderr and in errors.log; delivery failures go to
 // errors.log and never change the run. flushNotifications must run before
 // the process exits, so that the run's last notification goes out.
-func notifySinks(env *Env, a *app.App) []report.Sink {
+func notifier(env *Env, a *app.App) report.Sink {
 	ws := a.WS
 	logf := func(msg string) { _ = ws.LogError(env.Now(), msg) }
 	n := a.Notifier(logf, notifyBackoff)
@@ -142,7 +143,7 @@ func notifySinks(env *Env, a *app.App) []report.Sink {
 	openNotifiers.Lock()
 	openNotifiers.list = append(openNotifiers.list, n)
 	openNotifiers.Unlock()
-	return []report.Sink{n}
+	return n
 }
 
 // notifyWarnedFile holds the channel warnings last told, so that the same
@@ -187,7 +188,7 @@ func firstNotifyWarning(warns []string, ws *workspace.Workspace, logf func(strin
 }
 
 // flushNotifications waits, at most notifyFlushTimeout in all, for the
-// notifications of every sink notifySinks made to be delivered, and
+// notifications of every sink notifier made to be delivered, and
 // closes them. What could not be delivered is in errors.log.
 func flushNotifications() {
 	openNotifiers.Lock()

@@ -92,11 +92,10 @@ func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 	if err := agent.CheckInstalled(spec, argv); err != nil {
 		return err
 	}
-	out := a.PRD()
+	outPath := a.LoopOptions(false).PRDPath
 	if opts.Out != "" {
-		out = opts.Out
+		outPath = ws.Abs(opts.Out)
 	}
-	outPath := ws.Abs(out)
 	before, err := os.ReadFile(outPath)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err

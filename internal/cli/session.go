@@ -234,7 +234,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	if err := store.WriteFileAtomic(activeSessionPath(ws), []byte(filepath.Base(dir)+"\n"), 0o644); err != nil {
 		return err
 	}
-	em, journal := sessionEvents(env, ws, filepath.Base(dir), opts.JSON, notifySinks(env, a)...)
+	em, journal := sessionEvents(env, ws, filepath.Base(dir), opts.JSON, notifier(env, a))
 	// The session takes pause and stop between its steps, from any
 	// terminal or front end.
 	ctx, attach, detach := attachControl(ctx, env, ws, control.Run{Run: "session-" + filepath.Base(dir), Machine: "session"})

@@ -431,7 +431,7 @@ func runSessionHere(ctx context.Context, env *Env, in fleet.SessionRunInput) err
 		return err
 	}
 	defer lock.Unlock()
-	em, journal := sessionEvents(env, ws, in.SessionID, false, notifySinks(env, a)...)
+	em, journal := sessionEvents(env, ws, in.SessionID, false, notifier(env, a))
 	em.Emit(report.Event{Kind: report.KindRun, Text: fmt.Sprintf("session %s · %s · %s (Temporal, run %d)\n", in.SessionID, describeRoles(specs), ws.Rel(dir), in.Seq),
 		Data: map[string]any{"dir": ws.Rel(dir), "resumed": true, "temporal": true}})
 	// The runner as runSession makes it.

@@ -53,7 +53,7 @@ func newStatusCmd(env *Env) *cobra.Command {
 
 func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	env := opts.Env
-	a, err := openApp(cmd.Context(), env)
+	_, a, err := openWorkspace(cmd.Context(), env)
 	if err != nil {
 		return err
 	}

@@ -148,7 +148,7 @@ func TestStatusDocumentIsOneShapeOnTemporal(t *testing.T) {
 		t.Fatal(err)
 	}
 	env, _, _ := testEnv(dir, nil, false)
-	a, err := openApp(context.Background(), env)
+	_, a, err := openWorkspace(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}

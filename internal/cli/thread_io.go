@@ -146,7 +146,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 	var after int64
 	if tc.journal != nil {
 		sinks = append(sinks, tc.journal)
-		sinks = append(sinks, notifySinks(env, a)...)
+		sinks = append(sinks, notifier(env, a))
 		// An unreadable journal starts at 1; its appends say what is wrong.
 		after, _ = report.LastSeq(tc.journal.Path)
 		// A command that works the thread takes pause and stop; its
