@@ -36,8 +36,8 @@ type App struct {
 // prompt masks the variables [security] redact names, and no agent sees
 // the notification secret (with it an agent could sign notifications
 // ralph never sent). On an error the App still comes back, with the
-// workspace when there is one and the default configuration when it did
-// not load: `ralph doctor` goes on with it.
+// workspace when there is one: outside a repository, `ralph doctor` goes
+// on with the default configuration.
 func Open(ctx context.Context, dir string, getenv func(string) string, now func() time.Time) (*App, error) {
 	a := &App{cfg: config.Default(), getenv: getenv, now: now}
 	ws, err := workspace.Open(ctx, dir)
