@@ -63,6 +63,13 @@ var sideways = map[string]string{}
 // needs). A package added here is debt, named as such.
 var readsConfig = map[string]bool{}
 
+// cliReadsConfig are the files of internal/cli that import config, each
+// with why it must. None must: commands hold an *app.App, whose methods
+// turn the configuration into what the engines take, and even `ralph
+// init`, which writes config.toml, has app.Init write it. A file added
+// here says why app cannot do its part.
+var cliReadsConfig = map[string]string{}
+
 // longFiles are production files past maxLines, each with the most lines
 // it may have until it is split: the list only shrinks.
 var longFiles = map[string]int{}
@@ -145,9 +152,14 @@ func TestImportsPointDownOnly(t *testing.T) {
 	}
 }
 
-// Nothing below app reads config: each package is handed what it needs.
+// Nothing but app reads config: each package below it is handed what
+// it needs, and the commands above it ask app (but for the files of
+// cliReadsConfig).
 func TestOnlyAppReadsConfig(t *testing.T) {
 	for pkg, imports := range goPackages(t) {
+		if pkg == "internal/cli" {
+			continue // file by file, below
+		}
 		if layer[pkg] >= layer["internal/app"] || pkg == "internal/config" {
 			continue
 		}
@@ -160,6 +172,31 @@ func TestOnlyAppReadsConfig(t *testing.T) {
 			t.Errorf("%s imports internal/config: only app (and cli above it) read config; hand %s the values it needs", pkg, pkg)
 		case !reads && readsConfig[pkg]:
 			t.Errorf("%s no longer imports internal/config: remove it from readsConfig", pkg)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join("..", "..", "internal", "cli", "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no files in internal/cli (%v)", err)
+	}
+	reads := map[string]bool{}
+	for _, p := range files {
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(p)
+		for _, imp := range f.Imports {
+			if strings.Trim(imp.Path.Value, `"`) == module+"internal/config" {
+				reads[name] = true
+			}
+		}
+		if reads[name] && cliReadsConfig[name] == "" {
+			t.Errorf("internal/cli/%s imports internal/config: a command asks internal/app for what the configuration sets (or say in cliReadsConfig why it must read it)", name)
+		}
+	}
+	for name := range cliReadsConfig {
+		if !reads[name] {
+			t.Errorf("internal/cli/%s no longer imports internal/config: remove it from cliReadsConfig", name)
 		}
 	}
 }

@@ -1,15 +1,18 @@
 // Package app is the layer between the commands and the engines: it opens
 // a workspace, reads its configuration, and turns it into the values the
-// packages below take (agents, checks, the thread runner's settings, the
-// notification channels, the Temporal server to dial). It is the one
-// package, with internal/cli above it, that reads config.toml: nothing
-// below app imports internal/config, so each of those packages says in
-// its own types what it needs. Commands parse flags, call app, render
-// and map exit codes.
+// packages below take (sources, agents, roles, memory, the loop's, the
+// session's and the thread runner's settings, the parallel engine's and
+// the Temporal engine's options, the notification sinks). It is the one
+// package that reads config.toml: nothing below app imports
+// internal/config, so each of those packages says in its own types what
+// it needs, and the commands above it hold an *App, never a
+// configuration. Commands parse flags, call app, render and map exit
+// codes.
 package app
 
 import (
 	"context"
+	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/config"
@@ -17,24 +20,33 @@ import (
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
-// Open finds the repository around dir and reads its configuration. It
-// also makes the configuration's secrets process-wide facts: every log,
-// record and prompt masks the variables [security] redact names, and no
-// agent sees the notification secret (with it an agent could sign
-// notifications ralph never sent). A configuration that does not load is
-// returned as an error with the workspace: some commands go on without it.
-func Open(ctx context.Context, dir string) (*workspace.Workspace, config.Config, error) {
-	ws, err := workspace.Open(ctx, dir)
-	if err != nil {
-		return nil, config.Config{}, err
-	}
-	cfg, err := LoadConfig(ws)
-	redact.AddNames(cfg.Security.Redact...)
-	agent.StripEnv(cfg.Notify.SecretEnv)
-	return ws, cfg, err
+// App is one workspace with its configuration read: what a command works
+// on. The configuration stays inside: a command asks App for the values
+// the engines take.
+type App struct {
+	WS     *workspace.Workspace // nil outside a repository
+	cfg    config.Config
+	getenv func(string) string
+	now    func() time.Time
 }
 
-// LoadConfig reads ws's config.toml (the defaults when it is absent).
-func LoadConfig(ws *workspace.Workspace) (config.Config, error) {
-	return config.Load(ws.ConfigPath())
+// Open finds the repository around dir and reads its configuration;
+// getenv and now are the process's (tests give their own). It also makes
+// the configuration's secrets process-wide facts: every log, record and
+// prompt masks the variables [security] redact names, and no agent sees
+// the notification secret (with it an agent could sign notifications
+// ralph never sent). On an error the App still comes back, with the
+// workspace when there is one: outside a repository, `ralph doctor` goes
+// on with the default configuration.
+func Open(ctx context.Context, dir string, getenv func(string) string, now func() time.Time) (*App, error) {
+	a := &App{cfg: config.Default(), getenv: getenv, now: now}
+	ws, err := workspace.Open(ctx, dir)
+	if err != nil {
+		return a, err
+	}
+	a.WS = ws
+	a.cfg, err = config.Load(ws.ConfigPath())
+	redact.AddNames(a.cfg.Security.Redact...)
+	agent.StripEnv(a.cfg.Notify.SecretEnv)
+	return a, err
 }

@@ -35,7 +35,7 @@ func repo(t *testing.T) string {
 
 // open opens the repository at dir as app does for a command, with
 // config.toml holding toml (none when empty).
-func open(t *testing.T, dir, toml string) config.Config {
+func open(t *testing.T, dir, toml string) *app.App {
 	t.Helper()
 	if toml != "" {
 		if err := os.MkdirAll(filepath.Join(dir, ".ralph"), 0o755); err != nil {
@@ -45,11 +45,11 @@ func open(t *testing.T, dir, toml string) config.Config {
 			t.Fatal(err)
 		}
 	}
-	_, cfg, err := app.Open(context.Background(), dir)
+	a, err := app.Open(context.Background(), dir, os.Getenv, time.Now)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	return cfg
+	return a
 }
 
 // ralph init's config.toml is one that loads, names the detected checks
@@ -57,10 +57,7 @@ func open(t *testing.T, dir, toml string) config.Config {
 // registry's names; a second Init changes nothing.
 func TestInitWritesTheTemplateItLoads(t *testing.T) {
 	dir := repo(t)
-	ws, _, err := app.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := open(t, dir, "").WS
 	detected := []check.Check{{Name: "tests", Kind: "test", Run: "go test ./...", Format: "go-json"}}
 	created, err := app.Init(ws, time.Now(), detected)
 	if err != nil {
@@ -69,14 +66,13 @@ func TestInitWritesTheTemplateItLoads(t *testing.T) {
 	if !slices.Contains(created, ws.ConfigPath()) {
 		t.Fatalf("Init created %q, not config.toml", created)
 	}
-	cfg, err := app.LoadConfig(ws)
-	if err != nil {
-		t.Fatalf("LoadConfig after Init: %v", err)
+	t.Setenv("AGENT_CMD", "") // the configuration's agent, not the environment's
+	a := open(t, dir, "")
+	prd := a.LoopOptions(false).PRDPath
+	if spec, err := a.Agent(""); err != nil || spec.Name != "codex" || prd != filepath.Join(dir, ".agents/tasks/prd.md") {
+		t.Errorf("config after Init: agent %+v (%v), PRD %q; want codex and .agents/tasks/prd.md", spec, err, prd)
 	}
-	if cfg.Agent.Default == "" || cfg.Build.PRD == "" {
-		t.Errorf("config after Init has no agent or PRD: %+v", cfg)
-	}
-	got := app.Checks(cfg)
+	got := a.Checks()
 	want := []check.Check{{Name: "tests", Kind: "test", Run: "go test ./...", Format: "go-json", Timeout: 10 * time.Minute}}
 	if !slices.EqualFunc(got, want, func(a, b check.Check) bool {
 		return a.Name == b.Name && a.Kind == b.Kind && a.Run == b.Run && a.Format == b.Format && a.Timeout == b.Timeout
@@ -106,9 +102,9 @@ func TestOpenReportsABrokenConfig(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ".ralph", "config.toml"), []byte("[build\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ws, _, err := app.Open(context.Background(), dir)
-	if err == nil || ws == nil {
-		t.Fatalf("Open = %v, %v; want the workspace and the config's error", ws, err)
+	a, err := app.Open(context.Background(), dir, os.Getenv, time.Now)
+	if err == nil || a == nil || a.WS == nil {
+		t.Fatalf("Open = %v, %v; want the workspace and the config's error", a, err)
 	}
 }
 
@@ -131,7 +127,7 @@ func TestNotifyEventsAreConfigs(t *testing.T) {
 }
 
 func TestNotifySettingsFromConfig(t *testing.T) {
-	cfg := open(t, repo(t), `[notify]
+	a := open(t, repo(t), `[notify]
 webhooks = ["https://hooks.example.com/a"]
 events = ["task_blocked"]
 secret_env = "APP_TEST_NOTIFY_SECRET"
@@ -142,7 +138,7 @@ type = "ntfy"
 url = "https://ntfy.sh/topic"
 events = ["run_finished", "limit_wait_ended"]
 `)
-	s := app.NotifySettings(cfg.Notify)
+	s := a.NotifySettings()
 	if s.SecretEnv != "APP_TEST_NOTIFY_SECRET" || s.Timeout != 3*time.Second {
 		t.Errorf("settings = %+v", s)
 	}
@@ -161,7 +157,7 @@ events = ["run_finished", "limit_wait_ended"]
 }
 
 func TestThreadSettingsFromConfig(t *testing.T) {
-	cfg := open(t, repo(t), `[agent]
+	a := open(t, repo(t), `[agent]
 fallbacks = ["claude"]
 timeout = "7m"
 idle_timeout = "90s"
@@ -176,7 +172,7 @@ max_tokens = 5000
 max_cost_usd = 2.5
 max_wall_time = "1h"
 `)
-	got := app.ThreadSettings(cfg)
+	got := a.ThreadSettings()
 	want := thread.Settings{Fallbacks: []string{"claude"}, MaxIterations: 12, WorktreeRoot: "../trees",
 		AgentTimeout: 7 * time.Minute, AgentIdleTimeout: 90 * time.Second, MaxLogBytes: 4096,
 		Budget: runkit.Budget{MaxTokens: 5000, MaxCost: 2.5, MaxWall: time.Hour}}
@@ -186,21 +182,21 @@ max_wall_time = "1h"
 }
 
 func TestTemporalServerFromConfig(t *testing.T) {
-	cfg := open(t, repo(t), "[engine]\nkind = \"temporal\"\naddress = \"temporal.example.com:7233\"\nnamespace = \"shop\"\ntls = true\n")
+	a := open(t, repo(t), "[engine]\nkind = \"temporal\"\naddress = \"temporal.example.com:7233\"\nnamespace = \"shop\"\ntls = true\n")
 	want := fleet.Server{Address: "temporal.example.com:7233", Namespace: "shop", TLS: true}
-	if got := app.TemporalServer(cfg.Engine); got != want {
-		t.Errorf("TemporalServer = %+v, want %+v", got, want)
+	if got := a.Temporal().Server; got != want {
+		t.Errorf("Temporal().Server = %+v, want %+v", got, want)
 	}
 }
 
 // A role's agent named in config that the registry does not know is the
 // configuration's mistake: the error names the key.
 func TestNamedAgentNamesTheConfigKey(t *testing.T) {
-	cfg := open(t, repo(t), "[agents.mine]\ncommand = [\"my-agent\", \"{prompt}\"]\n")
-	if s, err := app.NamedAgent(cfg, "mine", "[validate] reviewer"); err != nil || s.Name != "mine" {
+	a := open(t, repo(t), "[agents.mine]\ncommand = [\"my-agent\", \"{prompt}\"]\n")
+	if s, err := a.NamedAgent("mine", "[validate] reviewer"); err != nil || s.Name != "mine" {
 		t.Errorf("NamedAgent(mine) = %+v, %v; want the custom agent", s, err)
 	}
-	_, err := app.NamedAgent(cfg, "nosuchagent", "[validate] reviewer")
+	_, err := a.NamedAgent("nosuchagent", "[validate] reviewer")
 	if err == nil || !strings.Contains(err.Error(), "[validate] reviewer") {
 		t.Errorf("NamedAgent(nosuchagent) = %v, want an error naming [validate] reviewer", err)
 	}

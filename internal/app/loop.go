@@ -2,25 +2,23 @@ package app
 
 import (
 	"github.com/ralphloop/ralph/internal/agent"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/loop"
-	"github.com/ralphloop/ralph/internal/workspace"
 )
 
 // Roles are the agents config gives a run besides its own: the reviewer
 // ([validate] reviewer; nil when none) and the fallbacks tried at a usage
 // limit ([agent] fallbacks, leaving out main, the run's own agent). A name
 // the registry does not know is an error naming its key.
-func Roles(cfg config.Config, main agent.Spec) (reviewer *agent.Spec, fallbacks []agent.Spec, err error) {
-	if cfg.Validate.Reviewer != "" {
-		r, err := NamedAgent(cfg, cfg.Validate.Reviewer, "[validate] reviewer")
+func (a *App) Roles(main agent.Spec) (reviewer *agent.Spec, fallbacks []agent.Spec, err error) {
+	if name := a.cfg.Validate.Reviewer; name != "" {
+		r, err := a.NamedAgent(name, "[validate] reviewer")
 		if err != nil {
 			return nil, nil, err
 		}
 		reviewer = &r
 	}
-	for _, name := range cfg.Agent.Fallbacks {
-		f, err := NamedAgent(cfg, name, "[agent] fallbacks")
+	for _, name := range a.cfg.Agent.Fallbacks {
+		f, err := a.NamedAgent(name, "[agent] fallbacks")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -31,20 +29,26 @@ func Roles(cfg config.Config, main agent.Spec) (reviewer *agent.Spec, fallbacks 
 	return reviewer, fallbacks, nil
 }
 
-// LoopOptions are the loop's options as config sets them for a build of
-// ws: the PRD, the plan, the checks, the agents' bounds, retries,
-// context, budget, breaker and verification. The command adds what its
-// flags and its run decide (the agent, the roles, the source, memory,
-// the iterations, the sink) and may override these.
-func LoopOptions(ws *workspace.Workspace, cfg config.Config) loop.Options {
+// LoopOptions are the loop's options as config sets them for a build (or,
+// planning, a plan) of the workspace: the PRD, the plan, the checks, the
+// agents' bounds, retries, context, budget, breaker and verification.
+// The command adds what its flags and its run decide (the agent, the
+// roles, the source, memory, the iterations, the sink) and may override
+// these.
+func (a *App) LoopOptions(planning bool) loop.Options {
+	cfg, ws := a.cfg, a.WS
+	iterations := cfg.Build.MaxIterations
+	if planning {
+		iterations = cfg.Plan.MaxIterations
+	}
 	return loop.Options{
-		MaxIterations: max(cfg.Build.MaxIterations, 1),
+		MaxIterations: max(iterations, 1),
 		PRDPath:       ws.Abs(cfg.Build.PRD),
 		PlanPath:      ws.Abs(cfg.Build.Plan),
 		NoCommit:      cfg.Build.NoCommit,
 		RequirePlan:   cfg.Build.RequirePlan,
 		AgentTimeout:  cfg.Agent.Timeout.Duration,
-		Checks:        Checks(cfg),
+		Checks:        a.Checks(),
 		MaxRetries:    cfg.Loop.MaxRetries,
 		ContextSoft:   cfg.Loop.ContextSoft,
 		ContextHard:   cfg.Loop.ContextHard,
@@ -52,7 +56,7 @@ func LoopOptions(ws *workspace.Workspace, cfg config.Config) loop.Options {
 		LimitPatterns: cfg.Agent.LimitPatterns,
 		IdleTimeout:   cfg.Agent.IdleTimeout.Duration,
 		MaxLogBytes:   cfg.Agent.MaxLogBytes,
-		Budget:        Budget(cfg),
+		Budget:        a.budget(),
 		Breaker: loop.BreakerConfig{NoProgress: cfg.Breaker.NoProgress, SameError: cfg.Breaker.SameError,
 			PermissionDenials: cfg.Breaker.PermissionDenials, Cooldown: cfg.Breaker.Cooldown.Duration},
 		OnFailingBaseline: cfg.Build.OnFailingBaseline,

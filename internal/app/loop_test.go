@@ -1,13 +1,11 @@
 package app_test
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/runkit"
 )
 
@@ -15,12 +13,12 @@ import (
 // not know is config's mistake, named by its key.
 func TestRolesFromConfig(t *testing.T) {
 	dir := repo(t)
-	cfg := open(t, dir, "[agent]\nfallbacks = [\"claude\", \"codex\"]\n\n[validate]\nreviewer = \"claude\"\n")
-	main, err := app.ResolveAgent(cfg, "codex", "")
+	a := open(t, dir, "[agent]\nfallbacks = [\"claude\", \"codex\"]\n\n[validate]\nreviewer = \"claude\"\n")
+	main, err := a.Agent("codex")
 	if err != nil {
 		t.Fatal(err)
 	}
-	reviewer, fallbacks, err := app.Roles(cfg, main)
+	reviewer, fallbacks, err := a.Roles(main)
 	if err != nil {
 		t.Fatalf("Roles: %v", err)
 	}
@@ -30,15 +28,15 @@ func TestRolesFromConfig(t *testing.T) {
 	if len(fallbacks) != 1 || fallbacks[0].Name != "claude" {
 		t.Errorf("fallbacks = %+v, want claude alone (codex is the run's own agent)", fallbacks)
 	}
-	cfg = open(t, dir, "[validate]\nreviewer = \"nosuchagent\"\n")
-	if _, _, err := app.Roles(cfg, main); err == nil || !strings.Contains(err.Error(), "[validate] reviewer") {
+	a = open(t, dir, "[validate]\nreviewer = \"nosuchagent\"\n")
+	if _, _, err := a.Roles(main); err == nil || !strings.Contains(err.Error(), "[validate] reviewer") {
 		t.Errorf("Roles with an unknown reviewer = %v, want an error naming [validate] reviewer", err)
 	}
 }
 
 func TestLoopOptionsFromConfig(t *testing.T) {
 	dir := repo(t)
-	open(t, dir, `[build]
+	a := open(t, dir, `[build]
 prd = "plans/prd.md"
 max_iterations = 0
 no_commit = true
@@ -55,11 +53,7 @@ max_tokens = 900
 [[checks]]
 run = "make test"
 `)
-	ws, cfg, err := app.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lo := app.LoopOptions(ws, cfg)
+	lo := a.LoopOptions(false)
 	if lo.PRDPath != filepath.Join(dir, "plans/prd.md") || !lo.NoCommit || lo.MaxRetries != 4 || lo.AgentTimeout != 5*time.Minute {
 		t.Errorf("LoopOptions = PRD %s, no_commit %v, retries %d, timeout %s", lo.PRDPath, lo.NoCommit, lo.MaxRetries, lo.AgentTimeout)
 	}

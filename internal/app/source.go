@@ -5,17 +5,16 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/errs"
 	"github.com/ralphloop/ralph/internal/tasks"
-	"github.com/ralphloop/ralph/internal/workspace"
 )
 
 // TaskSource picks the task file: --tasks, then --prd, then config,
 // then what exists in the workspace. "beads" (or "beads:MOLECULE-ID") as
 // --tasks or [tasks] source selects the beads database, which detection
 // also picks when the repository has a .beads folder.
-func TaskSource(ws *workspace.Workspace, cfg config.Config, tasksFlag, prdFlag string) (tasks.Source, error) {
+func (a *App) TaskSource(tasksFlag, prdFlag string) (tasks.Source, error) {
+	ws, cfg := a.WS, a.cfg
 	if mol, ok := tasks.ParseBeadsSource(tasksFlag); ok {
 		return tasks.OpenBeads(ws.Root, mol, nil), nil
 	}

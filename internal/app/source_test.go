@@ -5,18 +5,15 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/errs"
 	"github.com/ralphloop/ralph/internal/tasks"
-	"github.com/ralphloop/ralph/internal/workspace"
 )
 
 // The task file comes from --tasks, then --prd, then [tasks], then what
 // the workspace holds (the markdown PRD when it holds nothing).
 func TestTaskSourcePrecedence(t *testing.T) {
 	dir := repo(t)
-	cfg := open(t, dir, "[tasks]\nsource = \"prd-json\"\n")
-	ws := &workspace.Workspace{Root: dir}
+	a := open(t, dir, "[tasks]\nsource = \"prd-json\"\n")
 	for _, c := range []struct {
 		name, tasksFlag, prdFlag string
 		kind                     tasks.Kind
@@ -25,7 +22,7 @@ func TestTaskSourcePrecedence(t *testing.T) {
 		{"--prd wins over config", "", "docs/prd.md", tasks.KindMarkdown, "docs/prd.md"},
 		{"[tasks] source", "", "", tasks.KindJSON, "prd.json"},
 	} {
-		src, err := app.TaskSource(ws, cfg, c.tasksFlag, c.prdFlag)
+		src, err := a.TaskSource(c.tasksFlag, c.prdFlag)
 		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
@@ -34,8 +31,8 @@ func TestTaskSourcePrecedence(t *testing.T) {
 			t.Errorf("%s: %s at %s, want %s at %s", c.name, src.Kind(), src.Path(), c.kind, c.path)
 		}
 	}
-	cfg = open(t, dir, "[build]\nprd = \"plans/prd.md\"\n")
-	src, err := app.TaskSource(ws, cfg, "", "")
+	a = open(t, dir, "[build]\nprd = \"plans/prd.md\"\n")
+	src, err := a.TaskSource("", "")
 	if err != nil || src.Kind() != tasks.KindMarkdown || src.Path() != filepath.Join(dir, "plans/prd.md") {
 		t.Errorf("an empty workspace: %v, %v; want the markdown PRD [build] prd names", src, err)
 	}
@@ -45,8 +42,7 @@ func TestTaskSourcePrecedence(t *testing.T) {
 // error (exit 2) that says what to name.
 func TestTaskSourceRefusesAMissingTasksFile(t *testing.T) {
 	dir := repo(t)
-	cfg := open(t, dir, "")
-	_, err := app.TaskSource(&workspace.Workspace{Root: dir}, cfg, "nothing.json", "")
+	_, err := open(t, dir, "").TaskSource("nothing.json", "")
 	var ue *errs.UsageError
 	if !errors.As(err, &ue) {
 		t.Fatalf("TaskSource(--tasks nothing.json) = %v, want a usage error", err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
@@ -137,46 +136,43 @@ N defaults to max_iterations under [plan] in .ralph/config.toml (1).`,
 // over config.
 func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSetup, error) {
 	env := opts.Env
-	ws, cfg, err := openWorkspace(cmd.Context(), env)
+	ws, a, err := openWorkspace(cmd.Context(), env)
 	if err != nil {
 		return nil, err
 	}
-	spec, err := resolveAgent(env, cfg, opts.Agent)
+	spec, err := a.Agent(opts.Agent)
 	if err != nil {
 		return nil, err
 	}
-	reviewer, fallbacks, err := app.Roles(cfg, spec)
+	reviewer, fallbacks, err := a.Roles(spec)
 	if err != nil {
 		return nil, err
 	}
-	src, err := app.TaskSource(ws, cfg, opts.Tasks, opts.PRD)
+	src, err := a.TaskSource(opts.Tasks, opts.PRD)
 	if err == nil && opts.prdTyped && opts.Tasks == "" && !planning {
 		err = namedPRDMissing(src, opts.PRD)
 	}
 	if err != nil && !planning {
 		return nil, err
 	}
-	lo := app.LoopOptions(ws, cfg)
+	lo := a.LoopOptions(planning)
 	if opts.PRD != "" {
 		lo.PRDPath = ws.Abs(opts.PRD)
-	}
-	if planning {
-		lo.MaxIterations = max(cfg.Plan.MaxIterations, 1)
 	}
 	if opts.MaxIterations > 0 {
 		lo.MaxIterations = opts.MaxIterations
 	}
 	lo.NoCommit = lo.NoCommit || opts.NoCommit
-	mem, err := openMemory(ws, cfg, env)
+	mem, err := a.Memory()
 	if err != nil {
 		return nil, err
 	}
 	lo.Agent, lo.Reviewer, lo.Fallbacks = spec, reviewer, fallbacks
 	lo.Source, lo.Memory = src, mem
-	lo.Sink = withNotify(env, ws, cfg, runSink(opts))
+	lo.Sink = withNotify(env, a, runSink(opts))
 	lo.Terminal = env.IO.OutTerminal && !opts.JSON // JSON lines carry no terminal control characters
 	lo.Now = env.Now
-	return &loopSetup{ws: ws, opts: lo}, nil
+	return &loopSetup{ws: ws, app: a, opts: lo}, nil
 }
 
 // runSink renders the run's events: as text on a person's terminal, or
@@ -200,21 +196,16 @@ func runBuild(cmd *cobra.Command, opts *BuildOptions) error {
 		s.opts.Memory.Close()
 		return usageErrorf("%s is one of ralph's own worktrees (a parallel worker's or a thread's): run ralph build from the repository's own checkout", s.ws.Root)
 	}
-	cfg, err := app.LoadConfig(s.ws)
-	if err != nil {
-		s.opts.Memory.Close()
-		return err
-	}
 	workers := opts.Workers
 	if workers == 0 {
-		workers = cfg.Build.Workers
+		workers = s.app.Workers()
 	}
-	kind, err := engineKind(opts.Engine, cfg)
+	onTemporal, err := s.app.OnTemporal(opts.Engine)
 	if err != nil {
 		s.opts.Memory.Close()
 		return err
 	}
-	if kind == config.EngineTemporal {
+	if onTemporal {
 		return runFleetBuild(cmd, opts, s, workers)
 	}
 	if opts.Detach {
@@ -315,6 +306,7 @@ func goneFromRun(ws *workspace.Workspace, rep loop.Report, err error, again stri
 
 type loopSetup struct {
 	ws   *workspace.Workspace
+	app  *app.App
 	opts loop.Options
 }
 
@@ -389,17 +381,14 @@ type teeSink []report.Sink
 
 func (t teeSink) Emit(ev report.Event) {
 	for _, s := range t {
-		if s != nil {
-			s.Emit(ev)
-		}
+		s.Emit(ev)
 	}
 }
 
 // withNotify adds the [notify] channels to sink.
-func withNotify(env *Env, ws *workspace.Workspace, cfg config.Config, sink report.Sink) report.Sink {
-	ns := notifySinks(env, ws, cfg)
-	if len(ns) == 0 {
-		return sink
+func withNotify(env *Env, a *app.App, sink report.Sink) report.Sink {
+	if n := notifier(env, a); n != nil {
+		return teeSink{sink, n}
 	}
-	return append(teeSink{sink}, ns...)
+	return sink
 }

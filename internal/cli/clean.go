@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/spf13/cobra"
@@ -44,7 +43,7 @@ without --yes).`,
 
 func runClean(cmd *cobra.Command, opts *CleanOptions) error {
 	env := opts.Env
-	ws, cfg, err := openWorkspace(cmd.Context(), env)
+	ws, a, err := openWorkspace(cmd.Context(), env)
 	if err != nil {
 		return err
 	}
@@ -65,7 +64,7 @@ func runClean(cmd *cobra.Command, opts *CleanOptions) error {
 	// The task file says which tasks are done: a branch of one holds work
 	// that landed later or that a person settled.
 	var done func(string) bool
-	if src, err := app.TaskSource(ws, cfg, "", ""); err == nil {
+	if src, err := a.TaskSource("", ""); err == nil {
 		if b, err := src.Load(); err == nil {
 			done = func(task string) bool {
 				s, ok := b.Find(task)
@@ -73,7 +72,7 @@ func runClean(cmd *cobra.Command, opts *CleanOptions) error {
 			}
 		}
 	}
-	plan, err := engine.PlanClean(cmd.Context(), ws, cfg.Build.WorktreeRoot, target, done)
+	plan, err := engine.PlanClean(cmd.Context(), ws, a.WorktreeRoot(), target, done)
 	if err != nil {
 		return err
 	}

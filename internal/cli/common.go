@@ -4,28 +4,10 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
-
-// openWorkspace finds the repository around the working directory and
-// reads its configuration (app.Open).
-func openWorkspace(ctx context.Context, env *Env) (*workspace.Workspace, config.Config, error) {
-	wd, err := env.WorkDir()
-	if err != nil {
-		return nil, config.Config{}, err
-	}
-	return app.Open(ctx, wd)
-}
-
-// resolveAgent applies the precedence: --agent, then AGENT_CMD, then
-// config, then the default.
-func resolveAgent(env *Env, cfg config.Config, flag string) (agent.Spec, error) {
-	return app.ResolveAgent(cfg, flag, env.Getenv("AGENT_CMD"))
-}
 
 // iterationsArg reads the iteration limit of build and plan: the [N]
 // argument or --max-iterations N, the name thread start uses for it;
@@ -55,4 +37,15 @@ func parseIterations(args []string, def int) (int, error) {
 		return 0, usageErrorf("iterations must be a whole number of at least 1, got %q", args[0])
 	}
 	return n, nil
+}
+
+// openWorkspace finds the repository around the working directory and
+// reads its configuration (app.Open); ws is a's workspace.
+func openWorkspace(ctx context.Context, env *Env) (ws *workspace.Workspace, a *app.App, err error) {
+	wd, err := env.WorkDir()
+	if err == nil {
+		a, err = app.Open(ctx, wd, env.Getenv, env.Now)
+		ws = a.WS
+	}
+	return ws, a, err
 }

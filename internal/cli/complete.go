@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/agent"
-	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/spf13/cobra"
@@ -50,11 +49,11 @@ func completeTaskIDs(ctx context.Context, env *Env, blocked bool, prefix string)
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ws, cfg, err := openWorkspace(ctx, env)
+	ws, a, err := openWorkspace(ctx, env)
 	if err != nil {
 		return nil
 	}
-	src, err := app.TaskSource(ws, cfg, "", "")
+	src, err := a.TaskSource("", "")
 	if err != nil {
 		return nil
 	}
@@ -88,8 +87,8 @@ func completeAgents(ctx context.Context, env *Env, prefix string) []string {
 		ctx = context.Background()
 	}
 	var custom map[string]agent.Custom
-	if _, cfg, err := openWorkspace(ctx, env); err == nil {
-		custom = app.CustomAgents(cfg)
+	if _, a, err := openWorkspace(ctx, env); err == nil {
+		custom = a.CustomAgents()
 	}
 	var out []string
 	for _, n := range agent.Names(custom) {

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/live"
@@ -33,11 +33,11 @@ import (
 type steerer struct {
 	env *Env
 	ws  *workspace.Workspace
-	cfg config.Config
+	app *app.App
 }
 
-func newSteerer(env *Env, ws *workspace.Workspace, cfg config.Config) *steerer {
-	return &steerer{env: env, ws: ws, cfg: cfg}
+func newSteerer(env *Env, a *app.App) *steerer {
+	return &steerer{env: env, ws: a.WS, app: a}
 }
 
 func (s *steerer) folder() control.Folder { return control.Folder{Dir: s.ws.Path("control")} }
@@ -64,10 +64,10 @@ func (s *steerer) Do(ctx context.Context, cmd control.Command) (control.Result, 
 	if err != nil {
 		return control.Result{}, err
 	}
-	if s.cfg.Engine.Kind == config.EngineTemporal && cmd.Kind != control.Answer && cmd.Kind != control.Checkpoint {
+	if onTemporal, _ := s.app.OnTemporal(""); onTemporal && cmd.Kind != control.Answer && cmd.Kind != control.Checkpoint {
 		// The build runs as a workflow: the command is an Update that its
 		// validator accepts or refuses, from any machine.
-		res, err := fleetSteer(ctx, s.ws, s.cfg, cmd)
+		res, err := fleetSteer(ctx, s.app, cmd)
 		return s.settle(cmd, held, res, err)
 	}
 	res, err := s.apply(ctx, cmd)
@@ -210,11 +210,11 @@ func (s *steerer) apply(ctx context.Context, cmd control.Command) (control.Resul
 		case control.Skip:
 			err = fmt.Errorf("skip sets %s aside in a build that is going, and none is: `ralph block %s` keeps it out of the next build until `ralph unblock %s`", cmd.Task, cmd.Task, cmd.Task)
 		case control.Block:
-			msg, err = blockTask(s.env, s.ws, s.cfg, cmd.Task, cmd.Text)
+			msg, err = blockTask(s.env, s.app, cmd.Task, cmd.Text)
 		case control.Approve:
-			msg, err = approveTask(ctx, s.env, s.ws, s.cfg, cmd.Task, cmd.By)
+			msg, err = approveTask(ctx, s.env, s.app, cmd.Task, cmd.By)
 		default:
-			msg, err = unblockTask(ctx, s.env, s.ws, s.cfg, cmd.Task)
+			msg, err = unblockTask(ctx, s.env, s.app, cmd.Task)
 		}
 		if err != nil {
 			return control.Result{}, err
@@ -355,13 +355,13 @@ func controlBy(env *Env) string {
 
 // steerFromCLI gives a command from a CLI command and prints its result.
 func steerFromCLI(cmd *cobra.Command, env *Env, kind control.Kind, fill func(*control.Command)) error {
-	ws, cfg, err := openWorkspace(cmd.Context(), env)
+	_, a, err := openWorkspace(cmd.Context(), env)
 	if err != nil {
 		return err
 	}
 	c := control.New(kind, controlBy(env), env.Now())
 	fill(&c)
-	res, err := newSteerer(env, ws, cfg).Do(cmd.Context(), c)
+	res, err := newSteerer(env, a).Do(cmd.Context(), c)
 	var ie *control.InputError
 	if errors.As(err, &ie) {
 		return &UsageError{Err: err}
@@ -387,19 +387,19 @@ func openLive(ctx context.Context, env *Env, dir string) (*live.Local, error) {
 		}
 		e.WorkDir = func() (string, error) { return abs, nil }
 	}
-	ws, cfg, err := openWorkspace(ctx, &e)
+	ws, a, err := openWorkspace(ctx, &e)
 	if err != nil {
 		return nil, err
 	}
-	st := newSteerer(&e, ws, cfg)
+	st := newSteerer(&e, a)
 	statusOf := func(ctx context.Context) (status.Report, error) {
-		rep, _, _, err := buildStatus(ws, cfg, &e, "")
+		rep, _, _, err := buildStatus(a, &e, "")
 		return rep, err
 	}
-	if cfg.Engine.Kind == config.EngineTemporal {
+	if onTemporal, _ := a.OnTemporal(""); onTemporal {
 		// The run's truth is the workflow's: its Query is laid over the
 		// local document, and this host's journal carries the events.
-		statusOf = fleetStatusOf(ws, cfg, &e, statusOf)
+		statusOf = fleetStatusOf(a, &e, statusOf)
 	}
 	return &live.Local{
 		Dir:      ws.Root,

@@ -264,19 +264,20 @@ Demo repository: %s
 	if err := git(ctx, dir, "commit", "-q", "-m", "demo: project, PRD and ralph config"); err != nil {
 		return err
 	}
-	cfg, err := app.LoadConfig(ws)
+	a, err := app.Open(ctx, dir, env.Getenv, env.Now)
 	if err != nil {
 		return err
 	}
-	spec, _, err := agent.Resolve(agent.Choice{ConfigDefault: "demo", Custom: map[string]agent.Custom{
-		"demo": {Command: cfg.Agents["demo"].Command, Format: cfg.Agents["demo"].Format},
-	}})
+	spec, err := a.NamedAgent("demo", "[agents.demo]")
 	if err != nil {
 		return err
 	}
+	// The demo's run is the template's plain one: none of the
+	// verification the configuration could add.
+	c := a.LoopOptions(false)
 	lo := loop.Options{
-		PRDPath: ws.Abs(prdRel), PlanPath: ws.Abs(cfg.Build.Plan), RequirePlan: true,
-		Agent: spec, AgentTimeout: cfg.Agent.Timeout.Duration, Checks: app.Checks(cfg),
+		PRDPath: ws.Abs(prdRel), PlanPath: c.PlanPath, RequirePlan: true,
+		Agent: spec, AgentTimeout: c.AgentTimeout, Checks: c.Checks,
 		Sink: report.Text{W: out}, Now: env.Now,
 	}
 	fmt.Fprintf(out, "\n$ ralph plan 1\n")

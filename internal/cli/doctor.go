@@ -6,14 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"sort"
 	"strings"
 	"sync"
 
 	"github.com/ralphloop/ralph/internal/agent"
-	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/words"
@@ -72,22 +68,16 @@ the exit status is 0 without problems and 1 with any.`,
 	return cmd
 }
 
-// doctorTarget is one agent to check, or one that could not be resolved.
-type doctorTarget struct {
-	spec  agent.Spec
-	roles []string
-	// problem is set when the agent could not be resolved at all.
-	problem string
-}
-
 func runDoctor(cmd *cobra.Command, opts *DoctorOptions) error {
 	env := opts.Env
 	ctx := cmd.Context()
-	cfg, err := doctorConfig(ctx, env)
-	if err != nil {
+	// Outside a repository doctor still checks the agents of the default
+	// configuration.
+	_, a, err := openWorkspace(ctx, env)
+	if err != nil && !errors.Is(err, gitx.ErrNotRepo) {
 		return err
 	}
-	targets, err := doctorTargets(env, cfg, opts)
+	targets, err := a.UsedAgents(opts.Agent, opts.All)
 	if err != nil {
 		return err
 	}
@@ -98,16 +88,16 @@ func runDoctor(cmd *cobra.Command, opts *DoctorOptions) error {
 	rep := DoctorReport{Agents: make([]DoctorAgent, len(targets))}
 	var wg sync.WaitGroup
 	for i, t := range targets {
-		if t.problem != "" {
+		if t.Problem != "" {
 			rep.Agents[i] = DoctorAgent{Diagnosis: agent.Diagnosis{
-				Name: t.spec.Name, FlagsChecked: []string{}, FlagsMissing: []string{}, Problems: []string{t.problem},
-			}, Roles: t.roles}
+				Name: t.Spec.Name, FlagsChecked: []string{}, FlagsMissing: []string{}, Problems: []string{t.Problem},
+			}, Roles: t.Roles}
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rep.Agents[i] = DoctorAgent{Diagnosis: diagnose(ctx, t.spec), Roles: t.roles}
+			rep.Agents[i] = DoctorAgent{Diagnosis: diagnose(ctx, t.Spec), Roles: t.Roles}
 		}()
 	}
 	wg.Wait()
@@ -133,91 +123,6 @@ func runDoctor(cmd *cobra.Command, opts *DoctorOptions) error {
 		return fmt.Errorf("doctor found %s", words.Count(rep.Problems, "problem", "problems"))
 	}
 	return nil
-}
-
-// doctorConfig reads the workspace's configuration; outside a repository
-// doctor still checks the agents of the default configuration.
-func doctorConfig(ctx context.Context, env *Env) (config.Config, error) {
-	_, cfg, err := openWorkspace(ctx, env)
-	if errors.Is(err, gitx.ErrNotRepo) {
-		return config.Default(), nil
-	}
-	return cfg, err
-}
-
-// doctorTargets lists the agents to check in report order: the build
-// agent, the reviewer, the config's agents by name, then (with --all) the
-// remaining built-ins in table order. An agent reached in several ways is
-// checked once, with all its roles.
-func doctorTargets(env *Env, cfg config.Config, opts *DoctorOptions) ([]doctorTarget, error) {
-	var targets []doctorTarget
-	add := func(s agent.Spec, role string) {
-		for i := range targets {
-			t := &targets[i]
-			if t.spec.Name == s.Name && slices.Equal(t.spec.Headless, s.Headless) {
-				if !slices.Contains(t.roles, role) {
-					t.roles = append(t.roles, role)
-				}
-				return
-			}
-		}
-		targets = append(targets, doctorTarget{spec: s, roles: []string{role}})
-	}
-	failed := func(name, role, problem string) {
-		targets = append(targets, doctorTarget{spec: agent.Spec{Name: name}, roles: []string{role}, problem: problem})
-	}
-	custom := app.CustomAgents(cfg)
-
-	spec, source, err := agent.Resolve(agent.Choice{
-		Flag:          opts.Agent,
-		Env:           env.Getenv("AGENT_CMD"),
-		ConfigDefault: cfg.Agent.Default,
-		Custom:        custom,
-	})
-	role := "build agent (" + source + ")"
-	var unknown *agent.UnknownError
-	switch {
-	case err == nil:
-		add(spec, role)
-	case errors.As(err, &unknown) && unknown.Source == "--agent":
-		return nil, err
-	case errors.As(err, &unknown):
-		failed(unknown.Name, role, unknown.Name+": "+err.Error())
-	default:
-		failed(source, role, source+": "+err.Error())
-	}
-
-	if r := cfg.Validate.Reviewer; r != "" {
-		if s, err := app.NamedAgent(cfg, r, "[validate] reviewer"); err == nil {
-			add(s, "reviewer")
-		} else {
-			failed(r, "reviewer", r+": "+err.Error())
-		}
-	}
-
-	names := make([]string, 0, len(cfg.Agents))
-	for n := range cfg.Agents {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if s, err := app.NamedAgent(cfg, n, "[agents."+n+"]"); err == nil {
-			add(s, "[agents."+n+"]")
-		} else {
-			failed(n, "[agents."+n+"]", n+": "+err.Error())
-		}
-	}
-
-	if opts.All {
-		for _, b := range agent.Builtins() {
-			// A config table named like a built-in replaces it.
-			if _, ok := custom[b.Name]; ok {
-				continue
-			}
-			add(b, "built-in")
-		}
-	}
-	return targets, nil
 }
 
 // printDoctor writes one block per agent, then the number of problems.

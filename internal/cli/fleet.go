@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/fleet"
@@ -26,27 +25,6 @@ import (
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
-// engineKind is the engine a command runs on: the --engine flag, else
-// [engine] kind.
-func engineKind(flag string, cfg config.Config) (string, error) {
-	switch flag {
-	case "":
-		return cfg.Engine.Kind, nil
-	case config.EngineLocal, config.EngineTemporal:
-		return flag, nil
-	}
-	return "", usageErrorf("--engine %q: use local or temporal", flag)
-}
-
-// temporalEngine checks that [engine] can run on Temporal.
-func temporalEngine(cfg config.Config) (config.EngineSection, error) {
-	e := cfg.Engine
-	if e.ExchangeRemote == "" {
-		return e, usageErrorf("the Temporal engine needs [engine] exchange_remote in .ralph/config.toml: the git remote through which task branches travel between machines, such as a bare repository on a shared disk (docs/temporal.md)")
-	}
-	return e, nil
-}
-
 // runFleetBuild is `ralph build --engine temporal`: it prepares the
 // checkout as any build does, publishes the target's tip on the exchange
 // remote, and starts the build workflow, which the `ralph worker`s of
@@ -55,11 +33,7 @@ func temporalEngine(cfg config.Config) (config.EngineSection, error) {
 func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers int) error {
 	defer s.opts.Memory.Close()
 	ctx := cmd.Context()
-	cfg, err := app.LoadConfig(s.ws)
-	if err != nil {
-		return err
-	}
-	eng, err := temporalEngine(cfg)
+	eng, in, err := s.app.FleetBuild()
 	if err != nil {
 		return err
 	}
@@ -83,7 +57,7 @@ func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers
 	if snap.Branch == "" {
 		return usageErrorf("HEAD is detached: check out the branch the tasks should land on (git checkout BRANCH), then run again")
 	}
-	c, err := app.DialTemporal(ctx, eng)
+	c, err := eng.Dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -111,10 +85,8 @@ func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers
 	} else if err := s.ws.Repo.PushBranch(ctx, eng.ExchangeRemote, fleet.TipBranch(runID, snap.Branch), tip, gitx.NoBranch, false); err != nil {
 		return fmt.Errorf("publishing %s on the exchange remote: %w", snap.Branch, err)
 	}
-	in := fleet.BuildInput{RunID: runID, State: resumed, Target: snap.Branch, PRD: filepath.ToSlash(rel), Workers: workers,
-		MaxIterations: opts.MaxIterations, LandAttempts: cfg.Build.LandAttempts,
-		Shared: eng.TaskQueue, Integration: fleet.IntegrationQueue(eng.TaskQueue),
-		HostTimeout: eng.HostTimeout.Duration, Heartbeat: eng.Heartbeat.Duration, HistoryLimit: eng.HistoryLimit}
+	in.RunID, in.State, in.Target, in.PRD = runID, resumed, snap.Branch, filepath.ToSlash(rel)
+	in.Workers, in.MaxIterations = workers, opts.MaxIterations
 	run, err := fleet.Start(ctx, c, in)
 	if errors.Is(err, fleet.ErrAlreadyRunning) {
 		if resumed == nil {
@@ -145,7 +117,7 @@ func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers
 // while the server keeps it) and its integrated tip is still on the
 // exchange remote: a new build goes on from it, as a local build resumes
 // its unfinished run. Nil starts afresh.
-func resumable(ctx context.Context, c client.Client, ws *workspace.Workspace, eng config.EngineSection, branch string) *fleet.RunState {
+func resumable(ctx context.Context, c client.Client, ws *workspace.Workspace, eng app.Temporal, branch string) *fleet.RunState {
 	id := fleet.BuildID(eng.TaskQueue, branch)
 	if fleet.Running(ctx, c, id) {
 		return nil // Start refuses it, and says why
@@ -322,31 +294,26 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	}
 	s.opts.Memory.Close()
 	s.opts.Memory = nil
-	cfg, err := app.LoadConfig(s.ws)
-	if err != nil {
-		return err
-	}
 	// Builds need the exchange remote; sessions and threads, which stay
 	// in this checkout, do not: without it the worker runs those only.
-	eng := cfg.Engine
+	eng := s.app.Temporal()
 	builds := eng.ExchangeRemote != ""
 	if !builds && opts.Integrate {
 		return usageErrorf("--integrate lands the tasks of builds, which travel between machines through [engine] exchange_remote: set it in .ralph/config.toml (docs/temporal.md), or leave out --integrate for a worker of sessions and threads")
 	}
-	c, err := app.DialTemporal(cmd.Context(), eng)
+	c, err := eng.Dial(cmd.Context())
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	base := s.opts
-	h := &fleet.Host{Name: host, WS: s.ws, Exchange: eng.ExchangeRemote, PushTarget: eng.PushTarget, Checks: base.Checks,
-		WorktreeRoot: cfg.Build.WorktreeRoot, HeartbeatEvery: max(eng.Heartbeat.Duration/4, time.Second), Now: env.Now,
-		Sink: engine.WorkerText{Out: report.Text{W: env.IO.Out}},
-		LoopOptions: func(ws *workspace.Workspace, src tasks.Source) loop.Options {
-			o := base
-			o.PlanPath = ws.Abs(s.ws.Rel(base.PlanPath))
-			return o
-		}}
+	h := s.app.FleetHost(host)
+	h.Checks, h.Sink = base.Checks, engine.WorkerText{Out: report.Text{W: env.IO.Out}}
+	h.LoopOptions = func(ws *workspace.Workspace, src tasks.Source) loop.Options {
+		o := base
+		o.PlanPath = ws.Abs(s.ws.Rel(base.PlanPath))
+		return o
+	}
 	queues := []string{eng.TaskQueue, fleet.HostQueue(eng.TaskQueue, host)}
 	if opts.Integrate {
 		queues = append(queues, fleet.IntegrationQueue(eng.TaskQueue))
@@ -375,13 +342,13 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 
 // fleetStatus is `ralph status` for a build on Temporal: the run's state
 // from its status Query.
-func fleetStatus(cmd *cobra.Command, opts *StatusOptions, ws *workspace.Workspace, cfg config.Config) error {
-	eng := cfg.Engine
+func fleetStatus(cmd *cobra.Command, opts *StatusOptions, a *app.App) error {
+	ws, eng := a.WS, a.Temporal()
 	snap, err := ws.Repo.Snapshot(cmd.Context())
 	if err != nil {
 		return err
 	}
-	c, err := app.DialTemporal(cmd.Context(), eng)
+	c, err := eng.Dial(cmd.Context())
 	if err != nil {
 		return err
 	}
@@ -399,7 +366,7 @@ func fleetStatus(cmd *cobra.Command, opts *StatusOptions, ws *workspace.Workspac
 		// The one status document, as a local build has it, with the
 		// run's Query laid over it: a script reads one shape whichever
 		// engine runs the build.
-		rep, _, _, err := buildStatus(ws, cfg, opts.Env, opts.Tasks)
+		rep, _, _, err := buildStatus(a, opts.Env, opts.Tasks)
 		if err != nil {
 			return err
 		}
@@ -444,7 +411,8 @@ func fleetStatus(cmd *cobra.Command, opts *StatusOptions, ws *workspace.Workspac
 
 // fleetSteer gives a control command to the build on Temporal as an
 // Update: the run's validator refuses what it cannot take now.
-func fleetSteer(ctx context.Context, ws *workspace.Workspace, cfg config.Config, cmd control.Command) (control.Result, error) {
+func fleetSteer(ctx context.Context, a *app.App, cmd control.Command) (control.Result, error) {
+	ws := a.WS
 	switch cmd.Kind {
 	case control.Pause, control.Resume, control.Stop, control.Hint, control.Skip, control.Block, control.Unblock:
 	default:
@@ -454,12 +422,13 @@ func fleetSteer(ctx context.Context, ws *workspace.Workspace, cfg config.Config,
 	if err != nil {
 		return control.Result{}, err
 	}
-	c, err := app.DialTemporal(ctx, cfg.Engine)
+	eng := a.Temporal()
+	c, err := eng.Dial(ctx)
 	if err != nil {
 		return control.Result{}, err
 	}
 	defer c.Close()
-	msg, err := fleet.Send(ctx, c, fleet.BuildID(cfg.Engine.TaskQueue, snap.Branch), fleet.Command{Kind: string(cmd.Kind), Task: cmd.Task, Text: cmd.Text, By: cmd.By})
+	msg, err := fleet.Send(ctx, c, fleet.BuildID(eng.TaskQueue, snap.Branch), fleet.Command{Kind: string(cmd.Kind), Task: cmd.Task, Text: cmd.Text, By: cmd.By})
 	if err != nil {
 		return control.Result{}, &control.InputError{Msg: err.Error()}
 	}
@@ -541,7 +510,7 @@ func fleetOverlay(rep *status.Report, st fleet.Status, now time.Time) {
 }
 
 // fleetEngine names in rep the Temporal server and task queue of eng.
-func fleetEngine(rep *status.Report, eng config.EngineSection) {
+func fleetEngine(rep *status.Report, eng app.Temporal) {
 	if rep.Temporal == nil {
 		return
 	}
@@ -551,15 +520,17 @@ func fleetEngine(rep *status.Report, eng config.EngineSection) {
 // fleetStatusOf returns the status function of a live source over a
 // build on Temporal: the local document with the run's Query laid over
 // it. The client is dialled once, at the first call.
-func fleetStatusOf(ws *workspace.Workspace, cfg config.Config, env *Env, local func(context.Context) (status.Report, error)) func(context.Context) (status.Report, error) {
+func fleetStatusOf(a *app.App, env *Env, local func(context.Context) (status.Report, error)) func(context.Context) (status.Report, error) {
+	ws := a.WS
 	var c client.Client
+	eng := a.Temporal()
 	return func(ctx context.Context) (status.Report, error) {
 		rep, err := local(ctx)
 		if err != nil {
 			return rep, err
 		}
 		if c == nil {
-			if c, err = app.DialTemporal(ctx, cfg.Engine); err != nil {
+			if c, err = eng.Dial(ctx); err != nil {
 				c = nil
 				return rep, err
 			}
@@ -568,13 +539,13 @@ func fleetStatusOf(ws *workspace.Workspace, cfg config.Config, env *Env, local f
 		if err != nil {
 			return rep, err
 		}
-		st, err := fleet.Query(ctx, c, fleet.BuildID(cfg.Engine.TaskQueue, snap.Branch))
+		st, err := fleet.Query(ctx, c, fleet.BuildID(eng.TaskQueue, snap.Branch))
 		if err != nil {
 			// No build on the server yet: the local document stands.
 			return rep, nil
 		}
 		fleetOverlay(&rep, st, env.Now())
-		fleetEngine(&rep, cfg.Engine)
+		fleetEngine(&rep, eng)
 		return rep, nil
 	}
 }

@@ -7,19 +7,12 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
-
-// openMemory opens the configured memory store (app.Memory).
-func openMemory(ws *workspace.Workspace, cfg config.Config, env *Env) (*memory.Queued, error) {
-	return app.Memory(ws, cfg, env.Getenv, env.Now)
-}
 
 var memoryTypes = []string{memory.TypeLesson, memory.TypeBlocker, memory.TypeBug, memory.TypeTechnicalDebt, memory.TypeAgentContext, memory.TypeEvent}
 
@@ -132,14 +125,14 @@ func newMemoryAddCmd(env *Env) *cobra.Command {
 			if strings.TrimSpace(name) == "" {
 				return usageErrorf("memory add needs --name: ralph memory add --type lesson --name \"Run the tests first\"")
 			}
-			ws, cfg, err := openWorkspace(cmd.Context(), env)
+			ws, a, err := openWorkspace(cmd.Context(), env)
 			if err != nil {
 				return err
 			}
 			if _, err := ws.EnsureStateFiles(env.Now()); err != nil {
 				return err
 			}
-			s, err := openMemory(ws, cfg, env)
+			s, err := a.Memory()
 			if err != nil {
 				return err
 			}
@@ -218,11 +211,11 @@ func checkLimit(n int) error {
 }
 
 func withMemory(cmd *cobra.Command, env *Env, f func(*memory.Queued) error) error {
-	ws, cfg, err := openWorkspace(cmd.Context(), env)
+	_, a, err := openWorkspace(cmd.Context(), env)
 	if err != nil {
 		return err
 	}
-	s, err := openMemory(ws, cfg, env)
+	s, err := a.Memory()
 	if err != nil {
 		return err
 	}

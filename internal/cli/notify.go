@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/notify"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
@@ -66,11 +65,12 @@ each channel of [notify], one attempt each, and report each channel ok or
 failed with its target redacted. Exits 1 when any channel failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ws, cfg, err := openWorkspace(cmd.Context(), env)
+			_, a, err := openWorkspace(cmd.Context(), env)
 			if err != nil {
 				return err
 			}
-			rep := notifyTestReport{SchemaVersion: 1, Configured: cfg.Notify.Configured(), Channels: []notify.Result{}}
+			n := a.Notifier(nil, nil)
+			rep := notifyTestReport{SchemaVersion: 1, Configured: n != nil, Channels: []notify.Result{}}
 			if !rep.Configured {
 				rep.Hint = notifyHowTo
 				// Nothing was sent, so nothing was shown to work.
@@ -81,7 +81,6 @@ failed with its target redacted. Exits 1 when any channel failed.`,
 				}
 				return &ExitError{Code: ExitFailure, Msg: notifyHowTo, Silent: jsonOut}
 			}
-			n := notify.New(app.NotifySettings(cfg.Notify), notify.Options{Workspace: ws.Root, Getenv: env.Getenv})
 			rep.Channels = n.Test(env.Now())
 			n.Close(time.Second)
 			rep.OK = true
@@ -116,23 +115,25 @@ failed with its target redacted. Exits 1 when any channel failed.`,
 // (1 s, 2 s, 4 s). Tests shorten it.
 var notifyBackoff func(n int) time.Duration
 
-// openNotifiers are the notifiers notifySinks made, for flushNotifications.
+// openNotifiers are the notifiers notifier made, for flushNotifications.
 var openNotifiers struct {
 	sync.Mutex
 	list []*notify.Notifier
 }
 
-// notifySinks returns the sinks that send the [notify] notifications of a
-// run's events; every run's emitter gets them. Channels that cannot send
+// notifier returns the sink that sends the [notify] notifications of a
+// run's events (nil when none is configured); every run's emitter gets
+// it. Channels that cannot send
 // are told once on stderr and in errors.log; delivery failures go to
 // errors.log and never change the run. flushNotifications must run before
 // the process exits, so that the run's last notification goes out.
-func notifySinks(env *Env, ws *workspace.Workspace, cfg config.Config) []report.Sink {
-	if !cfg.Notify.Configured() || ws == nil {
+func notifier(env *Env, a *app.App) report.Sink {
+	ws := a.WS
+	logf := func(msg string) { _ = ws.LogError(env.Now(), msg) }
+	n := a.Notifier(logf, notifyBackoff)
+	if n == nil {
 		return nil
 	}
-	logf := func(msg string) { _ = ws.LogError(env.Now(), msg) }
-	n := notify.New(app.NotifySettings(cfg.Notify), notify.Options{Workspace: ws.Root, Getenv: env.Getenv, Log: logf, Backoff: notifyBackoff})
 	if warns := n.Warnings(); len(warns) > 0 && firstNotifyWarning(warns, ws, logf) {
 		for _, w := range warns {
 			fmt.Fprintf(env.IO.Err, "ralph: warning: %s\n", w)
@@ -142,7 +143,7 @@ func notifySinks(env *Env, ws *workspace.Workspace, cfg config.Config) []report.
 	openNotifiers.Lock()
 	openNotifiers.list = append(openNotifiers.list, n)
 	openNotifiers.Unlock()
-	return []report.Sink{n}
+	return n
 }
 
 // notifyWarnedFile holds the channel warnings last told, so that the same
@@ -187,7 +188,7 @@ func firstNotifyWarning(warns []string, ws *workspace.Workspace, logf func(strin
 }
 
 // flushNotifications waits, at most notifyFlushTimeout in all, for the
-// notifications of every sink notifySinks made to be delivered, and
+// notifications of every sink notifier made to be delivered, and
 // closes them. What could not be delivered is in errors.log.
 func flushNotifications() {
 	openNotifiers.Lock()

@@ -133,15 +133,15 @@ func TestNotifySinksDeliverAndLogFailures(t *testing.T) {
 	notifyBackoff = func(int) time.Duration { return 10 * time.Millisecond }
 	t.Cleanup(func() { notifyBackoff = nil })
 	env, _, errb := testEnv(dir, nil, false)
-	ws, cfg, err := openWorkspace(context.Background(), env)
+	ws, a, err := openWorkspace(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sinks := notifySinks(env, ws, cfg)
-	if len(sinks) != 1 || errb.Len() != 0 {
-		t.Fatalf("%d sinks, stderr %q", len(sinks), errb)
+	sink := notifier(env, a)
+	if sink == nil || errb.Len() != 0 {
+		t.Fatalf("sink %v, stderr %q", sink, errb)
 	}
-	em := report.NewEmitter("loop", "run-7", 0, env.Now, sinks...)
+	em := report.NewEmitter("loop", "run-7", 0, env.Now, sink)
 	emitted := make(chan struct{})
 	go func() {
 		em.Emit(report.Event{Kind: report.KindTransition, From: "STORY_SELECT", To: "EXIT", Trigger: "all_complete"})
@@ -162,7 +162,7 @@ func TestNotifySinksDeliverAndLogFailures(t *testing.T) {
 		strings.Contains(string(log), "SECRETTOPIC") {
 		t.Fatalf("errors.log:\n%s", log)
 	}
-	if len(notifySinks(env, ws, cfg)) != 1 {
+	if notifier(env, a) == nil {
 		t.Fatal("a second run gets no sink")
 	}
 	flushNotifications()
@@ -172,11 +172,11 @@ func TestNotifySinksDeliverAndLogFailures(t *testing.T) {
 func TestNoNotifyNoSinks(t *testing.T) {
 	dir := notifyRepo(t, "")
 	env, _, _ := testEnv(dir, nil, false)
-	ws, cfg, err := openWorkspace(context.Background(), env)
+	_, a, err := openWorkspace(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := notifySinks(env, ws, cfg); s != nil {
+	if s := notifier(env, a); s != nil {
 		t.Fatalf("sinks = %v", s)
 	}
 }
@@ -196,11 +196,11 @@ func TestNotifyWarningToldOnce(t *testing.T) {
 	dir := notifyRepo(t, "[notify]\nwebhooks = [\"http://127.0.0.1:9/hook\"]\nsecret_env = \"HOOK_SECRET\"\n")
 	sinks := func() string {
 		env, _, errb := testEnv(dir, nil, false)
-		ws, cfg, err := openWorkspace(context.Background(), env)
+		_, a, err := openWorkspace(context.Background(), env)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(notifySinks(env, ws, cfg)) != 1 {
+		if notifier(env, a) == nil {
 			t.Fatal("no notify sink")
 		}
 		flushNotifications()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/loop"
@@ -20,10 +19,6 @@ import (
 // scheduler, workers in worktrees and merge queue, each worker's loop
 // wired from the same flags and config as a one-at-a-time build.
 func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers int) error {
-	cfg, err := app.LoadConfig(s.ws)
-	if err != nil {
-		return err
-	}
 	if s.opts.NoCommit {
 		return usageErrorf("--workers lands every task as a commit on your branch; --no-commit cannot go with it")
 	}
@@ -35,31 +30,19 @@ func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers i
 	if opts.JSON {
 		sink = runSink(opts)
 	}
-	sink = withNotify(opts.Env, s.ws, cfg, sink)
+	sink = withNotify(opts.Env, s.app, sink)
 	ctx, attach, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Machine: "parallel build", Takes: []control.Kind{control.Skip, control.Block, control.Unblock}})
 	defer detach()
-	rep, err := engine.Run(ctx, engine.Options{
-		Attach:        attach,
-		Workers:       workers,
-		WS:            s.ws,
-		Source:        s.opts.Source,
-		Checks:        s.opts.Checks,
-		PlanPath:      s.opts.PlanPath,
-		Memory:        s.opts.Memory,
-		WorktreeRoot:  cfg.Build.WorktreeRoot,
-		RetryLimit:    cfg.Build.LandAttempts,
-		MaxIterations: s.opts.MaxIterations,
-		MaxRetries:    s.opts.MaxRetries,
-		MinFreeDisk:   cfg.Build.MinFreeDisk << 20,
-		LoopOptions: func(ws *workspace.Workspace, src tasks.Source) loop.Options {
-			o := base
-			o.Memory = nil
-			o.PlanPath = ws.Abs(s.ws.Rel(base.PlanPath))
-			return o
-		},
-		Sink: sink,
-		Now:  opts.Env.Now,
-	})
+	eo := s.app.Parallel(workers)
+	eo.Attach, eo.Source, eo.Checks, eo.PlanPath, eo.Memory = attach, base.Source, base.Checks, base.PlanPath, base.Memory
+	eo.MaxIterations, eo.MaxRetries, eo.Sink = base.MaxIterations, base.MaxRetries, sink
+	eo.LoopOptions = func(ws *workspace.Workspace, src tasks.Source) loop.Options {
+		o := base
+		o.Memory = nil
+		o.PlanPath = ws.Abs(s.ws.Rel(base.PlanPath))
+		return o
+	}
+	rep, err := engine.Run(ctx, eo)
 	if rep.RunID != "" {
 		fmt.Fprintf(opts.progress(), "parallel run %s: %s landed, %d left, %s; records in %s\n", rep.RunID,
 			words.Count(rep.Landed, "task", "tasks"), rep.Left, words.Count(rep.Iterations, "iteration", "iterations"), s.ws.Rel(s.ws.Path("runs", rep.RunID)))

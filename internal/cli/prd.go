@@ -62,11 +62,11 @@ reported with a non-zero exit.`,
 
 func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 	env := opts.Env
-	ws, cfg, err := openWorkspace(cmd.Context(), env)
+	ws, a, err := openWorkspace(cmd.Context(), env)
 	if err != nil {
 		return err
 	}
-	spec, err := resolveAgent(env, cfg, opts.Agent)
+	spec, err := a.Agent(opts.Agent)
 	if err != nil {
 		return err
 	}
@@ -92,11 +92,10 @@ func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 	if err := agent.CheckInstalled(spec, argv); err != nil {
 		return err
 	}
-	out := cfg.Build.PRD
+	outPath := a.LoopOptions(false).PRDPath
 	if opts.Out != "" {
-		out = opts.Out
+		outPath = ws.Abs(opts.Out)
 	}
-	outPath := ws.Abs(out)
 	before, err := os.ReadFile(outPath)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err

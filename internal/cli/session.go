@@ -13,7 +13,6 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
@@ -159,7 +158,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		return err
 	}
 	env := opts.Env
-	ws, cfg, err := openWorkspace(ctx, env)
+	ws, a, err := openWorkspace(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -175,7 +174,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	// Agents come after the session: with nothing to resume, that is the
 	// answer, whatever the agents. A mistake in the configuration comes
 	// before the state of the tree: it is what the person must fix first.
-	specs, err := roleAgents(env, cfg, opts.Agent)
+	specs, err := a.SessionRoles(opts.Agent)
 	if err != nil {
 		return err
 	}
@@ -235,7 +234,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	if err := store.WriteFileAtomic(activeSessionPath(ws), []byte(filepath.Base(dir)+"\n"), 0o644); err != nil {
 		return err
 	}
-	em, journal := sessionEvents(env, ws, filepath.Base(dir), opts.JSON, notifySinks(env, ws, cfg)...)
+	em, journal := sessionEvents(env, ws, filepath.Base(dir), opts.JSON, notifier(env, a))
 	// The session takes pause and stop between its steps, from any
 	// terminal or front end.
 	ctx, attach, detach := attachControl(ctx, env, ws, control.Run{Run: "session-" + filepath.Base(dir), Machine: "session"})
@@ -246,8 +245,8 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	}
 	em.Emit(report.Event{Kind: report.KindRun, Text: fmt.Sprintf("session %s · %s · %s\n", filepath.Base(dir), describeRoles(specs), ws.Rel(dir)),
 		Data: map[string]any{"dir": ws.Rel(dir), "resumed": opts.Resume}})
-	r := app.SessionRunner(ws, dir, cfg)
-	r.Invoker = &agentInvoker{env: env, ws: ws, cfg: cfg, specs: specs, dir: dir, em: em,
+	r := a.SessionRunner(dir)
+	r.Invoker = &agentInvoker{env: env, ws: ws, app: a, specs: specs, dir: dir, em: em,
 		terminal: env.IO.OutTerminal && !opts.JSON} // JSON lines carry no terminal control characters
 	r.MaxLimitWait, r.Events, r.Control = sessionMaxLimitWait, em, att
 	p, err := r.Run(ctx)
@@ -307,21 +306,10 @@ func pathExists(p string) bool {
 	return err == nil
 }
 
-// roleAgents resolves each role's agent (app.SessionRoles): [roles.NAME]
-// agent and model, else the run's agent (--agent, AGENT_CMD, config,
-// default).
-func roleAgents(env *Env, cfg config.Config, flag string) (map[string]agent.Spec, error) {
-	base, err := resolveAgent(env, cfg, flag)
-	if err != nil {
-		return nil, err
-	}
-	return app.SessionRoles(cfg, base)
-}
-
 func describeRoles(specs map[string]agent.Spec) string {
 	names := map[string][]string{}
 	var order []string
-	for _, role := range config.RoleNames {
+	for _, role := range app.RoleNames {
 		n := specs[role].Name
 		if _, ok := names[n]; !ok {
 			order = append(order, n)
@@ -343,7 +331,7 @@ func describeRoles(specs map[string]agent.Spec) string {
 type agentInvoker struct {
 	env   *Env
 	ws    *workspace.Workspace
-	cfg   config.Config
+	app   *app.App
 	specs map[string]agent.Spec
 	dir   string
 	// em receives the role run's banner, the agent's output and the
@@ -364,14 +352,12 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 	logPath := filepath.Join(logs, c.Name+".log")
 	a.em.Emit(report.Event{Kind: report.KindIteration, Text: fmt.Sprintf("── %s · agent %s ──\n", c.Role, spec.Name),
 		Data: map[string]any{"role": c.Role, "agent": spec.Name, "name": c.Name}})
-	res, err := runkit.Attempt{
+	res, err := a.app.Attempt(runkit.Attempt{
 		Spec: spec, Prompt: c.Prompt, Dir: a.ws.Root,
 		PromptFile: filepath.Join(logs, c.Name+".prompt.md"), LogFile: logPath,
-		Timeout: a.cfg.Agent.Timeout.Duration, IdleTimeout: a.cfg.Agent.IdleTimeout.Duration, MaxLogBytes: a.cfg.Agent.MaxLogBytes,
 		Token: c.Token, OnStart: c.OnStart,
 		Events: a.em, Working: c.Role + " " + spec.Name + " working", Terminal: a.terminal,
-		LimitPatterns: a.cfg.Agent.LimitPatterns,
-	}.Run(ctx)
+	}).Run(ctx)
 	out := res.Outcome
 	if ctx.Err() != nil {
 		return "", ctx.Err()
@@ -389,7 +375,7 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 	if l := res.Limit; l != nil {
 		reset := l.ResetsAt
 		if reset.IsZero() {
-			reset = a.env.Now().Add(a.cfg.Agent.LimitCooldown.Duration)
+			reset = a.env.Now().Add(a.app.LimitCooldown())
 		}
 		return "", &session.LimitError{Agent: spec.Name, ResetsAt: reset, Message: l.Message}
 	}

@@ -14,14 +14,12 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/words"
-	"github.com/ralphloop/ralph/internal/workspace"
 )
 
 // A session on Temporal: `ralph run "REQUEST" --engine temporal` creates
@@ -41,17 +39,6 @@ const sessionMarkerName = "temporal.json"
 type SessionMarker = ThreadMarker
 
 func sessionMarkerPath(dir string) string { return filepath.Join(dir, sessionMarkerName) }
-
-func readSessionMarker(dir string) (*SessionMarker, error) {
-	var m SessionMarker
-	if _, err := store.ReadJSON(sessionMarkerPath(dir), 1, &m); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	return &m, nil
-}
 
 // answerWait is how long `ralph answer` waits for the session's host to
 // record an answer the workflow accepted.
@@ -83,15 +70,15 @@ func who() string {
 // the session runs here as always.
 func sessionOnTemporal(ctx context.Context, opts *RunOptions) (bool, error) {
 	env := opts.Env
-	ws, cfg, err := openWorkspace(ctx, env)
+	ws, a, err := openWorkspace(ctx, env)
 	if err != nil {
 		return false, nil // the local path reports it in its words
 	}
-	kind, err := engineKind(opts.Engine, cfg)
+	onTemporal, err := a.OnTemporal(opts.Engine)
 	if err != nil {
 		return true, err
 	}
-	if kind != config.EngineTemporal {
+	if !onTemporal {
 		if !opts.Resume {
 			return false, nil
 		}
@@ -99,13 +86,13 @@ func sessionOnTemporal(ctx context.Context, opts *RunOptions) (bool, error) {
 		if err != nil {
 			return false, nil
 		}
-		m, err := readSessionMarker(dir)
+		m, err := readMarker(sessionMarkerPath(dir))
 		if err != nil || m == nil {
 			return false, nil
 		}
 		// Two runners of one session would each write its progress: while
 		// its workflow runs, the session is the workflow's.
-		c, err := app.DialTemporal(ctx, cfg.Engine)
+		c, err := a.Temporal().Dial(ctx)
 		if err != nil {
 			return true, fmt.Errorf("session %s runs on Temporal (workflow %s), which cannot be reached, so it cannot be resumed here: %w", filepath.Base(dir), m.WorkflowID, err)
 		}
@@ -117,7 +104,7 @@ func sessionOnTemporal(ctx context.Context, opts *RunOptions) (bool, error) {
 		_ = os.Remove(sessionMarkerPath(dir))
 		return false, nil
 	}
-	return true, startSessionOnTemporal(ctx, opts, ws, cfg)
+	return true, startSessionOnTemporal(ctx, opts, a)
 }
 
 // running reports whether workflow id is running.
@@ -132,7 +119,8 @@ func running(ctx context.Context, c client.Client, id string) bool {
 // startSessionOnTemporal creates the session (or takes the one to
 // resume), starts its workflow, writes the marker and follows it. Bad
 // input and an unreachable server change nothing.
-func startSessionOnTemporal(ctx context.Context, opts *RunOptions, ws *workspace.Workspace, cfg config.Config) error {
+func startSessionOnTemporal(ctx context.Context, opts *RunOptions, a *app.App) error {
+	ws := a.WS
 	env := opts.Env
 	host, err := hostName(opts.Host)
 	if err != nil {
@@ -155,7 +143,7 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, ws *workspace
 	}
 	// The agents run on this checkout's worker: a mistake in them is
 	// told now, not in the worker's output.
-	if _, err := roleAgents(env, cfg, opts.Agent); err != nil {
+	if _, err := a.SessionRoles(opts.Agent); err != nil {
 		return err
 	}
 	if holder, busy := store.Held(ws.LockPath()); busy {
@@ -169,8 +157,8 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, ws *workspace
 		}
 		snap = s.Head
 	}
-	eng := cfg.Engine
-	c, err := app.DialTemporal(ctx, eng)
+	eng := a.Temporal()
+	c, err := eng.Dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -199,7 +187,7 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, ws *workspace
 		return err
 	}
 	in := fleet.SessionInput{SessionID: id, Host: host, Shared: eng.TaskQueue, Agent: opts.Agent, Title: p.Title, State: p.State,
-		Open: session.OpenQuestions(qs), Heartbeat: eng.Heartbeat.Duration}
+		Open: session.OpenQuestions(qs), Heartbeat: eng.Heartbeat}
 	run, err := fleet.StartSession(ctx, c, in)
 	if err != nil {
 		if resumeDir == "" {
@@ -228,8 +216,7 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, ws *workspace
 		fmt.Fprintf(out, "its questions: ralph questions --session %s; its progress: ralph metrics --session %s\n", id, id)
 		return nil
 	}
-	start := "ralph worker --host " + host
-	ww := newWorkerWatch(env, c, eng, "session "+id, opts.JSON, waitQueue{eng.TaskQueue, start, ""}, waitQueue{fleet.HostQueue(eng.TaskQueue, host), start, ""})
+	ww := newWorkerWatch(env, c, eng, "session "+id, opts.JSON, hostQueues(eng, host)...)
 	return followSession(ctx, env, c, run, id, opts.JSON, ww)
 }
 
@@ -324,7 +311,7 @@ func sessionEnded(env *Env, st fleet.SessionStatus, asJSON bool) error {
 // reports whether it handled the command.
 func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string) (bool, error) {
 	ctx := cmd.Context()
-	ws, cfg, err := openWorkspace(ctx, env)
+	ws, a, err := openWorkspace(ctx, env)
 	if err != nil {
 		return false, nil
 	}
@@ -332,29 +319,29 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 	dir, derr := sessionDir(ws, sessionID)
 	var m *SessionMarker
 	if derr == nil {
-		if m, err = readSessionMarker(dir); err != nil {
+		if m, err = readMarker(sessionMarkerPath(dir)); err != nil {
 			return true, fmt.Errorf("reading the session's Temporal marker: %w", err)
 		}
 		if m == nil {
 			return false, nil
 		}
 		id = filepath.Base(dir)
-	} else if sessionID == "" || cfg.Engine.Kind != config.EngineTemporal {
+	} else if onTemporal, _ := a.OnTemporal(""); sessionID == "" || !onTemporal {
 		return false, nil
 	}
-	c, err := app.DialTemporal(ctx, cfg.Engine)
+	eng := a.Temporal()
+	c, err := eng.Dial(ctx)
 	if err != nil {
 		return true, err
 	}
 	defer c.Close()
 	// The Update waits for the workflow's worker, the recording for the
 	// host's: a person is told when none polls.
-	queues := []waitQueue{{cfg.Engine.TaskQueue, "ralph worker --host HOST", "in the checkout that holds the session"}}
+	queues := []waitQueue{{eng.TaskQueue, "ralph worker --host HOST", "in the checkout that holds the session"}}
 	if m != nil && m.Host != "" {
-		start := "ralph worker --host " + m.Host
-		queues = []waitQueue{{cfg.Engine.TaskQueue, start, ""}, {fleet.HostQueue(cfg.Engine.TaskQueue, m.Host), start, ""}}
+		queues = hostQueues(eng, m.Host)
 	}
-	stop := newWorkerWatch(env, c, cfg.Engine, "the answer to "+qid+" of session "+id, false, queues...).watch(ctx)
+	stop := newWorkerWatch(env, c, eng, "the answer to "+qid+" of session "+id, false, queues...).watch(ctx)
 	st, recorded, err := fleet.SendAnswer(ctx, c, id, fleet.SessionAnswer{QuestionID: qid, Text: text, By: who()}, answerWait)
 	stop()
 	var refused *fleet.AnswerRefused
@@ -394,7 +381,7 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 // workflows. Answers are recorded by the steerer, as `ralph answer`
 // records them here, journal line included.
 func NewSessionHost(ctx context.Context, env *Env, c client.Client, host string) (*fleet.SessionHost, error) {
-	ws, cfg, err := openWorkspace(ctx, env)
+	ws, a, err := openWorkspace(ctx, env)
 	if err != nil {
 		return nil, err
 	}
@@ -404,13 +391,13 @@ func NewSessionHost(ctx context.Context, env *Env, c client.Client, host string)
 		Do: func(ctx context.Context, in fleet.SessionRunInput) error {
 			return runSessionHere(ctx, &quiet, in)
 		},
-		Record: func(ctx context.Context, a fleet.SessionAnswer) error {
-			cmd := control.New(control.Answer, a.By, quiet.Now())
-			cmd.Session, cmd.Question, cmd.Text = a.SessionID, a.QuestionID, a.Text
+		Record: func(ctx context.Context, ans fleet.SessionAnswer) error {
+			cmd := control.New(control.Answer, ans.By, quiet.Now())
+			cmd.Session, cmd.Question, cmd.Text = ans.SessionID, ans.QuestionID, ans.Text
 			if cmd.By == "" {
 				cmd.By = "temporal"
 			}
-			_, err := newSteerer(&quiet, ws, cfg).Do(ctx, cmd)
+			_, err := newSteerer(&quiet, a).Do(ctx, cmd)
 			return err
 		}}, nil
 }
@@ -421,7 +408,7 @@ func NewSessionHost(ctx context.Context, env *Env, c client.Client, host string)
 // in this checkout's journal and on the worker's output. It returns the
 // runner's error for the activity to read.
 func runSessionHere(ctx context.Context, env *Env, in fleet.SessionRunInput) error {
-	ws, cfg, err := openWorkspace(ctx, env)
+	ws, a, err := openWorkspace(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -429,7 +416,7 @@ func runSessionHere(ctx context.Context, env *Env, in fleet.SessionRunInput) err
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), fleet.ErrTypeUsage, err)
 	}
-	specs, err := roleAgents(env, cfg, in.Agent)
+	specs, err := a.SessionRoles(in.Agent)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), fleet.ErrTypeAgentCannotRun, err)
 	}
@@ -444,12 +431,12 @@ func runSessionHere(ctx context.Context, env *Env, in fleet.SessionRunInput) err
 		return err
 	}
 	defer lock.Unlock()
-	em, journal := sessionEvents(env, ws, in.SessionID, false, notifySinks(env, ws, cfg)...)
+	em, journal := sessionEvents(env, ws, in.SessionID, false, notifier(env, a))
 	em.Emit(report.Event{Kind: report.KindRun, Text: fmt.Sprintf("session %s · %s · %s (Temporal, run %d)\n", in.SessionID, describeRoles(specs), ws.Rel(dir), in.Seq),
 		Data: map[string]any{"dir": ws.Rel(dir), "resumed": true, "temporal": true}})
 	// The runner as runSession makes it.
-	r := app.SessionRunner(ws, dir, cfg)
-	r.Invoker = &agentInvoker{env: env, ws: ws, cfg: cfg, specs: specs, dir: dir, em: em}
+	r := a.SessionRunner(dir)
+	r.Invoker = &agentInvoker{env: env, ws: ws, app: a, specs: specs, dir: dir, em: em}
 	r.MaxLimitWait, r.Events = sessionMaxLimitWait, em
 	_, err = r.Run(ctx)
 	if jerr := journal.Err(); jerr != nil && err == nil {

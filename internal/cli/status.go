@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/loop"
@@ -54,18 +53,18 @@ func newStatusCmd(env *Env) *cobra.Command {
 
 func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	env := opts.Env
-	ws, cfg, err := openWorkspace(cmd.Context(), env)
+	_, a, err := openWorkspace(cmd.Context(), env)
 	if err != nil {
 		return err
 	}
-	kind, err := engineKind(opts.Engine, cfg)
+	onTemporal, err := a.OnTemporal(opts.Engine)
 	if err != nil {
 		return err
 	}
-	if kind == config.EngineTemporal {
-		return fleetStatus(cmd, opts, ws, cfg)
+	if onTemporal {
+		return fleetStatus(cmd, opts, a)
 	}
-	rep, st, srcErr, err := buildStatus(ws, cfg, env, opts.Tasks)
+	rep, st, srcErr, err := buildStatus(a, env, opts.Tasks)
 	if err != nil {
 		return err
 	}
@@ -76,7 +75,8 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 // --json` prints and the front ends show. srcErr says why the task file
 // could not be read (the document then has no board); err is a failure
 // that leaves no document.
-func buildStatus(ws *workspace.Workspace, cfg config.Config, env *Env, tasksFlag string) (rep StatusReport, st *loop.LoopState, srcErr, err error) {
+func buildStatus(a *app.App, env *Env, tasksFlag string) (rep StatusReport, st *loop.LoopState, srcErr, err error) {
+	ws := a.WS
 	rep = StatusReport{SchemaVersion: status.SchemaVersion, Engine: status.EngineLocal,
 		RetryCounts: map[string]int{}, Blocked: []BlockedTask{}, Cooldowns: map[string]string{}}
 	if h, held := store.Held(ws.LockPath()); held {
@@ -96,7 +96,7 @@ func buildStatus(ws *workspace.Workspace, cfg config.Config, env *Env, tasksFlag
 	for name, r := range rests {
 		rep.Cooldowns[name] = r.Until.UTC().Format(time.RFC3339)
 	}
-	src, srcErr := app.TaskSource(ws, cfg, tasksFlag, "")
+	src, srcErr := a.TaskSource(tasksFlag, "")
 	if ue := (*UsageError)(nil); errors.As(srcErr, &ue) {
 		return rep, nil, nil, srcErr // a --tasks that names nothing
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/fleet"
@@ -148,11 +148,11 @@ func TestStatusDocumentIsOneShapeOnTemporal(t *testing.T) {
 		t.Fatal(err)
 	}
 	env, _, _ := testEnv(dir, nil, false)
-	ws, cfg, err := openWorkspace(context.Background(), env)
+	_, a, err := openWorkspace(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, _, _, err := buildStatus(ws, cfg, env, "")
+	local, _, _, err := buildStatus(a, env, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestStatusDocumentIsOneShapeOnTemporal(t *testing.T) {
 	st := fleet.Status{RunState: fleet.RunState{RunID: "b-1", Target: "main", Iterations: 3, Generation: 2, Controls: []string{"hint by cli"},
 		Tasks: []*fleet.Task{{ID: "US-001", State: fleet.Landed, Commit: "abc"}, {ID: "US-002", State: fleet.Working, Host: "h1", Attempt: 1}}}, HistoryLength: 40, Workers: 2}
 	fleetOverlay(&onTemporal, st, time.Now())
-	fleetEngine(&onTemporal, config.EngineSection{Address: "127.0.0.1:7233", TaskQueue: "ralph"})
+	fleetEngine(&onTemporal, app.Temporal{Server: fleet.Server{Address: "127.0.0.1:7233"}, TaskQueue: "ralph"})
 
 	keys := func(rep status.Report) map[string]any {
 		b, _ := json.Marshal(rep)

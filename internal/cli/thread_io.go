@@ -13,7 +13,6 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
@@ -34,7 +33,7 @@ type threadCmd struct {
 	opts *ThreadOptions
 	ctx  context.Context
 	ws   *workspace.Workspace
-	cfg  config.Config
+	app  *app.App
 	dir  string // .ralph
 	// r is nil until the command has chosen its thread (use).
 	r *thread.Runner
@@ -69,7 +68,7 @@ func openThreads(cmd *cobra.Command, opts *ThreadOptions) (*threadCmd, error) {
 // readThreads opens the workspace for a command that only reads threads:
 // it creates nothing, not even .ralph/.
 func readThreads(cmd *cobra.Command, opts *ThreadOptions) (*threadCmd, error) {
-	ws, cfg, err := openWorkspace(cmd.Context(), opts.Env)
+	ws, a, err := openWorkspace(cmd.Context(), opts.Env)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +77,7 @@ func readThreads(cmd *cobra.Command, opts *ThreadOptions) (*threadCmd, error) {
 		// or start one whose worktree nests in this one.
 		return nil, usageErrorf("%s is one of ralph's worktrees, where a thread's or a worker's agent works: run `ralph thread` from the repository's own checkout", ws.Root)
 	}
-	return &threadCmd{env: opts.Env, opts: opts, ctx: cmd.Context(), ws: ws, cfg: cfg, dir: ws.Dir()}, nil
+	return &threadCmd{env: opts.Env, opts: opts, ctx: cmd.Context(), ws: ws, app: a, dir: ws.Dir()}, nil
 }
 
 // prepare creates the state files a thread command writes next to.
@@ -142,12 +141,12 @@ func readThread(cmd *cobra.Command, opts *ThreadOptions, args []string) (*thread
 // use makes t the command's thread: it turns the command's environment,
 // configuration and flags into the runner's inputs.
 func (tc *threadCmd) use(t thread.Thread) {
-	env, cfg := tc.env, tc.cfg
+	env, a := tc.env, tc.app
 	sinks := []report.Sink{tc.sink()}
 	var after int64
 	if tc.journal != nil {
 		sinks = append(sinks, tc.journal)
-		sinks = append(sinks, notifySinks(env, tc.ws, cfg)...)
+		sinks = append(sinks, notifier(env, a))
 		// An unreadable journal starts at 1; its appends say what is wrong.
 		after, _ = report.LastSeq(tc.journal.Path)
 		// A command that works the thread takes pause and stop; its
@@ -159,37 +158,33 @@ func (tc *threadCmd) use(t thread.Thread) {
 		}
 	}
 	tc.em = report.NewEmitter(thread.MachineName, t.ID, after, env.Now, sinks...)
-	tc.r = thread.NewRunner(tc.ctx, tc.ws, app.ThreadSettings(cfg), t, thread.Env{
+	tc.r = thread.NewRunner(tc.ctx, tc.ws, a.ThreadSettings(), t, thread.Env{
 		Events:     tc.em,
 		InTerminal: env.IO.InTerminal,
 		Interactive: func(ctx context.Context, s agent.Spec, promptFile, prompt, dir string) (int, error) {
 			return agent.RunInteractive(ctx, s, promptFile, prompt, dir, env.IO.In, tc.progress(), env.IO.Err)
 		},
-		Now:     env.Now,
-		WorkDir: env.WorkDir,
-		Checks:  app.Checks(cfg),
-		ResolveAgent: func(name string) (agent.Spec, error) {
-			return resolveAgent(env, cfg, name)
-		},
-		NamedAgent: func(name, key string) (agent.Spec, error) {
-			return app.NamedAgent(cfg, name, key)
-		},
-		LoopOptions: func(ctx context.Context, a agent.Spec, prd string, maxIterations int) (loop.Options, error) {
+		Now:          env.Now,
+		WorkDir:      env.WorkDir,
+		Checks:       a.Checks(),
+		ResolveAgent: a.Agent,
+		NamedAgent:   a.NamedAgent,
+		LoopOptions: func(ctx context.Context, spec agent.Spec, prd string, maxIterations int) (loop.Options, error) {
 			cmd := &cobra.Command{}
 			cmd.SetContext(ctx)
 			// loopOptions looks the agent up by name, as --agent would. An
 			// agent AGENT_CMD gave as a command line has no such name: the
 			// usual precedence picks one, and the thread's agent replaces it.
-			name := a.Name
-			if _, err := app.NamedAgent(cfg, name, "thread agents"); err != nil {
+			name := spec.Name
+			if _, err := a.NamedAgent(name, "thread agents"); err != nil {
 				name = ""
 			}
 			s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: name, PRD: prd, MaxIterations: maxIterations, JSON: tc.opts.JSON}, false)
 			if err != nil {
 				return loop.Options{}, err
 			}
-			s.opts.Agent = a
-			s.opts.Sink = withNotify(env, tc.ws, cfg, tc.sink())
+			s.opts.Agent = spec
+			s.opts.Sink = withNotify(env, a, tc.sink())
 			s.opts.Control, s.opts.ControlPauseOnly = tc.att, true
 			return s.opts, nil
 		},

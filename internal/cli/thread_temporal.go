@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/thread"
@@ -46,9 +45,11 @@ func threadMarkerPath(ralphDir, id string) string {
 	return filepath.Join(thread.Dir(ralphDir, id), threadMarkerName)
 }
 
-func readThreadMarker(ralphDir, id string) (*ThreadMarker, error) {
+// readMarker reads the marker of a thread or a session at path; nil when
+// there is none: it runs here.
+func readMarker(path string) (*ThreadMarker, error) {
 	var m ThreadMarker
-	if _, err := store.ReadJSON(threadMarkerPath(ralphDir, id), 1, &m); err != nil {
+	if _, err := store.ReadJSON(path, 1, &m); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
@@ -75,7 +76,7 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 		return false, nil // the local path reports it in its words
 	}
 	t := tc.r.Thread()
-	m, err := readThreadMarker(tc.dir, t.ID)
+	m, err := readMarker(threadMarkerPath(tc.dir, t.ID))
 	if err != nil {
 		return true, fmt.Errorf("reading the thread's Temporal marker: %w", err)
 	}
@@ -83,27 +84,25 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 		if name != "start" {
 			return false, nil
 		}
-		kind, err := engineKind(opts.Engine, tc.cfg)
+		onTemporal, err := tc.app.OnTemporal(opts.Engine)
 		if err != nil {
 			return true, err
 		}
-		if kind != config.EngineTemporal {
+		if !onTemporal {
 			return false, nil
 		}
 		return true, startThreadOnTemporal(cmd, tc, opts)
 	}
-	if opts.Engine == config.EngineLocal {
+	if opts.Engine == app.EngineLocal {
 		return true, usageErrorf("thread %s runs on Temporal (workflow %s): its commands go there; --engine local does not apply", t.ID, m.WorkflowID)
 	}
-	eng := tc.cfg.Engine
-	c, err := app.DialTemporal(cmd.Context(), eng)
+	eng := tc.app.Temporal()
+	c, err := eng.Dial(cmd.Context())
 	if err != nil {
 		return true, err
 	}
 	defer c.Close()
-	hostStart := "ralph worker --host " + m.Host
-	ww := newWorkerWatch(opts.Env, c, eng, "thread "+t.ID, opts.JSON,
-		waitQueue{eng.TaskQueue, hostStart, ""}, waitQueue{fleet.HostQueue(eng.TaskQueue, m.Host), hostStart, ""})
+	ww := newWorkerWatch(opts.Env, c, eng, "thread "+t.ID, opts.JSON, hostQueues(eng, m.Host)...)
 	// The Query, and the Update after it, wait for the workflow's worker:
 	// a person is told when none polls.
 	stop := ww.watch(cmd.Context())
@@ -165,14 +164,14 @@ func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOption
 	if err != nil {
 		return err
 	}
-	eng := tc.cfg.Engine
-	c, err := app.DialTemporal(ctx, eng)
+	eng := tc.app.Temporal()
+	c, err := eng.Dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	by := os.Getenv("USER")
-	in := fleet.ThreadInput{ThreadID: t.ID, Host: host, Shared: eng.TaskQueue, Thread: t, Heartbeat: eng.Heartbeat.Duration,
+	in := fleet.ThreadInput{ThreadID: t.ID, Host: host, Shared: eng.TaskQueue, Thread: t, Heartbeat: eng.Heartbeat,
 		Start: fleet.ThreadCommand{Verb: "start", By: by, Agents: opts.Agents, MaxIterations: opts.MaxIterations,
 			Verifiers: opts.Verifiers, Agent: opts.Agent, Worktree: opts.Worktree}}
 	run, err := fleet.StartThread(ctx, c, in)
@@ -193,9 +192,7 @@ func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOption
 		fmt.Fprintf(tc.progress(), "follow it with `ralph thread show %s`\n", t.ID)
 		return nil
 	}
-	hostStart := "ralph worker --host " + host
-	ww := newWorkerWatch(opts.Env, c, eng, "thread "+t.ID, opts.JSON,
-		waitQueue{eng.TaskQueue, hostStart, ""}, waitQueue{fleet.HostQueue(eng.TaskQueue, host), hostStart, ""})
+	ww := newWorkerWatch(opts.Env, c, eng, "thread "+t.ID, opts.JSON, hostQueues(eng, host)...)
 	return followThread(ctx, tc, c, t.ID, 0, ww)
 }
 
@@ -274,18 +271,19 @@ func threadSettled(tc *threadCmd, st fleet.ThreadStatus) error {
 // thread's workflow answers its Query with, when the thread runs there.
 func showThreadOnTemporal(cmd *cobra.Command, tc *threadCmd) {
 	t := tc.r.Thread()
-	m, err := readThreadMarker(tc.dir, t.ID)
+	m, err := readMarker(threadMarkerPath(tc.dir, t.ID))
 	if err != nil || m == nil {
 		return
 	}
-	c, err := app.DialTemporal(cmd.Context(), tc.cfg.Engine)
+	eng := tc.app.Temporal()
+	c, err := eng.Dial(cmd.Context())
 	if err != nil {
 		fmt.Fprintf(tc.env.IO.Err, "ralph: thread %s runs on Temporal (workflow %s), which cannot be reached: %v\n", t.ID, m.WorkflowID, err)
 		return
 	}
 	defer c.Close()
 	hostStart := "ralph worker --host " + m.Host
-	stop := newWorkerWatch(tc.env, c, tc.cfg.Engine, "thread "+t.ID, false, waitQueue{tc.cfg.Engine.TaskQueue, hostStart, ""}).watch(cmd.Context())
+	stop := newWorkerWatch(tc.env, c, eng, "thread "+t.ID, false, waitQueue{eng.TaskQueue, hostStart, ""}).watch(cmd.Context())
 	st, err := fleet.QueryThread(cmd.Context(), c, t.ID)
 	stop()
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/thread"
-	"github.com/ralphloop/ralph/internal/workspace"
 )
 
 // testThreadCmd opens a workspace in a fresh repository with one quick-mode
@@ -25,7 +24,7 @@ func testThreadCmd(t *testing.T, p thread.Phase, yes bool) *threadCmd {
 	gitT(t, dir, "add", "-A")
 	gitT(t, dir, "commit", "-q", "-m", "initial")
 	env, _, _ := testEnv(dir, nil, false)
-	ws, err := workspace.Open(context.Background(), dir)
+	ws, a, err := openWorkspace(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +44,7 @@ func testThreadCmd(t *testing.T, p thread.Phase, yes bool) *threadCmd {
 	if err := thread.Save(ws.Dir(), &th); err != nil {
 		t.Fatal(err)
 	}
-	tc := &threadCmd{env: env, opts: &ThreadOptions{Env: env, Yes: yes}, ctx: context.Background(), ws: ws, dir: ws.Dir()}
+	tc := &threadCmd{env: env, opts: &ThreadOptions{Env: env, Yes: yes}, ctx: context.Background(), ws: ws, app: a, dir: ws.Dir()}
 	tc.use(th)
 	return tc
 }

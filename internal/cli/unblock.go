@@ -7,11 +7,9 @@ import (
 	"io/fs"
 
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/config"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/tasks"
-	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
 
@@ -39,8 +37,9 @@ works too.`,
 
 // unblockTask clears task id's blocker while no run is going: in ralph's
 // state and in the task file, under the run's lock.
-func unblockTask(ctx context.Context, env *Env, ws *workspace.Workspace, cfg config.Config, id string) (string, error) {
-	src, err := app.TaskSource(ws, cfg, "", "")
+func unblockTask(ctx context.Context, env *Env, a *app.App, id string) (string, error) {
+	ws := a.WS
+	src, err := a.TaskSource("", "")
 	if err != nil {
 		return "", err
 	}
@@ -75,7 +74,7 @@ func unblockTask(ctx context.Context, env *Env, ws *workspace.Workspace, cfg con
 	}
 	// A person decided about the blocker: it leaves the known
 	// issues of the next prompts, and stays in memory, resolved.
-	if err := resolveBlockers(ctx, ws, cfg, env, asked); err != nil {
+	if err := resolveBlockers(ctx, a, env, asked); err != nil {
 		fmt.Fprintf(env.IO.Err, "ralph: could not mark %s's blockers resolved in memory (%v); the prompts drop them once the task is done\n", asked, err)
 	}
 	ws.LogEvent(env.Now(), fmt.Sprintf("task %s unblocked by hand", id))
@@ -83,8 +82,9 @@ func unblockTask(ctx context.Context, env *Env, ws *workspace.Workspace, cfg con
 }
 
 // blockTask blocks task id by a person's decision while no run is going.
-func blockTask(env *Env, ws *workspace.Workspace, cfg config.Config, id, reason string) (string, error) {
-	src, err := app.TaskSource(ws, cfg, "", "")
+func blockTask(env *Env, a *app.App, id, reason string) (string, error) {
+	ws := a.WS
+	src, err := a.TaskSource("", "")
 	if err != nil {
 		return "", err
 	}
@@ -115,8 +115,8 @@ func blockTask(env *Env, ws *workspace.Workspace, cfg config.Config, id, reason 
 
 // resolveBlockers marks the memory's blockers of task (a story's cover its
 // subtasks') resolved.
-func resolveBlockers(ctx context.Context, ws *workspace.Workspace, cfg config.Config, env *Env, task string) error {
-	mem, err := openMemory(ws, cfg, env)
+func resolveBlockers(ctx context.Context, a *app.App, env *Env, task string) error {
+	mem, err := a.Memory()
 	if err != nil {
 		return err
 	}
@@ -150,8 +150,9 @@ next step. To have the task done again instead: ralph unblock TASK-ID.`,
 }
 
 // approveTask accepts task id's reviewed work while no run is going.
-func approveTask(ctx context.Context, env *Env, ws *workspace.Workspace, cfg config.Config, id, by string) (string, error) {
-	src, err := app.TaskSource(ws, cfg, "", "")
+func approveTask(ctx context.Context, env *Env, a *app.App, id, by string) (string, error) {
+	ws := a.WS
+	src, err := a.TaskSource("", "")
 	if err != nil {
 		return "", err
 	}

@@ -8,7 +8,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/ralphloop/ralph/internal/config"
+	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/fleet"
 )
 
@@ -39,11 +39,15 @@ type workerWatch struct {
 // worker polling it, and where to run that ("" for this checkout).
 type waitQueue struct{ name, start, where string }
 
-func newWorkerWatch(env *Env, c client.Client, eng config.EngineSection, what string, asJSON bool, queues ...waitQueue) *workerWatch {
-	after := eng.WorkerWait.Duration
-	if after <= 0 {
-		after = config.DefaultEngine().WorkerWait.Duration
-	}
+// hostQueues are the queues the workflow of a thread or a session of
+// host's checkout needs polled: the shared one, and host's own.
+func hostQueues(eng app.Temporal, host string) []waitQueue {
+	start := "ralph worker --host " + host
+	return []waitQueue{{eng.TaskQueue, start, ""}, {fleet.HostQueue(eng.TaskQueue, host), start, ""}}
+}
+
+func newWorkerWatch(env *Env, c client.Client, eng app.Temporal, what string, asJSON bool, queues ...waitQueue) *workerWatch {
+	after := eng.WorkerWait
 	return &workerWatch{env: env, c: c, queues: queues, what: what, json: asJSON, every: min(5*time.Second, after), after: after}
 }
 
