@@ -12,7 +12,6 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
-	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/proc"
@@ -75,50 +74,48 @@ func agentInstalled(s agent.Spec) error {
 	return agent.CheckInstalled(s, argv)
 }
 
-// builder is one build run: the loop machine's runner.
+// builder is one build run: the loop machine's runner. Its steps hand
+// what one step learns to the next in the run's state (st) and the
+// iteration's record (rec); what it knows of the work tree between git
+// processes is the trees'.
 type builder struct {
 	*run
+	// trees is embedded for the transition, which sets its commit tokens.
+	trees
+	src   tasks.Source
+	board *tasks.Board
+	st    *LoopState
+	mem   memory.Store
+	sel   tasks.Selection
+	rec   *IterationRecord
+	brief brief
+	carry carried
 	// notesWritten says this run appended to progress.md: EXIT commits
 	// what no task's commit took along (a blocker noted last).
 	notesWritten bool
-	src          tasks.Source
-	board        *tasks.Board
-	st           *LoopState
-	tpl          prompt.Template
-	mem          memory.Store
-	sel          tasks.Selection
-	rec          *IterationRecord
-	snap         gitx.Snapshot
-	memText      string
+}
+
+// brief is what every prompt of the run is made from.
+type brief struct {
+	tpl     prompt.Template
+	memText string
+	// projectNotes are agent instruction files found in the repository.
+	projectNotes []string
+}
+
+// carried is what one attempt leaves the next: of a killed run, or of this
+// process's last agent.
+type carried struct {
 	// stoppedFirst is what Build stopped of a killed run's agent before
 	// it read anything (stopLeftoversFirst).
 	stoppedFirst proc.Stopped
-	// projectNotes are agent instruction files found in the repository.
-	projectNotes []string
-	// descent is a pair of commits (from, to) that this iteration's git
-	// log showed to descend one from the other: checkHistory need not ask
-	// again.
-	descent [2]string
-	// fresh is the tree as COMMIT left it, the snapshot the next
-	// IMPLEMENT starts from unless something may have changed the tree
-	// since (see freshSnapshot): one git status fewer per iteration.
-	fresh *freshSnap
-	// freshToken is the commit token this process made with the
-	// transition into TEST and has not committed with: no commit carries
-	// it, so COMMIT need not look for one. savedToken is the token in the
-	// state as last saved.
-	freshToken, savedToken string
-	// deltaIter is the iteration whose record holds the agent's commits
-	// and files as this process read them after the agent: COMMIT adds
-	// its own to them instead of asking git again.
-	deltaIter int
-	// own are the copies of ralph's own files this process made before
-	// its last agent (saveOwnFiles).
-	own *ownCopies
 	// resumedFrom is the interrupted attempt a resumed IMPLEMENT continues:
 	// its starting point is the baseline for "did the agent change
 	// anything".
 	resumedFrom *Attempt
+	// own are the copies of ralph's own files this process made before
+	// its last agent (saveOwnFiles).
+	own *ownCopies
 }
 
 // Build runs the loop machine until every task is done and verified, only
@@ -217,14 +214,15 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	if opts.OnlyStory != "" {
 		board.Stories = onlyStory(board.Stories, opts.OnlyStory)
 	}
-	b := &builder{run: r, src: src, board: board, tpl: tpl, mem: opts.Memory, stoppedFirst: stoppedFirst}
+	b := &builder{run: r, trees: newTrees(r.git, r.dir), src: src, board: board, mem: opts.Memory,
+		brief: brief{tpl: tpl}, carry: carried{stoppedFirst: stoppedFirst}}
 	if b.mem == nil {
 		b.mem = &memory.FileStore{Path: ws.Path("memory.jsonl"), Now: opts.Now}
 	}
 	reason := ""
 	defer func() {
 		b.flushAtExit()
-		os.Remove(b.commitTracePath()) // scratch: git's trace of the last commit
+		b.trees.removeTrace()
 		rep.StoriesLeft, rep.StoriesDone = b.board.Remaining(), len(b.board.Stories)-b.board.Remaining()
 		r.finish(&rep, reason)
 	}()
@@ -290,7 +288,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			return rep, err
 		}
 	}
-	r.record.HeadBefore = b.headNow()
+	r.record.HeadBefore = b.trees.head()
 
 	for !b.st.Machine.State.Ends() {
 		if err := b.steer(ctx); err != nil {

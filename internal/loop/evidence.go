@@ -139,7 +139,7 @@ const (
 // nothing. A resume keeps the baseline of its run: its tree is no longer
 // the start.
 func (b *builder) takeBaseline(ctx context.Context) error {
-	b.st.Baseline = &Baseline{Head: b.headNow(), Checks: []BaselineCheck{}}
+	b.st.Baseline = &Baseline{Head: b.trees.head(), Checks: []BaselineCheck{}}
 	var commands []string
 	for _, c := range b.opts.Checks {
 		commands = append(commands, c.Run)

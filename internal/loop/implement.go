@@ -32,23 +32,21 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	if hints != "" {
 		vars["CONTEXT_HINTS"] = hints
 	}
-	text, err := b.tpl.Render(vars)
+	text, err := b.brief.tpl.Render(vars)
 	if err != nil {
 		return Event{}, err
 	}
-	before, err := b.snapshotBefore(context.WithoutCancel(ctx), n)
+	before, err := b.trees.before(context.WithoutCancel(ctx), n, b.src.Path())
 	if err != nil {
 		return b.fail(TrigUnresolvable, "git: "+err.Error(), "", "permanent")
 	}
-	b.snap = before
-	b.descent, b.deltaIter = [2]string{}, 0
 	treeBefore := worktreeDigest(b.ws.Root, before)
 	headBefore := before.Head
-	if r := b.resumedFrom; r != nil && r.TaskID == taskID && r.TreeBefore != "" {
+	if r := b.carry.resumedFrom; r != nil && r.TaskID == taskID && r.TreeBefore != "" {
 		treeBefore, headBefore = r.TreeBefore, r.HeadBefore
 		before.Head = r.HeadBefore
 	}
-	b.resumedFrom = nil
+	b.carry.resumedFrom = nil
 	if b.st.TaskBaseFor != taskID {
 		b.st.TaskBase, b.st.TaskBaseFor = headBefore, taskID
 	}
@@ -125,7 +123,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		if spec.Name != b.opts.Agent.Name {
 			b.sayf(report.KindLimit, "  ↻ %s is cooling down; using %s for this iteration\n", b.opts.Agent.Name, spec.Name)
 		}
-		tree = b.treeAfterAgent(context.WithoutCancel(ctx))
+		tree = b.trees.watchAgentExit(context.WithoutCancel(ctx), &b.onAgentExit)
 		res, runErr = b.agents.RunAgent(ctx, spec, n, text)
 		// The agent may have changed the tasks (bd close, bd create):
 		// what the source kept from before is old.
@@ -185,14 +183,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		return Event{}, runErr
 	}
 	bg := context.WithoutCancel(ctx)
-	after, rg, gerr := b.gitDelta(bg, rec, before, afterAgent.read(bg, b.git))
-	if gerr == nil {
-		b.snap = after
-		b.deltaIter = n
-		if rg.Descends {
-			b.descent = [2]string{before.Head, after.Head}
-		}
-	}
+	after, gerr := b.trees.afterAgent(bg, rec, before, afterAgent)
 	if out.Interrupted {
 		rec.Status, rec.Reason = StatusInterrupted, "interrupted by the user"
 		b.reopenClaim("interrupted before verification")
@@ -200,7 +191,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		return Event{}, ErrInterrupted
 	}
 	if gerr == nil {
-		if err := b.checkHistory(bg, headBefore, after); err != nil {
+		if err := b.trees.history(bg, b.st.Branch, headBefore, after); err != nil {
 			rec.Status, rec.Reason = StatusFailed, err.Error()
 			b.saveIteration(rec)
 			b.logError("iteration %d (%s): %v", n, taskID, err)
@@ -219,7 +210,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	if len(after.Dirty) > 0 {
 		// What ralph put back is no change of the agent's.
 		after = b.withoutRestored(after, before, own)
-		b.snap = after
+		b.trees.restored(after)
 	}
 	changed := after.Head != headBefore || worktreeDigest(b.ws.Root, after) != treeBefore
 	rec.Progress = changed

@@ -89,7 +89,10 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 		for _, f := range snap.Dirty {
 			dirtyBefore[f] = true
 		}
-		after, _, gerr := r.gitDelta(bg, rec, snap, treeRead{}.read(bg, r.git))
+		after, gerr := r.git.Snapshot(bg)
+		if gerr == nil {
+			_, gerr = rangeInto(bg, r.git, rec, snap.Head, after)
+		}
 		if gerr != nil {
 			r.logError("planning iteration %d: git: %v", n, gerr)
 		} else {

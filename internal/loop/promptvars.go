@@ -67,8 +67,8 @@ func (b *builder) vars(n int, taskID string) map[string]string {
 		status = fmt.Sprintf("Update the PRD: change `- [ ]` to `- [x]` for each acceptance criterion of %s that now holds. Only when all of them hold, change the story heading from `### [ ] %s:` to `### [x] %s:`. Never check a criterion you did not verify; ralph runs the checks itself and reopens the story if they fail.", story.ID, story.ID, story.ID)
 	}
 	notes := ""
-	if len(b.projectNotes) > 0 {
-		notes = "- Project notes for agents: " + strings.Join(b.projectNotes, ", ") + "\n"
+	if len(b.brief.projectNotes) > 0 {
+		notes = "- Project notes for agents: " + strings.Join(b.brief.projectNotes, ", ") + "\n"
 	}
 	soft, hard := o.ContextSoft, o.ContextHard
 	if soft == 0 {
@@ -98,7 +98,7 @@ func (b *builder) vars(n int, taskID string) map[string]string {
 		"VERIFY_FEEDBACK":   feedback,
 		"STATUS_RULES":      status,
 		"CONTEXT_HINTS":     "None.",
-		"MEMORY":            orDefault(b.memText, "Nothing recorded yet."),
+		"MEMORY":            orDefault(b.brief.memText, "Nothing recorded yet."),
 		"PROJECT_NOTES":     notes,
 		"CONTEXT_SOFT":      strconv.Itoa(soft),
 		"CONTEXT_HARD":      strconv.Itoa(hard),

@@ -73,14 +73,9 @@ func (b *builder) protectedChanges(ctx context.Context) ([]string, error) {
 // says it all, with no git process.
 func (b *builder) changedSinceStart(ctx context.Context) ([]string, error) {
 	bl := b.st.Baseline
-	snap := b.snap
-	fresh := b.deltaIter == b.st.Machine.Iteration && b.deltaIter != 0
-	if !fresh {
-		s, err := b.git.Snapshot(ctx)
-		if err != nil {
-			return nil, err
-		}
-		snap = s
+	snap, fresh, err := b.trees.sinceAgent(ctx, b.st.Machine.Iteration)
+	if err != nil {
+		return nil, err
 	}
 	files := slices.Clone(snap.Dirty)
 	switch {
