@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -426,9 +425,6 @@ func (b *builder) judgeInput(ar attemptRun, cmds []verify.CommandRun, reviewer *
 	}
 	return in
 }
-
-// cleanRel is a slash path relative to the tree.
-func cleanRel(p string) string { return path.Clean(filepath.ToSlash(p)) }
 
 // judgement is VALIDATE's conclusion on the current attempt; an attempt
 // VALIDATE did not judge (a resume from a state an older ralph wrote) is
