@@ -75,13 +75,11 @@ func agentInstalled(s agent.Spec) error {
 }
 
 // builder is one build run: the loop machine's runner. Its steps hand
-// what one step learns to the next in the run's state (st) and the
-// iteration's record (rec); what it knows of the work tree between git
-// processes is the trees'.
+// what one learns to the next in the run's state (st) and the iteration's
+// record (rec); what it knows of the work tree is the trees'.
 type builder struct {
 	*run
-	// trees is embedded for the transition, which sets its commit tokens.
-	trees
+	trees // embedded for the transition, which sets its commit tokens
 	src   tasks.Source
 	board *tasks.Board
 	st    *LoopState
@@ -103,19 +101,16 @@ type brief struct {
 	projectNotes []string
 }
 
-// carried is what one attempt leaves the next: of a killed run, or of this
-// process's last agent.
+// carried is what one attempt leaves the next: stoppedFirst, what Build
+// stopped of a killed run's agent before it read anything
+// (stopLeftoversFirst); resumedFrom, the interrupted attempt a resumed
+// IMPLEMENT continues, whose start is the one "did the agent change
+// anything" compares with; own, the copies of ralph's own files this
+// process made before its last agent (saveOwnFiles).
 type carried struct {
-	// stoppedFirst is what Build stopped of a killed run's agent before
-	// it read anything (stopLeftoversFirst).
 	stoppedFirst proc.Stopped
-	// resumedFrom is the interrupted attempt a resumed IMPLEMENT continues:
-	// its starting point is the baseline for "did the agent change
-	// anything".
-	resumedFrom *Attempt
-	// own are the copies of ralph's own files this process made before
-	// its last agent (saveOwnFiles).
-	own *ownCopies
+	resumedFrom  *Attempt
+	own          *ownCopies
 }
 
 // Build runs the loop machine until every task is done and verified, only

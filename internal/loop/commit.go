@@ -84,16 +84,15 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			return saveErr
 		})
 		var refused *commitRefused
-		var unread *treeUnread
 		switch {
 		case saveErr != nil:
 			// Nothing was committed: a commit whose token is not on disk
 			// would be made again after a crash.
 			return Event{}, saveErr
+		case errors.As(err, &refused) && refused.what == "git":
+			return b.fail(TrigCommitFailed, err.Error(), "", "permanent")
 		case errors.As(err, &refused):
 			return b.commitFailed(taskBytes, refused.what, refused.err)
-		case errors.As(err, &unread):
-			return b.fail(TrigCommitFailed, err.Error(), "", "permanent")
 		case err != nil:
 			// Never commit on another branch, or over lost commits.
 			return Event{}, err
@@ -119,7 +118,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		// The note may have changed files of the tree (bd's own): the
 		// tree the commit left is no longer the tree.
 		reread: audits}
-	if _, claims := b.src.(Claimer); !claims && !audits {
+	if _, claims := b.src.(Claimer); !claims && !audits && !b.st.NoCommit {
 		// Sources that write outside the task file on the way (bd's
 		// claim and audit note) keep no tree for the next IMPLEMENT.
 		done.taskFile = b.src.Path()
@@ -212,5 +211,5 @@ func (b *builder) attemptHead() string {
 	if b.st.Attempt != nil {
 		return b.st.Attempt.HeadBefore
 	}
-	return b.trees.current().Head
+	return b.trees.last.Head
 }

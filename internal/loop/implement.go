@@ -24,15 +24,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	n := m.Iteration
 	story := b.sel.Story
 	taskID := b.sel.TaskID()
-	vars := b.vars(n, taskID)
-	hints, err := b.consumeContext(taskID)
-	if err != nil {
-		return Event{}, err
-	}
-	if hints != "" {
-		vars["CONTEXT_HINTS"] = hints
-	}
-	text, err := b.brief.tpl.Render(vars)
+	text, err := b.prompt(n, taskID)
 	if err != nil {
 		return Event{}, err
 	}
@@ -154,13 +146,13 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		b.sayf(report.KindRun, "  ! stopped %s: the agent started it outside its process group and it was still running\n", p)
 		b.logError("iteration %d (%s): stopped %s, which the agent had started outside its process group", n, taskID, p)
 	}
+	rec := b.newRecord(n, started, out, promptFile, logFile)
+	rec.StoryID, rec.StoryTitle, rec.TaskID, rec.Agent = story.ID, story.Title, taskID, spec.Name
 	if envErr := res.EnvFailure; envErr != nil {
 		// The agent could not run at all: every task would fail the same
 		// way, so none is charged (no attempt, retry, blocker or breaker
 		// trip). The iteration is recorded and the attempt dropped; the
 		// machine stays in IMPLEMENT, so the next build runs it again.
-		rec := b.newRecord(n, started, out, promptFile, logFile)
-		rec.StoryID, rec.StoryTitle, rec.TaskID, rec.Agent = story.ID, story.Title, taskID, spec.Name
 		rec.Status, rec.Reason = StatusAgentError, envErr.Error()
 		b.saveIteration(rec)
 		b.st.Attempt = nil
@@ -172,9 +164,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	b.st.Attempt.AgentDone, b.st.Attempt.ExitCode, b.st.Attempt.Millis = true, out.ExitCode, out.Duration.Milliseconds()
 	b.st.Attempt.PGID = 0
 	b.st.Attempt.Prompt, b.st.Attempt.Log = b.ws.Rel(promptFile), b.ws.Rel(logFile)
-	rec := b.newRecord(n, started, out, promptFile, logFile)
-	rec.StoryID, rec.StoryTitle, rec.TaskID = story.ID, story.Title, taskID
-	rec.Agent, rec.LimitWaits = spec.Name, waits
+	rec.LimitWaits = waits
 	rec.MemoryConnected, rec.Neo4jConnected = b.st.MemoryConnected, b.st.Neo4jConnected
 	b.rec = rec
 	if runErr != nil && !out.Interrupted {

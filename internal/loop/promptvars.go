@@ -51,7 +51,17 @@ func (b *builder) consumeContext(taskID string) (string, error) {
 	return strings.TrimSpace(string(data)), nil
 }
 
-func (b *builder) vars(n int, taskID string) map[string]string {
+// prompt is iteration n's prompt for taskID: the template with the run's
+// variables and the hints queued for it (each reaches one prompt).
+func (b *builder) prompt(n int, taskID string) (string, error) {
+	hints, err := b.consumeContext(taskID)
+	if err != nil {
+		return "", err
+	}
+	return b.brief.tpl.Render(b.vars(n, taskID, hints))
+}
+
+func (b *builder) vars(n int, taskID, hints string) map[string]string {
 	ws, o := b.ws, b.opts
 	story := b.sel.Story
 	subtask := ""
@@ -97,7 +107,7 @@ func (b *builder) vars(n int, taskID string) map[string]string {
 		"QUALITY_GATES":     check.Gates(o.Checks),
 		"VERIFY_FEEDBACK":   feedback,
 		"STATUS_RULES":      status,
-		"CONTEXT_HINTS":     "None.",
+		"CONTEXT_HINTS":     orDefault(hints, "None."),
 		"MEMORY":            orDefault(b.brief.memText, "Nothing recorded yet."),
 		"PROJECT_NOTES":     notes,
 		"CONTEXT_SOFT":      strconv.Itoa(soft),

@@ -19,38 +19,32 @@ import (
 )
 
 // trees is what a build knows of its work tree between git processes, and
-// the one place that decides when what it knows is no longer the tree. A
-// git status costs milliseconds on a big tree, and an iteration on the
-// success path needs one, beside the agent's end: the tree before the
-// next agent is the one COMMIT left, the tree COMMIT starts from is the
-// one read after the agent while HEAD stays put, and the tree after the
-// commit is the commit when git ran nothing else on the way
+// the one place that decides when that is no longer the tree. An
+// iteration on the success path needs one git status, beside the agent's
+// end: the next agent starts from the tree COMMIT left, COMMIT from the
+// one read after the agent while HEAD stays put, and after the commit the
+// tree is the commit when git ran nothing else on the way
 // (git_processes.txtar counts them). The steps ask it for the tree before
-// the agent (before), after the agent (watchAgentExit, afterAgent,
-// sinceAgent) and to commit (committedWith, commit, recordCommit).
+// the agent, after it, and to commit.
 type trees struct {
 	repo GitPort
-	// trace is the run's scratch file for git's trace of a commit (see
-	// commitTrace); "" when the run's folder has no absolute path.
+	// trace is the run's scratch file for git's trace of a commit.
 	trace string
 	// last is the tree as ralph last read or made it.
 	last gitx.Snapshot
 	// agentIter is the iteration whose record holds the agent's commits
-	// and files as read after its agent, and last is that read (or the
-	// tree ralph made of it since): COMMIT adds its own to them instead
-	// of asking git again. 0: none.
+	// and files as read after its agent, and whose read last still is: COMMIT
+	// adds its own to them instead of asking git again. 0: none.
 	agentIter int
 	// descent is a pair of commits (from, to) that the git log read after
-	// the agent showed to descend one from the other: the history check
-	// need not ask again.
+	// the agent showed to descend one from the other.
 	descent [2]string
-	// fresh is the tree as COMMIT left it, the one the next IMPLEMENT
-	// starts from unless something may have changed the tree since.
+	// fresh is the tree as COMMIT left it, kept for the next IMPLEMENT.
 	fresh *freshSnap
 	// freshToken is the commit token this process made with the
 	// transition into TEST and has not committed with: no commit carries
-	// it, so COMMIT need not look for one. savedToken is the token in the
-	// state as last saved. (The transition sets both.)
+	// it. savedToken is the token in the state as last saved. (The
+	// transition sets both.)
 	freshToken, savedToken string
 }
 
@@ -71,9 +65,6 @@ func newTrees(git GitPort, runDir string) trees {
 	}
 	return t
 }
-
-// current is the tree as ralph last read or made it.
-func (t *trees) current() gitx.Snapshot { return t.last }
 
 // invalidate forgets the tree COMMIT left: a person may have changed the
 // tree since (a pause, an approval that committed).
@@ -106,12 +97,10 @@ func (t *trees) before(ctx context.Context, n int, taskFile string) (gitx.Snapsh
 
 // watchAgentExit has the next agent run read the work tree as soon as the
 // agent's process group is stopped, beside agent.Run's scan of /proc for
-// processes that left the group (every process's environment: half a
-// millisecond on a quiet machine, milliseconds on a busy desktop). It
-// sets hook, the run's OnExit; the func it returns clears it and waits for
-// that status. A process that left the group may still write while the
-// status reads, as it could before the scan stopped it: COMMIT's staging
-// names whatever it changed.
+// processes that left the group (milliseconds on a busy desktop). It sets
+// hook, the run's OnExit; the func it returns clears it and waits for that
+// status. A process that left the group may still write while the status
+// reads: COMMIT's staging names whatever it changed.
 func (t *trees) watchAgentExit(ctx context.Context, hook *func()) (wait func() treeRead) {
 	var ch chan treeRead
 	*hook = func() {
@@ -142,9 +131,7 @@ type treeRead struct {
 }
 
 // afterAgent fills the git part of rec, the iteration of the agent that
-// just ended: HEAD after, the commits and files changed since before (one
-// git log, none when HEAD did not move), and the files left uncommitted.
-// The tree is read (one git status) unless read holds it already.
+// just ended (rangeInto), from read or, when there is none, a git status.
 func (t *trees) afterAgent(ctx context.Context, rec *IterationRecord, before gitx.Snapshot, read treeRead) (gitx.Snapshot, error) {
 	after, err := read.snap, read.err
 	if !read.ok {
@@ -208,7 +195,8 @@ type treeCommit struct {
 	made  *gitx.Commit
 }
 
-// commitRefused is a staging or a commit git refused: what says which.
+// commitRefused is a staging or a commit git refused (what says which),
+// or, with what "git", a tree it could not read.
 type commitRefused struct {
 	what string
 	err  error
@@ -216,24 +204,17 @@ type commitRefused struct {
 
 func (e *commitRefused) Error() string { return e.what + ": " + e.err.Error() }
 
-// treeUnread is git failing to read the tree for COMMIT.
-type treeUnread struct{ err error }
-
-func (e *treeUnread) Error() string { return "git: " + e.err.Error() }
-
-// commit commits the work of iteration n with msg, after checking that
-// HEAD is still on branch and descends from start (a *HistoryError when
-// not). save puts a fresh token on disk before the commit; the token saved
-// with the transition into TEST needs no save of its own. A staging or
-// commit git refuses is a *commitRefused, with the index left staged; a
-// tree git could not read is a *treeUnread.
+// commit commits the work of iteration n with msg once HEAD is known to be
+// on branch and to descend from start (else a *HistoryError). save puts a
+// fresh token on disk before the commit; the token saved with the
+// transition into TEST needs none. What git refuses is a *commitRefused,
+// with the index left staged.
 //
 // COMMIT starts from the tree read after the agent when HEAD and the
 // branch are still what that read saw (from git's files: no process): what
-// the checks and ralph (the task file, progress.md) changed since is what
-// the commit's staging names, so the commit is tried even with nothing
-// dirty then. Otherwise (a resume, a check that committed or switched
-// branches) it is git's status.
+// the checks and ralph changed since is what the staging names, so the
+// commit is tried even with nothing dirty then. Otherwise (a resume, a
+// check that committed or switched branches) it is git's status.
 func (t *trees) commit(ctx context.Context, n int, branch, start string, msg runkit.Message, save func(token string) error) (c treeCommit, err error) {
 	snap, known := t.last, false
 	if t.agentIter == n && n != 0 {
@@ -243,7 +224,7 @@ func (t *trees) commit(ctx context.Context, n int, branch, start string, msg run
 	if known {
 		snap.Dirty = slices.Clone(snap.Dirty)
 	} else if snap, err = t.repo.Snapshot(ctx); err != nil {
-		return c, &treeUnread{err}
+		return c, &commitRefused{"git", err}
 	}
 	c.pre, c.after = snap, snap // nothing to commit: the tree is as it was
 	if err := t.history(ctx, branch, start, snap); err != nil {
@@ -281,7 +262,7 @@ func (t *trees) commit(ctx context.Context, n int, branch, start string, msg run
 		// Nothing to commit after all: the tree is not the one read
 		// after the agent (a check put files back).
 		if c.after, err = t.repo.Snapshot(ctx); err != nil {
-			return c, &treeUnread{err}
+			return c, &commitRefused{"git", err}
 		}
 		c.pre = c.after
 	case err == nil:
@@ -293,11 +274,9 @@ func (t *trees) commit(ctx context.Context, n int, branch, start string, msg run
 
 // commitTrace is where COMMIT's git traces what it runs, so that a commit
 // that ran no hook needs no git status after it (runkit.CommitListed): a
-// scratch file of the run's folder, which no status lists, emptied before
-// each commit and removed when the run returns (removeTrace). A tree
-// holding a repository of its own (a submodule, an embedded repository)
-// gets none: what changed inside it stays dirty whatever ralph stages, so
-// only a status tells the tree after.
+// scratch file of the run's folder, which no status lists. A tree holding
+// a repository of its own (a submodule) gets none: what changed inside it
+// stays dirty whatever ralph stages, so only a status tells the tree after.
 func (t *trees) commitTrace(pre gitx.Snapshot) string {
 	if len(pre.Nested) > 0 {
 		return ""
@@ -311,25 +290,20 @@ func (t *trees) removeTrace() {
 	}
 }
 
-// commitDone says how COMMIT ended for recordCommit.
+// commitDone says how COMMIT ended: start is the HEAD the attempt started
+// from; noCommit, that nothing is committed by design; reread, that a step
+// after the commit may have changed the tree (bd's audit note); taskFile,
+// when set, keeps the tree for the next IMPLEMENT while that file stays.
 type commitDone struct {
-	// start is the HEAD the attempt started from; noCommit says nothing
-	// was committed by design (--no-commit).
-	start    string
-	noCommit bool
-	// reread says a step after the commit may have changed the tree (an
-	// audit note in bd's files): it is read again.
-	reread bool
-	// taskFile, when set, keeps the tree for the next IMPLEMENT, which
-	// then need not ask git for it while this file is unchanged.
-	taskFile string
+	start            string
+	noCommit, reread bool
+	taskFile         string
 }
 
 // recordCommit fills the git part of rec once COMMIT is done. When this
 // process read the agent's commits after the agent and HEAD has not moved
 // since but for ralph's commit, the record is that plus ralph's commit and
 // the files it took in (dirty before it, clean after): no git process.
-// Otherwise (a resume, a check that committed, --no-commit) git is asked.
 func (t *trees) recordCommit(ctx context.Context, rec *IterationRecord, c treeCommit, d commitDone) {
 	after := c.after
 	if d.reread || d.noCommit {
@@ -362,7 +336,7 @@ func (t *trees) recordCommit(ctx context.Context, rec *IterationRecord, c treeCo
 		}
 	}
 	t.last, t.fresh = after, nil
-	if d.taskFile != "" && !d.noCommit {
+	if d.taskFile != "" {
 		if data, err := inputlimit.ReadFile(d.taskFile); err == nil {
 			t.fresh = &freshSnap{snap: after, iteration: rec.Iteration, taskFile: data}
 		}

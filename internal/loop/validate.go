@@ -272,7 +272,7 @@ func (b *builder) review(ctx context.Context, criteria []role.Criterion) (*role.
 		return nil, err
 	}
 	story := b.sel.Story
-	diff := strings.Join(append(append([]string{}, b.rec.ChangedFiles...), b.trees.current().Dirty...), "\n")
+	diff := strings.Join(append(append([]string{}, b.rec.ChangedFiles...), b.trees.last.Dirty...), "\n")
 	var checkOut strings.Builder
 	for _, c := range b.rec.Checks {
 		fmt.Fprintf(&checkOut, "%s: passed=%v exit=%d", c.Name, c.Passed, c.ExitCode)
