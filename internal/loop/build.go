@@ -227,7 +227,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		if err := b.repairJournal(b.home.EventsPath(), b.home.StatePath()); err != nil {
 			return rep, err
 		}
-		b.sayf(report.KindRun, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.Resumes(), b.st.Machine.Iteration, orNone(b.st.Machine.TaskID))
+		b.sayf(report.KindRun, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.Resumes(), b.st.Machine.Iteration, text.OrNone(b.st.Machine.TaskID, "none"))
 		if opts.MaxIterations != b.st.MaxIterations {
 			from := opts.IterationsFrom
 			if from == "" {
@@ -403,10 +403,6 @@ var clip, clipList = text.Clip, text.ClipList
 
 // short is a commit as git shows it, "(none)" before the first.
 func short(hash string) string { return text.OrNone(text.ShortHash(hash), "(none)") }
-
-func orNone(s string) string { return text.OrNone(s, "none") }
-
-func orDefault(s, d string) string { return text.OrNone(s, d) }
 
 func indentLines(s, prefix string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")

@@ -66,8 +66,6 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		} else {
 			b.log.Warn("memory event not logged", "err", err)
 		}
-	}
-	if !m.Partial {
 		b.appendProgress(fmt.Sprintf("%s: %s %s (run %s, iteration %d)", taskID, story.Title, b.acceptedHow(), b.id, m.Iteration))
 	}
 	// This commit takes progress.md along, with the notes of blockers

@@ -75,7 +75,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 			map[string]any{"iteration": n, "task": "", "agent": opts.Agent.Name})
 		r.event("planning iteration %d started with agent %s", n, opts.Agent.Name)
 		started := opts.now()
-		res, runErr := r.runAgent(ctx, n, text)
+		res, runErr := r.runAgentAs(ctx, r.opts.Agent, n, text)
 		out, logFile := res.Outcome, res.LogFile
 		rec := r.newRecord(n, started, out, res.PromptFile, logFile)
 		if runErr != nil && !out.Interrupted {

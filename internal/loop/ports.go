@@ -67,10 +67,6 @@ type repoGit struct{ *gitx.Repo }
 
 func (g repoGit) HeadFiles() (head, branch string, ok bool) { return gitx.ReadHead(g.Dir) }
 
-func (g repoGit) MoveBranchBack(ctx context.Context, base string, keep ...string) error {
-	return g.Repo.MoveBranchBack(ctx, base, keep...)
-}
-
 func (g repoGit) Unstage(ctx context.Context) error {
 	_, err := g.Runner.Git(ctx, g.Dir, "reset", "-q")
 	return err

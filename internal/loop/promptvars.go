@@ -9,6 +9,7 @@ import (
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -107,8 +108,8 @@ func (b *builder) vars(n int, taskID, hints string) map[string]string {
 		"QUALITY_GATES":     check.Gates(o.Checks),
 		"VERIFY_FEEDBACK":   feedback,
 		"STATUS_RULES":      status,
-		"CONTEXT_HINTS":     orDefault(hints, "None."),
-		"MEMORY":            orDefault(b.brief.memText, "Nothing recorded yet."),
+		"CONTEXT_HINTS":     text.OrNone(hints, "None."),
+		"MEMORY":            text.OrNone(b.brief.memText, "Nothing recorded yet."),
 		"PROJECT_NOTES":     notes,
 		"CONTEXT_SOFT":      strconv.Itoa(soft),
 		"CONTEXT_HARD":      strconv.Itoa(hard),

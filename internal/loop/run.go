@@ -551,12 +551,6 @@ func (r *run) iterPath(n int, ext string) string {
 	return filepath.Join(r.dir, fmt.Sprintf("iter-%d.%s", n, ext))
 }
 
-// runAgent writes the prompt, runs the agent and returns its outcome. The
-// raw output goes to iter-N.log, the readable part to the terminal.
-func (r *run) runAgent(ctx context.Context, n int, prompt string) (runkit.Result, error) {
-	return r.runAgentAs(ctx, r.opts.Agent, n, prompt)
-}
-
 // runAgentAs runs spec for iteration n. The log is appended to, so that a
 // run repeated after a usage limit keeps the limited run's output too.
 func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt string) (runkit.Result, error) {

@@ -154,15 +154,27 @@ func (t *trees) afterAgent(ctx context.Context, rec *IterationRecord, before git
 // its own files back (withoutRestored): the same HEAD, fewer dirty files.
 func (t *trees) restored(after gitx.Snapshot) { t.last = after }
 
-// sinceAgent is the tree now, and whether it is the one read after
-// iteration n's agent (known): then the record's commits are the agent's
-// as that read listed them. Otherwise it is git's status.
-func (t *trees) sinceAgent(ctx context.Context, n int) (snap gitx.Snapshot, known bool, err error) {
-	if t.agentIter == n && n != 0 {
-		return t.last, true, nil
+// changedSince lists the files the tree now changes against base: the
+// ones it leaves dirty and the ones committed since. When rec is the
+// iteration read after its agent, that read is the tree and, HEAD still
+// where the agent left it, its log lists the commits: no git process.
+func (t *trees) changedSince(ctx context.Context, base string, rec *IterationRecord) ([]string, error) {
+	snap, known := t.last, rec != nil && t.agentIter == rec.Iteration && rec.Iteration != 0
+	if !known {
+		var err error
+		if snap, err = t.repo.Snapshot(ctx); err != nil {
+			return nil, err
+		}
 	}
-	snap, err = t.repo.Snapshot(ctx)
-	return snap, false, err
+	files := slices.Clone(snap.Dirty)
+	switch {
+	case base == "" || snap.Head == base:
+		return files, nil
+	case known && rec.HeadBefore == base && rec.HeadAfter == snap.Head:
+		return append(files, rec.ChangedFiles...), nil
+	}
+	committed, err := t.repo.ChangedFiles(ctx, base, snap.Head)
+	return append(files, committed...), err
 }
 
 // history verifies, after an attempt and before anything is committed,
