@@ -217,7 +217,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	reason := ""
 	defer func() {
 		b.flushAtExit()
-		b.trees.removeTrace()
+		os.Remove(b.trees.trace) // scratch: git's trace of the last commit
 		rep.StoriesLeft, rep.StoriesDone = b.board.Remaining(), len(b.board.Stories)-b.board.Remaining()
 		r.finish(&rep, reason)
 	}()
@@ -359,8 +359,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	}
 	rep.Iterations = b.st.Machine.Iteration
 	rep.Outcome, reason = b.st.Outcome, b.st.Reason
-	switch b.st.Outcome {
-	case OutcomeNeedsHuman:
+	if b.st.Outcome == OutcomeNeedsHuman {
 		rep.Blockers = map[string]string{}
 		for id, t := range b.st.Tasks {
 			if t.Blocker != nil {
@@ -403,8 +402,3 @@ var clip, clipList = text.Clip, text.ClipList
 
 // short is a commit as git shows it, "(none)" before the first.
 func short(hash string) string { return text.OrNone(text.ShortHash(hash), "(none)") }
-
-func indentLines(s, prefix string) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return prefix + strings.Join(lines, "\n"+prefix)
-}

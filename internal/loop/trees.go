@@ -296,12 +296,6 @@ func (t *trees) commitTrace(pre gitx.Snapshot) string {
 	return t.trace
 }
 
-func (t *trees) removeTrace() {
-	if t.trace != "" {
-		os.Remove(t.trace)
-	}
-}
-
 // commitDone says how COMMIT ended: start is the HEAD the attempt started
 // from; noCommit, that nothing is committed by design; reread, that a step
 // after the commit may have changed the tree (bd's audit note); taskFile,

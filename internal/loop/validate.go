@@ -100,7 +100,7 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 	}
 	verdict := role.Combine(criteria, cmds, reviewer)
 	if acReport := verdict.Report(); acReport != "" {
-		b.say(report.KindVerdict, indentLines(acReport, "  ")+"\n", nil)
+		b.say(report.KindVerdict, "  "+strings.ReplaceAll(strings.TrimRight(acReport, "\n"), "\n", "\n  ")+"\n", nil)
 		b.rec.ACReport = acReport
 	}
 	for _, r := range verdict.Reasons {
