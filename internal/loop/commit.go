@@ -73,9 +73,8 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	b.notesWritten = false
 	var c treeCommit
 	if !b.st.NoCommit {
-		var saveErr error
+		var saveErr, err error
 		msg := b.commitMessage(taskID, story, m.Partial, eventID)
-		var err error
 		c, err = b.trees.commit(bg, m.Iteration, b.st.Branch, b.attemptHead(), msg, func(token string) error {
 			b.st.CommitToken = token
 			saveErr = b.saveState()
@@ -112,13 +111,11 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	if audits {
 		b.audit(bg, a, story.ID, hash)
 	}
-	done := commitDone{start: b.attemptHead(), noCommit: b.st.NoCommit,
-		// The note may have changed files of the tree (bd's own): the
-		// tree the commit left is no longer the tree.
-		reread: audits}
+	// The audit note may have changed files of the tree (bd's own): the
+	// tree is read again. Sources that write outside the task file on the
+	// way (bd's claim and audit note) keep no tree for the next IMPLEMENT.
+	done := commitDone{start: b.attemptHead(), noCommit: b.st.NoCommit, reread: audits}
 	if _, claims := b.src.(Claimer); !claims && !audits && !b.st.NoCommit {
-		// Sources that write outside the task file on the way (bd's
-		// claim and audit note) keep no tree for the next IMPLEMENT.
 		done.taskFile = b.src.Path()
 	}
 	b.trees.recordCommit(bg, b.rec, c, done)
