@@ -12,7 +12,6 @@ import (
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
-	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/proc"
@@ -75,50 +74,43 @@ func agentInstalled(s agent.Spec) error {
 	return agent.CheckInstalled(s, argv)
 }
 
-// builder is one build run: the loop machine's runner.
+// builder is one build run: the loop machine's runner. Its steps hand
+// what one learns to the next in the run's state (st) and the iteration's
+// record (rec); what it knows of the work tree is the trees'.
 type builder struct {
 	*run
+	trees // embedded for the transition, which sets its commit tokens
+	src   tasks.Source
+	board *tasks.Board
+	st    *LoopState
+	mem   memory.Store
+	sel   tasks.Selection
+	rec   *IterationRecord
+	brief brief
+	carry carried
 	// notesWritten says this run appended to progress.md: EXIT commits
 	// what no task's commit took along (a blocker noted last).
 	notesWritten bool
-	src          tasks.Source
-	board        *tasks.Board
-	st           *LoopState
-	tpl          prompt.Template
-	mem          memory.Store
-	sel          tasks.Selection
-	rec          *IterationRecord
-	snap         gitx.Snapshot
-	memText      string
-	// stoppedFirst is what Build stopped of a killed run's agent before
-	// it read anything (stopLeftoversFirst).
-	stoppedFirst proc.Stopped
+}
+
+// brief is what every prompt of the run is made from.
+type brief struct {
+	tpl     prompt.Template
+	memText string
 	// projectNotes are agent instruction files found in the repository.
 	projectNotes []string
-	// descent is a pair of commits (from, to) that this iteration's git
-	// log showed to descend one from the other: checkHistory need not ask
-	// again.
-	descent [2]string
-	// fresh is the tree as COMMIT left it, the snapshot the next
-	// IMPLEMENT starts from unless something may have changed the tree
-	// since (see freshSnapshot): one git status fewer per iteration.
-	fresh *freshSnap
-	// freshToken is the commit token this process made with the
-	// transition into TEST and has not committed with: no commit carries
-	// it, so COMMIT need not look for one. savedToken is the token in the
-	// state as last saved.
-	freshToken, savedToken string
-	// deltaIter is the iteration whose record holds the agent's commits
-	// and files as this process read them after the agent: COMMIT adds
-	// its own to them instead of asking git again.
-	deltaIter int
-	// own are the copies of ralph's own files this process made before
-	// its last agent (saveOwnFiles).
-	own *ownCopies
-	// resumedFrom is the interrupted attempt a resumed IMPLEMENT continues:
-	// its starting point is the baseline for "did the agent change
-	// anything".
-	resumedFrom *Attempt
+}
+
+// carried is what one attempt leaves the next: stoppedFirst, what Build
+// stopped of a killed run's agent before it read anything
+// (stopLeftoversFirst); resumedFrom, the interrupted attempt a resumed
+// IMPLEMENT continues, whose start is the one "did the agent change
+// anything" compares with; own, the copies of ralph's own files this
+// process made before its last agent (saveOwnFiles).
+type carried struct {
+	stoppedFirst proc.Stopped
+	resumedFrom  *Attempt
+	own          *ownCopies
 }
 
 // Build runs the loop machine until every task is done and verified, only
@@ -217,14 +209,15 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	if opts.OnlyStory != "" {
 		board.Stories = onlyStory(board.Stories, opts.OnlyStory)
 	}
-	b := &builder{run: r, src: src, board: board, tpl: tpl, mem: opts.Memory, stoppedFirst: stoppedFirst}
+	b := &builder{run: r, trees: newTrees(r.git, r.dir), src: src, board: board, mem: opts.Memory,
+		brief: brief{tpl: tpl}, carry: carried{stoppedFirst: stoppedFirst}}
 	if b.mem == nil {
 		b.mem = &memory.FileStore{Path: ws.Path("memory.jsonl"), Now: opts.Now}
 	}
 	reason := ""
 	defer func() {
 		b.flushAtExit()
-		os.Remove(b.commitTracePath()) // scratch: git's trace of the last commit
+		os.Remove(b.trees.trace) // scratch: git's trace of the last commit
 		rep.StoriesLeft, rep.StoriesDone = b.board.Remaining(), len(b.board.Stories)-b.board.Remaining()
 		r.finish(&rep, reason)
 	}()
@@ -234,7 +227,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		if err := b.repairJournal(b.home.EventsPath(), b.home.StatePath()); err != nil {
 			return rep, err
 		}
-		b.sayf(report.KindRun, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.Resumes(), b.st.Machine.Iteration, orNone(b.st.Machine.TaskID))
+		b.sayf(report.KindRun, "ralph: resuming run %s in %s (iteration %d, task %s)\n", r.id, b.st.Machine.Resumes(), b.st.Machine.Iteration, text.OrNone(b.st.Machine.TaskID, "none"))
 		if opts.MaxIterations != b.st.MaxIterations {
 			from := opts.IterationsFrom
 			if from == "" {
@@ -290,7 +283,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			return rep, err
 		}
 	}
-	r.record.HeadBefore = b.headNow()
+	r.record.HeadBefore = b.trees.head()
 
 	for !b.st.Machine.State.Ends() {
 		if err := b.steer(ctx); err != nil {
@@ -366,8 +359,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	}
 	rep.Iterations = b.st.Machine.Iteration
 	rep.Outcome, reason = b.st.Outcome, b.st.Reason
-	switch b.st.Outcome {
-	case OutcomeNeedsHuman:
+	if b.st.Outcome == OutcomeNeedsHuman {
 		rep.Blockers = map[string]string{}
 		for id, t := range b.st.Tasks {
 			if t.Blocker != nil {
@@ -410,12 +402,3 @@ var clip, clipList = text.Clip, text.ClipList
 
 // short is a commit as git shows it, "(none)" before the first.
 func short(hash string) string { return text.OrNone(text.ShortHash(hash), "(none)") }
-
-func orNone(s string) string { return text.OrNone(s, "none") }
-
-func orDefault(s, d string) string { return text.OrNone(s, d) }
-
-func indentLines(s, prefix string) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return prefix + strings.Join(lines, "\n"+prefix)
-}

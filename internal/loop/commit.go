@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -37,13 +36,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	// the token saved before it was made, never by the task and run
 	// trailers, which are in the agent's prompt and which an agent can copy
 	// into a commit of its own.
-	// A token this process made and has not committed with yet is on no
-	// commit: only a resumed COMMIT looks for its commit.
-	var hash string
-	committed := false
-	if b.st.CommitToken != b.freshToken {
-		hash, committed = runkit.Committed(bg, b.git, b.st.CommitToken)
-	}
+	hash, committed := b.trees.committedWith(bg, b.st.CommitToken)
 	if committed {
 		// A crash may have come between the commit and the audit note.
 		if a, ok := b.src.(Auditor); ok && !m.Partial {
@@ -73,78 +66,35 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 		} else {
 			b.log.Warn("memory event not logged", "err", err)
 		}
-	}
-	if !m.Partial {
 		b.appendProgress(fmt.Sprintf("%s: %s %s (run %s, iteration %d)", taskID, story.Title, b.acceptedHow(), b.id, m.Iteration))
 	}
 	// This commit takes progress.md along, with the notes of blockers
 	// before it: none is left for EXIT to commit.
 	b.notesWritten = false
-	hash = ""
-	// after is the tree once the work is committed, read by the commit
-	// itself; made is the commit ralph made, nil when there was nothing to
-	// commit.
-	var pre, after gitx.Snapshot
-	var made *gitx.Commit
+	var c treeCommit
 	if !b.st.NoCommit {
-		snap, known, err := b.treeBeforeCommit(bg)
-		if err != nil {
-			return b.fail(TrigCommitFailed, "git: "+err.Error(), "", "permanent")
-		}
-		pre = snap
-		if err := b.checkHistory(bg, b.attemptHead(), snap); err != nil {
+		var saveErr, err error
+		msg := b.commitMessage(taskID, story, m.Partial, eventID)
+		c, err = b.trees.commit(bg, m.Iteration, b.st.Branch, b.attemptHead(), msg, func(token string) error {
+			b.st.CommitToken = token
+			saveErr = b.saveState()
+			return saveErr
+		})
+		var refused *commitRefused
+		switch {
+		case saveErr != nil:
+			// Nothing was committed: a commit whose token is not on disk
+			// would be made again after a crash.
+			return Event{}, saveErr
+		case errors.As(err, &refused) && refused.what == "git":
+			return b.fail(TrigCommitFailed, err.Error(), "", "permanent")
+		case errors.As(err, &refused):
+			return b.commitFailed(taskBytes, refused.what, refused.err)
+		case err != nil:
 			// Never commit on another branch, or over lost commits.
 			return Event{}, err
 		}
-		after = snap // nothing to commit: the tree is as it was
-		if known || len(snap.Dirty) > 0 {
-			var saved bool
-			var saveErr error
-			var staged []string
-			msg := b.commitMessage(taskID, story, m.Partial, eventID)
-			msg.Token = b.freshToken
-			b.freshToken = "" // a COMMIT entered again looks for this commit
-			after, staged, err = runkit.CommitListed(bg, b.git, msg, func(token string) error {
-				if token == b.savedToken {
-					// On disk since the transition into TEST. The
-					// transitions since wait for the next save: a kill
-					// before it resumes in TEST, and the COMMIT after the
-					// checks finds this commit by its token.
-					saved = true
-					return nil
-				}
-				b.st.CommitToken = token
-				saveErr = b.saveState()
-				saved = saveErr == nil
-				return saveErr
-			}, b.commitTrace(snap))
-			// What the checks and ralph changed since the agent is what
-			// the staging took in.
-			pre.Dirty = slices.Compact(slices.Sorted(slices.Values(append(pre.Dirty, staged...))))
-			switch {
-			case saveErr != nil:
-				// Nothing was committed: a commit whose token is not on
-				// disk would be made again after a crash.
-				return Event{}, saveErr
-			case err != nil && !saved:
-				return b.commitFailed(taskBytes, "git add failed (a lock in .git may have refused it)", err)
-			case err != nil && !errors.Is(err, gitx.ErrNothingToCommit):
-				return b.commitFailed(taskBytes, "git commit failed (a pre-commit hook or a lock in .git refused it)", err)
-			case err != nil && known:
-				// Nothing to commit after all: the tree is not the one
-				// read after the agent (a check put files back).
-				if after, err = b.git.Snapshot(bg); err != nil {
-					return b.fail(TrigCommitFailed, "git: "+err.Error(), "", "permanent")
-				}
-				pre = after
-			case err != nil:
-				after = snap
-			default:
-				made = &gitx.Commit{Hash: after.Head, Subject: strings.TrimSpace(msg.Subject)}
-			}
-		}
-		hash = after.Head
-		if eventID != "" && hash != "" {
+		if hash = c.after.Head; eventID != "" && hash != "" {
 			b.mem.Link(bg, eventID, "commit", hash)
 		}
 	}
@@ -156,18 +106,19 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			b.log.Warn("memory blockers not resolved", "task", taskID, "err", err)
 		}
 	}
-	if a, ok := b.src.(Auditor); ok && !m.Partial {
+	a, audits := b.src.(Auditor)
+	audits = audits && !m.Partial
+	if audits {
 		b.audit(bg, a, story.ID, hash)
-		// The note may have changed files of the tree (bd's own): the
-		// tree the commit left is no longer the tree.
-		if now, err := b.git.Snapshot(bg); err == nil {
-			after = now
-		}
 	}
-	if after, err := b.commitDelta(bg, pre, after, made); err == nil {
-		b.snap = after
-		b.keepFresh(after)
+	// The audit note may have changed files of the tree (bd's own): the
+	// tree is read again. Sources that write outside the task file on the
+	// way (bd's claim and audit note) keep no tree for the next IMPLEMENT.
+	done := commitDone{start: b.attemptHead(), noCommit: b.st.NoCommit, reread: audits}
+	if _, claims := b.src.(Claimer); !claims && !audits && !b.st.NoCommit {
+		done.taskFile = b.src.Path()
 	}
+	b.trees.recordCommit(bg, b.rec, c, done)
 	if hash != "" && hash != b.attemptHead() {
 		b.rec.Progress = true
 	}
@@ -255,5 +206,5 @@ func (b *builder) attemptHead() string {
 	if b.st.Attempt != nil {
 		return b.st.Attempt.HeadBefore
 	}
-	return b.snap.Head
+	return b.trees.last.Head
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -139,7 +138,7 @@ const (
 // nothing. A resume keeps the baseline of its run: its tree is no longer
 // the start.
 func (b *builder) takeBaseline(ctx context.Context) error {
-	b.st.Baseline = &Baseline{Head: b.headNow(), Checks: []BaselineCheck{}}
+	b.st.Baseline = &Baseline{Head: b.trees.head(), Checks: []BaselineCheck{}}
 	var commands []string
 	for _, c := range b.opts.Checks {
 		commands = append(commands, c.Run)
@@ -426,9 +425,6 @@ func (b *builder) judgeInput(ar attemptRun, cmds []verify.CommandRun, reviewer *
 	}
 	return in
 }
-
-// cleanRel is a slash path relative to the tree.
-func cleanRel(p string) string { return path.Clean(filepath.ToSlash(p)) }
 
 // judgement is VALIDATE's conclusion on the current attempt; an attempt
 // VALIDATE did not judge (a resume from a state an older ralph wrote) is

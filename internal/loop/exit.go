@@ -23,7 +23,7 @@ func (b *builder) exit(allDone bool) error {
 	st := b.st
 	st.Finished = true
 	elapsed := b.opts.now().Sub(st.StartedAt).Round(time.Second)
-	head := b.headNow()
+	head := b.trees.head()
 	done := len(b.board.Stories) - b.board.Remaining()
 	metrics := map[string]string{
 		"stories_completed": strconv.Itoa(done),

@@ -18,18 +18,6 @@ type HistoryError struct{ Msg string }
 
 func (e *HistoryError) Error() string { return e.Msg }
 
-// checkHistory verifies, after an attempt and before anything is
-// committed, that HEAD is still on the run's branch and still descends
-// from where the attempt started. A descent this iteration already read
-// (b.descent, from the git log of the agent's commits) is not asked of git
-// again.
-func (b *builder) checkHistory(ctx context.Context, start string, now gitx.Snapshot) error {
-	if start != "" && b.descent == [2]string{start, now.Head} {
-		start = "" // known to descend: only the branch is left to check
-	}
-	return historyChanged(ctx, b.git, b.st.Branch, start, now)
-}
-
 // historyChanged says what changed when now is not on branch ("" = any)
 // or does not descend from start ("" = anything does).
 func historyChanged(ctx context.Context, repo GitPort, branch, start string, now gitx.Snapshot) error {

@@ -24,31 +24,21 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	n := m.Iteration
 	story := b.sel.Story
 	taskID := b.sel.TaskID()
-	vars := b.vars(n, taskID)
-	hints, err := b.consumeContext(taskID)
+	text, err := b.prompt(n, taskID)
 	if err != nil {
 		return Event{}, err
 	}
-	if hints != "" {
-		vars["CONTEXT_HINTS"] = hints
-	}
-	text, err := b.tpl.Render(vars)
-	if err != nil {
-		return Event{}, err
-	}
-	before, err := b.snapshotBefore(context.WithoutCancel(ctx), n)
+	before, err := b.trees.before(context.WithoutCancel(ctx), n, b.src.Path())
 	if err != nil {
 		return b.fail(TrigUnresolvable, "git: "+err.Error(), "", "permanent")
 	}
-	b.snap = before
-	b.descent, b.deltaIter = [2]string{}, 0
 	treeBefore := worktreeDigest(b.ws.Root, before)
 	headBefore := before.Head
-	if r := b.resumedFrom; r != nil && r.TaskID == taskID && r.TreeBefore != "" {
+	if r := b.carry.resumedFrom; r != nil && r.TaskID == taskID && r.TreeBefore != "" {
 		treeBefore, headBefore = r.TreeBefore, r.HeadBefore
 		before.Head = r.HeadBefore
 	}
-	b.resumedFrom = nil
+	b.carry.resumedFrom = nil
 	if b.st.TaskBaseFor != taskID {
 		b.st.TaskBase, b.st.TaskBaseFor = headBefore, taskID
 	}
@@ -125,7 +115,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		if spec.Name != b.opts.Agent.Name {
 			b.sayf(report.KindLimit, "  ↻ %s is cooling down; using %s for this iteration\n", b.opts.Agent.Name, spec.Name)
 		}
-		tree = b.treeAfterAgent(context.WithoutCancel(ctx))
+		tree = b.trees.watchAgentExit(context.WithoutCancel(ctx), &b.onAgentExit)
 		res, runErr = b.agents.RunAgent(ctx, spec, n, text)
 		// The agent may have changed the tasks (bd close, bd create):
 		// what the source kept from before is old.
@@ -156,13 +146,13 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		b.sayf(report.KindRun, "  ! stopped %s: the agent started it outside its process group and it was still running\n", p)
 		b.logError("iteration %d (%s): stopped %s, which the agent had started outside its process group", n, taskID, p)
 	}
+	rec := b.newRecord(n, started, out, promptFile, logFile)
+	rec.StoryID, rec.StoryTitle, rec.TaskID, rec.Agent = story.ID, story.Title, taskID, spec.Name
 	if envErr := res.EnvFailure; envErr != nil {
 		// The agent could not run at all: every task would fail the same
 		// way, so none is charged (no attempt, retry, blocker or breaker
 		// trip). The iteration is recorded and the attempt dropped; the
 		// machine stays in IMPLEMENT, so the next build runs it again.
-		rec := b.newRecord(n, started, out, promptFile, logFile)
-		rec.StoryID, rec.StoryTitle, rec.TaskID, rec.Agent = story.ID, story.Title, taskID, spec.Name
 		rec.Status, rec.Reason = StatusAgentError, envErr.Error()
 		b.saveIteration(rec)
 		b.st.Attempt = nil
@@ -174,9 +164,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	b.st.Attempt.AgentDone, b.st.Attempt.ExitCode, b.st.Attempt.Millis = true, out.ExitCode, out.Duration.Milliseconds()
 	b.st.Attempt.PGID = 0
 	b.st.Attempt.Prompt, b.st.Attempt.Log = b.ws.Rel(promptFile), b.ws.Rel(logFile)
-	rec := b.newRecord(n, started, out, promptFile, logFile)
-	rec.StoryID, rec.StoryTitle, rec.TaskID = story.ID, story.Title, taskID
-	rec.Agent, rec.LimitWaits = spec.Name, waits
+	rec.LimitWaits = waits
 	rec.MemoryConnected, rec.Neo4jConnected = b.st.MemoryConnected, b.st.Neo4jConnected
 	b.rec = rec
 	if runErr != nil && !out.Interrupted {
@@ -185,14 +173,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		return Event{}, runErr
 	}
 	bg := context.WithoutCancel(ctx)
-	after, rg, gerr := b.gitDelta(bg, rec, before, afterAgent.read(bg, b.git))
-	if gerr == nil {
-		b.snap = after
-		b.deltaIter = n
-		if rg.Descends {
-			b.descent = [2]string{before.Head, after.Head}
-		}
-	}
+	after, gerr := b.trees.afterAgent(bg, rec, before, afterAgent)
 	if out.Interrupted {
 		rec.Status, rec.Reason = StatusInterrupted, "interrupted by the user"
 		b.reopenClaim("interrupted before verification")
@@ -200,7 +181,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		return Event{}, ErrInterrupted
 	}
 	if gerr == nil {
-		if err := b.checkHistory(bg, headBefore, after); err != nil {
+		if err := b.trees.history(bg, b.st.Branch, headBefore, after); err != nil {
 			rec.Status, rec.Reason = StatusFailed, err.Error()
 			b.saveIteration(rec)
 			b.logError("iteration %d (%s): %v", n, taskID, err)
@@ -219,7 +200,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	if len(after.Dirty) > 0 {
 		// What ralph put back is no change of the agent's.
 		after = b.withoutRestored(after, before, own)
-		b.snap = after
+		b.trees.restored(after)
 	}
 	changed := after.Head != headBefore || worktreeDigest(b.ws.Root, after) != treeBefore
 	rec.Progress = changed

@@ -33,7 +33,7 @@ func (b *builder) stopLeftoverAgent(a *Attempt) {
 	st := stopAttemptAgent(b.id, a)
 	if !st.Any() {
 		// Build stopped it already, before it read anything.
-		st = b.stoppedFirst
+		st = b.carry.stoppedFirst
 	}
 	if !st.Any() {
 		return

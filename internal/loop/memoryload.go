@@ -16,7 +16,7 @@ import (
 // queries the memory store: one retry after a pause, then the fallback.
 func (b *builder) memoryLoad(ctx context.Context) (Event, error) {
 	primed := b.prime(ctx) // sources with workflow context (bd prime) go first
-	defer func() { b.memText = withPrime(b.memText, primed) }()
+	defer func() { b.brief.memText = withPrime(b.brief.memText, primed) }()
 	if err := b.reloadBoard(); err != nil {
 		return Event{}, err
 	}
@@ -26,7 +26,7 @@ func (b *builder) memoryLoad(ctx context.Context) (Event, error) {
 			notes = append(notes, f)
 		}
 	}
-	b.projectNotes = notes
+	b.brief.projectNotes = notes
 	delay := b.opts.MemoryRetryDelay
 	if delay == 0 {
 		delay = 3 * time.Second
@@ -57,10 +57,10 @@ func (b *builder) memoryLoad(ctx context.Context) (Event, error) {
 	b.st.MemoryConnected = err == nil
 	b.st.Neo4jConnected = err == nil && b.st.MemoryStore == "neo4j"
 	if err != nil {
-		b.memText = "Memory is unavailable for this iteration."
+		b.brief.memText = "Memory is unavailable for this iteration."
 		return Event{Trigger: TrigMemoryUnavailable}, nil
 	}
-	b.memText = renderMemory(agentCtx, b.resolveDone(ctx, issues))
+	b.brief.memText = renderMemory(agentCtx, b.resolveDone(ctx, issues))
 	return Event{Trigger: TrigMemoryLoaded}, nil
 }
 

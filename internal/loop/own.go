@@ -102,15 +102,15 @@ func (b *builder) saveOwnFiles(n int) (string, error) {
 		list = append(list, rel)
 		mem.files = append(mem.files, ownFile{rel: rel, copy: copyPath, data: data})
 	}
-	b.own = mem
+	b.carry.own = mem
 	return name, store.WriteRecord(filepath.Join(dir, "list"), []byte(strings.Join(list, "\n")), 0o600)
 }
 
 // readOwnFiles returns the copies saved before the agent: from memory,
 // or, after a kill, from the run's folder.
 func (b *builder) readOwnFiles(name string) ([]ownFile, error) {
-	if b.own != nil && b.own.name == name {
-		return b.own.files, nil
+	if b.carry.own != nil && b.carry.own.name == name {
+		return b.carry.own.files, nil
 	}
 	dir := filepath.Join(b.dir, name)
 	data, err := os.ReadFile(filepath.Join(dir, "list"))

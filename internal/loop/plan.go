@@ -75,7 +75,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 			map[string]any{"iteration": n, "task": "", "agent": opts.Agent.Name})
 		r.event("planning iteration %d started with agent %s", n, opts.Agent.Name)
 		started := opts.now()
-		res, runErr := r.runAgent(ctx, n, text)
+		res, runErr := r.runAgentAs(ctx, r.opts.Agent, n, text)
 		out, logFile := res.Outcome, res.LogFile
 		rec := r.newRecord(n, started, out, res.PromptFile, logFile)
 		if runErr != nil && !out.Interrupted {
@@ -89,7 +89,10 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 		for _, f := range snap.Dirty {
 			dirtyBefore[f] = true
 		}
-		after, _, gerr := r.gitDelta(bg, rec, snap, treeRead{}.read(bg, r.git))
+		after, gerr := r.git.Snapshot(bg)
+		if gerr == nil {
+			_, gerr = rangeInto(bg, r.git, rec, snap.Head, after)
+		}
 		if gerr != nil {
 			r.logError("planning iteration %d: git: %v", n, gerr)
 		} else {

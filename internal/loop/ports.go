@@ -28,30 +28,16 @@ type AgentPort interface {
 }
 
 // GitPort is the part of a git repository the loop uses: *gitx.Repo, plus
-// Unstage.
+// Unstage. Committing and reading the tree around a commit are what every
+// runner's commit needs (runkit.ListingGit); trees is what asks them.
 type GitPort interface {
-	Snapshot(ctx context.Context) (gitx.Snapshot, error)
+	runkit.ListingGit
 	Head(ctx context.Context) (string, error)
-	AddAll(ctx context.Context) error
-	// AddAllListed is AddAll that names the paths it staged.
-	AddAllListed(ctx context.Context) ([]string, error)
-	// HeadFiles reads HEAD and the branch from git's files, without a
-	// process; ok is false when only git can tell (gitx.ReadHead).
-	HeadFiles() (head, branch string, ok bool)
-	Commit(ctx context.Context, message string) (string, error)
-	// CommitSnapshot commits and reads the tree after it (its Head is
-	// the commit) in two git processes: COMMIT needs both.
-	CommitSnapshot(ctx context.Context, message string) (gitx.Snapshot, error)
-	// CommitAlone commits and says whether git ran no hook or other
-	// program on the way, from git's trace written to trace
-	// (gitx.Repo.CommitAlone): then COMMIT knows the tree after it.
-	CommitAlone(ctx context.Context, message, trace string) (alone bool, err error)
-	LastCommit(ctx context.Context) (hash, message string, err error)
 	CommitsBetween(ctx context.Context, from, to string) ([]gitx.Commit, error)
 	ChangedFiles(ctx context.Context, from, to string) ([]string, error)
 	// Range tells the commits, the files they changed and whether to
-	// descends from from in one git process: what the three methods
-	// above tell in three.
+	// descends from from in one git process: what CommitsBetween,
+	// ChangedFiles and IsAncestor tell in three.
 	Range(ctx context.Context, from, to string) (gitx.Range, error)
 	IsAncestor(ctx context.Context, a, b string) (bool, error)
 	SetAside(ctx context.Context, ref, message string, exclude ...string) (string, error)
@@ -71,10 +57,6 @@ type GitPort interface {
 	MoveBranchBack(ctx context.Context, base string, keep ...string) error
 }
 
-// A GitPort is what runkit.Commit and runkit.Committed need: the loop
-// commits a task as every runner does.
-var _ runkit.ListingGit = GitPort(nil)
-
 // CheckPort runs one of ralph's checks in dir.
 type CheckPort interface {
 	RunCheck(ctx context.Context, dir string, c check.Check) check.Result
@@ -84,10 +66,6 @@ type CheckPort interface {
 type repoGit struct{ *gitx.Repo }
 
 func (g repoGit) HeadFiles() (head, branch string, ok bool) { return gitx.ReadHead(g.Dir) }
-
-func (g repoGit) MoveBranchBack(ctx context.Context, base string, keep ...string) error {
-	return g.Repo.MoveBranchBack(ctx, base, keep...)
-}
 
 func (g repoGit) Unstage(ctx context.Context) error {
 	_, err := g.Runner.Git(ctx, g.Dir, "reset", "-q")

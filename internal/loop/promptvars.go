@@ -9,6 +9,7 @@ import (
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -51,7 +52,17 @@ func (b *builder) consumeContext(taskID string) (string, error) {
 	return strings.TrimSpace(string(data)), nil
 }
 
-func (b *builder) vars(n int, taskID string) map[string]string {
+// prompt is iteration n's prompt for taskID: the template with the run's
+// variables and the hints queued for it (each reaches one prompt).
+func (b *builder) prompt(n int, taskID string) (string, error) {
+	hints, err := b.consumeContext(taskID)
+	if err != nil {
+		return "", err
+	}
+	return b.brief.tpl.Render(b.vars(n, taskID, hints))
+}
+
+func (b *builder) vars(n int, taskID, hints string) map[string]string {
 	ws, o := b.ws, b.opts
 	story := b.sel.Story
 	subtask := ""
@@ -67,8 +78,8 @@ func (b *builder) vars(n int, taskID string) map[string]string {
 		status = fmt.Sprintf("Update the PRD: change `- [ ]` to `- [x]` for each acceptance criterion of %s that now holds. Only when all of them hold, change the story heading from `### [ ] %s:` to `### [x] %s:`. Never check a criterion you did not verify; ralph runs the checks itself and reopens the story if they fail.", story.ID, story.ID, story.ID)
 	}
 	notes := ""
-	if len(b.projectNotes) > 0 {
-		notes = "- Project notes for agents: " + strings.Join(b.projectNotes, ", ") + "\n"
+	if len(b.brief.projectNotes) > 0 {
+		notes = "- Project notes for agents: " + strings.Join(b.brief.projectNotes, ", ") + "\n"
 	}
 	soft, hard := o.ContextSoft, o.ContextHard
 	if soft == 0 {
@@ -97,8 +108,8 @@ func (b *builder) vars(n int, taskID string) map[string]string {
 		"QUALITY_GATES":     check.Gates(o.Checks),
 		"VERIFY_FEEDBACK":   feedback,
 		"STATUS_RULES":      status,
-		"CONTEXT_HINTS":     "None.",
-		"MEMORY":            orDefault(b.memText, "Nothing recorded yet."),
+		"CONTEXT_HINTS":     text.OrNone(hints, "None."),
+		"MEMORY":            text.OrNone(b.brief.memText, "Nothing recorded yet."),
 		"PROJECT_NOTES":     notes,
 		"CONTEXT_SOFT":      strconv.Itoa(soft),
 		"CONTEXT_HARD":      strconv.Itoa(hard),

@@ -72,28 +72,9 @@ func (b *builder) protectedChanges(ctx context.Context) ([]string, error) {
 // baseline's (the agent did not commit), the tree read after the agent
 // says it all, with no git process.
 func (b *builder) changedSinceStart(ctx context.Context) ([]string, error) {
-	bl := b.st.Baseline
-	snap := b.snap
-	fresh := b.deltaIter == b.st.Machine.Iteration && b.deltaIter != 0
-	if !fresh {
-		s, err := b.git.Snapshot(ctx)
-		if err != nil {
-			return nil, err
-		}
-		snap = s
-	}
-	files := slices.Clone(snap.Dirty)
-	switch {
-	case bl.Head == "" || snap.Head == bl.Head:
-	case fresh && b.rec != nil && b.rec.HeadBefore == bl.Head && b.rec.HeadAfter == snap.Head:
-		// The agent's commits, as the log read after the agent listed them.
-		files = append(files, b.rec.ChangedFiles...)
-	default:
-		committed, err := b.git.ChangedFiles(ctx, bl.Head, snap.Head)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, committed...)
+	files, err := b.trees.changedSince(ctx, b.st.Baseline.Head, b.rec)
+	if err != nil {
+		return nil, err
 	}
 	own := b.ownPaths()
 	var out []string

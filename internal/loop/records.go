@@ -57,7 +57,7 @@ func (b *builder) closeIteration() {
 	if b.rec.Status == "" {
 		b.rec.Status = StatusFailed
 	}
-	b.rec.UncommittedFiles = b.snap.Dirty
+	b.rec.UncommittedFiles = b.trees.last.Dirty
 	if b.rec.UncommittedFiles == nil {
 		b.rec.UncommittedFiles = []string{}
 	}

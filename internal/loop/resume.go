@@ -28,13 +28,13 @@ func (b *builder) resumeInterrupted() {
 		// continues it, so that work the first agent left (it may have
 		// outlived ralph) counts as this attempt's, not as the tree the
 		// rerun started from.
-		b.resumedFrom = a
+		b.carry.resumedFrom = a
 		return
 	}
 	if a.Iteration != b.st.Machine.Iteration {
 		return
 	}
-	b.resumedFrom = a
+	b.carry.resumedFrom = a
 	rec := &IterationRecord{SchemaVersion: 1, RunID: b.id, Iteration: a.Iteration, Kind: "build", TaskID: a.TaskID,
 		Agent: b.opts.Agent.Name, StartedAt: a.StartedAt, HeadBefore: a.HeadBefore, Status: StatusInterrupted,
 		Reason: "ralph stopped during this iteration; it is run again", ExitCode: -1, PromptFile: a.Prompt, LogFile: a.Log}

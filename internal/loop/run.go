@@ -386,7 +386,7 @@ type run struct {
 	// onAgentStart receives the agent's process group id.
 	onAgentStart func(pgid int)
 	// onAgentExit is called once the agent's process group is stopped
-	// (treeAfterAgent).
+	// (trees.watchAgentExit).
 	onAgentExit func()
 	// agentToken tags the processes of the agent run in progress (see
 	// attemptToken); "" lets agent.Run pick one.
@@ -551,12 +551,6 @@ func (r *run) iterPath(n int, ext string) string {
 	return filepath.Join(r.dir, fmt.Sprintf("iter-%d.%s", n, ext))
 }
 
-// runAgent writes the prompt, runs the agent and returns its outcome. The
-// raw output goes to iter-N.log, the readable part to the terminal.
-func (r *run) runAgent(ctx context.Context, n int, prompt string) (runkit.Result, error) {
-	return r.runAgentAs(ctx, r.opts.Agent, n, prompt)
-}
-
 // runAgentAs runs spec for iteration n. The log is appended to, so that a
 // run repeated after a usage limit keeps the limited run's output too.
 func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt string) (runkit.Result, error) {
@@ -650,83 +644,6 @@ func (r *run) saveIteration(rec *IterationRecord) {
 	}
 	r.record.Iterations = rec.Iteration
 	r.saveRecordLater()
-}
-
-// gitDelta fills the git part of an iteration record: HEAD after, the
-// commits and files changed since before, and the files left uncommitted.
-// It reads the tree with read (one git status), and runs one git log when
-// HEAD moved; the range it read is returned too, for its word on whether
-// history was only added to.
-func (r *run) gitDelta(ctx context.Context, rec *IterationRecord, before gitx.Snapshot, read func() (gitx.Snapshot, error)) (gitx.Snapshot, gitx.Range, error) {
-	after, err := read()
-	if err != nil {
-		return after, gitx.Range{}, err
-	}
-	rg, err := r.rangeInto(ctx, rec, before.Head, after)
-	return after, rg, err
-}
-
-// treeAfterAgent has the next agent run read the work tree as soon as
-// the agent's process group is stopped, beside agent.Run's scan of /proc
-// for processes that left the group (every process's environment: half
-// a millisecond on a quiet machine, milliseconds on a busy desktop). Call
-// it before the run; the func it returns waits for that status. A
-// process that left the group may still write while the status reads, as
-// it could before the scan stopped it: COMMIT's staging names whatever
-// it changed.
-func (r *run) treeAfterAgent(ctx context.Context) (wait func() treeRead) {
-	var ch chan treeRead
-	r.onAgentExit = func() {
-		ch = make(chan treeRead, 1)
-		go func() {
-			snap, err := r.git.Snapshot(ctx)
-			ch <- treeRead{snap: snap, err: err, ok: true}
-		}()
-	}
-	return func() treeRead {
-		r.onAgentExit = nil
-		if ch == nil {
-			return treeRead{}
-		}
-		got := <-ch
-		ch = nil
-		return got
-	}
-}
-
-// treeRead is a status read beside the agent's end (treeAfterAgent).
-type treeRead struct {
-	snap gitx.Snapshot
-	err  error
-	// ok is false when the run never got that far: an agent that could
-	// not start, a port that runs no process.
-	ok bool
-}
-
-// read returns the status, or reads one now when there is none.
-func (t treeRead) read(ctx context.Context, git GitPort) func() (gitx.Snapshot, error) {
-	return func() (gitx.Snapshot, error) {
-		if t.ok {
-			return t.snap, t.err
-		}
-		return git.Snapshot(ctx)
-	}
-}
-
-// rangeInto fills rec's HEAD before and after, its commits and changed
-// files between from and after's HEAD (one git log, none when HEAD did not
-// move), and the files after leaves uncommitted.
-func (r *run) rangeInto(ctx context.Context, rec *IterationRecord, from string, after gitx.Snapshot) (gitx.Range, error) {
-	rec.HeadBefore, rec.HeadAfter = from, after.Head
-	rec.UncommittedFiles = after.Dirty
-	if after.Head == from || after.Head == "" {
-		return gitx.Range{Descends: true}, nil
-	}
-	rg, err := r.git.Range(ctx, from, after.Head)
-	if err == nil {
-		rec.Commits, rec.ChangedFiles = rg.Commits, rg.Files
-	}
-	return rg, err
 }
 
 // runCheck runs one of ralph's checks with a heartbeat: a test suite can

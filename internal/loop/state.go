@@ -238,21 +238,6 @@ type BaselineCheck struct {
 	PerTest bool `json:"per_test,omitempty"`
 }
 
-// failedAtStart reports whether c already failed on the starting tree. A
-// check the baseline does not know (the config changed since) is judged on
-// its own, as if it had passed at the start.
-func (bl *Baseline) failedAtStart(name, run string) bool {
-	if bl == nil {
-		return false
-	}
-	for _, c := range bl.Checks {
-		if c.Name == name && c.Run == run {
-			return !c.Passed
-		}
-	}
-	return false
-}
-
 // Failing names the checks that fail on the baseline's tree.
 func (bl *Baseline) Failing() []string {
 	if bl == nil {

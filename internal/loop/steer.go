@@ -34,7 +34,7 @@ func (b *builder) steer(ctx context.Context) error {
 	err := att.Boundary(ctx, func(p control.Command) {
 		pausedAt = b.opts.now()
 		// A person may change the tree while the run is paused.
-		b.fresh = nil
+		b.trees.invalidate()
 		// A transition still in memory reaches the disk and the journal
 		// before the pause, which may last hours.
 		saveErr = b.flush()
@@ -183,7 +183,7 @@ func (b *builder) applyControl(c control.Command) (string, string) {
 		if b.st.Baseline != nil {
 			// The tree moved under the run: the next task's start is
 			// read again, from git, rather than from the last commit.
-			b.fresh = nil
+			b.trees.invalidate()
 		}
 	default:
 		return id, fmt.Sprintf("a build does not take %s", c.Kind)

@@ -100,7 +100,7 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 	}
 	verdict := role.Combine(criteria, cmds, reviewer)
 	if acReport := verdict.Report(); acReport != "" {
-		b.say(report.KindVerdict, indentLines(acReport, "  ")+"\n", nil)
+		b.say(report.KindVerdict, "  "+strings.ReplaceAll(strings.TrimRight(acReport, "\n"), "\n", "\n  ")+"\n", nil)
 		b.rec.ACReport = acReport
 	}
 	for _, r := range verdict.Reasons {
@@ -272,7 +272,7 @@ func (b *builder) review(ctx context.Context, criteria []role.Criterion) (*role.
 		return nil, err
 	}
 	story := b.sel.Story
-	diff := strings.Join(append(append([]string{}, b.rec.ChangedFiles...), b.snap.Dirty...), "\n")
+	diff := strings.Join(append(append([]string{}, b.rec.ChangedFiles...), b.trees.last.Dirty...), "\n")
 	var checkOut strings.Builder
 	for _, c := range b.rec.Checks {
 		fmt.Fprintf(&checkOut, "%s: passed=%v exit=%d", c.Name, c.Passed, c.ExitCode)
