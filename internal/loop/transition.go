@@ -41,7 +41,7 @@ func (b *builder) kernel() *runkit.Kernel[Machine, Event, Action] {
 		b.savedToken = b.st.CommitToken
 		return nil
 	}
-	k.Saved, k.Counted = "state-saved", true
+	k.Saved = "state-saved"
 	k.After = func(st *transitionStep) error {
 		if err := b.journal.Err(); err != nil {
 			return err
@@ -177,7 +177,12 @@ func (b *builder) criteriaRunCommands() bool {
 func (b *builder) flushAtExit() { b.kernel().Close() }
 
 // flush saves the transitions that wait in memory, if any.
-func (b *builder) flush() error { return b.kernel().Flush() }
+func (b *builder) flush() error {
+	if !b.k.Waiting() {
+		return nil
+	}
+	return b.saveState()
+}
 
 // saveState saves the run's state: with the transitions that wait in
 // memory, if any, and the lines said since, else on its own.

@@ -498,7 +498,6 @@ func (r *Runner) kernel() *runkit.Kernel[OrchestratorState, Event, Action] {
 			}
 			return nil
 		},
-		Counted: true,
 		Emitter: r.Events,
 	}
 }
