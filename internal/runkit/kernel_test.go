@@ -168,7 +168,10 @@ func TestKernelStopEdge(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var gotCtx error
-	s.k.Record = func(ctx context.Context, _ *Step[int, string, string], _ string) error { gotCtx = ctx.Err(); return nil }
+	s.k.Record = func(ctx context.Context, _ *Step[int, string, string], _ string) error {
+		gotCtx = ctx.Err()
+		return nil
+	}
 	why := errors.New("interrupted")
 	if err := s.k.Stop(ctx, "stop", why); err != why {
 		t.Fatalf("Stop returned %v, want the cause", err)
