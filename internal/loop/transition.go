@@ -24,12 +24,7 @@ func (b *builder) kernel() *runkit.Kernel[Machine, Event, Action] {
 	k.State = func() Machine { return b.st.Machine }
 	k.Next = Next
 	k.Begin = b.enter
-	k.Record = func(_ context.Context, st *transitionStep, a Action) error {
-		if p := b.transitionPerformers()[a]; p != nil {
-			p(st.From, st.To, st.Event.Failure)
-		}
-		return nil
-	}
+	k.Record = b.transitionPerformers()
 	k.Event = b.transitionEvent
 	k.Store = func(_ []*transitionStep, ts []report.Event) error {
 		if n := len(ts); n > 0 {
@@ -192,29 +187,35 @@ func (b *builder) saveState() error { return b.kernel().Save() }
 // before the next state's entry action, with the failure the event
 // carried (nil for an event without one). Every action Next can return has
 // a performer here or in entryPerformers (TestEveryActionHasAPerformer).
-func (b *builder) transitionPerformers() map[Action]func(from, to Machine, f *Failure) {
-	return map[Action]func(from, to Machine, f *Failure){
-		ActRecordFailure: func(from, to Machine, _ *Failure) {
-			t := b.st.task(from.TaskID)
+func (b *builder) transitionPerformers() map[Action]func(context.Context, *transitionStep) error {
+	return map[Action]func(context.Context, *transitionStep) error{
+		ActRecordFailure: func(_ context.Context, st *transitionStep) error {
+			t := b.st.task(st.From.TaskID)
 			t.Failures++
-			t.RetryCount = to.RetryCount
+			t.RetryCount = st.To.RetryCount
 			b.st.Metrics.TaskFailures++
+			return nil
 		},
-		ActRecordFeedback: func(from, to Machine, f *Failure) {
-			b.st.Feedback[from.TaskID] = feedbackText(from.TaskID, f)
+		ActRecordFeedback: func(_ context.Context, st *transitionStep) error {
+			b.st.Feedback[st.From.TaskID] = feedbackText(st.From.TaskID, st.Event.Failure)
 			b.st.Metrics.Reworks++
+			return nil
 		},
-		ActMarkBlocked: b.markBlocked,
-		ActResetRetries: func(from, to Machine, _ *Failure) {
-			t := b.st.task(from.TaskID)
+		ActMarkBlocked: func(_ context.Context, st *transitionStep) error {
+			b.markBlocked(st.From, st.To, st.Event.Failure)
+			return nil
+		},
+		ActResetRetries: func(_ context.Context, st *transitionStep) error {
+			t := b.st.task(st.From.TaskID)
 			t.RetryCount, t.Blocker = 0, nil
 			t.Successes++
-			delete(b.st.Feedback, from.TaskID)
+			delete(b.st.Feedback, st.From.TaskID)
 			b.st.Metrics.TaskSuccesses++
+			return nil
 		},
 		// The machine itself carries the decision (Machine.Partial): COMMIT
 		// then commits the work without marking the task done.
-		ActCommitPartial: func(from, to Machine, _ *Failure) {},
+		ActCommitPartial: func(context.Context, *transitionStep) error { return nil },
 	}
 }
 

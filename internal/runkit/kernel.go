@@ -29,9 +29,9 @@ type Kernel[S, V any, A comparable] struct {
 	// Begin (optional) makes the runner's data take the step, ahead of
 	// the actions, and returns how to put it back (nil: no need).
 	Begin func(*Step[S, V, A]) (undo func())
-	// Record performs action a if it goes with the transition, ahead of
-	// the save; an action it has no part in returns nil.
-	Record func(context.Context, *Step[S, V, A], A) error
+	// Record performs the actions that go with the transition, ahead of
+	// the save; the others (the work of the state entered) it lacks.
+	Record map[A]func(context.Context, *Step[S, V, A]) error
 	// Event is the step's line in the journal.
 	Event func(*Step[S, V, A]) report.Event
 	// Store saves the runner's state, which records steps with their
@@ -77,9 +77,11 @@ func (k *Kernel[S, V, A]) Take(ctx context.Context, v V) (*Step[S, V, A], error)
 		undo = u
 	}
 	for _, a := range acts {
-		if err := k.Record(ctx, st, a); err != nil {
-			undo()
-			return nil, err
+		if r := k.Record[a]; r != nil {
+			if err := r(ctx, st); err != nil {
+				undo()
+				return nil, err
+			}
 		}
 	}
 	k.waiting = append(k.waiting, queued[S, V, A]{ev: k.Event(st), step: st})
@@ -95,6 +97,7 @@ func (k *Kernel[S, V, A]) Take(ctx context.Context, v V) (*Step[S, V, A], error)
 	return st, nil
 }
 
+// call calls f when there is one.
 func call[T, R any](f func(T) R, t T) (r R) {
 	if f != nil {
 		r = f(t)

@@ -55,17 +55,14 @@ func newToy(t *testing.T) *toy {
 			s.state = st.To
 			return func() { s.state, s.kept = st.From, before }
 		},
-		Record: func(_ context.Context, st *Step[int, string, string], a string) error {
-			if a != "rec" {
-				return nil
-			}
+		Record: map[string]func(context.Context, *Step[int, string, string]) error{"rec": func(_ context.Context, st *Step[int, string, string]) error {
 			s.kept = append(s.kept, st.Event)
 			s.trace = append(s.trace, "record "+st.Event)
 			if s.failOn == st.Event {
 				return errors.New("record failed")
 			}
 			return nil
-		},
+		}},
 		Event: func(st *Step[int, string, string]) report.Event {
 			return report.Event{Kind: report.KindTransition, Text: fmt.Sprintf("%d->%d", st.From, st.To)}
 		},
@@ -168,7 +165,7 @@ func TestKernelStopEdge(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var gotCtx error
-	s.k.Record = func(ctx context.Context, _ *Step[int, string, string], _ string) error {
+	s.k.Record["rec"] = func(ctx context.Context, _ *Step[int, string, string]) error {
 		gotCtx = ctx.Err()
 		return nil
 	}

@@ -460,7 +460,6 @@ func (r *Runner) fire(ctx context.Context, e Event, detail string) error {
 // carries each transition too (LastEvent): a kill before its line in
 // transitions.jsonl is repaired from it on resume.
 func (r *Runner) kernel() *runkit.Kernel[OrchestratorState, Event, Action] {
-	records := r.recordPerformers()
 	return &runkit.Kernel[OrchestratorState, Event, Action]{
 		State: func() OrchestratorState { return r.prog.State },
 		Next:  func(s OrchestratorState, e Event) (OrchestratorState, []Action, error) { return Next(s, e, r.Policy) },
@@ -474,13 +473,8 @@ func (r *Runner) kernel() *runkit.Kernel[OrchestratorState, Event, Action] {
 				r.prog.CommitToken = token
 			}
 		},
-		Record: func(ctx context.Context, t *transition, a Action) error {
-			if !a.Records() {
-				return nil
-			}
-			return records[a](ctx, t)
-		},
-		Event: r.transitionEvent,
+		Record: r.recordPerformers(),
+		Event:  r.transitionEvent,
 		Store: func(ts []*transition, evs []report.Event) error {
 			if n := len(ts); n > 0 {
 				e := evs[n-1]

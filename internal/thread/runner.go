@@ -205,15 +205,16 @@ func EnsureIgnores(ws *workspace.Workspace) error {
 // leaves the old thread on disk. apply takes exactly the one step Next
 // allows; the work of the new phase is drive's.
 func (r *Runner) apply(ev Event, verb string) error {
+	record := map[Action]func(context.Context, *transition) error{}
+	for a, p := range performers {
+		if p.before != nil {
+			record[a] = func(_ context.Context, tr *transition) error { return p.before(r, tr) }
+		}
+	}
 	k := runkit.Kernel[Thread, Event, Action]{
-		State: func() Thread { return r.t },
-		Next:  Next,
-		Record: func(_ context.Context, tr *transition, a Action) error {
-			if p := performers[a].before; p != nil {
-				return p(r, tr)
-			}
-			return nil
-		},
+		State:  func() Thread { return r.t },
+		Next:   Next,
+		Record: record,
 		Event: func(tr *transition) report.Event {
 			return r.transitionEvent(tr.From.Phase.Type, tr.To.Phase.Type, string(ev.Verb), ev,
 				fmt.Sprintf("thread %s: %s → %s\n", tr.To.ID, tr.From.Phase.Type, tr.To.Phase.Type))
@@ -235,19 +236,18 @@ func (r *Runner) apply(ev Event, verb string) error {
 		},
 		Emitter: r.env.Events,
 	}
-	_, err := k.Take(r.bg(), ev)
-	return r.explain(err, verb)
+	if _, err := k.Take(r.bg(), ev); err != nil {
+		return r.explain(err, verb)
+	}
+	// An event that carries an error (the interrupt, the loop's failure)
+	// ends the command with it once the thread has moved.
+	return ev.Err
 }
 
-// raise applies ev and drives the thread on from the phase it enters. An
-// event that carries an error (the interrupt, the loop's failure) ends the
-// command with it once the thread has moved.
+// raise applies ev and drives the thread on from the phase it enters.
 func (r *Runner) raise(ev Event, verb string) error {
 	if err := r.apply(ev, verb); err != nil {
 		return err
-	}
-	if ev.Err != nil {
-		return ev.Err
 	}
 	return r.drive()
 }
@@ -273,9 +273,6 @@ func (r *Runner) drive() error {
 		}
 		if err := r.apply(ev, string(ev.Verb)); err != nil {
 			return err
-		}
-		if ev.Err != nil {
-			return ev.Err
 		}
 	}
 	return fmt.Errorf("thread %s did not settle in a phase that waits for you", r.t.ID)
