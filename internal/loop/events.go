@@ -30,14 +30,14 @@ func (r *run) say(kind report.Kind, text string, data map[string]any) {
 // save of the state, when some do: a line said in a state comes after
 // the transition into it, in the journal as on the screen.
 func (r *run) emit(ev report.Event) {
-	if len(r.pending) > 0 {
-		if ev.Time.IsZero() {
-			ev.Time = r.opts.now().UTC()
-		}
-		r.pending = append(r.pending, pendingEvent{ev: ev})
+	if !r.k.Waiting() {
+		r.em.Emit(ev)
 		return
 	}
-	r.em.Emit(ev)
+	if ev.Time.IsZero() {
+		ev.Time = r.opts.now().UTC()
+	}
+	r.k.Say(ev)
 }
 
 // sayf emits a line a person reads, made from format.

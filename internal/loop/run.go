@@ -374,11 +374,10 @@ type run struct {
 	// events.jsonl.
 	em      *report.Emitter
 	journal *report.Journal
-	// pending is what waits for the next save of a build's state:
-	// transitions applied in memory, and the lines said since the first
-	// of them, in their order (see builder.transition). Empty for a run
-	// that saves no state between its events (plan).
-	pending []pendingEvent
+	// k is a build's runner kernel (builder.kernel); it holds what waits
+	// for the next save of the state. Unused by a run that saves no state
+	// between its events (plan).
+	k runkit.Kernel[Machine, Event, Action]
 	// log is the run's structured debug log, runs/<id>/ralph.log: what
 	// ralph decided and why, for when a person asks "what happened?".
 	log     *slog.Logger

@@ -335,12 +335,9 @@ func (h *Home) load() (*LoopState, error) {
 	return &st, nil
 }
 
-// The crash test hooks are the runner kernel's (runkit): every runner
-// fires them at the same instants.
-var (
-	CrashHook  = runkit.CrashHook
-	CrashPoint = runkit.CrashPoint
-)
+// CrashPoint is the runner kernel's crash test hook (runkit), for the
+// instants between two transitions.
+var CrashPoint = runkit.CrashPoint
 
 func (st *LoopState) task(id string) *TaskRecord {
 	t := st.Tasks[id]

@@ -2,38 +2,58 @@ package loop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
 )
 
-// pendingEvent is an event that waits for the next save of the state: a
-// transition (t set) or a line said after one.
-type pendingEvent struct {
-	ev report.Event
-	t  *pendingTransition
-}
+// transitionStep is one transition of the loop machine, as the runner
+// kernel takes it.
+type transitionStep = runkit.Step[Machine, Event, Action]
 
-// pendingTransition is what the run's log says of a transition once it
-// is saved.
-type pendingTransition struct {
-	from, to Machine
-	trigger  Trigger
-	taskID   string
+// kernel is the run's runner kernel over the loop machine: the transition
+// protocol (actions, save, journal, crash points) and the batching of
+// transitions whose save may wait (waitsForSave).
+func (b *builder) kernel() *runkit.Kernel[Machine, Event, Action] {
+	k := &b.k
+	if k.Next != nil {
+		return k
+	}
+	k.State = func() Machine { return b.st.Machine }
+	k.Next = Next
+	k.Begin = b.enter
+	k.Record = b.transitionPerformers()
+	k.Event = b.transitionEvent
+	k.Store = func(_ []*transitionStep, ts []report.Event) error {
+		if n := len(ts); n > 0 {
+			b.st.LastEvent, b.st.EarlierEvents = &ts[n-1], ts[:n-1]
+		}
+		if err := b.home.save(b.st); err != nil {
+			return err
+		}
+		b.savedToken = b.st.CommitToken
+		return nil
+	}
+	k.Saved = "state-saved"
+	k.After = func(st *transitionStep) error {
+		if err := b.journal.Err(); err != nil {
+			return err
+		}
+		b.log.Info("transition", "from", st.From.State, "to", st.To.State, "trigger", st.Event.Trigger, "task", stepTask(st), "retry", st.To.RetryCount)
+		return nil
+	}
+	k.Defer = func(st *transitionStep) bool { return b.waitsForSave(st.From, st.To) }
+	k.Emitter = b.em
+	return k
 }
 
 // stop ends the run on err by the edge trig into STOPPED, so that the
 // journal and state.json say why it stopped and the next `ralph build`
 // resumes where it was. It returns err, which is what the user is told.
 func (b *builder) stop(trig Trigger, why string, err error) error {
-	if terr := b.transition(Event{Trigger: trig, Detail: why}); terr != nil && !errors.Is(terr, ErrNoTransition) {
-		// The stop could not be recorded; the state on disk is still the
-		// one before it, which resumes just the same.
-		return errors.Join(err, terr)
-	}
-	return err
+	return b.kernel().Stop(context.Background(), Event{Trigger: trig, Detail: why}, err)
 }
 
 // transition applies the pure machine to an event, performs the
@@ -43,11 +63,14 @@ func (b *builder) stop(trig Trigger, why string, err error) error {
 // waits in memory for the next save of the state, which records it with
 // the others that waited, in one atomic write where there were several.
 func (b *builder) transition(ev Event) error {
-	m := b.st.Machine
-	next, actions, err := Next(m, ev)
-	if err != nil {
-		return err
-	}
+	_, err := b.kernel().Take(context.Background(), ev)
+	return err
+}
+
+// enter makes the run's state take st: the time spent in the state left,
+// the commit token, the metrics.
+func (b *builder) enter(st *transitionStep) func() {
+	m, next := st.From, st.To
 	now := b.opts.now()
 	if b.st.Metrics.StateMillis == nil {
 		b.st.Metrics.StateMillis = map[State]int64{}
@@ -55,9 +78,6 @@ func (b *builder) transition(ev Event) error {
 	if m.State != StateStopped {
 		// Time between a stop and the resume is no time of the run.
 		b.st.Metrics.StateMillis[m.State] += now.Sub(b.st.EnteredAt).Milliseconds()
-	}
-	for _, a := range actions[:len(actions)-1] {
-		b.transitionAction(a, m, next, ev.Failure)
 	}
 	if m.State == StateCommit && next.State != StateStopped {
 		// The next COMMIT makes its own; a stopped one resumes with its
@@ -82,29 +102,33 @@ func (b *builder) transition(ev Event) error {
 	for _, ms := range b.st.Metrics.WaitMillis {
 		b.st.Metrics.TotalMillis += ms // the run's wall time includes its waits
 	}
-	detail := ""
-	if ev.Failure != nil {
-		detail = ev.Failure.Reason
+	return nil
+}
+
+// transitionEvent is st's line in the journal, at the time it was entered.
+func (b *builder) transitionEvent(st *transitionStep) report.Event {
+	detail := st.Event.Detail
+	if f := st.Event.Failure; f != nil && detail == "" {
+		detail = f.Reason
 	}
-	if ev.Detail != "" {
-		detail = ev.Detail
-	}
-	taskID := m.TaskID
-	if taskID == "" {
-		taskID = next.TaskID
-	}
-	e := report.Event{Kind: report.KindTransition, Time: now.UTC(), From: string(m.State), To: string(next.State), Trigger: string(ev.Trigger), Task: taskID}
+	taskID := stepTask(st)
+	e := report.Event{Kind: report.KindTransition, Time: b.st.EnteredAt, From: string(st.From.State), To: string(st.To.State), Trigger: string(st.Event.Trigger), Task: taskID}
 	if taskID != "" {
-		e.Attempt = m.RetryCount + 1
+		e.Attempt = st.From.RetryCount + 1
 	}
 	if d := clip(detail, 300); d != "" {
 		e.Data = map[string]any{"detail": d}
 	}
-	b.pending = append(b.pending, pendingEvent{ev: e, t: &pendingTransition{from: m, to: next, trigger: ev.Trigger, taskID: taskID}})
-	if b.waitsForSave(m, next) {
-		return nil
+	return e
+}
+
+// stepTask is the task a transition is about: the one left, else the one
+// entered.
+func stepTask(st *transitionStep) string {
+	if st.From.TaskID != "" {
+		return st.From.TaskID
 	}
-	return b.saveState()
+	return st.To.TaskID
 }
 
 // waitsForSave reports whether the transition from m into next may wait
@@ -143,120 +167,55 @@ func (b *builder) criteriaRunCommands() bool {
 	return false
 }
 
-// persist saves the state with batch's transitions as its last events and
-// then journals the batch: the state records the transitions before the
-// journal gets them, so that a kill between the two is repaired on resume
-// (repairJournal).
-func (b *builder) persist(batch []pendingEvent) error {
-	evs := make([]report.Event, len(batch))
-	for i, p := range batch {
-		evs[i] = p.ev
-	}
-	if _, err := b.em.EmitAllAfter(evs, func(stamped []report.Event) error {
-		var ts []report.Event
-		for i, e := range stamped {
-			if batch[i].t != nil {
-				ts = append(ts, e)
-			}
-		}
-		if n := len(ts); n > 0 {
-			b.st.LastEvent, b.st.EarlierEvents = &ts[n-1], ts[:n-1]
-		}
-		if err := b.home.save(b.st); err != nil {
-			return err
-		}
-		CrashPoint("state-saved")
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := b.journal.Err(); err != nil {
-		return err
-	}
-	for _, p := range batch {
-		if t := p.t; t != nil {
-			b.log.Info("transition", "from", t.from.State, "to", t.to.State, "trigger", t.trigger, "task", t.taskID, "retry", t.to.RetryCount)
-			CrashHook()
-		}
-	}
-	return nil
-}
-
 // flushAtExit saves what still waits for a save when the run returns
-// without a last transition (an error on the way): the lines said are
-// shown even when the save fails, and the state on disk is then the one
-// before those transitions, which resumes just the same.
-func (b *builder) flushAtExit() {
-	batch := b.pending
-	if len(batch) == 0 || b.saveState() == nil {
-		return
-	}
-	for _, p := range batch {
-		if p.t == nil {
-			b.em.Emit(p.ev)
-		}
-	}
-}
+// without a last transition (an error on the way).
+func (b *builder) flushAtExit() { b.kernel().Close() }
 
 // flush saves the transitions that wait in memory, if any.
 func (b *builder) flush() error {
-	if len(b.pending) == 0 {
+	if !b.k.Waiting() {
 		return nil
 	}
 	return b.saveState()
 }
 
 // saveState saves the run's state: with the transitions that wait in
-// memory, if any, and the lines said since, else on its own. Every save
-// of a build's state goes through it, so that no save writes a state
-// whose transitions the journal lacks.
-func (b *builder) saveState() error {
-	var err error
-	if batch := b.pending; len(batch) > 0 {
-		b.pending = nil
-		err = b.persist(batch)
-	} else {
-		err = b.home.save(b.st)
-	}
-	if err == nil {
-		b.savedToken = b.st.CommitToken
-	}
-	return err
-}
-
-func (b *builder) transitionAction(a Action, from, to Machine, f *Failure) {
-	if p := b.transitionPerformers()[a]; p != nil {
-		p(from, to, f)
-	}
-}
+// memory, if any, and the lines said since, else on its own.
+func (b *builder) saveState() error { return b.kernel().Save() }
 
 // transitionPerformers perform the actions a transition itself returns,
 // before the next state's entry action, with the failure the event
 // carried (nil for an event without one). Every action Next can return has
 // a performer here or in entryPerformers (TestEveryActionHasAPerformer).
-func (b *builder) transitionPerformers() map[Action]func(from, to Machine, f *Failure) {
-	return map[Action]func(from, to Machine, f *Failure){
-		ActRecordFailure: func(from, to Machine, _ *Failure) {
-			t := b.st.task(from.TaskID)
+func (b *builder) transitionPerformers() map[Action]func(context.Context, *transitionStep) error {
+	return map[Action]func(context.Context, *transitionStep) error{
+		ActRecordFailure: func(_ context.Context, st *transitionStep) error {
+			t := b.st.task(st.From.TaskID)
 			t.Failures++
-			t.RetryCount = to.RetryCount
+			t.RetryCount = st.To.RetryCount
 			b.st.Metrics.TaskFailures++
+			return nil
 		},
-		ActRecordFeedback: func(from, to Machine, f *Failure) {
-			b.st.Feedback[from.TaskID] = feedbackText(from.TaskID, f)
+		ActRecordFeedback: func(_ context.Context, st *transitionStep) error {
+			b.st.Feedback[st.From.TaskID] = feedbackText(st.From.TaskID, st.Event.Failure)
 			b.st.Metrics.Reworks++
+			return nil
 		},
-		ActMarkBlocked: b.markBlocked,
-		ActResetRetries: func(from, to Machine, _ *Failure) {
-			t := b.st.task(from.TaskID)
+		ActMarkBlocked: func(_ context.Context, st *transitionStep) error {
+			b.markBlocked(st.From, st.To, st.Event.Failure)
+			return nil
+		},
+		ActResetRetries: func(_ context.Context, st *transitionStep) error {
+			t := b.st.task(st.From.TaskID)
 			t.RetryCount, t.Blocker = 0, nil
 			t.Successes++
-			delete(b.st.Feedback, from.TaskID)
+			delete(b.st.Feedback, st.From.TaskID)
 			b.st.Metrics.TaskSuccesses++
+			return nil
 		},
 		// The machine itself carries the decision (Machine.Partial): COMMIT
 		// then commits the work without marking the task done.
-		ActCommitPartial: func(from, to Machine, _ *Failure) {},
+		ActCommitPartial: func(context.Context, *transitionStep) error { return nil },
 	}
 }
 

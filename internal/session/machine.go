@@ -127,6 +127,9 @@ type Event struct {
 	NewTasks []role.NewTask
 	// Reason says why, for blocked, failed and error events.
 	Reason string
+	// Detail is the transition's wording in the journal; Next never reads
+	// it.
+	Detail string
 }
 
 // OrchestratorState is the seed's state data model plus the counters its

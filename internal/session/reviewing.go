@@ -79,20 +79,20 @@ func (r *Runner) review(ctx context.Context) error {
 // still in Reviewing is in the commit, so that a crash in between is
 // recognised on resume and the work is never committed twice. A task that
 // changed nothing has no commit.
-func (r *Runner) commitTask(ctx context.Context, t transition) error {
+func (r *Runner) commitTask(ctx context.Context, t *transition) error {
 	ctx = context.WithoutCancel(ctx)
 	hash, err := r.taskCommit(ctx, t)
 	if err != nil {
 		return err
 	}
-	if rec := r.prog.Task(t.task); rec != nil {
+	if rec := r.prog.Task(stepTask(t)); rec != nil {
 		rec.Commit = shortHash(hash)
 	}
 	r.prog.TaskBase = ""
 	return nil
 }
 
-func (r *Runner) taskCommit(ctx context.Context, t transition) (string, error) {
+func (r *Runner) taskCommit(ctx context.Context, t *transition) (string, error) {
 	if hash, ok := runkit.Committed(ctx, r.git(), r.prog.CommitToken); ok {
 		return hash, nil
 	}
@@ -112,21 +112,21 @@ func (r *Runner) taskCommit(ctx context.Context, t transition) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	task, ok := findTask(ts, t.task)
+	task, ok := findTask(ts, stepTask(t))
 	if !ok {
-		return "", fmt.Errorf("task %s is no longer in %s: ralph cannot name its commit", t.task, r.WS.Rel(tasksPath(r.Dir)))
+		return "", fmt.Errorf("task %s is no longer in %s: ralph cannot name its commit", stepTask(t), r.WS.Rel(tasksPath(r.Dir)))
 	}
 	msg := runkit.Message{
 		Subject: fmt.Sprintf("%s: %s", task.ID, text.Clip(text.OneLine(task.Title), 60)),
 		Trailers: []runkit.Trailer{
-			{Key: "Ralph-Session", Value: t.from.SessionID},
+			{Key: "Ralph-Session", Value: t.From.SessionID},
 			{Key: "Ralph-Task", Value: task.ID},
-			{Key: "Ralph-Attempt", Value: strconv.Itoa(t.from.CurrentAttemptNumber)},
+			{Key: "Ralph-Attempt", Value: strconv.Itoa(t.From.CurrentAttemptNumber)},
 		},
 	}
 	return runkit.Commit(ctx, r.git(), msg, func(token string) error {
 		r.prog.CommitToken = token
-		return r.saveAt(t.from)
+		return r.saveAt(t.From)
 	})
 }
 

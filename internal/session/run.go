@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -328,13 +329,7 @@ func stopCause(ctx context.Context, err error) (Trigger, string, error) {
 // resolved, or it is already stopped or ended) records nothing.
 func (r *Runner) stop(ctx context.Context, err error) error {
 	trig, detail, err := stopCause(ctx, err)
-	if _, _, illegal := Next(r.prog.State, Event{Type: trig}, r.Policy); illegal != nil {
-		return err
-	}
-	if ferr := r.fire(context.WithoutCancel(ctx), Event{Type: trig, Reason: detail}, detail); ferr != nil {
-		return fmt.Errorf("%w (and progress.md could not record the stop: %v)", err, ferr)
-	}
-	return err
+	return r.kernel().Stop(ctx, Event{Type: trig, Reason: detail, Detail: detail}, err)
 }
 
 func (r *Runner) finalError() error {
@@ -389,34 +384,39 @@ func (r *Runner) resolve(ctx context.Context, fresh bool) error {
 }
 
 // transition is one step of the machine, for the actions that record it.
-type transition struct {
-	from, next OrchestratorState
-	event      Event
-	task       string
+type transition = runkit.Step[OrchestratorState, Event, Action]
+
+// stepTask is the task a transition is about: the one left, else the one
+// entered.
+func stepTask(t *transition) string {
+	if t.From.CurrentTaskID != "" {
+		return t.From.CurrentTaskID
+	}
+	return t.To.CurrentTaskID
 }
 
 // recordPerformers perform the actions that change ralph's records (see
 // Action.Records), while fire makes the transition.
-func (r *Runner) recordPerformers() map[Action]func(context.Context, transition) error {
-	return map[Action]func(context.Context, transition) error{
+func (r *Runner) recordPerformers() map[Action]func(context.Context, *transition) error {
+	return map[Action]func(context.Context, *transition) error{
 		CommitTask: r.commitTask,
-		MarkInReview: func(_ context.Context, t transition) error {
-			return r.setMark(t.task, tasks.MarkInReview)
+		MarkInReview: func(_ context.Context, t *transition) error {
+			return r.setMark(stepTask(t), tasks.MarkInReview)
 		},
-		MarkDone: func(_ context.Context, t transition) error {
-			return r.setMark(t.task, tasks.MarkDone)
+		MarkDone: func(_ context.Context, t *transition) error {
+			return r.setMark(stepTask(t), tasks.MarkDone)
 		},
-		MarkRework: func(_ context.Context, t transition) error {
-			if rec := r.prog.Task(t.task); rec != nil {
+		MarkRework: func(_ context.Context, t *transition) error {
+			if rec := r.prog.Task(stepTask(t)); rec != nil {
 				rec.Failures++
-				if t.event.Type == ReviewerCompleted && t.event.Verdict == role.VerdictFailed {
+				if t.Event.Type == ReviewerCompleted && t.Event.Verdict == role.VerdictFailed {
 					rec.Reworks++
 				}
 			}
-			return r.setMark(t.task, tasks.MarkTodo)
+			return r.setMark(stepTask(t), tasks.MarkTodo)
 		},
-		AddTasks: func(_ context.Context, t transition) error {
-			_, err := r.addTasks(t.event.NewTasks)
+		AddTasks: func(_ context.Context, t *transition) error {
+			_, err := r.addTasks(t.Event.NewTasks)
 			return err
 		},
 	}
@@ -451,55 +451,56 @@ func (r *Runner) fire(ctx context.Context, e Event, detail string) error {
 			return err
 		}
 	}
-	from := r.prog.State
-	next, acts, err := Next(from, e, r.Policy)
-	if err != nil {
-		return err
+	e.Detail = detail
+	_, err := r.kernel().Take(ctx, e)
+	return err
+}
+
+// kernel is the runner kernel over the session machine. progress.md
+// carries each transition too (LastEvent): a kill before its line in
+// transitions.jsonl is repaired from it on resume.
+func (r *Runner) kernel() *runkit.Kernel[OrchestratorState, Event, Action] {
+	return &runkit.Kernel[OrchestratorState, Event, Action]{
+		State: func() OrchestratorState { return r.prog.State },
+		Next:  func(s OrchestratorState, e Event) (OrchestratorState, []Action, error) { return Next(s, e, r.Policy) },
+		Begin: func(t *transition) func() {
+			before := r.prog.clone()
+			r.prog.State = t.To
+			return func() {
+				// The commit's token stays: the commit it names may be made.
+				token := r.prog.CommitToken
+				r.prog = before
+				r.prog.CommitToken = token
+			}
+		},
+		Record: r.recordPerformers(),
+		Event:  r.transitionEvent,
+		Store: func(ts []*transition, evs []report.Event) error {
+			if n := len(ts); n > 0 {
+				e := evs[n-1]
+				r.prog.LastEvent = &runkit.TransitionEvent{Timestamp: r.now().UTC(), SessionID: ts[n-1].To.SessionID, Transition: runkit.TransitionEntry{
+					From: e.From, To: e.To, Trigger: e.Trigger, TaskID: e.Task, AttemptNumber: e.Attempt, Detail: ts[n-1].Event.Detail}}
+			}
+			return r.save()
+		},
+		Saved: "session-saved",
+		Log:   func(*transition) error { return store.AppendJSONLine(TransitionsPath(r.Dir), r.prog.LastEvent) },
+		After: func(t *transition) error {
+			r.todo = slices.DeleteFunc(slices.Clone(t.Actions), Action.Records)
+			if r.observe != nil {
+				r.observe(Edge{From: t.From.Current, To: t.To.Current, Trigger: t.Event.Type, Label: edgeLabel(t.Event, t.To)})
+			}
+			return nil
+		},
+		Emitter: r.Events,
 	}
-	task := from.CurrentTaskID
-	if task == "" {
-		task = next.CurrentTaskID
-	}
-	before := r.prog.clone()
-	undo := func(err error) error {
-		// The commit's token stays: the commit it names may be made.
-		token := r.prog.CommitToken
-		r.prog = before
-		r.prog.CommitToken = token
-		return err
-	}
-	r.prog.State = next
-	records := r.recordPerformers()
-	var todo []Action
-	for _, a := range acts {
-		if !a.Records() {
-			todo = append(todo, a)
-			continue
-		}
-		if err := records[a](ctx, transition{from: from, next: next, event: e, task: task}); err != nil {
-			return undo(err)
-		}
-	}
-	ev := runkit.TransitionEvent{Timestamp: r.now().UTC(), SessionID: next.SessionID, Transition: runkit.TransitionEntry{
-		From: string(from.Current), To: string(next.Current), Trigger: string(e.Type), TaskID: task,
-		AttemptNumber: from.CurrentAttemptNumber, Detail: detail}}
-	if ev.Transition.AttemptNumber == 0 {
-		ev.Transition.AttemptNumber = next.CurrentAttemptNumber
-	}
-	// progress.md carries the transition too: a kill before the log line
-	// below is repaired from it on resume.
-	r.prog.LastEvent = &ev
-	if err := r.save(); err != nil {
-		return undo(err)
-	}
-	r.todo = todo
-	runkit.CrashPoint("session-saved")
-	if err := store.AppendJSONLine(TransitionsPath(r.Dir), ev); err != nil {
-		return err
-	}
-	// The same transition, in the journal's envelope, reaches the
-	// caller's sinks: its journal (.ralph/events.jsonl) and the terminal.
-	line := fmt.Sprintf("session %s: %s → %s (%s", next.SessionID, from.Current, next.Current, e.Type)
+}
+
+// transitionEvent is t in the journal's envelope, which reaches the
+// caller's sinks: its journal (.ralph/events.jsonl) and the terminal.
+func (r *Runner) transitionEvent(t *transition) report.Event {
+	task, detail := stepTask(t), t.Event.Detail
+	line := fmt.Sprintf("session %s: %s → %s (%s", t.To.SessionID, t.From.Current, t.To.Current, t.Event.Type)
 	if task != "" {
 		line += ", " + task
 	}
@@ -510,13 +511,12 @@ func (r *Runner) fire(ctx context.Context, e Event, detail string) error {
 	if detail != "" {
 		data["detail"] = detail
 	}
-	r.emit(report.Event{Kind: report.KindTransition, From: ev.Transition.From, To: ev.Transition.To, Trigger: ev.Transition.Trigger,
-		Task: task, Attempt: ev.Transition.AttemptNumber, Data: data, Text: line + ")\n"})
-	if r.observe != nil {
-		r.observe(Edge{From: from.Current, To: next.Current, Trigger: e.Type, Label: edgeLabel(e, next)})
+	attempt := t.From.CurrentAttemptNumber
+	if attempt == 0 {
+		attempt = t.To.CurrentAttemptNumber
 	}
-	runkit.CrashHook()
-	return nil
+	return report.Event{Kind: report.KindTransition, From: string(t.From.Current), To: string(t.To.Current), Trigger: string(t.Event.Type),
+		Task: task, Attempt: attempt, Data: data, Text: line + ")\n"}
 }
 
 // save writes progress.md with the time spent so far.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/text"
 )
@@ -13,11 +14,7 @@ import (
 // transition is one step being taken: the event, the thread before it and
 // the thread it makes, which the actions ahead of the save may still fill
 // in (the spec version, what a stuck attempt left).
-type transition struct {
-	ev  Event
-	old Thread
-	n   *Thread
-}
+type transition = runkit.Step[Thread, Event, Action]
 
 // performer is how the runner performs one action of the table. Each part
 // is optional; an action whose performer has none is only a name for a
@@ -46,8 +43,8 @@ func init() {
 		// stopped this ralph's loop, and pause and abandon interrupt the
 		// ralph that holds the thread (interruptHolder) before they take it.
 		ActStopWork:        {},
-		ActResetWorkspace:  {before: func(r *Runner, tr *transition) error { return r.resetWorkspace(tr.old) }},
-		ActCaptureBaseline: {before: func(r *Runner, tr *transition) error { return r.createBranch(tr.n) }},
+		ActResetWorkspace:  {before: func(r *Runner, tr *transition) error { return r.resetWorkspace(tr.From) }},
+		ActCaptureBaseline: {before: func(r *Runner, tr *transition) error { return r.createBranch(&tr.To) }},
 		// The spec conversation is the draft and spec commands' work in
 		// Drafting, not ralph's: entering it only says what comes next.
 		ActDraftSpec: {after: func(r *Runner, _ *transition) {
@@ -84,8 +81,8 @@ func init() {
 		ActRunLoop: {work: (*Runner).runLoop},
 		ActAwaitHuman: {after: func(r *Runner, tr *transition) {
 			r.ReportPaused()
-			if tr.ev.Reason != "" {
-				r.note("why: %s", tr.ev.Reason)
+			if tr.Event.Reason != "" {
+				r.note("why: %s", tr.Event.Reason)
 			}
 		}},
 		ActVerify:      {work: (*Runner).verify},
@@ -118,7 +115,7 @@ func init() {
 
 // freezeSpec makes the draft the next immutable spec version.
 func (r *Runner) freezeSpec(tr *transition) error {
-	old, n := tr.old, tr.n
+	old, n := tr.From, &tr.To
 	draft, err := os.ReadFile(r.draftPath())
 	if errors.Is(err, os.ErrNotExist) || (err == nil && strings.TrimSpace(string(draft)) == "") {
 		return fmt.Errorf("thread %s has no draft spec to finalize: write one with `ralph thread draft \"...\"` or `ralph thread spec FILE`", old.ID)
@@ -155,13 +152,13 @@ func (r *Runner) reportFrozen(*transition) {
 // handles it: why (the event's reason), the output that came closest and
 // the diff from the baseline, next to the criteria the event carries.
 func (r *Runner) recordStuck(tr *transition) error {
-	reason := tr.ev.Reason
+	reason := tr.Event.Reason
 	r.note("stuck: %s", reason)
-	if s := tr.n.Stuck; s != nil {
+	if s := tr.To.Stuck; s != nil {
 		if out := r.closestOutput(); out != "" {
 			s.ClosestOutput = r.ws.Rel(out)
 		}
-		if b := tr.old.Baseline; b != nil {
+		if b := tr.From.Baseline; b != nil {
 			diff, _ := r.git("diff", b.CommitSHA, "--", ".", ":(exclude).ralph")
 			if untracked, _ := r.git("ls-files", "--others", "--exclude-standard", "--", ".", ":(exclude).ralph"); untracked != "" {
 				diff += "\n# untracked files (not in the diff above):\n# " + strings.ReplaceAll(untracked, "\n", "\n# ")

@@ -205,41 +205,49 @@ func EnsureIgnores(ws *workspace.Workspace) error {
 // leaves the old thread on disk. apply takes exactly the one step Next
 // allows; the work of the new phase is drive's.
 func (r *Runner) apply(ev Event, verb string) error {
-	old := r.t
-	n, acts, err := Next(old, ev)
-	if err != nil {
-		return r.explain(err, verb)
+	record := map[Action]func(context.Context, *transition) error{}
+	for a, p := range performers {
+		if p.before != nil {
+			record[a] = func(_ context.Context, tr *transition) error { return p.before(r, tr) }
+		}
 	}
-	tr := &transition{ev: ev, old: old, n: &n}
-	for _, a := range acts {
-		if p := performers[a]; p.before != nil {
-			if err := p.before(r, tr); err != nil {
+	k := runkit.Kernel[Thread, Event, Action]{
+		State:  func() Thread { return r.t },
+		Next:   Next,
+		Record: record,
+		Event: func(tr *transition) report.Event {
+			return r.transitionEvent(tr.From.Phase.Type, tr.To.Phase.Type, string(ev.Verb), ev,
+				fmt.Sprintf("thread %s: %s → %s\n", tr.To.ID, tr.From.Phase.Type, tr.To.Phase.Type))
+		},
+		Store: func(tr []*transition, _ []report.Event) error {
+			if err := Save(r.dir, &tr[0].To); err != nil {
 				return err
 			}
-		}
+			r.t = tr[0].To
+			return nil
+		},
+		After: func(tr *transition) error {
+			for _, a := range tr.Actions {
+				if p := performers[a].after; p != nil {
+					p(r, tr)
+				}
+			}
+			return nil
+		},
+		Emitter: r.env.Events,
 	}
-	if err := Save(r.dir, &n); err != nil {
-		return err
+	if _, err := k.Take(r.bg(), ev); err != nil {
+		return r.explain(err, verb)
 	}
-	r.t = n
-	r.transition(old.Phase.Type, n.Phase.Type, string(ev.Verb), ev, fmt.Sprintf("thread %s: %s → %s\n", n.ID, old.Phase.Type, n.Phase.Type))
-	for _, a := range acts {
-		if p := performers[a]; p.after != nil {
-			p.after(r, tr)
-		}
-	}
-	return nil
+	// An event that carries an error (the interrupt, the loop's failure)
+	// ends the command with it once the thread has moved.
+	return ev.Err
 }
 
-// raise applies ev and drives the thread on from the phase it enters. An
-// event that carries an error (the interrupt, the loop's failure) ends the
-// command with it once the thread has moved.
+// raise applies ev and drives the thread on from the phase it enters.
 func (r *Runner) raise(ev Event, verb string) error {
 	if err := r.apply(ev, verb); err != nil {
 		return err
-	}
-	if ev.Err != nil {
-		return ev.Err
 	}
 	return r.drive()
 }
@@ -266,9 +274,6 @@ func (r *Runner) drive() error {
 		if err := r.apply(ev, string(ev.Verb)); err != nil {
 			return err
 		}
-		if ev.Err != nil {
-			return ev.Err
-		}
 	}
 	return fmt.Errorf("thread %s did not settle in a phase that waits for you", r.t.ID)
 }
@@ -283,20 +288,19 @@ func (r *Runner) autoStep() (Event, error) {
 // LogTransition records a thread transition that happened outside the
 // runner (thread new) as an event; it shows no line to a person.
 func (r *Runner) LogTransition(from, to Phase, verb string, src Source) {
-	r.transition(from, to, verb, Event{Source: src}, "")
+	r.env.Events.Emit(r.transitionEvent(from, to, verb, Event{Source: src}, ""))
 }
 
-// transition emits the thread's move from one phase to another, caused by
-// ev; text is the line a person reads, "" for none. The journal records
-// it, one envelope like every machine's, with why ralph raised it; a failed
-// append is the journal's to report, never the thread's state.
-func (r *Runner) transition(from, to Phase, verb string, ev Event, text string) {
+// transitionEvent is the thread's move from one phase to another, caused
+// by ev; text is the line a person reads, "" for none. The journal records
+// it, one envelope like every machine's, with why ralph raised it; a
+// failed append is the journal's to report, never the thread's state.
+func (r *Runner) transitionEvent(from, to Phase, verb string, ev Event, text string) report.Event {
 	data := map[string]any{"thread": r.t.ID, "source": string(ev.Source)}
 	if ev.Reason != "" {
 		data["reason"] = ev.Reason
 	}
-	r.env.Events.Emit(report.Event{Kind: report.KindTransition, From: string(from), To: string(to), Trigger: verb,
-		Text: text, Data: data})
+	return report.Event{Kind: report.KindTransition, From: string(from), To: string(to), Trigger: verb, Text: text, Data: data}
 }
 
 func oneLineErr(err error) string {
