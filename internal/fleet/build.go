@@ -443,14 +443,9 @@ func (r *run) goLand(t *Task) {
 		actx := workflow.WithActivityOptions(ctx, ao)
 		var res LandResult
 		err := workflow.ExecuteActivity(actx, ActivityLand, in).Get(ctx, &res)
-		ev := landing.Integrated
-		switch {
-		case err != nil:
+		ev := res.Event(in.Attempt, r.landAttempts())
+		if err != nil {
 			ev = landing.Stopped
-		case !res.Landed && in.Attempt >= r.landAttempts():
-			ev = landing.Exhausted
-		case !res.Landed:
-			ev = landing.Conflicted
 		}
 		r.done.Send(ctx, stepDone{task: in.Task, event: ev, land: res, err: err})
 	})
