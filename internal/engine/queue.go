@@ -11,7 +11,6 @@ import (
 	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/report"
-	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/verify"
 	"github.com/ralphloop/ralph/internal/words"
@@ -123,19 +122,10 @@ func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string) error {
 	return nil
 }
 
-// removeTaskWork deletes a landed task's worktree and branch: its work is
-// on the target, in the task's one commit.
+// removeTaskWork deletes a landed task's worktree and branch.
 func (e *engine) removeTaskWork(ctx context.Context, t *TaskRecord) {
-	if t.Worktree != "" {
-		if err := e.repo.RemoveWorktree(ctx, t.Worktree, true); err != nil && !errors.Is(err, os.ErrNotExist) {
-			e.sayTask(t, report.KindWarning, nil, "[queue %s] could not remove the worktree %s: %v", t.ID, t.Worktree, err)
-		}
-	}
-	if ok, _ := e.repo.BranchExists(ctx, t.Branch); !ok {
-		return
-	}
-	if err := e.repo.DeleteBranch(ctx, t.Branch, "", true); err != nil {
-		e.sayTask(t, report.KindWarning, nil, "[queue %s] could not delete the branch %s: %v", t.ID, t.Branch, err)
+	if err := landing.RemoveWork(ctx, e.repo, t.Worktree, t.Branch); err != nil {
+		e.sayTask(t, report.KindWarning, nil, "[queue %s] could not remove the worktree %s or the branch %s: %v", t.ID, t.Worktree, t.Branch, err)
 	}
 }
 
@@ -160,34 +150,24 @@ func (e *engine) sendBack(ctx context.Context, t *TaskRecord, out landing.Outcom
 	return e.save()
 }
 
-// integration returns the merge queue's worktree, making it when missing.
+// integration returns the merge queue's worktree, making it when missing
+// in a folder that is not another program's.
 func (e *engine) integration(ctx context.Context) (*gitx.Repo, error) {
-	if e.integ != nil {
-		return e.integ, nil
-	}
-	dir := filepath.Join(e.reg.WorktreeRoot, integrationDir)
-	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
-		if err := e.foreignFolder(dir); err != nil {
+	if e.integ == nil {
+		if err := e.foreignFolder(filepath.Join(e.reg.WorktreeRoot, landing.IntegrationDir)); err != nil {
 			return nil, err
 		}
-		_ = e.repo.PruneWorktrees(ctx)
-		if err := e.repo.AddDetachedWorktree(ctx, dir, e.reg.Target); err != nil {
-			return nil, fmt.Errorf("making the integration worktree %s: %w", dir, err)
-		}
-		if err := worktree.Mark(dir, worktree.Marker{Repo: e.o.WS.Root, Run: e.reg.RunID, Task: "integration"}); err != nil {
+		w, err := landing.Integration(ctx, e.repo, e.reg.WorktreeRoot, e.reg.Target, worktree.Marker{Repo: e.o.WS.Root, Run: e.reg.RunID, Task: "integration"})
+		if err != nil {
 			return nil, err
 		}
+		e.integ = w
 	}
-	w, err := gitx.Open(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
-	e.integ = w
-	return w, nil
+	return e.integ, nil
 }
 
 func (e *engine) removeIntegration(ctx context.Context) {
-	dir := filepath.Join(e.reg.WorktreeRoot, integrationDir)
+	dir := filepath.Join(e.reg.WorktreeRoot, landing.IntegrationDir)
 	if _, err := os.Stat(dir); err == nil {
 		_ = e.repo.RemoveWorktree(ctx, dir, true)
 	}
@@ -205,13 +185,13 @@ func (e *engine) reconcile(ctx context.Context) error {
 		if t.State == Landed {
 			// A kill between the landing and the removal of the
 			// task's worktree and branch: remove them now.
-			e.removeLeftovers(ctx, t)
+			e.removeTaskWork(ctx, t)
 			continue
 		}
 		if t.State != Landing {
 			continue
 		}
-		if hash, ok := runkit.Committed(ctx, targetTip{e.repo, e.reg.Target}, t.Token); ok {
+		if hash, ok := landing.LandedBefore(ctx, e.repo, e.reg.Target, t.Token); ok {
 			// landed() says {"state":"landed"} next; this line only tells
 			// that the landing was found after a restart.
 			e.sayTask(t, report.KindCommit, map[string]any{"commit": hash, "before_restart": true}, "[queue %s] landed before the restart · commit %s", t.ID, text.ShortHash(hash))
@@ -224,20 +204,6 @@ func (e *engine) reconcile(ctx context.Context) error {
 	}
 	return e.save()
 }
-
-// targetTip reads the last commit of a branch, for runkit.Committed.
-type targetTip struct {
-	repo   *gitx.Repo
-	branch string
-}
-
-func (t targetTip) LastCommit(ctx context.Context) (string, string, error) {
-	return t.repo.CommitMessage(ctx, t.branch)
-}
-
-// integrationDir is the merge queue's worktree in the run's folder. A task
-// id never makes this name: worktree.PathUnder escapes a leading dot.
-const integrationDir = ".integration"
 
 // remember records the landed task in the checkout's memory store: its
 // task-complete event, linked to the commit, and its blockers resolved.
@@ -257,16 +223,6 @@ func (e *engine) remember(ctx context.Context, t *TaskRecord, hash string) {
 	}
 	if err != nil {
 		e.sayTask(t, report.KindWarning, map[string]any{"error": err.Error()}, "[queue %s] landed, but the memory store did not record it: %v", t.ID, err)
-	}
-}
-
-// removeLeftovers removes what a landed task still has, its worktree or
-// its branch, when a kill came before landed removed them.
-func (e *engine) removeLeftovers(ctx context.Context, t *TaskRecord) {
-	_, wtErr := os.Stat(t.Worktree)
-	exists, _ := e.repo.BranchExists(ctx, t.Branch)
-	if (t.Worktree != "" && wtErr == nil) || exists {
-		e.removeTaskWork(ctx, t)
 	}
 }
 

@@ -146,22 +146,9 @@ func (h *Host) integration(ctx context.Context, run, target string) (*gitx.Repo,
 	if err != nil {
 		return nil, "", err
 	}
-	dir := filepath.Join(h.worktreeBase(), run, ".integration")
-	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
-		h.refsMu.Lock()
-		defer h.refsMu.Unlock()
-		_ = h.WS.Repo.PruneWorktrees(ctx)
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			return nil, "", err
-		}
-		if err := h.WS.Repo.AddDetachedWorktree(ctx, dir, tip); err != nil {
-			return nil, "", fmt.Errorf("making the integration worktree %s: %w", dir, err)
-		}
-		if err := worktree.Mark(dir, worktree.Marker{Repo: h.WS.Root, Run: run, Task: "integration"}); err != nil {
-			return nil, "", err
-		}
-	}
-	w, err := gitx.Open(ctx, dir)
+	h.refsMu.Lock()
+	w, err := landing.Integration(ctx, h.WS.Repo, filepath.Join(h.worktreeBase(), run), tip, worktree.Marker{Repo: h.WS.Root, Run: run, Task: "integration"})
+	h.refsMu.Unlock()
 	if err != nil {
 		return nil, "", err
 	}
@@ -462,7 +449,7 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 		return LandResult{}, err
 	}
 	records := filepath.Join(h.WS.Dir(), "runs", in.RunID)
-	if _, msg, err := h.WS.Repo.CommitMessage(ctx, tip); err == nil && gitx.HasCommitToken(msg, in.Token) {
+	if _, ok := landing.LandedBefore(ctx, h.WS.Repo, tip, in.Token); ok {
 		say(report.KindCommit, map[string]any{"commit": tip, "before_restart": true}, "landed before the restart · commit "+text.ShortHash(tip))
 		h.catchUp(ctx, em, in, tip)
 		// The crash may have come before the task branch was deleted.
@@ -586,16 +573,10 @@ func (h *Host) Cleanup(ctx context.Context, in CleanupInput) error {
 	h.refsMu.Lock()
 	defer h.refsMu.Unlock()
 	path := h.taskPath(in.RunID, in.Task)
-	if _, err := os.Stat(path); err == nil {
-		if err := h.WS.Repo.RemoveWorktree(ctx, path, true); err != nil {
-			return err
-		}
+	if err := landing.RemoveWork(ctx, h.WS.Repo, path, TaskBranch(in.RunID, in.Task)); err != nil {
+		return err
 	}
 	_ = os.Remove(filepath.Dir(path)) // the run's folder, once its last worktree is gone
-	branch := TaskBranch(in.RunID, in.Task)
-	if ok, _ := h.WS.Repo.BranchExists(ctx, branch); ok {
-		return h.WS.Repo.DeleteBranch(ctx, branch, "", true)
-	}
 	return nil
 }
 
@@ -612,7 +593,7 @@ type FinishInput struct {
 // the exchange.
 func (h *Host) Finish(ctx context.Context, in FinishInput) error {
 	base := filepath.Join(h.worktreeBase(), in.RunID)
-	dir := filepath.Join(base, ".integration")
+	dir := filepath.Join(base, landing.IntegrationDir)
 	if err := h.removeWorktree(ctx, dir); err != nil {
 		return err
 	}

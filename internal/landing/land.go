@@ -19,6 +19,7 @@ import (
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/verify"
 	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/ralphloop/ralph/internal/worktree"
 )
 
 // Target is the branch a merge queue lands on, as one executor moves it:
@@ -115,15 +116,9 @@ func (o Outcome) Event(attempt, limit int) TaskEvent {
 	return Conflicted
 }
 
-// MaxTargetMoves bounds how often one landing starts over because the
+// maxTargetMoves bounds how often one landing starts over because the
 // target moved outside ralph while it was being integrated.
-const MaxTargetMoves = 5
-
-// Bookkeeping are the paths of a task branch a landing leaves out of the
-// task's patch: ralph's own files, which every worker changes
-// (progress.md, the loop's records) and would make every pair of tasks
-// conflict. The landing writes them itself, once per landed task.
-func Bookkeeping(prd string) []string { return []string{workspace.DirName, prd} }
+const maxTargetMoves = 5
 
 // TipChecks is where a run keeps the checks' results on its target's tip.
 func TipChecks(records string) string { return filepath.Join(records, "tip-checks.json") }
@@ -138,7 +133,7 @@ func TipChecks(records string) string { return filepath.Join(records, "tip-check
 // returns ctx's error with nothing moved.
 func (q *Queue) Land(ctx context.Context, j Job) (Outcome, error) {
 	bg := context.WithoutCancel(ctx)
-	for range MaxTargetMoves {
+	for range maxTargetMoves {
 		tip, err := q.Target.Tip(bg)
 		if err != nil {
 			return Outcome{}, err
@@ -150,7 +145,10 @@ func (q *Queue) Land(ctx context.Context, j Job) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, err
 		}
-		patch, err := q.Repo.SquashDiff(bg, j.Base, j.Head, Bookkeeping(j.PRD)...)
+		// ralph's own files, which every worker changes (progress.md, the
+		// loop's records), stay out of the patch: they would make every
+		// two tasks conflict. The landing writes them, once per task.
+		patch, err := q.Repo.SquashDiff(bg, j.Base, j.Head, workspace.DirName, j.PRD)
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -299,4 +297,51 @@ func Message(j Job) runkit.Message {
 		{Key: "Ralph-Task", Value: j.Task}, {Key: "Ralph-Run", Value: j.Run},
 		{Key: "Ralph-Worker", Value: j.Worker}, {Key: "Ralph-Attempt", Value: strconv.Itoa(j.Attempt)},
 	}}
+}
+
+// IntegrationDir is the merge queue's worktree in a run's folder of
+// worktrees. A task id never makes this name: worktree.PathUnder escapes
+// a leading dot.
+const IntegrationDir = ".integration"
+
+// Integration opens the merge queue's worktree in the run's folder of
+// repo's worktrees, making it (detached at at, marked as ralph's) when it
+// is missing.
+func Integration(ctx context.Context, repo *gitx.Repo, runDir, at string, mark worktree.Marker) (*gitx.Repo, error) {
+	dir := filepath.Join(runDir, IntegrationDir)
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		_ = repo.PruneWorktrees(ctx)
+		if err := os.MkdirAll(runDir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := repo.AddDetachedWorktree(ctx, dir, at); err != nil {
+			return nil, fmt.Errorf("making the integration worktree %s: %w", dir, err)
+		}
+		if err := worktree.Mark(dir, mark); err != nil {
+			return nil, err
+		}
+	}
+	return gitx.Open(ctx, dir)
+}
+
+// LandedBefore returns the commit at rev when it is the landing commit
+// token marks: a landing a crash cut short after the target moved, which
+// must never land twice.
+func LandedBefore(ctx context.Context, repo *gitx.Repo, rev, token string) (string, bool) {
+	hash, msg, err := repo.CommitMessage(ctx, rev)
+	return hash, token != "" && err == nil && gitx.HasCommitToken(msg, token)
+}
+
+// RemoveWork removes a landed task's worktree and branch: its work is on
+// the target, in the task's one commit. What is gone already is no error.
+func RemoveWork(ctx context.Context, repo *gitx.Repo, path, branch string) error {
+	if _, err := os.Stat(path); path != "" && err == nil {
+		if err := repo.RemoveWorktree(ctx, path, true); err != nil {
+			return err
+		}
+	}
+	if ok, _ := repo.BranchExists(ctx, branch); ok {
+		return repo.DeleteBranch(ctx, branch, "", true)
+	}
+	return nil
 }
