@@ -49,6 +49,7 @@ func (e *engine) land(ctx context.Context, t *TaskRecord) error {
 		Base: t.Base, Head: head, PRD: e.prdRel, Kind: e.o.Source.Kind(),
 		Committing: func(tok string) error { t.Token = tok; return e.save() },
 		Committed:  func(hash string) error { t.Commit = hash; return e.save() }})
+	e.reg.Checkout = q.Left // where ralph left the target, a move it accepted included
 	switch {
 	case err == nil && !out.Landed:
 		return e.sendBack(bg, t, out)
@@ -86,11 +87,6 @@ func (l localTarget) Tip(ctx context.Context) (string, error) {
 // it, refusing to overwrite what they changed.
 func (l localTarget) Move(ctx context.Context, tip, commit string) error {
 	return l.e.repo.FastForward(ctx, l.e.reg.Target, tip, commit)
-}
-
-func (l localTarget) Accept(_ context.Context, tip string) error {
-	l.e.reg.Checkout = tip
-	return l.e.save()
 }
 
 func (l localTarget) Moved(from, to string, failing []string) *verify.MovedError {

@@ -197,41 +197,12 @@ func (h *Host) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, err
 		return PrepareResult{}, err
 	}
 	path, branch := h.taskPath(in.RunID, in.Task), TaskBranch(in.RunID, in.Task)
-	if _, err := os.Stat(filepath.Join(path, ".git")); err == nil {
-		w, err := gitx.Open(ctx, path)
-		if err != nil {
-			return PrepareResult{}, err
-		}
-		if head, err := w.Head(ctx); err == nil && head != tip {
-			ref := fmt.Sprintf("refs/ralph/attempts/%s/%s/%d", in.RunID, in.Task, in.Attempt-1)
-			if _, err := w.SetAside(ctx, ref, "ralph: the earlier attempt's uncommitted work on "+in.Task); err != nil {
-				return PrepareResult{}, err
-			}
-			if err := h.WS.Repo.UpdateRef(ctx, ref+"-head", head); err != nil {
-				return PrepareResult{}, err
-			}
-		}
-		if err := w.ResetTo(ctx, tip); err != nil {
-			return PrepareResult{}, err
-		}
-	} else {
-		h.refsMu.Lock()
-		defer h.refsMu.Unlock()
-		_ = h.WS.Repo.PruneWorktrees(ctx)
-		if ok, _ := h.WS.Repo.BranchExists(ctx, branch); ok {
-			if err := h.WS.Repo.UpdateRef(ctx, "refs/heads/"+branch, tip); err != nil {
-				return PrepareResult{}, err
-			}
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return PrepareResult{}, err
-		}
-		if err := h.WS.Repo.AddWorktree(ctx, path, branch, tip); err != nil {
-			return PrepareResult{}, err
-		}
-		if err := worktree.Mark(path, worktree.Marker{Repo: h.WS.Root, Run: in.RunID, Task: in.Task}); err != nil {
-			return PrepareResult{}, err
-		}
+	ref := fmt.Sprintf("refs/ralph/attempts/%s/%s/%d", in.RunID, in.Task, in.Attempt-1)
+	h.refsMu.Lock()
+	err = landing.Cut(ctx, h.WS.Repo, path, branch, tip, ref, worktree.Marker{Repo: h.WS.Root, Run: in.RunID, Task: in.Task})
+	h.refsMu.Unlock()
+	if err != nil {
+		return PrepareResult{}, err
 	}
 	if _, err := worktree.CopyIncluded(h.WS.Root, path); err != nil {
 		return PrepareResult{}, fmt.Errorf("copying the files .worktreeinclude names: %w", err)
@@ -517,10 +488,6 @@ func (x *exchangeTarget) Tip(ctx context.Context) (string, error) {
 func (x *exchangeTarget) Move(ctx context.Context, tip, commit string) error {
 	return x.h.WS.Repo.PushBranch(ctx, x.h.Exchange, x.branch(), commit, tip, false)
 }
-
-// Accept has nothing to record: the tip's checks on record say where
-// ralph left the branch.
-func (x *exchangeTarget) Accept(context.Context, string) error { return nil }
 
 func (x *exchangeTarget) Moved(from, to string, failing []string) *verify.MovedError {
 	return &verify.MovedError{Target: x.branch() + " (the run's " + x.in.Target + " on the exchange remote " + x.h.Exchange + ")", From: from, To: to, Failing: failing,

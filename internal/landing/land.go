@@ -19,7 +19,6 @@ import (
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/verify"
 	"github.com/ralphloop/ralph/internal/workspace"
-	"github.com/ralphloop/ralph/internal/worktree"
 )
 
 // Target is the branch a merge queue lands on, as one executor moves it:
@@ -31,9 +30,6 @@ type Target interface {
 	// Move moves the target from tip to commit; an error matching
 	// gitx.ErrBranchMoved when it no longer is at tip.
 	Move(ctx context.Context, tip, commit string) error
-	// Accept takes tip, a move outside ralph whose checks pass as they
-	// passed where ralph left the target, as where ralph left it.
-	Accept(ctx context.Context, tip string) error
 	// Moved is the error that stops the run when the target moved
 	// outside ralph from where ralph left it to a commit where failing
 	// checks fail that passed there: it names the target as the person
@@ -56,6 +52,7 @@ type Queue struct {
 	Records string
 	// Left is the commit ralph left the target at (its run's start or
 	// last landing); "" takes the commit of the tip's checks on record.
+	// Land updates it: to a move outside ralph it accepted, to its own.
 	Left string
 	// Say tells one line of the landing, without the executor's prefix.
 	Say func(kind report.Kind, data map[string]any, line string)
@@ -253,7 +250,7 @@ func (q *Queue) tipChecks(ctx context.Context, tip string) (*verify.Tip, error) 
 		return nil, err
 	}
 	q.Left = tip
-	return now, q.Target.Accept(ctx, tip)
+	return now, nil
 }
 
 // checksAt runs the checks on commit at in the integration worktree and
@@ -299,49 +296,10 @@ func Message(j Job) runkit.Message {
 	}}
 }
 
-// IntegrationDir is the merge queue's worktree in a run's folder of
-// worktrees. A task id never makes this name: worktree.PathUnder escapes
-// a leading dot.
-const IntegrationDir = ".integration"
-
-// Integration opens the merge queue's worktree in the run's folder of
-// repo's worktrees, making it (detached at at, marked as ralph's) when it
-// is missing.
-func Integration(ctx context.Context, repo *gitx.Repo, runDir, at string, mark worktree.Marker) (*gitx.Repo, error) {
-	dir := filepath.Join(runDir, IntegrationDir)
-	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
-		_ = repo.PruneWorktrees(ctx)
-		if err := os.MkdirAll(runDir, 0o755); err != nil {
-			return nil, err
-		}
-		if err := repo.AddDetachedWorktree(ctx, dir, at); err != nil {
-			return nil, fmt.Errorf("making the integration worktree %s: %w", dir, err)
-		}
-		if err := worktree.Mark(dir, mark); err != nil {
-			return nil, err
-		}
-	}
-	return gitx.Open(ctx, dir)
-}
-
 // LandedBefore returns the commit at rev when it is the landing commit
 // token marks: a landing a crash cut short after the target moved, which
 // must never land twice.
 func LandedBefore(ctx context.Context, repo *gitx.Repo, rev, token string) (string, bool) {
 	hash, msg, err := repo.CommitMessage(ctx, rev)
 	return hash, token != "" && err == nil && gitx.HasCommitToken(msg, token)
-}
-
-// RemoveWork removes a landed task's worktree and branch: its work is on
-// the target, in the task's one commit. What is gone already is no error.
-func RemoveWork(ctx context.Context, repo *gitx.Repo, path, branch string) error {
-	if _, err := os.Stat(path); path != "" && err == nil {
-		if err := repo.RemoveWorktree(ctx, path, true); err != nil {
-			return err
-		}
-	}
-	if ok, _ := repo.BranchExists(ctx, branch); ok {
-		return repo.DeleteBranch(ctx, branch, "", true)
-	}
-	return nil
 }

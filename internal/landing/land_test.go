@@ -65,8 +65,6 @@ func (b *branchTarget) Move(ctx context.Context, tip, commit string) error {
 	return b.repo.UpdateBranch(ctx, b.branch, commit, tip)
 }
 
-func (b *branchTarget) Accept(context.Context, string) error { return nil }
-
 func (b *branchTarget) Moved(from, to string, failing []string) *verify.MovedError {
 	b.moved = &verify.MovedError{Target: b.branch, From: from, To: to, Failing: failing, PutBack: "put it back"}
 	return b.moved
@@ -253,5 +251,64 @@ func TestLandNoticesATargetMovedOutsideRalph(t *testing.T) {
 	}
 	if said := strings.Join(f.said, "\n"); !strings.Contains(said, "its checks pass as before, so landings go on from there") {
 		t.Errorf("said:\n%s", said)
+	}
+}
+
+// A new attempt starts on the tip in the task's worktree; what the
+// earlier attempt left, its commits and its uncommitted changes, is kept
+// on the attempt's ref. A branch deleted by hand gets a fresh worktree.
+func TestCutKeepsTheEarlierAttempt(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	path := filepath.Join(filepath.Dir(f.root), "worktrees", "r1", "US-002")
+	mark := worktree.Marker{Repo: f.root, Run: "r1", Task: "US-002"}
+	if err := Cut(ctx, f.q.Repo, path, "ralph/r1/US-002", f.base, "refs/ralph/attempts/r1/US-002/0", mark); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(path, "b.txt"), "b\n")
+	git(t, path, "add", "b.txt")
+	git(t, path, "commit", "-qm", "attempt 1")
+	first := git(t, path, "rev-parse", "HEAD")
+	write(t, filepath.Join(path, "wip.txt"), "not committed\n")
+	write(t, filepath.Join(f.root, "c.txt"), "c\n")
+	git(t, f.root, "add", "c.txt")
+	git(t, f.root, "commit", "-qm", "landed meanwhile")
+	tip := git(t, f.root, "rev-parse", "main")
+
+	if err := Cut(ctx, f.q.Repo, path, "ralph/r1/US-002", tip, "refs/ralph/attempts/r1/US-002/1", mark); err != nil {
+		t.Fatal(err)
+	}
+	if head := git(t, path, "rev-parse", "HEAD"); head != tip {
+		t.Errorf("attempt 2 starts at %s; want the tip %s", head, tip)
+	}
+	if _, err := os.Stat(filepath.Join(path, "wip.txt")); err == nil {
+		t.Error("attempt 2 starts with attempt 1's uncommitted wip.txt")
+	}
+	if got := git(t, f.root, "rev-parse", "refs/ralph/attempts/r1/US-002/1^"); got != first {
+		t.Errorf("the kept work's parent is %s; want attempt 1's commit %s", got, first)
+	}
+	if got := git(t, f.root, "show", "refs/ralph/attempts/r1/US-002/1:wip.txt"); got != "not committed" {
+		t.Errorf("kept wip.txt = %q", got)
+	}
+
+	// Deleted by hand (its worktree detached first, as git asks), with a
+	// commit of attempt 2 on it.
+	write(t, filepath.Join(path, "d.txt"), "d\n")
+	git(t, path, "add", "d.txt")
+	git(t, path, "commit", "-qm", "attempt 2")
+	second := git(t, path, "rev-parse", "HEAD")
+	git(t, path, "switch", "-q", "--detach")
+	git(t, f.root, "branch", "-D", "ralph/r1/US-002")
+	if err := Cut(ctx, f.q.Repo, path, "ralph/r1/US-002", tip, "refs/ralph/attempts/r1/US-002/2", mark); err != nil {
+		t.Fatal(err)
+	}
+	if head := git(t, path, "rev-parse", "HEAD"); head != tip {
+		t.Errorf("attempt 3 starts at %s; want the tip %s", head, tip)
+	}
+	if branch := git(t, path, "branch", "--show-current"); branch != "ralph/r1/US-002" {
+		t.Errorf("attempt 3 is on %q", branch)
+	}
+	if got := git(t, f.root, "rev-parse", "refs/ralph/attempts/r1/US-002/2"); got != second {
+		t.Errorf("attempt 2's commit is kept at %s; want %s", got, second)
 	}
 }
