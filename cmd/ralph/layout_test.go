@@ -33,6 +33,8 @@ var layer = map[string]int{
 	"internal/notify": 72, // a sink of events that tells people
 	// the parallel core and its executors
 	"internal/engine": 60, "internal/fleet": 60,
+	// the one task machine and landing procedure both executors run
+	"internal/landing": 55,
 	// the machines and their runners
 	// a thread runs the loop for its Executing phase (seed 003): above it
 	"internal/thread":  52,

@@ -25,6 +25,7 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/errs"
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/report"
@@ -589,9 +590,9 @@ func (e *engine) end(ctx context.Context, runErr error) (Report, error) {
 		runErr = errs.ErrInterrupted
 	case runErr != nil:
 		rep.Outcome, rep.Reason = loop.OutcomeError, runErr.Error()
-	case rep.Left == 0 && len(verify.LoadTip(e.tipPath()).Failing()) > 0:
+	case rep.Left == 0 && len(verify.LoadTip(landing.TipChecks(e.records())).Failing()) > 0:
 		// Never complete while a check fails on the target.
-		failing := verify.LoadTip(e.tipPath()).Failing()
+		failing := verify.LoadTip(landing.TipChecks(e.records())).Failing()
 		rep.Outcome = loop.OutcomeChecksFailing
 		rep.Reason = fmt.Sprintf("every task landed, but %s %s on %s", strings.Join(failing, ", "), words.Plural(len(failing), "fails", "fail"), e.reg.Target)
 	case rep.Left == 0:

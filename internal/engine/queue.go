@@ -6,145 +6,93 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
-	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/report"
-	"github.com/ralphloop/ralph/internal/runkit"
-	"github.com/ralphloop/ralph/internal/store"
-	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/verify"
 	"github.com/ralphloop/ralph/internal/words"
-	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/ralphloop/ralph/internal/worktree"
 )
 
-// tipPath is where the merge queue keeps the checks' results on the
-// target's tip (verify.Tip).
-func (e *engine) tipPath() string {
-	return filepath.Join(e.home, "runs", e.reg.RunID, "tip-checks.json")
-}
+// records is the run's folder, where the merge queue keeps the checks'
+// results on the target's tip (landing.TipChecks).
+func (e *engine) records() string { return filepath.Join(e.home, "runs", e.reg.RunID) }
 
-// bookkeeping are the paths of a task branch the merge queue leaves out
-// of the task's patch: ralph's own files, which every worker changes
-// (progress.md, the loop's records) and would make every pair of tasks
-// conflict. The queue writes them itself, once per landed task.
-func (e *engine) bookkeeping() []string {
-	return []string{workspace.DirName, e.prdRel}
-}
-
-// maxTargetMoves bounds how often one landing starts over because the
-// target branch moved outside ralph while it was being integrated.
-const maxTargetMoves = 5
-
-// land integrates t's branch on the tip of the target in the integration
-// worktree, runs the checks there, and moves the target to the result.
-// The target only ever moves to a commit whose checks passed on it. A
-// conflict or a failing check sends the task back to a worker, or after
-// the retry limit sets it aside for review.
+// land lands t through the parallel core's one landing procedure
+// (landing.Queue.Land) on the target branch of the person's repository,
+// which moves as a fast-forward of their checkout would. A conflict or a
+// failing check sends the task back to a worker, or after the retry limit
+// sets it aside for review.
 func (e *engine) land(ctx context.Context, t *TaskRecord) error {
 	bg := context.WithoutCancel(ctx)
 	integ, err := e.integration(bg)
 	if err != nil {
 		return err
 	}
-	for range maxTargetMoves {
-		tip, err := e.repo.RevParse(bg, e.reg.Target)
-		if err != nil {
-			return err
-		}
-		if err := integ.DetachAt(bg, tip); err != nil {
-			return err
-		}
-		// What the checks say of the tip, read once per tip: the landing
-		// is judged against it (the last landing recorded it).
-		tipChecks, err := verify.RunOnTip(ctx, check.Run, integ.Dir, e.tipPath(), tip, e.o.Checks)
-		if ctx.Err() != nil {
-			t.State = Queued
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		// A target moved outside ralph to a failing commit would send
-		// every good task back: it stops the run, named.
-		if err := e.checkMoved(bg, integ, tip, tipChecks); err != nil {
-			t.State = Queued
-			return err
-		}
-		head, err := e.repo.RevParse(bg, t.Branch)
-		if err != nil {
-			return e.sendBack(bg, t, "its branch "+t.Branch+" is gone (deleted by hand?)", "", nil)
-		}
-		patch, err := e.repo.SquashDiff(bg, t.Base, head, e.bookkeeping()...)
-		if err != nil {
-			return err
-		}
-		if err := integ.ApplyThreeWay(bg, patch); err != nil {
-			var c *gitx.ApplyConflict
-			if errors.As(err, &c) {
-				return e.sendBack(bg, t, fmt.Sprintf("its changes conflict with work landed on %s meanwhile, in %s", e.reg.Target, strings.Join(c.Files, ", ")), "", c.Files)
-			}
-			return err
-		}
-		loop.CrashPoint("land-applied")
-		if err := e.writeBookkeeping(integ.Dir, t); err != nil {
-			return err
-		}
-		t.State = Landing
-		hash, err := runkit.Commit(bg, integ, e.landingMessage(t), func(tok string) error {
-			t.Token = tok
-			return e.save()
-		})
-		if err != nil {
-			return fmt.Errorf("committing %s on the integration worktree: %w", t.ID, err)
-		}
-		// The landing commit is on record before the target moves, so a
-		// kill in the middle of the fast-forward can be finished.
-		t.Commit = hash
-		if err := e.save(); err != nil {
-			return err
-		}
-		loop.CrashPoint("land-committed")
-		e.sayTask(t, report.KindCheck, nil, "[queue %s] checking %s integrated on %s", t.ID, t.ID, text.ShortHash(tip))
-		landing := verify.JudgeLanding(ctx, check.Run, integ.Dir, tipChecks, e.o.Checks)
-		if ctx.Err() != nil {
-			// Interrupted during the checks: the task stays queued and
-			// is landed again on the next start.
-			t.State, t.Token = Queued, ""
-			return integ.DetachAt(bg, tip)
-		}
-		if landing.Failed != nil {
-			if err := integ.DetachAt(bg, tip); err != nil {
-				return err
-			}
-			t.Token = ""
-			return e.sendBack(bg, t, landing.Reason(e.reg.Target), landing.Feedback(), nil)
-		}
-		// The integrated tree is the next tip: its checks have run.
-		if err := verify.SaveTip(e.tipPath(), hash, landing.Runs); err != nil {
-			return err
-		}
-		loop.CrashPoint("land-checked")
-		// The person's checkout of the target moves with it, as a
-		// fast-forward would, refusing to overwrite what they changed.
-		if err := e.repo.FastForward(bg, e.reg.Target, tip, hash); err != nil {
-			if errors.Is(err, gitx.ErrBranchMoved) {
-				e.sayTask(t, report.KindWarning, nil, "[queue %s] %s moved outside ralph while %s was integrated: integrating again on the new tip", t.ID, e.reg.Target, t.ID)
-				t.State, t.Token = Queued, ""
-				continue
-			}
-			return err
-		}
-		loop.CrashPoint("land-moved")
-		return e.landed(bg, t, hash)
+	if err := e.move(t, landing.Taken); err != nil {
+		return err
 	}
-	t.State = Queued
-	return fmt.Errorf("%s kept moving outside ralph while %s was integrated; the task stays queued: run again once nobody else commits to it", e.reg.Target, t.ID)
+	t.Token = ""
+	head, err := e.repo.RevParse(bg, t.Branch)
+	if err != nil {
+		return e.sendBack(bg, t, landing.SendBack("its branch "+t.Branch+" is gone (deleted by hand?)", "", nil))
+	}
+	q := &landing.Queue{Repo: e.repo, Integ: integ, Target: localTarget{e}, Name: e.reg.Target, Checks: e.o.Checks,
+		Records: e.records(), Left: e.reg.Checkout, Now: e.o.Now,
+		Say: func(kind report.Kind, data map[string]any, line string) {
+			e.sayTask(t, kind, data, "[queue %s] %s", t.ID, line)
+		}}
+	out, err := q.Land(ctx, landing.Job{Run: e.reg.RunID, Task: t.ID, Title: t.Title, Worker: t.Worker, Attempt: t.Attempt,
+		Base: t.Base, Head: head, PRD: e.prdRel, Kind: e.o.Source.Kind(),
+		Committing: func(tok string) error { t.Token = tok; return e.save() },
+		Committed:  func(hash string) error { t.Commit = hash; return e.save() }})
+	e.reg.Checkout = q.Left // where ralph left the target, a move it accepted included
+	switch {
+	case err == nil && !out.Landed:
+		return e.sendBack(bg, t, out)
+	case err == nil:
+		return e.landed(bg, t, out.Commit)
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		// Interrupted during the checks, the target untouched: the task
+		// stays queued and is landed again on the next start.
+		t.State, t.Token = Queued, ""
+		return nil
+	case t.Token == "":
+		t.State = Queued
+	}
+	return err // after the commit: reconcile finds out on the next start
+}
+
+// move takes t along the task machine's edge ev.
+func (e *engine) move(t *TaskRecord, ev landing.TaskEvent) error {
+	to, _, err := landing.Next(t.State, ev)
+	if err != nil {
+		return fmt.Errorf("%s: %w", t.ID, err)
+	}
+	t.State = to
+	return nil
+}
+
+// localTarget is the target branch in the person's repository.
+type localTarget struct{ e *engine }
+
+func (l localTarget) Tip(ctx context.Context) (string, error) {
+	return l.e.repo.RevParse(ctx, l.e.reg.Target)
+}
+
+// Move fast-forwards the target, and the person's checkout of it with
+// it, refusing to overwrite what they changed.
+func (l localTarget) Move(ctx context.Context, tip, commit string) error {
+	return l.e.repo.FastForward(ctx, l.e.reg.Target, tip, commit)
+}
+
+func (l localTarget) Moved(from, to string, failing []string) *verify.MovedError {
+	target := l.e.reg.Target
+	return &MovedError{Target: target, From: from, To: to, Failing: failing,
+		PutBack: fmt.Sprintf("`git update-ref refs/heads/%s %s %s` (or, in its checkout, `git reset --keep %s`)", target, from, to, text.ShortHash(from))}
 }
 
 // landed records t's commit on the target and removes the task's
@@ -170,98 +118,52 @@ func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string) error {
 	return nil
 }
 
-// removeTaskWork deletes a landed task's worktree and branch: its work is
-// on the target, in the task's one commit.
+// removeTaskWork deletes a landed task's worktree and branch.
 func (e *engine) removeTaskWork(ctx context.Context, t *TaskRecord) {
-	if t.Worktree != "" {
-		if err := e.repo.RemoveWorktree(ctx, t.Worktree, true); err != nil && !errors.Is(err, os.ErrNotExist) {
-			e.sayTask(t, report.KindWarning, nil, "[queue %s] could not remove the worktree %s: %v", t.ID, t.Worktree, err)
-		}
-	}
-	if ok, _ := e.repo.BranchExists(ctx, t.Branch); !ok {
-		return
-	}
-	if err := e.repo.DeleteBranch(ctx, t.Branch, "", true); err != nil {
-		e.sayTask(t, report.KindWarning, nil, "[queue %s] could not delete the branch %s: %v", t.ID, t.Branch, err)
+	if err := landing.RemoveWork(ctx, e.repo, t.Worktree, t.Branch); err != nil {
+		e.sayTask(t, report.KindWarning, nil, "[queue %s] could not remove the worktree %s or the branch %s: %v", t.ID, t.Worktree, t.Branch, err)
 	}
 }
 
 // sendBack returns t to a worker with the reason in its next prompt, or
 // after the retry limit sets it aside for review with its branch kept.
-func (e *engine) sendBack(ctx context.Context, t *TaskRecord, reason, feedback string, conflicts []string) error {
-	t.Reason, t.Feedback, t.Conflicts, t.Token = reason, feedback, conflicts, ""
-	if t.Attempt >= e.o.RetryLimit {
-		t.State = NeedsReview
+func (e *engine) sendBack(ctx context.Context, t *TaskRecord, out landing.Outcome) error {
+	t.Reason, t.Feedback, t.Conflicts, t.Token, t.Commit = out.Reason, out.Feedback, out.Conflicts, "", ""
+	if err := e.move(t, out.Event(t.Attempt, e.o.RetryLimit)); err != nil {
+		return err
+	}
+	if t.State == NeedsReview {
 		if t.Worktree != "" {
 			_ = e.repo.RemoveWorktree(ctx, t.Worktree, true)
 		}
-		e.sayTask(t, report.KindBlocker, map[string]any{"state": "needs_review", "reason": reason, "conflicts": conflicts, "branch": t.Branch, "attempts": t.Attempt},
+		e.sayTask(t, report.KindBlocker, map[string]any{"state": "needs_review", "reason": t.Reason, "conflicts": t.Conflicts, "branch": t.Branch, "attempts": t.Attempt},
 			"[queue %s] ✗ needs review after %s: %s; its work is on branch %s (see it: git diff %s...%s)",
-			t.ID, words.Count(t.Attempt, "attempt", "attempts"), reason, t.Branch, e.reg.Target, t.Branch)
+			t.ID, words.Count(t.Attempt, "attempt", "attempts"), t.Reason, t.Branch, e.reg.Target, t.Branch)
 		return e.save()
 	}
-	t.State = SentBack
-	e.sayTask(t, report.KindBlocker, map[string]any{"state": "sent_back", "reason": reason, "conflicts": conflicts, "attempts": t.Attempt},
-		"[queue %s] ↻ sent back to a worker: %s", t.ID, reason)
+	e.sayTask(t, report.KindBlocker, map[string]any{"state": "sent_back", "reason": t.Reason, "conflicts": t.Conflicts, "attempts": t.Attempt},
+		"[queue %s] ↻ sent back to a worker: %s", t.ID, t.Reason)
 	return e.save()
 }
 
-// writeBookkeeping marks t done in the integration worktree's task file
-// and adds its line to progress.md: ralph's record of the landed task,
-// part of the task's one commit.
-func (e *engine) writeBookkeeping(dir string, t *TaskRecord) error {
-	if !sharedStore(e.o.Source) {
-		src := tasks.Open(e.o.Source.Kind(), filepath.Join(dir, filepath.FromSlash(e.prdRel)))
-		if err := src.MarkDone(t.ID, "", e.o.Now()); err != nil {
-			return fmt.Errorf("marking %s done in %s: %w", t.ID, e.prdRel, err)
-		}
-	}
-	progress := filepath.Join(dir, workspace.DirName, "progress.md")
-	if _, err := os.Stat(progress); err == nil {
-		line := fmt.Sprintf("\n## %s - %s\n- %s landed by ralph's merge queue (run %s, %s, attempt %d): verified on its branch, checks passed on %s\n",
-			e.o.Now().Format("2006-01-02 15:04"), t.ID, t.Title, e.reg.RunID, t.Worker, t.Attempt, e.reg.Target)
-		if err := store.AppendFile(progress, []byte(line)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (e *engine) landingMessage(t *TaskRecord) runkit.Message {
-	return runkit.Message{Subject: t.ID + ": " + text.OneLine(t.Title), Trailers: []runkit.Trailer{
-		{Key: "Ralph-Task", Value: t.ID}, {Key: "Ralph-Run", Value: e.reg.RunID},
-		{Key: "Ralph-Worker", Value: t.Worker}, {Key: "Ralph-Attempt", Value: fmt.Sprint(t.Attempt)},
-	}}
-}
-
-// integration returns the merge queue's worktree, making it when missing.
+// integration returns the merge queue's worktree, making it when missing
+// in a folder that is not another program's.
 func (e *engine) integration(ctx context.Context) (*gitx.Repo, error) {
-	if e.integ != nil {
-		return e.integ, nil
-	}
-	dir := filepath.Join(e.reg.WorktreeRoot, integrationDir)
-	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
-		if err := e.foreignFolder(dir); err != nil {
+	if e.integ == nil {
+		if err := e.foreignFolder(filepath.Join(e.reg.WorktreeRoot, landing.IntegrationDir)); err != nil {
 			return nil, err
 		}
-		_ = e.repo.PruneWorktrees(ctx)
-		if err := e.repo.AddDetachedWorktree(ctx, dir, e.reg.Target); err != nil {
-			return nil, fmt.Errorf("making the integration worktree %s: %w", dir, err)
-		}
-		if err := worktree.Mark(dir, worktree.Marker{Repo: e.o.WS.Root, Run: e.reg.RunID, Task: "integration"}); err != nil {
+		w, err := landing.Integration(ctx, e.repo, e.reg.WorktreeRoot, e.reg.Target, worktree.Marker{Repo: e.o.WS.Root, Run: e.reg.RunID, Task: "integration"})
+		if err != nil {
 			return nil, err
 		}
+		e.integ = w
 	}
-	w, err := gitx.Open(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
-	e.integ = w
-	return w, nil
+	return e.integ, nil
 }
 
 func (e *engine) removeIntegration(ctx context.Context) {
-	dir := filepath.Join(e.reg.WorktreeRoot, integrationDir)
+	dir := filepath.Join(e.reg.WorktreeRoot, landing.IntegrationDir)
 	if _, err := os.Stat(dir); err == nil {
 		_ = e.repo.RemoveWorktree(ctx, dir, true)
 	}
@@ -279,13 +181,13 @@ func (e *engine) reconcile(ctx context.Context) error {
 		if t.State == Landed {
 			// A kill between the landing and the removal of the
 			// task's worktree and branch: remove them now.
-			e.removeLeftovers(ctx, t)
+			e.removeTaskWork(ctx, t)
 			continue
 		}
 		if t.State != Landing {
 			continue
 		}
-		if hash, ok := runkit.Committed(ctx, targetTip{e.repo, e.reg.Target}, t.Token); ok {
+		if hash, ok := landing.LandedBefore(ctx, e.repo, e.reg.Target, t.Token); ok {
 			// landed() says {"state":"landed"} next; this line only tells
 			// that the landing was found after a restart.
 			e.sayTask(t, report.KindCommit, map[string]any{"commit": hash, "before_restart": true}, "[queue %s] landed before the restart · commit %s", t.ID, text.ShortHash(hash))
@@ -298,20 +200,6 @@ func (e *engine) reconcile(ctx context.Context) error {
 	}
 	return e.save()
 }
-
-// targetTip reads the last commit of a branch, for runkit.Committed.
-type targetTip struct {
-	repo   *gitx.Repo
-	branch string
-}
-
-func (t targetTip) LastCommit(ctx context.Context) (string, string, error) {
-	return t.repo.CommitMessage(ctx, t.branch)
-}
-
-// integrationDir is the merge queue's worktree in the run's folder. A task
-// id never makes this name: worktree.PathUnder escapes a leading dot.
-const integrationDir = ".integration"
 
 // remember records the landed task in the checkout's memory store: its
 // task-complete event, linked to the commit, and its blockers resolved.
@@ -331,16 +219,6 @@ func (e *engine) remember(ctx context.Context, t *TaskRecord, hash string) {
 	}
 	if err != nil {
 		e.sayTask(t, report.KindWarning, map[string]any{"error": err.Error()}, "[queue %s] landed, but the memory store did not record it: %v", t.ID, err)
-	}
-}
-
-// removeLeftovers removes what a landed task still has, its worktree or
-// its branch, when a kill came before landed removed them.
-func (e *engine) removeLeftovers(ctx context.Context, t *TaskRecord) {
-	_, wtErr := os.Stat(t.Worktree)
-	exists, _ := e.repo.BranchExists(ctx, t.Branch)
-	if (t.Worktree != "" && wtErr == nil) || exists {
-		e.removeTaskWork(ctx, t)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/store"
 )
 
@@ -20,31 +21,21 @@ const RegistryFile = "parallel.json"
 // RegistrySchemaVersion is the version of RegistryFile this ralph writes.
 const RegistrySchemaVersion = 1
 
-// TaskState is where one task of a parallel run is.
-type TaskState string
+// TaskState is where one task of a parallel run is: a state of the
+// parallel core's task machine (landing), the one the Temporal engine's
+// tasks move through too. A task is done only when Landed: its commit is
+// on the target branch. The local engine's tasks never wait Ready (a
+// worker takes a task as soon as it is picked), Preparing or Cooling.
+type TaskState = landing.TaskState
 
-// The states of a task. A task is done only when Landed: its commit is on
-// the target branch.
 const (
-	// Working: a worker runs the loop on it in its worktree.
-	Working TaskState = "working"
-	// SentBack: the merge queue could not land it (a conflict, a check
-	// that failed after integration); a worker takes it again on the new
-	// tip with the reason in its prompt.
-	SentBack TaskState = "sent_back"
-	// Queued: the worker verified and committed it on its branch; it
-	// waits for the merge queue.
-	Queued TaskState = "queued"
-	// Landing: the merge queue is integrating it (its commit token is on
-	// record, so a crash after the target moved is recognised).
-	Landing TaskState = "landing"
-	// Landed: its one commit is on the target branch.
-	Landed TaskState = "landed"
-	// NeedsReview: it could not be integrated within the retry limit;
-	// its branch is kept for a person.
-	NeedsReview TaskState = "needs_review"
-	// Blocked: its worker's loop blocked it (see the worker's run).
-	Blocked TaskState = "blocked"
+	Working     = landing.Working
+	SentBack    = landing.SentBack
+	Queued      = landing.Queued
+	Landing     = landing.Landing
+	Landed      = landing.Landed
+	NeedsReview = landing.NeedsReview
+	Blocked     = landing.Blocked
 )
 
 // TaskRecord is one task of a parallel run.

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
@@ -53,44 +52,6 @@ func BoardAt(ctx context.Context, repo *gitx.Repo, src tasks.Source, rel, rev st
 // MovedError is the target moved outside ralph to a commit that fails
 // a check (verify.MovedError): both merge queues stop on it.
 type MovedError = verify.MovedError
-
-// checkMoved compares the target's tip, whose checks are tipChecks, with
-// the commit ralph last left it at (the run's start or its last
-// landing). A move to a commit where a check fails that passed there is
-// a MovedError; any other move is said and taken as the new start.
-func (e *engine) checkMoved(ctx context.Context, integ *gitx.Repo, tip string, tipChecks *verify.Tip) error {
-	known := e.reg.Checkout
-	if known == "" || tip == known {
-		return nil
-	}
-	failing := tipChecks.Failing()
-	if len(failing) > 0 {
-		// What the checks said where ralph left the branch: recorded by
-		// the landing that put it there, else run now.
-		before := verify.LoadTip(e.tipPath())
-		if before == nil || before.Commit != known {
-			if err := integ.DetachAt(ctx, known); err != nil {
-				return err
-			}
-			var err error
-			before, err = verify.RunOnTip(ctx, check.Run, integ.Dir, filepath.Join(e.home, "runs", e.reg.RunID, "known-checks.json"), known, e.o.Checks)
-			if err != nil {
-				return err
-			}
-			if err := integ.DetachAt(ctx, tip); err != nil {
-				return err
-			}
-		}
-		if fresh := verify.NewlyFailing(before, tipChecks); len(fresh) > 0 {
-			return &MovedError{Target: e.reg.Target, From: known, To: tip, Failing: fresh,
-				PutBack: fmt.Sprintf("`git update-ref refs/heads/%s %s %s` (or, in its checkout, `git reset --keep %s`)", e.reg.Target, known, tip, text.ShortHash(known))}
-		}
-	}
-	e.say(report.KindWarning, map[string]any{"target": e.reg.Target, "from": known, "to": tip},
-		"ralph: %s moved outside ralph from %s to %s; its checks pass as before, so landings go on from there", e.reg.Target, text.ShortHash(known), text.ShortHash(tip))
-	e.reg.Checkout = tip
-	return e.save()
-}
 
 // targetBoard is the task file as the target's tip holds it.
 func (e *engine) targetBoard(ctx context.Context) (*tasks.Board, error) {

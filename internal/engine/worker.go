@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
@@ -31,7 +31,8 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 		if err != nil {
 			return nil, loop.Options{}, err
 		}
-		if err := e.freshBranch(ctx, t, tip); err != nil {
+		ref := fmt.Sprintf("refs/ralph/attempts/%s/%s/%d", e.reg.RunID, t.ID, t.Attempt-1)
+		if err := landing.Cut(ctx, e.repo, t.Worktree, t.Branch, tip, ref, e.marker(t)); err != nil {
 			return nil, loop.Options{}, err
 		}
 		t.Base = tip
@@ -95,65 +96,10 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	return ws, opts, nil
 }
 
-// freshBranch points t's branch at tip in its worktree. Work of an
-// earlier attempt on the branch is set aside on a ref first: ralph never
-// drops a commit.
-func (e *engine) freshBranch(ctx context.Context, t *TaskRecord, tip string) error {
-	if old, err := e.repo.RevParse(ctx, t.Branch); err == nil {
-		if old != tip {
-			ref := fmt.Sprintf("refs/ralph/attempts/%s/%s/%d", e.reg.RunID, t.ID, t.Attempt-1)
-			if err := e.repo.UpdateRef(ctx, ref, old); err != nil {
-				return err
-			}
-		}
-		if err := e.ensureWorktree(ctx, t); err != nil {
-			return err
-		}
-		w, err := gitx.Open(ctx, t.Worktree)
-		if err != nil {
-			return err
-		}
-		return w.ResetTo(ctx, tip)
-	}
-	// The branch is gone (deleted by hand) but its worktree may still be
-	// there, holding the earlier attempt's commits and changes: they are
-	// kept on the attempt's ref before the worktree is made afresh.
-	if _, err := os.Stat(filepath.Join(t.Worktree, ".git")); err == nil {
-		if err := e.setAsideWorktree(ctx, t); err != nil {
-			return err
-		}
-	}
-	if err := e.repo.AddWorktree(ctx, t.Worktree, t.Branch, tip); err != nil {
-		return err
-	}
-	return e.mark(t)
-}
-
-// setAsideWorktree keeps what t's worktree holds (its HEAD and any
-// uncommitted changes) on the ref of its earlier attempt, then removes it.
-func (e *engine) setAsideWorktree(ctx context.Context, t *TaskRecord) error {
-	w, err := gitx.Open(ctx, t.Worktree)
-	if err != nil {
-		return err
-	}
-	ref := fmt.Sprintf("refs/ralph/attempts/%s/%s/%d", e.reg.RunID, t.ID, t.Attempt-1)
-	kept, err := w.SetAside(ctx, ref, "ralph: the earlier attempt's uncommitted work on "+t.ID)
-	if err != nil {
-		return fmt.Errorf("keeping the work in %s: %w", t.Worktree, err)
-	}
-	if kept == "" {
-		if head, err := w.Head(ctx); err == nil && head != "" && head != t.Base {
-			if err := e.repo.UpdateRef(ctx, ref, head); err != nil {
-				return err
-			}
-		}
-	}
-	return e.repo.RemoveWorktree(ctx, t.Worktree, true)
-}
-
-// mark makes t's worktree ralph's, so that ralph refuses to run from it.
-func (e *engine) mark(t *TaskRecord) error {
-	return worktree.Mark(t.Worktree, worktree.Marker{Repo: e.o.WS.Root, Run: e.reg.RunID, Task: t.ID})
+// marker is ralph's mark on t's worktree, so that ralph refuses to run
+// from it.
+func (e *engine) marker(t *TaskRecord) worktree.Marker {
+	return worktree.Marker{Repo: e.o.WS.Root, Run: e.reg.RunID, Task: t.ID}
 }
 
 // ensureWorktree re-creates t's worktree from its branch when the folder
@@ -168,7 +114,7 @@ func (e *engine) ensureWorktree(ctx context.Context, t *TaskRecord) error {
 	if err := e.repo.AddWorktree(ctx, t.Worktree, t.Branch, e.reg.Target); err != nil {
 		return err
 	}
-	return e.mark(t)
+	return worktree.Mark(t.Worktree, e.marker(t))
 }
 
 // foreignFolder refuses a worktree path that exists and is not ralph's:

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/verify"
 )
@@ -55,7 +56,7 @@ type run struct {
 // stepDone is what a task coroutine hands back to the workflow.
 type stepDone struct {
 	task  string
-	event TaskEvent
+	event landing.TaskEvent
 	// Fields of the activity's result the event carries.
 	work WorkResult
 	prep PrepareResult
@@ -228,7 +229,7 @@ func (r *run) dispatch() {
 		id := r.queue[0]
 		r.queue = r.queue[1:]
 		if t := r.task(id); t != nil && t.State == Queued {
-			r.move(t, Taken)
+			r.move(t, landing.Taken)
 			r.landing = true
 			r.goLand(t)
 		}
@@ -250,7 +251,7 @@ func (r *run) dispatch() {
 		if t == nil {
 			return
 		}
-		r.move(t, Dispatched)
+		r.move(t, landing.Dispatched)
 		if !t.Resume {
 			t.Attempt++
 		}
@@ -304,7 +305,7 @@ func (r *run) goWork(t *Task) {
 		if resume {
 			// The worktree and the loop's state are on host already, from
 			// a run that was stopped: no Prepare, which would start over.
-			r.done.Send(ctx, stepDone{task: in.Task, event: Prepared, prep: PrepareResult{Host: host, Base: base}})
+			r.done.Send(ctx, stepDone{task: in.Task, event: landing.Prepared, prep: PrepareResult{Host: host, Base: base}})
 		} else if host == "" {
 			// Prepare heartbeats: a host that dies during it loses the
 			// task to another host after the heartbeat timeout.
@@ -317,7 +318,7 @@ func (r *run) goWork(t *Task) {
 				r.done.Send(ctx, stepDone{task: in.Task, event: classify(err), err: err})
 				return
 			}
-			r.done.Send(ctx, stepDone{task: in.Task, event: Prepared, prep: prep})
+			r.done.Send(ctx, stepDone{task: in.Task, event: landing.Prepared, prep: prep})
 			host = prep.Host
 		} else {
 			// A task sent back keeps its host and worktree: Prepare on
@@ -331,14 +332,14 @@ func (r *run) goWork(t *Task) {
 				r.done.Send(ctx, stepDone{task: in.Task, event: classify(err), err: err})
 				return
 			}
-			r.done.Send(ctx, stepDone{task: in.Task, event: Prepared, prep: prep})
+			r.done.Send(ctx, stepDone{task: in.Task, event: landing.Prepared, prep: prep})
 		}
 		for {
 			// A task prepared while every agent is at its limit waits for
 			// the reset too, on the same durable timer (and shows as
 			// cooling): an attempt started now would only hit the limit.
 			if r.inCooldown(ctx) {
-				r.done.Send(ctx, stepDone{task: in.Task, event: Limited, work: WorkResult{Outcome: WorkLimited, Until: r.st.CooldownUntil, Reason: "every agent is at a usage limit"}})
+				r.done.Send(ctx, stepDone{task: in.Task, event: landing.Limited, work: WorkResult{Outcome: WorkLimited, Until: r.st.CooldownUntil, Reason: "every agent is at a usage limit"}})
 				if !r.coolOff(ctx, &in, r.st.CooldownUntil) {
 					return
 				}
@@ -357,15 +358,15 @@ func (r *run) goWork(t *Task) {
 			}
 			switch res.Outcome {
 			case WorkLimited:
-				r.done.Send(ctx, stepDone{task: in.Task, event: Limited, work: res})
+				r.done.Send(ctx, stepDone{task: in.Task, event: landing.Limited, work: res})
 				if !r.coolOff(ctx, &in, res.Until) {
 					return
 				}
 				continue
 			case WorkVerified:
-				r.done.Send(ctx, stepDone{task: in.Task, event: Verified, work: res})
+				r.done.Send(ctx, stepDone{task: in.Task, event: landing.Verified, work: res})
 			default:
-				r.done.Send(ctx, stepDone{task: in.Task, event: Failed, work: res})
+				r.done.Send(ctx, stepDone{task: in.Task, event: landing.Failed, work: res})
 			}
 			return
 		}
@@ -394,15 +395,15 @@ func (r *run) coolOff(ctx workflow.Context, in *WorkInput, until time.Time) bool
 			break
 		}
 		if err := workflow.Sleep(ctx, d); err != nil {
-			r.done.Send(ctx, stepDone{task: in.Task, event: Stopped, err: err})
+			r.done.Send(ctx, stepDone{task: in.Task, event: landing.Stopped, err: err})
 			return false
 		}
 	}
 	if err := workflow.Await(ctx, func() bool { return !r.st.Paused || r.st.Stopping }); err != nil || r.st.Stopping {
-		r.done.Send(ctx, stepDone{task: in.Task, event: Stopped, err: err})
+		r.done.Send(ctx, stepDone{task: in.Task, event: landing.Stopped, err: err})
 		return false
 	}
-	r.done.Send(ctx, stepDone{task: in.Task, event: Cooled})
+	r.done.Send(ctx, stepDone{task: in.Task, event: landing.Cooled})
 	in.Feedback = r.feedback(r.task(in.Task))
 	return true
 }
@@ -412,24 +413,24 @@ func (r *run) coolOff(ctx workflow.Context, in *WorkInput, until time.Time) bool
 // worktree loses the task to another host; a cancellation is the run
 // stopping; anything else, once Temporal's retries are spent, fails the
 // task with the error as its reason.
-func classify(err error) TaskEvent {
+func classify(err error) landing.TaskEvent {
 	if temporal.IsCanceledError(err) {
-		return Stopped
+		return landing.Stopped
 	}
 	var te *temporal.TimeoutError
 	if errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
-		return HostLost
+		return landing.HostLost
 	}
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) {
 		switch ae.Type() {
 		case ErrTypeWorktreeGone:
-			return HostLost
+			return landing.HostLost
 		case ErrTypeAgentCannotRun, ErrTypeUsage:
-			return Stopped
+			return landing.Stopped
 		}
 	}
-	return Failed
+	return landing.Failed
 }
 
 // goLand runs the landing of one verified task on the integration host.
@@ -442,14 +443,9 @@ func (r *run) goLand(t *Task) {
 		actx := workflow.WithActivityOptions(ctx, ao)
 		var res LandResult
 		err := workflow.ExecuteActivity(actx, ActivityLand, in).Get(ctx, &res)
-		ev := Integrated
-		switch {
-		case err != nil:
-			ev = Stopped
-		case !res.Landed && in.Attempt >= r.landAttempts():
-			ev = Exhausted
-		case !res.Landed:
-			ev = Conflicted
+		ev := res.Event(in.Attempt, r.landAttempts())
+		if err != nil {
+			ev = landing.Stopped
 		}
 		r.done.Send(ctx, stepDone{task: in.Task, event: ev, land: res, err: err})
 	})
@@ -485,34 +481,34 @@ func (r *run) apply(d stepDone) {
 		return
 	}
 	switch d.event {
-	case Prepared:
+	case landing.Prepared:
 		t.Host, t.Base = d.prep.Host, d.prep.Base
-		r.move(t, Prepared)
+		r.move(t, landing.Prepared)
 		return
-	case Limited:
+	case landing.Limited:
 		r.st.Iterations += d.work.Iterations
 		t.Iters += d.work.Iterations
 		if d.work.Until.After(r.st.CooldownUntil) {
 			r.st.CooldownUntil = d.work.Until
 		}
 		t.Reason = d.work.Reason
-		r.move(t, Limited)
+		r.move(t, landing.Limited)
 		return
-	case Cooled:
-		r.move(t, Cooled)
+	case landing.Cooled:
+		r.move(t, landing.Cooled)
 		return
 	}
 	// The rest end a coroutine.
 	if t.State == Landing {
 		r.landing = false
 		switch d.event {
-		case Integrated:
+		case landing.Integrated:
 			t.Commit, t.Reason, t.Feedback = d.land.Commit, "", ""
 			r.st.Failing = d.land.Failing
 			r.cleanup(t)
-		case Conflicted, Exhausted:
+		case landing.Conflicted, landing.Exhausted:
 			t.Reason, t.Feedback = d.land.Reason, d.land.Feedback
-		case Stopped:
+		case landing.Stopped:
 			// The landing failed for good (its retries ran out): it stays
 			// queued for a person to look at, with the error.
 			t.Reason = errText(d.err)
@@ -530,25 +526,25 @@ func (r *run) apply(d stepDone) {
 	// The attempt that was told of the landing sent back is over.
 	t.Feedback = ""
 	switch d.event {
-	case Verified:
+	case landing.Verified:
 		t.Head, t.Reason = d.work.Head, ""
-		r.move(t, Verified)
+		r.move(t, landing.Verified)
 		r.queue = append(r.queue, t.ID)
 		if t.HeldBy != "" {
-			r.move(t, BlockedBy)
+			r.move(t, landing.BlockedBy)
 			t.Reason, t.HeldBy = t.HeldBy, ""
 		}
-	case Failed:
+	case landing.Failed:
 		t.Reason = d.work.Reason
 		if t.Reason == "" {
 			t.Reason = errText(d.err)
 		}
-		r.move(t, Failed)
-	case HostLost:
+		r.move(t, landing.Failed)
+	case landing.HostLost:
 		t.Host, t.Reason = "", "its host did not take the work in time: "+errText(d.err)
 		t.Hosts++
-		r.move(t, HostLost)
-	case Stopped:
+		r.move(t, landing.HostLost)
+	case landing.Stopped:
 		t.Resume = (t.State == Working || t.State == Cooling) && t.Host != ""
 		if d.err != nil && !r.st.Stopping {
 			var ae *temporal.ApplicationError
@@ -560,7 +556,7 @@ func (r *run) apply(d stepDone) {
 			}
 			t.Reason = errText(d.err)
 		}
-		r.move(t, Stopped)
+		r.move(t, landing.Stopped)
 	}
 }
 
@@ -577,8 +573,8 @@ func errText(err error) string {
 
 // move applies the task machine; an edge the table lacks is a bug in the
 // workflow, recorded rather than panicking in a replay.
-func (r *run) move(t *Task, ev TaskEvent) {
-	to, _, err := Next(t.State, ev)
+func (r *run) move(t *Task, ev landing.TaskEvent) {
+	to, _, err := landing.Next(t.State, ev)
 	if err != nil {
 		r.note(fmt.Sprintf("%s: %v", t.ID, err))
 		return
@@ -641,11 +637,11 @@ func (r *run) validate(cmd Command) error {
 			if t.State == Working || t.State == Preparing || t.State == Cooling {
 				return nil // held until its worker is back
 			}
-			if _, _, err := Next(t.State, BlockedBy); err != nil {
+			if _, _, err := landing.Next(t.State, landing.BlockedBy); err != nil {
 				return fmt.Errorf("%s is %s: only a task that is waiting, in flight or queued can be blocked", t.ID, t.State)
 			}
 		case CmdUnblock:
-			if _, _, err := Next(t.State, Unblocked); err != nil {
+			if _, _, err := landing.Next(t.State, landing.Unblocked); err != nil {
 				return fmt.Errorf("%s is %s: only a blocked task or one that needs review can be unblocked", t.ID, t.State)
 			}
 		}
@@ -687,13 +683,13 @@ func (r *run) control(cmd Command) string {
 			msg = cmd.Task + " is in flight: blocked when its attempt ends"
 			break
 		}
-		r.move(t, BlockedBy)
+		r.move(t, landing.BlockedBy)
 		t.Reason = reason
 		r.queue = slices.DeleteFunc(r.queue, func(id string) bool { return id == t.ID })
 		msg = cmd.Task + " blocked"
 	case CmdUnblock:
 		t := r.task(cmd.Task)
-		r.move(t, Unblocked)
+		r.move(t, landing.Unblocked)
 		t.Reason, t.Host = "", ""
 		msg = cmd.Task + " unblocked"
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,10 +21,10 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/errs"
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
-	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/verify"
@@ -147,22 +146,9 @@ func (h *Host) integration(ctx context.Context, run, target string) (*gitx.Repo,
 	if err != nil {
 		return nil, "", err
 	}
-	dir := filepath.Join(h.worktreeBase(), run, ".integration")
-	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
-		h.refsMu.Lock()
-		defer h.refsMu.Unlock()
-		_ = h.WS.Repo.PruneWorktrees(ctx)
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			return nil, "", err
-		}
-		if err := h.WS.Repo.AddDetachedWorktree(ctx, dir, tip); err != nil {
-			return nil, "", fmt.Errorf("making the integration worktree %s: %w", dir, err)
-		}
-		if err := worktree.Mark(dir, worktree.Marker{Repo: h.WS.Root, Run: run, Task: "integration"}); err != nil {
-			return nil, "", err
-		}
-	}
-	w, err := gitx.Open(ctx, dir)
+	h.refsMu.Lock()
+	w, err := landing.Integration(ctx, h.WS.Repo, filepath.Join(h.worktreeBase(), run), tip, worktree.Marker{Repo: h.WS.Root, Run: run, Task: "integration"})
+	h.refsMu.Unlock()
 	if err != nil {
 		return nil, "", err
 	}
@@ -211,41 +197,12 @@ func (h *Host) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, err
 		return PrepareResult{}, err
 	}
 	path, branch := h.taskPath(in.RunID, in.Task), TaskBranch(in.RunID, in.Task)
-	if _, err := os.Stat(filepath.Join(path, ".git")); err == nil {
-		w, err := gitx.Open(ctx, path)
-		if err != nil {
-			return PrepareResult{}, err
-		}
-		if head, err := w.Head(ctx); err == nil && head != tip {
-			ref := fmt.Sprintf("refs/ralph/attempts/%s/%s/%d", in.RunID, in.Task, in.Attempt-1)
-			if _, err := w.SetAside(ctx, ref, "ralph: the earlier attempt's uncommitted work on "+in.Task); err != nil {
-				return PrepareResult{}, err
-			}
-			if err := h.WS.Repo.UpdateRef(ctx, ref+"-head", head); err != nil {
-				return PrepareResult{}, err
-			}
-		}
-		if err := w.ResetTo(ctx, tip); err != nil {
-			return PrepareResult{}, err
-		}
-	} else {
-		h.refsMu.Lock()
-		defer h.refsMu.Unlock()
-		_ = h.WS.Repo.PruneWorktrees(ctx)
-		if ok, _ := h.WS.Repo.BranchExists(ctx, branch); ok {
-			if err := h.WS.Repo.UpdateRef(ctx, "refs/heads/"+branch, tip); err != nil {
-				return PrepareResult{}, err
-			}
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return PrepareResult{}, err
-		}
-		if err := h.WS.Repo.AddWorktree(ctx, path, branch, tip); err != nil {
-			return PrepareResult{}, err
-		}
-		if err := worktree.Mark(path, worktree.Marker{Repo: h.WS.Root, Run: in.RunID, Task: in.Task}); err != nil {
-			return PrepareResult{}, err
-		}
+	ref := fmt.Sprintf("refs/ralph/attempts/%s/%s/%d", in.RunID, in.Task, in.Attempt-1)
+	h.refsMu.Lock()
+	err = landing.Cut(ctx, h.WS.Repo, path, branch, tip, ref, worktree.Marker{Repo: h.WS.Root, Run: in.RunID, Task: in.Task})
+	h.refsMu.Unlock()
+	if err != nil {
+		return PrepareResult{}, err
 	}
 	if _, err := worktree.CopyIncluded(h.WS.Root, path); err != nil {
 		return PrepareResult{}, fmt.Errorf("copying the files .worktreeinclude names: %w", err)
@@ -443,12 +400,11 @@ func (h *Host) earliestReset() time.Time {
 	return first
 }
 
-// Land integrates a verified task branch on the run's tip in the
-// integration worktree, runs the checks there, and moves the tip on the
-// exchange (and this checkout's target, and with push_target the
-// exchange's target) to the result. The tip only ever moves to a commit
-// whose checks passed. A retry after a crash finds a landing that already
-// happened by its token and never lands twice.
+// Land integrates a verified task branch on the run's tip and moves the
+// tip on the exchange (and this checkout's target, and with push_target
+// the exchange's target) to the result, through the parallel core's one
+// landing procedure (landing.Queue.Land). A retry after a crash finds a
+// landing that already happened by its token and never lands twice.
 func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	// Heartbeats let Temporal notice a dead integration host within
 	// [engine] heartbeat, not the landing's one-hour timeout.
@@ -456,140 +412,91 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	h.landMu.Lock()
 	defer h.landMu.Unlock()
 	em := h.emitter(in.RunID)
+	say := func(kind report.Kind, data map[string]any, line string) {
+		h.say(em, in.Task, kind, data, "queue: %s", line)
+	}
 	integ, tip, err := h.integration(ctx, in.RunID, in.Target)
 	if err != nil {
 		return LandResult{}, err
 	}
-	if _, msg, err := h.WS.Repo.CommitMessage(ctx, tip); err == nil && gitx.HasCommitToken(msg, in.Token) {
-		h.say(em, in.Task, report.KindCommit, map[string]any{"commit": tip, "before_restart": true}, "queue: landed before the restart · commit %s", text.ShortHash(tip))
+	records := filepath.Join(h.WS.Dir(), "runs", in.RunID)
+	if _, ok := landing.LandedBefore(ctx, h.WS.Repo, tip, in.Token); ok {
+		say(report.KindCommit, map[string]any{"commit": tip, "before_restart": true}, "landed before the restart · commit "+text.ShortHash(tip))
 		h.catchUp(ctx, em, in, tip)
 		// The crash may have come before the task branch was deleted.
 		_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
 		var failing []string
-		if t := verify.LoadTip(filepath.Join(h.WS.Dir(), "runs", in.RunID, "tip-checks.json")); t != nil && t.Commit == tip {
+		if t := verify.LoadTip(landing.TipChecks(records)); t != nil && t.Commit == tip {
 			failing = t.Failing()
 		}
 		return LandResult{Landed: true, Commit: tip, Failing: failing}, nil
 	}
+	var out LandResult
 	head, err := h.fetch(ctx, TaskBranch(in.RunID, in.Task))
-	if errors.Is(err, gitx.ErrNoSuchRemoteBranch) {
+	switch {
+	case errors.Is(err, gitx.ErrNoSuchRemoteBranch):
 		// Only a branch that is truly gone sends the task back; any
 		// other failure of the fetch is retried by Temporal.
-		reason := "its branch " + TaskBranch(in.RunID, in.Task) + " is gone from the exchange remote (deleted by hand?)"
-		h.say(em, in.Task, report.KindBlocker, map[string]any{"state": "sent_back", "reason": reason}, "queue: ↻ sent back: %s", reason)
-		return LandResult{Reason: reason}, nil
-	}
-	if err != nil {
+		out, err = landing.SendBack("its branch "+TaskBranch(in.RunID, in.Task)+" is gone from the exchange remote (deleted by hand?)", "", nil), nil
+	case err != nil:
 		return LandResult{}, err
+	default:
+		q := &landing.Queue{Repo: h.WS.Repo, Integ: integ, Target: &exchangeTarget{h: h, in: in, first: tip}, Name: in.Target,
+			Checks: h.Checks, Records: records, Say: say, Now: h.now}
+		out, err = q.Land(ctx, landing.Job{Run: in.RunID, Task: in.Task, Title: in.Title, Worker: in.Host, Attempt: in.Attempt,
+			Base: in.Base, Head: head, PRD: in.PRD, Kind: tasks.KindForPath(in.PRD), Token: in.Token})
 	}
-	// What the checks say of the tip, read once per tip: the landing is
-	// judged against it (the last landing recorded it).
-	tipPath := filepath.Join(h.WS.Dir(), "runs", in.RunID, "tip-checks.json")
-	if err := os.MkdirAll(filepath.Dir(tipPath), 0o755); err != nil {
+	var moved *verify.MovedError
+	switch {
+	case errors.As(err, &moved):
+		say(report.KindBlocker, map[string]any{"target": TipBranch(in.RunID, in.Target), "from": moved.From, "to": moved.To, "failing": moved.Failing}, moved.Error())
+		return LandResult{}, temporal.NewNonRetryableApplicationError(moved.Error(), ErrTypeTargetMoved, moved)
+	case err != nil:
 		return LandResult{}, err
+	case !out.Landed:
+		say(report.KindBlocker, map[string]any{"state": "sent_back", "reason": out.Reason, "conflicts": out.Conflicts}, "↻ sent back: "+out.Reason)
+		return out, nil
 	}
-	tipChecks, err := h.tipChecks(ctx, em, in, integ, tipPath, tip)
-	if err != nil {
-		return LandResult{}, err
-	}
-	patch, err := h.WS.Repo.SquashDiff(ctx, in.Base, head, workspace.DirName, in.PRD)
-	if err != nil {
-		return LandResult{}, err
-	}
-	if err := integ.ApplyThreeWay(ctx, patch); err != nil {
-		var c *gitx.ApplyConflict
-		if errors.As(err, &c) {
-			_ = integ.DetachAt(ctx, tip)
-			reason := fmt.Sprintf("its changes conflict with work landed on %s meanwhile, in %s", in.Target, strings.Join(c.Files, ", "))
-			h.say(em, in.Task, report.KindBlocker, map[string]any{"state": "sent_back", "reason": reason, "conflicts": c.Files}, "queue: ↻ sent back: %s", reason)
-			return LandResult{Reason: reason, Conflicts: c.Files}, nil
-		}
-		return LandResult{}, err
-	}
-	if err := h.bookkeeping(integ.Dir, in); err != nil {
-		return LandResult{}, err
-	}
-	msg := runkit.Message{Subject: in.Task + ": " + text.OneLine(in.Title), Trailers: []runkit.Trailer{
-		{Key: "Ralph-Task", Value: in.Task}, {Key: "Ralph-Run", Value: in.RunID},
-		{Key: "Ralph-Worker", Value: in.Host}, {Key: "Ralph-Attempt", Value: strconv.Itoa(in.Attempt)},
-	}}
-	if err := integ.AddAll(ctx); err != nil {
-		return LandResult{}, err
-	}
-	hash, err := integ.Commit(ctx, msg.Text(in.Token))
-	if err != nil {
-		_ = integ.DetachAt(ctx, tip)
-		return LandResult{}, fmt.Errorf("committing %s on the integration worktree: %w", in.Task, err)
-	}
-	h.say(em, in.Task, report.KindCheck, nil, "queue: checking %s integrated on %s", in.Task, text.ShortHash(tip))
-	landing := verify.JudgeLanding(ctx, check.Run, integ.Dir, tipChecks, h.Checks)
-	if ctx.Err() != nil {
-		_ = integ.DetachAt(context.WithoutCancel(ctx), tip)
-		return LandResult{}, ctx.Err()
-	}
-	if landing.Failed != nil {
-		reason := landing.Reason(in.Target)
-		_ = integ.DetachAt(ctx, tip)
-		h.say(em, in.Task, report.KindBlocker, map[string]any{"state": "sent_back", "reason": reason}, "queue: ↻ sent back: %s", reason)
-		return LandResult{Reason: reason, Feedback: landing.Feedback()}, nil
-	}
-	if err := verify.SaveTip(tipPath, hash, landing.Runs); err != nil {
-		return LandResult{}, err
-	}
-	failing := (&verify.Tip{Runs: landing.Runs}).Failing()
-	// The exchange's tip moves first, with a lease: the run's record of
-	// the landing. The local target follows.
-	if err := h.WS.Repo.PushBranch(ctx, h.Exchange, TipBranch(in.RunID, in.Target), hash, tip, false); err != nil {
-		return LandResult{}, err
-	}
-	h.catchUp(ctx, em, in, hash)
+	h.catchUp(ctx, em, in, out.Commit)
 	// The task's work is on the tip now, in its one commit.
 	_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
-	h.say(em, in.Task, report.KindCommit, map[string]any{"state": "landed", "commit": hash, "branch": in.Target},
-		"queue: ✓ landed on %s · commit %s", in.Target, text.ShortHash(hash))
-	return LandResult{Landed: true, Commit: hash, Failing: failing}, nil
+	say(report.KindCommit, map[string]any{"state": "landed", "commit": out.Commit, "branch": in.Target},
+		fmt.Sprintf("✓ landed on %s · commit %s", in.Target, text.ShortHash(out.Commit)))
+	return out, nil
+}
+
+// exchangeTarget is the run's tip branch on the exchange remote, as the
+// integration host moves it: with a lease, so that a move outside ralph
+// meanwhile is noticed, never overwritten.
+type exchangeTarget struct {
+	h  *Host
+	in LandInput
+	// first is the tip the landing started from, fetched already.
+	first string
+}
+
+func (x *exchangeTarget) branch() string { return TipBranch(x.in.RunID, x.in.Target) }
+
+func (x *exchangeTarget) Tip(ctx context.Context) (string, error) {
+	if tip := x.first; tip != "" {
+		x.first = ""
+		return tip, nil
+	}
+	return x.h.fetch(ctx, x.branch())
+}
+
+func (x *exchangeTarget) Move(ctx context.Context, tip, commit string) error {
+	return x.h.WS.Repo.PushBranch(ctx, x.h.Exchange, x.branch(), commit, tip, false)
+}
+
+func (x *exchangeTarget) Moved(from, to string, failing []string) *verify.MovedError {
+	return &verify.MovedError{Target: x.branch() + " (the run's " + x.in.Target + " on the exchange remote " + x.h.Exchange + ")", From: from, To: to, Failing: failing,
+		PutBack: fmt.Sprintf("`git push --force %s %s:refs/heads/%s`", x.h.Exchange, from, x.branch())}
 }
 
 // catchUp moves this checkout's target to the landed commit, as a
 // fast-forward that refuses to overwrite a person's changes, and pushes
 // the target to the exchange when the person enabled it.
-// tipChecks are what the checks say of the run's tip, run once per tip.
-// Only landings move the run's tip branch, and each records its checks:
-// a tip that is neither that commit nor its parent (a landing whose push
-// did not go out) was moved outside ralph, by an agent that reached the
-// exchange remote or by a person. A move to a commit where a check fails
-// that passed where ralph left it stops the run (every landing would be
-// sent back for it), naming both commits and how to put the branch back;
-// any other move is said and landings go on from there.
-func (h *Host) tipChecks(ctx context.Context, em *report.Emitter, in LandInput, integ *gitx.Repo, tipPath, tip string) (*verify.Tip, error) {
-	left := verify.LoadTip(tipPath)
-	if left == nil || left.Commit == tip {
-		return verify.RunOnTip(ctx, check.Run, integ.Dir, tipPath, tip, h.Checks)
-	}
-	if ok, err := h.WS.Repo.IsAncestor(ctx, tip, left.Commit); err == nil && ok {
-		return verify.RunOnTip(ctx, check.Run, integ.Dir, tipPath, tip, h.Checks)
-	}
-	// Checked aside: tip-checks.json keeps where ralph left the branch
-	// until the move is accepted, so a restart judges it the same way.
-	now, err := verify.RunOnTip(ctx, check.Run, integ.Dir, filepath.Join(filepath.Dir(tipPath), "moved-checks.json"), tip, h.Checks)
-	if err != nil {
-		return nil, err
-	}
-	branch := TipBranch(in.RunID, in.Target)
-	if fresh := verify.NewlyFailing(left, now); len(fresh) > 0 {
-		moved := &verify.MovedError{Target: branch + " (the run's " + in.Target + " on the exchange remote " + h.Exchange + ")", From: left.Commit, To: tip, Failing: fresh,
-			PutBack: fmt.Sprintf("`git push --force %s %s:refs/heads/%s`", h.Exchange, left.Commit, branch)}
-		h.say(em, in.Task, report.KindBlocker, map[string]any{"target": branch, "from": left.Commit, "to": tip, "failing": fresh}, "queue: %v", moved)
-		return nil, temporal.NewNonRetryableApplicationError(moved.Error(), ErrTypeTargetMoved, moved)
-	}
-	h.say(em, in.Task, report.KindWarning, map[string]any{"target": branch, "from": left.Commit, "to": tip},
-		"queue: %s moved outside ralph from %s to %s; its checks pass as before, so landings go on from there", branch, text.ShortHash(left.Commit), text.ShortHash(tip))
-	if err := verify.SaveTip(tipPath, tip, now.Runs); err != nil {
-		return nil, err
-	}
-	return now, nil
-}
-
 func (h *Host) catchUp(ctx context.Context, em *report.Emitter, in LandInput, hash string) {
 	cur, err := h.WS.Repo.RevParse(ctx, in.Target)
 	if err != nil {
@@ -610,24 +517,6 @@ func (h *Host) catchUp(ctx context.Context, em *report.Emitter, in LandInput, ha
 			h.say(em, in.Task, report.KindWarning, map[string]any{"error": err.Error()}, "queue: could not push %s to the exchange remote: %v", in.Target, err)
 		}
 	}
-}
-
-// bookkeeping marks the task done in the integration worktree's task file
-// and adds its line to progress.md, in the task's one landing commit.
-func (h *Host) bookkeeping(dir string, in LandInput) error {
-	src := tasks.Open(tasks.KindForPath(in.PRD), filepath.Join(dir, filepath.FromSlash(in.PRD)))
-	if err := src.MarkDone(in.Task, "", h.now()); err != nil {
-		return fmt.Errorf("marking %s done in %s: %w", in.Task, in.PRD, err)
-	}
-	progress := filepath.Join(dir, workspace.DirName, "progress.md")
-	if _, err := os.Stat(progress); err == nil {
-		line := fmt.Sprintf("\n## %s - %s\n- %s landed by ralph's merge queue on Temporal (run %s, host %s, attempt %d): verified on its branch, checks passed on %s\n",
-			h.now().Format("2006-01-02 15:04"), in.Task, in.Title, in.RunID, in.Host, in.Attempt, in.Target)
-		if err := store.AppendFile(progress, []byte(line)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func usage(err error) error {
@@ -651,16 +540,10 @@ func (h *Host) Cleanup(ctx context.Context, in CleanupInput) error {
 	h.refsMu.Lock()
 	defer h.refsMu.Unlock()
 	path := h.taskPath(in.RunID, in.Task)
-	if _, err := os.Stat(path); err == nil {
-		if err := h.WS.Repo.RemoveWorktree(ctx, path, true); err != nil {
-			return err
-		}
+	if err := landing.RemoveWork(ctx, h.WS.Repo, path, TaskBranch(in.RunID, in.Task)); err != nil {
+		return err
 	}
 	_ = os.Remove(filepath.Dir(path)) // the run's folder, once its last worktree is gone
-	branch := TaskBranch(in.RunID, in.Task)
-	if ok, _ := h.WS.Repo.BranchExists(ctx, branch); ok {
-		return h.WS.Repo.DeleteBranch(ctx, branch, "", true)
-	}
 	return nil
 }
 
@@ -677,7 +560,7 @@ type FinishInput struct {
 // the exchange.
 func (h *Host) Finish(ctx context.Context, in FinishInput) error {
 	base := filepath.Join(h.worktreeBase(), in.RunID)
-	dir := filepath.Join(base, ".integration")
+	dir := filepath.Join(base, landing.IntegrationDir)
 	if err := h.removeWorktree(ctx, dir); err != nil {
 		return err
 	}

@@ -420,8 +420,8 @@ func TestHostPrepareCutsFromTheTipAndKeepsEarlierAttempts(t *testing.T) {
 		}
 	}
 	kept := "refs/ralph/attempts/" + hostRun + "/US-001/1"
-	if got, _ := hostGitOK(r.b.WS.Root, "rev-parse", kept+"-head"); got != first {
-		t.Errorf("%s-head = %q; want attempt 1's commit %s", kept, got, first)
+	if got, _ := hostGitOK(r.b.WS.Root, "rev-parse", kept+"^"); got != first {
+		t.Errorf("%s^ = %q; want attempt 1's commit %s", kept, got, first)
 	}
 	if got, ok := hostGitOK(r.b.WS.Root, "show", kept+":wip.txt"); !ok || got != "not committed" {
 		t.Errorf("attempt 1's uncommitted wip.txt is not kept on %s: %q", kept, got)

@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"time"
+
+	"github.com/ralphloop/ralph/internal/landing"
 )
 
 // Names Temporal knows ralph's workflow, activities, queries, signals and
@@ -214,20 +216,8 @@ type LandInput struct {
 	Token string
 }
 
-// LandResult is how a landing ended.
-type LandResult struct {
-	Landed bool   `json:"landed"`
-	Commit string `json:"commit,omitempty"`
-	// Failing are the checks that fail on the new tip (as they failed on
-	// the tip before: a landing breaks nothing).
-	Failing   []string `json:"failing,omitempty"`
-	Reason    string   `json:"reason,omitempty"`
-	Conflicts []string `json:"conflicts,omitempty"`
-	// Feedback is what the next attempt is told of the check that sent
-	// the landing back, in check.Feedback's format; Reason is its one
-	// line for the terminal.
-	Feedback string `json:"feedback,omitempty"`
-}
+// LandResult is how a landing ended: the parallel core's outcome.
+type LandResult = landing.Outcome
 
 // Command is a control command sent to a run as a Signal or an Update.
 type Command struct {

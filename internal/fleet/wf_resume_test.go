@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/ralphloop/ralph/internal/landing"
 )
 
 // A task whose loop was in flight when a person stopped the run is marked
@@ -16,7 +18,7 @@ func TestBuildStopMarksInFlightTasksToResume(t *testing.T) {
 	}}, inFlight: 3}
 	r.st.Stopping = true
 	for _, id := range []string{"A", "B", "C"} {
-		r.apply(stepDone{task: id, event: Stopped, err: temporal.NewCanceledError()})
+		r.apply(stepDone{task: id, event: landing.Stopped, err: temporal.NewCanceledError()})
 	}
 	for id, want := range map[string]bool{"A": true, "B": true, "C": false} {
 		task := r.task(id)
