@@ -446,7 +446,7 @@ func runSessionHere(ctx context.Context, env *Env, in fleet.SessionRunInput) err
 	defer lock.Unlock()
 	em, journal := sessionEvents(env, ws, in.SessionID, false, notifySinks(env, ws, cfg)...)
 	em.Emit(report.Event{Kind: report.KindRun, Text: fmt.Sprintf("session %s · %s · %s (Temporal, run %d)\n", in.SessionID, describeRoles(specs), ws.Rel(dir), in.Seq),
-		Data: map[string]any{"dir": ws.Rel(dir), "resumed": true, "temporal": true}})
+		Data: report.Run{Dir: ws.Rel(dir), Resumed: report.Ptr(true), Temporal: true}})
 	// The runner as runSession makes it.
 	r := app.SessionRunner(ws, dir, cfg)
 	r.Invoker = &agentInvoker{env: env, ws: ws, cfg: cfg, specs: specs, dir: dir, em: em}

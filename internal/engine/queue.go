@@ -161,10 +161,10 @@ func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string) error {
 		// crash before this is repaired by reconcile, which lands the
 		// task again through here).
 		if err := e.o.Source.MarkDone(t.ID, "", e.o.Now()); err != nil {
-			e.sayTask(t, report.KindWarning, map[string]any{"error": err.Error()}, "[queue %s] landed, but marking it done in the task store failed: %v; mark it done there by hand", t.ID, err)
+			e.sayTask(t, report.KindWarning, report.Warning{Error: err.Error()}, "[queue %s] landed, but marking it done in the task store failed: %v; mark it done there by hand", t.ID, err)
 		}
 	}
-	e.sayTask(t, report.KindCommit, map[string]any{"state": "landed", "commit": hash, "branch": e.reg.Target},
+	e.sayTask(t, report.KindCommit, report.Commit{State: "landed", Commit: hash, Branch: e.reg.Target},
 		"[queue %s] ✓ landed on %s · commit %s", t.ID, e.reg.Target, text.ShortHash(hash))
 	e.removeTaskWork(ctx, t)
 	return nil
@@ -195,13 +195,13 @@ func (e *engine) sendBack(ctx context.Context, t *TaskRecord, reason, feedback s
 		if t.Worktree != "" {
 			_ = e.repo.RemoveWorktree(ctx, t.Worktree, true)
 		}
-		e.sayTask(t, report.KindBlocker, map[string]any{"state": "needs_review", "reason": reason, "conflicts": conflicts, "branch": t.Branch, "attempts": t.Attempt},
+		e.sayTask(t, report.KindBlocker, report.Blocker{State: "needs_review", Reason: reason, Conflicts: &conflicts, Branch: t.Branch, Attempts: t.Attempt},
 			"[queue %s] ✗ needs review after %s: %s; its work is on branch %s (see it: git diff %s...%s)",
 			t.ID, words.Count(t.Attempt, "attempt", "attempts"), reason, t.Branch, e.reg.Target, t.Branch)
 		return e.save()
 	}
 	t.State = SentBack
-	e.sayTask(t, report.KindBlocker, map[string]any{"state": "sent_back", "reason": reason, "conflicts": conflicts, "attempts": t.Attempt},
+	e.sayTask(t, report.KindBlocker, report.Blocker{State: "sent_back", Reason: reason, Conflicts: &conflicts, Attempts: t.Attempt},
 		"[queue %s] ↻ sent back to a worker: %s", t.ID, reason)
 	return e.save()
 }
@@ -288,7 +288,7 @@ func (e *engine) reconcile(ctx context.Context) error {
 		if hash, ok := runkit.Committed(ctx, targetTip{e.repo, e.reg.Target}, t.Token); ok {
 			// landed() says {"state":"landed"} next; this line only tells
 			// that the landing was found after a restart.
-			e.sayTask(t, report.KindCommit, map[string]any{"commit": hash, "before_restart": true}, "[queue %s] landed before the restart · commit %s", t.ID, text.ShortHash(hash))
+			e.sayTask(t, report.KindCommit, report.Commit{Commit: hash, BeforeRestart: true}, "[queue %s] landed before the restart · commit %s", t.ID, text.ShortHash(hash))
 			if err := e.landed(ctx, t, hash); err != nil {
 				return err
 			}
@@ -330,7 +330,7 @@ func (e *engine) remember(ctx context.Context, t *TaskRecord, hash string) {
 		err = e.o.Memory.Resolve(ctx, t.ID, e.o.Now())
 	}
 	if err != nil {
-		e.sayTask(t, report.KindWarning, map[string]any{"error": err.Error()}, "[queue %s] landed, but the memory store did not record it: %v", t.ID, err)
+		e.sayTask(t, report.KindWarning, report.Warning{Error: err.Error()}, "[queue %s] landed, but the memory store did not record it: %v", t.ID, err)
 	}
 }
 

@@ -39,9 +39,9 @@ func (b *builder) steer(ctx context.Context) error {
 		// before the pause, which may last hours.
 		saveErr = b.flush()
 		b.say(report.KindWait, fmt.Sprintf("⏸ paused by %s at %s: `ralph resume` goes on\n", p.By, p.Time.Local().Format("15:04:05")),
-			map[string]any{"paused": true, "by": p.By, "id": p.ID, "state": string(b.st.Machine.State)})
+			report.Wait{Paused: true, By: p.By, ID: p.ID, State: string(b.st.Machine.State)})
 	}, func() {
-		b.say(report.KindNote, "▶ resumed\n", map[string]any{"paused": false})
+		b.say(report.KindNote, "▶ resumed\n", report.Note{Paused: report.Ptr(false)})
 	})
 	if saveErr != nil {
 		return saveErr
@@ -196,14 +196,10 @@ func (b *builder) applyControl(c control.Command) (string, string) {
 // front end that gave it sees "taken" (or why it was refused) in the
 // journal.
 func (b *builder) journalControl(c control.Command, task, why string) {
-	status := "taken"
-	data := map[string]any{"id": c.ID, "command": string(c.Kind), "by": c.By, "status": status, "task": task}
-	if c.Text != "" {
-		data["text"] = c.Text
-	}
+	data := report.Control{ID: c.ID, Command: string(c.Kind), By: c.By, Status: "taken", Task: &task, Text: c.Text}
 	text := fmt.Sprintf("  ⇢ %s %s by %s: taken\n", c.Kind, task, c.By)
 	if why != "" {
-		data["status"], data["why"] = "refused", why
+		data.Status, data.Why = "refused", why
 		text = fmt.Sprintf("  ⇢ %s %s by %s: refused: %s\n", c.Kind, task, c.By, why)
 	}
 	b.emit(report.Event{Kind: report.KindControl, Task: task, Data: data, Text: text})

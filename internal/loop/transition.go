@@ -98,7 +98,7 @@ func (b *builder) transition(ev Event) error {
 		e.Attempt = m.RetryCount + 1
 	}
 	if d := clip(detail, 300); d != "" {
-		e.Data = map[string]any{"detail": d}
+		e.Data = report.Transition{Detail: d}
 	}
 	b.pending = append(b.pending, pendingEvent{ev: e, t: &pendingTransition{from: m, to: next, trigger: ev.Trigger, taskID: taskID}})
 	if b.waitsForSave(m, next) {

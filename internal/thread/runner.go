@@ -291,10 +291,7 @@ func (r *Runner) LogTransition(from, to Phase, verb string, src Source) {
 // it, one envelope like every machine's, with why ralph raised it; a failed
 // append is the journal's to report, never the thread's state.
 func (r *Runner) transition(from, to Phase, verb string, ev Event, text string) {
-	data := map[string]any{"thread": r.t.ID, "source": string(ev.Source)}
-	if ev.Reason != "" {
-		data["reason"] = ev.Reason
-	}
+	data := report.Transition{Thread: r.t.ID, Source: string(ev.Source), Reason: ev.Reason}
 	r.env.Events.Emit(report.Event{Kind: report.KindTransition, From: string(from), To: string(to), Trigger: verb,
 		Text: text, Data: data})
 }
