@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/control"
+	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
 )
@@ -28,13 +29,7 @@ func (e *engine) steer(board *tasks.Board, active map[string]bool) {
 	}
 	for _, c := range cmds {
 		id, note, why := e.applyControl(board, active, c)
-		data := report.Control{ID: c.ID, Command: string(c.Kind), By: c.By, Status: "taken", Task: &id, Text: c.Text}
-		text := fmt.Sprintf("  ⇢ %s %s by %s: taken%s\n", c.Kind, id, c.By, note)
-		if why != "" {
-			data.Status, data.Why = "refused", why
-			text = fmt.Sprintf("  ⇢ %s %s by %s: refused: %s\n", c.Kind, id, c.By, why)
-		}
-		e.em.Emit(report.Event{Kind: report.KindControl, Task: id, Data: data, Text: text})
+		e.em.Emit(loop.ControlEvent(c, id, note, why))
 	}
 	_ = e.save()
 }

@@ -77,7 +77,7 @@ func (b *builder) steer(ctx context.Context) error {
 	}
 	for _, c := range cmds {
 		task, why := b.applyControl(c)
-		b.journalControl(c, task, why)
+		b.emit(ControlEvent(c, task, "", why))
 	}
 	if err := b.saveState(); err != nil {
 		return err
@@ -192,17 +192,17 @@ func (b *builder) applyControl(c control.Command) (string, string) {
 	return id, ""
 }
 
-// journalControl records what became of a command the run took: the
-// front end that gave it sees "taken" (or why it was refused) in the
-// journal.
-func (b *builder) journalControl(c control.Command, task, why string) {
+// ControlEvent is what became of a command a build took on task: the
+// front end that gave it sees "taken" (note added to the line), or why
+// it was refused, in the journal.
+func ControlEvent(c control.Command, task, note, why string) report.Event {
 	data := report.Control{ID: c.ID, Command: string(c.Kind), By: c.By, Status: "taken", Task: &task, Text: c.Text}
-	text := fmt.Sprintf("  ⇢ %s %s by %s: taken\n", c.Kind, task, c.By)
+	text := fmt.Sprintf("  ⇢ %s %s by %s: taken%s\n", c.Kind, task, c.By, note)
 	if why != "" {
 		data.Status, data.Why = "refused", why
 		text = fmt.Sprintf("  ⇢ %s %s by %s: refused: %s\n", c.Kind, task, c.By, why)
 	}
-	b.emit(report.Event{Kind: report.KindControl, Task: task, Data: data, Text: text})
+	return report.Event{Kind: report.KindControl, Task: task, Data: data, Text: text}
 }
 
 // stopMessage says why ctx ended: a stop command names who gave it.
