@@ -129,8 +129,8 @@ type Check struct {
 
 // TestCounts are a test report's results.
 type TestCounts struct {
-	Passed  int `json:"passed"`
 	Failed  int `json:"failed"`
+	Passed  int `json:"passed"`
 	Skipped int `json:"skipped"`
 }
 

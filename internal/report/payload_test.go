@@ -87,6 +87,12 @@ func TestPayloadsKeepTheDataShape(t *testing.T) {
 		if !sameJSON(got, want) {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, got, want)
 		}
+		// Byte for byte: scripts and people grep the journal's lines.
+		var w wire
+		json.Unmarshal(got, &w)
+		if old, _ := json.Marshal(c.old); string(w.Data) != string(old) {
+			t.Errorf("%s: data\n got %s\nwant %s", c.name, w.Data, old)
+		}
 		var back Event
 		if err := json.Unmarshal(want, &back); err != nil {
 			t.Fatal(c.name, err)
@@ -99,6 +105,19 @@ func TestPayloadsKeepTheDataShape(t *testing.T) {
 		if again, _ := json.Marshal(back); !sameJSON(again, want) {
 			t.Errorf("%s: read back and written again:\n got %s\nwant %s", c.name, again, want)
 		}
+	}
+}
+
+// An event's line is the one the release before typed payloads wrote:
+// the envelope's fields in their order, the data's keys sorted.
+func TestEventLineKeepsItsBytes(t *testing.T) {
+	ev := Event{V: 1, Seq: 3, Time: time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC), Run: "r", Machine: "control", Kind: KindControl,
+		Data: Control{ID: "c1", Command: "hint", By: "cli", Status: "applied", Text: "t", ContextAdded: "t"}, Text: "control: hint\n"}
+	got, _ := json.Marshal(ev)
+	want := `{"v":1,"seq":3,"time":"2026-11-28T09:00:00Z","run":"r","machine":"control","kind":"control",` +
+		`"data":{"by":"cli","command":"hint","context_added":"t","id":"c1","status":"applied","text":"t"},"text":"control: hint\n"}`
+	if string(got) != want {
+		t.Errorf("line\n got %s\nwant %s", got, want)
 	}
 }
 

@@ -32,7 +32,7 @@ func decodeAs[T Payload](raw []byte) (Payload, error) {
 // plain is Event without its JSON methods.
 type plain Event
 
-// wire is an event as JSON: its data as the object it is.
+// wire is an event as JSON read: its data as the object it is.
 type wire struct {
 	plain
 	Data json.RawMessage `json:"data,omitempty"`
@@ -45,26 +45,26 @@ func (ev Event) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(wire{plain: plain(ev), Data: data})
+	p := plain(ev)
+	p.Data = nil
+	if data != nil {
+		p.Data = Other{Raw: data}
+	}
+	return json.Marshal(p)
 }
 
+// dataJSON is the data object with its keys sorted, as the maps of the
+// release before typed payloads wrote them; nil when it has none.
 func (ev Event) dataJSON() ([]byte, error) {
-	var b []byte
+	fields := map[string]json.RawMessage{}
 	if ev.Data != nil {
-		var err error
-		if b, err = json.Marshal(ev.Data); err != nil {
+		b, err := json.Marshal(ev.Data)
+		if err != nil {
 			return nil, err
 		}
-	}
-	if len(ev.extra) == 0 && ev.OriginRun == "" {
-		if string(b) == "{}" || string(b) == "null" {
-			return nil, nil // no facts: no data, as an empty map had none
+		if json.Unmarshal(b, &fields) != nil {
+			return b, nil // data that is not an object keeps no more keys
 		}
-		return b, nil
-	}
-	fields := map[string]json.RawMessage{}
-	if len(b) > 0 && json.Unmarshal(b, &fields) != nil {
-		return b, nil // data that is not an object keeps no more keys
 	}
 	for k, v := range ev.extra {
 		if _, ok := fields[k]; !ok {
@@ -73,6 +73,9 @@ func (ev Event) dataJSON() ([]byte, error) {
 	}
 	if ev.OriginRun != "" {
 		fields["origin_run"], _ = json.Marshal(ev.OriginRun)
+	}
+	if len(fields) == 0 {
+		return nil, nil // no facts: no data, as an empty map had none
 	}
 	return json.Marshal(fields)
 }
