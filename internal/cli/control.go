@@ -317,14 +317,10 @@ func (s *steerer) journal(cmd control.Command, res control.Result) error {
 	path := loop.EventsPath(s.ws)
 	seq, _ := report.LastSeq(path)
 	j := &report.Journal{Path: path}
-	data := map[string]any{"id": cmd.ID, "command": string(cmd.Kind), "by": cmd.By, "status": res.Status}
-	for k, v := range map[string]string{"text": cmd.Text, "session": cmd.Session, "question": cmd.Question, "thread": cmd.Thread, "step": cmd.Step} {
-		if v != "" {
-			data[k] = v
-		}
-	}
+	data := report.Control{ID: cmd.ID, Command: string(cmd.Kind), By: cmd.By, Status: res.Status,
+		Text: cmd.Text, Session: cmd.Session, Question: cmd.Question, Thread: cmd.Thread, Step: cmd.Step}
 	if cmd.Kind == control.Hint {
-		data["context_added"] = cmd.Text // the name add-context's journal line always had
+		data.ContextAdded = cmd.Text
 	}
 	report.NewEmitter("control", "", seq, s.env.Now, j).Emit(report.Event{Kind: report.KindControl, Task: cmd.Task, Data: data,
 		Text: fmt.Sprintf("control: %s by %s (%s)\n", cmd.Describe(), cmd.By, res.Status)})

@@ -73,7 +73,7 @@ func TestSteerHintIsQueuedAndJournaledWithWhoGaveIt(t *testing.T) {
 		t.Errorf("context.md = %q; want the hint on one line, given by web", b)
 	}
 	evs := controlEvents(t, dir)
-	if len(evs) != 1 || evs[0].Data["by"] != "web" || evs[0].Data["command"] != "hint" || evs[0].Data["id"] != res.ID {
+	if len(evs) != 1 || evs[0].Data.(report.Control).By != "web" || evs[0].Data.(report.Control).Command != "hint" || evs[0].Data.(report.Control).ID != res.ID {
 		t.Errorf("journal control events = %+v; want one hint by web with the result's id", evs)
 	}
 }
@@ -156,7 +156,7 @@ func TestSteerBlockAndUnblockWithNoRun(t *testing.T) {
 		t.Errorf("after unblock the board = %+v; want US-002 todo", rep.Board)
 	}
 	evs := controlEvents(t, dir)
-	if len(evs) != 2 || evs[0].Data["by"] != "web" || evs[1].Data["by"] != "cli" || evs[1].Data["command"] != "unblock" {
+	if len(evs) != 2 || evs[0].Data.(report.Control).By != "web" || evs[1].Data.(report.Control).By != "cli" || evs[1].Data.(report.Control).Command != "unblock" {
 		t.Errorf("journal = %+v; want block by web, then unblock by cli", evs)
 	}
 }

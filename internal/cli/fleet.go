@@ -63,7 +63,7 @@ func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers
 	}
 	defer c.Close()
 	out := opts.progress()
-	say := func(kind report.Kind, text string, data map[string]any) { fmt.Fprint(out, text) }
+	say := func(kind report.Kind, text string, data report.Payload) { fmt.Fprint(out, text) }
 	if err := loop.PrepareCheckout(ctx, s.ws, s.opts.Source.Path(), s.opts.PlanPath, say); err != nil {
 		return err
 	}

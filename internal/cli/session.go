@@ -244,7 +244,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		em.Emit(report.Event{Kind: report.KindNote, Text: note})
 	}
 	em.Emit(report.Event{Kind: report.KindRun, Text: fmt.Sprintf("session %s · %s · %s\n", filepath.Base(dir), describeRoles(specs), ws.Rel(dir)),
-		Data: map[string]any{"dir": ws.Rel(dir), "resumed": opts.Resume}})
+		Data: report.Run{Dir: ws.Rel(dir), Resumed: report.Ptr(opts.Resume)}})
 	r := a.SessionRunner(dir)
 	r.Invoker = &agentInvoker{env: env, ws: ws, app: a, specs: specs, dir: dir, em: em,
 		terminal: env.IO.OutTerminal && !opts.JSON} // JSON lines carry no terminal control characters
@@ -261,7 +261,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, loop.ErrInterrupted) || ctx.Err() != nil:
-		em.Emit(report.Event{Kind: report.KindSummary, Data: map[string]any{"interrupted": true, "state": string(at)},
+		em.Emit(report.Event{Kind: report.KindSummary, Data: report.Summary{Interrupted: true, State: string(at)},
 			Text: fmt.Sprintf("%s: session %s is saved at %s; ralph run --resume continues it\n", loopStopWord(ctx), p.State.SessionID, at)})
 		return &ExitError{Code: ExitInterrupted, Msg: loopStopWord(ctx)}
 	case errors.As(err, &budget):
@@ -351,7 +351,7 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 	}
 	logPath := filepath.Join(logs, c.Name+".log")
 	a.em.Emit(report.Event{Kind: report.KindIteration, Text: fmt.Sprintf("── %s · agent %s ──\n", c.Role, spec.Name),
-		Data: map[string]any{"role": c.Role, "agent": spec.Name, "name": c.Name}})
+		Data: report.Iteration{Role: c.Role, Agent: spec.Name, Name: c.Name}})
 	res, err := a.app.Attempt(runkit.Attempt{
 		Spec: spec, Prompt: c.Prompt, Dir: a.ws.Root,
 		PromptFile: filepath.Join(logs, c.Name+".prompt.md"), LogFile: logPath,

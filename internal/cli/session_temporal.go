@@ -433,7 +433,7 @@ func runSessionHere(ctx context.Context, env *Env, in fleet.SessionRunInput) err
 	defer lock.Unlock()
 	em, journal := sessionEvents(env, ws, in.SessionID, false, notifier(env, a))
 	em.Emit(report.Event{Kind: report.KindRun, Text: fmt.Sprintf("session %s · %s · %s (Temporal, run %d)\n", in.SessionID, describeRoles(specs), ws.Rel(dir), in.Seq),
-		Data: map[string]any{"dir": ws.Rel(dir), "resumed": true, "temporal": true}})
+		Data: report.Run{Dir: ws.Rel(dir), Resumed: report.Ptr(true), Temporal: true}})
 	// The runner as runSession makes it.
 	r := a.SessionRunner(dir)
 	r.Invoker = &agentInvoker{env: env, ws: ws, app: a, specs: specs, dir: dir, em: em}

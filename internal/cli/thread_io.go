@@ -260,7 +260,7 @@ func (tc *threadCmd) confirm(question string) bool {
 // waits in to the exit code.
 func (tc *threadCmd) finish() error {
 	t := tc.r.Thread()
-	tc.em.Emit(report.Event{Kind: report.KindSummary, Data: map[string]any{"thread": tc.view()}})
+	tc.em.Emit(report.Event{Kind: report.KindSummary, Data: report.Summary{Thread: tc.view()}})
 	switch t.Phase.Type {
 	case thread.PhaseStuck:
 		if tc.env.IO.InTerminal && !tc.opts.JSON {

@@ -266,7 +266,7 @@ func (e *engine) preflight(ctx context.Context) error {
 
 // setupSay keeps what preflight's setup commit says until the run's
 // emitter exists (open), which numbers and journals it first.
-func (e *engine) setupSay(kind report.Kind, text string, data map[string]any) {
+func (e *engine) setupSay(kind report.Kind, text string, data report.Payload) {
 	e.early = append(e.early, report.Event{Kind: kind, Text: text, Data: data})
 }
 
@@ -302,7 +302,7 @@ func (e *engine) open(ctx context.Context) error {
 		e.say(report.KindRun, nil, "ralph: resuming parallel run %s on %s (%s landed so far)", reg.RunID, reg.Target, words.Count(reg.Count(Landed), "task", "tasks"))
 		return e.reconcile(ctx)
 	}
-	e.say(report.KindRun, map[string]any{"workers": e.o.Workers, "target": reg.Target, "worktrees": reg.WorktreeRoot},
+	e.say(report.KindRun, report.Run{Workers: e.o.Workers, Target: reg.Target, Worktrees: reg.WorktreeRoot},
 		"ralph: parallel build %s: %s landing on %s; worktrees in %s", reg.RunID, words.Count(e.o.Workers, "worker", "workers"), reg.Target, reg.WorktreeRoot)
 	return nil
 }
@@ -312,12 +312,12 @@ func newRunID(now time.Time) string {
 }
 
 // say emits one line of the engine's own narration.
-func (e *engine) say(kind report.Kind, data map[string]any, format string, args ...any) {
+func (e *engine) say(kind report.Kind, data report.Payload, format string, args ...any) {
 	e.em.Emit(report.Event{Kind: kind, Data: data, Text: fmt.Sprintf(format, args...) + "\n"})
 }
 
 // sayTask emits a line about one task, marked with its worker.
-func (e *engine) sayTask(t *TaskRecord, kind report.Kind, data map[string]any, format string, args ...any) {
+func (e *engine) sayTask(t *TaskRecord, kind report.Kind, data report.Payload, format string, args ...any) {
 	e.em.Emit(report.Event{Kind: kind, Worker: t.Worker, Task: t.ID, Attempt: t.Attempt, Data: data,
 		Text: fmt.Sprintf(format, args...) + "\n"})
 }
@@ -387,7 +387,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 						slots[free] = ""
 						delete(active, t.ID)
 						t.State, t.Reason = Blocked, "its worktree could not be made: "+err.Error()
-						e.sayTask(t, report.KindBlocker, map[string]any{"state": "blocked", "reason": t.Reason}, "[%s %s] ✗ %s", t.Worker, t.ID, t.Reason)
+						e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: t.Reason}, "[%s %s] ✗ %s", t.Worker, t.ID, t.Reason)
 						_ = e.save()
 						continue
 					}
@@ -503,7 +503,7 @@ func (e *engine) next(ctx context.Context, board *tasks.Board, active map[string
 			}
 			if taken {
 				e.taken[s.ID] = true
-				e.say(report.KindNote, map[string]any{"task": s.ID}, "ralph: %s is claimed by another ralph: leaving it to it", s.ID)
+				e.say(report.KindNote, report.Note{Task: s.ID}, "ralph: %s is claimed by another ralph: leaving it to it", s.ID)
 				continue
 			}
 			t = &TaskRecord{ID: s.ID, Title: s.Title, Branch: branchName(e.reg.RunID, s.ID)}
@@ -527,14 +527,14 @@ func (e *engine) finishWork(ctx context.Context, t *TaskRecord, res result) erro
 		return nil
 	case res.err != nil && !errors.Is(res.err, loop.ErrNeedsHuman):
 		t.State, t.Reason = Blocked, text.OneLine(res.err.Error())
-		e.sayTask(t, report.KindBlocker, map[string]any{"state": "blocked", "reason": t.Reason, "error": res.err.Error()}, "[%s %s] ✗ the worker stopped: %s", t.Worker, t.ID, text.Clip(t.Reason, 300))
+		e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: t.Reason, Error: res.err.Error()}, "[%s %s] ✗ the worker stopped: %s", t.Worker, t.ID, text.Clip(t.Reason, 300))
 		return nil
 	case !res.rep.Accepted():
 		t.State, t.Reason = Blocked, blockerReason(t.ID, res.rep)
 		if t.Reason == "" {
 			t.Reason = string(res.rep.Outcome)
 		}
-		e.sayTask(t, report.KindBlocker, map[string]any{"state": "blocked", "reason": t.Reason, "outcome": string(res.rep.Outcome), "branch": t.Branch}, "[%s %s] ■ not done: %s (its work stays on branch %s)", t.Worker, t.ID, t.Reason, t.Branch)
+		e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: t.Reason, Outcome: string(res.rep.Outcome), Branch: t.Branch}, "[%s %s] ■ not done: %s (its work stays on branch %s)", t.Worker, t.ID, t.Reason, t.Branch)
 		return nil
 	}
 	t.State = Queued
@@ -615,8 +615,8 @@ func (e *engine) end(ctx context.Context, runErr error) (Report, error) {
 	if err := e.save(); err != nil && runErr == nil {
 		runErr = err
 	}
-	e.em.Emit(report.Event{Kind: report.KindSummary, Data: map[string]any{"outcome": string(rep.Outcome), "landed": rep.Landed,
-		"needs_review": rep.NeedsReview, "blocked": rep.Blocked, "left": rep.Left, "iterations": rep.Iterations},
+	e.em.Emit(report.Event{Kind: report.KindSummary, Data: report.Summary{Outcome: string(rep.Outcome), Iterations: report.Ptr(rep.Iterations), Blocked: report.Ptr(rep.Blocked),
+		Landings: &report.Landings{Landed: rep.Landed, NeedsReview: rep.NeedsReview, Left: rep.Left}},
 		Text: fmt.Sprintf("ralph: %s: %s landed, %s left (%s)\n", rep.Outcome, words.Count(rep.Landed, "task", "tasks"), words.Count(rep.Left, "task", "tasks"), rep.Reason)})
 	return rep, runErr
 }

@@ -42,7 +42,7 @@ func (e *engine) land(ctx context.Context, t *TaskRecord) error {
 	}
 	q := &landing.Queue{Repo: e.repo, Integ: integ, Target: localTarget{e}, Name: e.reg.Target, Checks: e.o.Checks,
 		Records: e.records(), Left: e.reg.Checkout, Now: e.o.Now,
-		Say: func(kind report.Kind, data map[string]any, line string) {
+		Say: func(kind report.Kind, data report.Payload, line string) {
 			e.sayTask(t, kind, data, "[queue %s] %s", t.ID, line)
 		}}
 	out, err := q.Land(ctx, landing.Job{Run: e.reg.RunID, Task: t.ID, Title: t.Title, Worker: t.Worker, Attempt: t.Attempt,
@@ -109,10 +109,10 @@ func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string) error {
 		// crash before this is repaired by reconcile, which lands the
 		// task again through here).
 		if err := e.o.Source.MarkDone(t.ID, "", e.o.Now()); err != nil {
-			e.sayTask(t, report.KindWarning, map[string]any{"error": err.Error()}, "[queue %s] landed, but marking it done in the task store failed: %v; mark it done there by hand", t.ID, err)
+			e.sayTask(t, report.KindWarning, report.Warning{Error: err.Error()}, "[queue %s] landed, but marking it done in the task store failed: %v; mark it done there by hand", t.ID, err)
 		}
 	}
-	e.sayTask(t, report.KindCommit, map[string]any{"state": "landed", "commit": hash, "branch": e.reg.Target},
+	e.sayTask(t, report.KindCommit, report.Commit{State: "landed", Commit: hash, Branch: e.reg.Target},
 		"[queue %s] ✓ landed on %s · commit %s", t.ID, e.reg.Target, text.ShortHash(hash))
 	e.removeTaskWork(ctx, t)
 	return nil
@@ -136,12 +136,12 @@ func (e *engine) sendBack(ctx context.Context, t *TaskRecord, out landing.Outcom
 		if t.Worktree != "" {
 			_ = e.repo.RemoveWorktree(ctx, t.Worktree, true)
 		}
-		e.sayTask(t, report.KindBlocker, map[string]any{"state": "needs_review", "reason": t.Reason, "conflicts": t.Conflicts, "branch": t.Branch, "attempts": t.Attempt},
+		e.sayTask(t, report.KindBlocker, report.Blocker{State: "needs_review", Reason: t.Reason, Conflicts: report.Ptr(t.Conflicts), Branch: t.Branch, Attempts: t.Attempt},
 			"[queue %s] ✗ needs review after %s: %s; its work is on branch %s (see it: git diff %s...%s)",
 			t.ID, words.Count(t.Attempt, "attempt", "attempts"), t.Reason, t.Branch, e.reg.Target, t.Branch)
 		return e.save()
 	}
-	e.sayTask(t, report.KindBlocker, map[string]any{"state": "sent_back", "reason": t.Reason, "conflicts": t.Conflicts, "attempts": t.Attempt},
+	e.sayTask(t, report.KindBlocker, report.Blocker{State: "sent_back", Reason: t.Reason, Conflicts: report.Ptr(t.Conflicts), Attempts: t.Attempt},
 		"[queue %s] ↻ sent back to a worker: %s", t.ID, t.Reason)
 	return e.save()
 }
@@ -190,7 +190,7 @@ func (e *engine) reconcile(ctx context.Context) error {
 		if hash, ok := landing.LandedBefore(ctx, e.repo, e.reg.Target, t.Token); ok {
 			// landed() says {"state":"landed"} next; this line only tells
 			// that the landing was found after a restart.
-			e.sayTask(t, report.KindCommit, map[string]any{"commit": hash, "before_restart": true}, "[queue %s] landed before the restart · commit %s", t.ID, text.ShortHash(hash))
+			e.sayTask(t, report.KindCommit, report.Commit{Commit: hash, BeforeRestart: true}, "[queue %s] landed before the restart · commit %s", t.ID, text.ShortHash(hash))
 			if err := e.landed(ctx, t, hash); err != nil {
 				return err
 			}
@@ -218,7 +218,7 @@ func (e *engine) remember(ctx context.Context, t *TaskRecord, hash string) {
 		err = e.o.Memory.Resolve(ctx, t.ID, e.o.Now())
 	}
 	if err != nil {
-		e.sayTask(t, report.KindWarning, map[string]any{"error": err.Error()}, "[queue %s] landed, but the memory store did not record it: %v", t.ID, err)
+		e.sayTask(t, report.KindWarning, report.Warning{Error: err.Error()}, "[queue %s] landed, but the memory store did not record it: %v", t.ID, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/control"
+	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
 )
@@ -28,16 +29,7 @@ func (e *engine) steer(board *tasks.Board, active map[string]bool) {
 	}
 	for _, c := range cmds {
 		id, note, why := e.applyControl(board, active, c)
-		data := map[string]any{"id": c.ID, "command": string(c.Kind), "by": c.By, "status": "taken", "task": id}
-		text := fmt.Sprintf("  ⇢ %s %s by %s: taken%s\n", c.Kind, id, c.By, note)
-		if why != "" {
-			data["status"], data["why"] = "refused", why
-			text = fmt.Sprintf("  ⇢ %s %s by %s: refused: %s\n", c.Kind, id, c.By, why)
-		}
-		if c.Text != "" {
-			data["text"] = c.Text
-		}
-		e.em.Emit(report.Event{Kind: report.KindControl, Task: id, Data: data, Text: text})
+		e.em.Emit(loop.ControlEvent(c, id, note, why))
 	}
 	_ = e.save()
 }
@@ -72,7 +64,7 @@ func (e *engine) applyHolds(board *tasks.Board, active map[string]bool) {
 		}
 		t.State, t.Reason = Blocked, reason
 		delete(e.skipped, c.Task)
-		e.sayTask(t, report.KindBlocker, map[string]any{"state": "blocked", "reason": reason, "by_control": true, "by_person": true},
+		e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: reason, ByControl: true, ByPerson: true},
 			"[%s] ⛔ %s: `ralph unblock %s` clears it", t.ID, reason, t.ID)
 	}
 }
@@ -170,5 +162,5 @@ func (e *engine) heldBlock(t *TaskRecord) {
 	}
 	delete(e.held, t.ID)
 	t.State, t.Reason = Blocked, reason
-	e.sayTask(t, report.KindBlocker, map[string]any{"state": "blocked", "reason": reason, "by_control": true, "branch": t.Branch}, "[%s %s] ⛔ %s (its work stays on branch %s)", t.Worker, t.ID, reason, t.Branch)
+	e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: reason, ByControl: true, Branch: t.Branch}, "[%s %s] ⛔ %s (its work stays on branch %s)", t.Worker, t.ID, reason, t.Branch)
 }

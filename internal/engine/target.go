@@ -69,12 +69,12 @@ func (e *engine) sayCheckout(ctx context.Context) {
 		if snap.Branch != "" {
 			on = "branch " + snap.Branch
 		}
-		e.say(report.KindWarning, map[string]any{"target": e.reg.Target, "checkout_branch": snap.Branch, "checkout_head": snap.Head},
+		e.say(report.KindWarning, report.Warning{Target: e.reg.Target, CheckoutBranch: snap.Branch, CheckoutHead: snap.Head},
 			"ralph: your checkout is on %s, not on %s where this run lands (something switched it during the run): the landed work is on %s; `git switch %s` goes back to it",
 			on, e.reg.Target, e.reg.Target, e.reg.Target)
 	}
 	if tip, err := e.repo.RevParse(bg, "refs/heads/"+e.reg.Target); err == nil && e.reg.Checkout != "" && tip != e.reg.Checkout {
-		e.say(report.KindWarning, map[string]any{"target": e.reg.Target, "from": e.reg.Checkout, "to": tip},
+		e.say(report.KindWarning, report.Warning{Target: e.reg.Target, From: e.reg.Checkout, To: tip},
 			"ralph: %s moved outside ralph after its last landing, from %s to %s, and ralph did not check it; if that was not you, `git update-ref refs/heads/%s %s %s` puts it back",
 			e.reg.Target, text.ShortHash(e.reg.Checkout), text.ShortHash(tip), e.reg.Target, e.reg.Checkout, tip)
 	}
@@ -115,7 +115,7 @@ func (e *engine) checkCheckout(ctx context.Context, active map[string]bool) {
 	if len(ran) > 0 {
 		who = words.Plural(len(ran), "the agent of ", "the agents of ") + strings.Join(ran, ", ") + " ran meanwhile"
 	}
-	e.say(report.KindWarning, map[string]any{"checkout_changed": fresh, "tasks": ran},
+	e.say(report.KindWarning, report.Warning{CheckoutChanged: fresh, Tasks: &ran},
 		"ralph: %s changed in your checkout outside ralph (%s); ralph did not make %s and leaves %s for you: `git status` shows %s",
 		strings.Join(text.ClipList(fresh, 10), ", "), who, words.Plural(len(fresh), "it", "them"), words.Plural(len(fresh), "it", "them"), words.Plural(len(fresh), "it", "them"))
 }
@@ -181,7 +181,7 @@ func (e *engine) checkIdle(ctx context.Context, ran []string) {
 		if others := slices.DeleteFunc(slices.Clone(ran), func(r string) bool { return r == id }); len(others) > 0 {
 			who = words.Plural(len(others), "the agent of ", "the agents of ") + strings.Join(others, ", ") + " ran meanwhile"
 		}
-		e.sayTask(t, report.KindWarning, map[string]any{"worktree_changed": fresh, "worktree": t.Worktree, "tasks": ran},
+		e.sayTask(t, report.KindWarning, report.Warning{WorktreeChanged: fresh, Worktree: t.Worktree, Tasks: &ran},
 			"ralph: %s changed in the worktree of %s after its worker finished (%s); they are not %s's work, which is its commits, and are left in %s",
 			strings.Join(text.ClipList(fresh, 10), ", "), id, who, id, t.Worktree)
 	}

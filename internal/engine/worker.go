@@ -91,7 +91,7 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	if resume {
 		verb = "resumed"
 	}
-	e.sayTask(t, report.KindRun, map[string]any{"worktree": t.Worktree, "branch": t.Branch},
+	e.sayTask(t, report.KindRun, report.Run{Worktree: t.Worktree, Branch: t.Branch},
 		"[%s %s] ▶ %s (attempt %d) on %s in %s", t.Worker, t.ID, verb, t.Attempt, t.Branch, t.Worktree)
 	return ws, opts, nil
 }

@@ -103,7 +103,7 @@ func (h *Host) emitter(run string) *report.Emitter {
 	return report.NewEmitter(MachineName, run, last, h.now, sinks...)
 }
 
-func (h *Host) say(em *report.Emitter, task string, kind report.Kind, data map[string]any, format string, args ...any) {
+func (h *Host) say(em *report.Emitter, task string, kind report.Kind, data report.Payload, format string, args ...any) {
 	em.Emit(report.Event{Kind: kind, Worker: h.Name, Task: task, Data: data, Text: fmt.Sprintf(format, args...) + "\n"})
 }
 
@@ -207,7 +207,7 @@ func (h *Host) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, err
 	if _, err := worktree.CopyIncluded(h.WS.Root, path); err != nil {
 		return PrepareResult{}, fmt.Errorf("copying the files .worktreeinclude names: %w", err)
 	}
-	h.say(em, in.Task, report.KindRun, map[string]any{"worktree": path, "branch": branch, "host": h.Name, "attempt": in.Attempt},
+	h.say(em, in.Task, report.KindRun, report.Run{Worktree: path, Branch: branch, Host: h.Name, Attempt: in.Attempt},
 		"▶ prepared attempt %d on %s from %s in %s", in.Attempt, branch, text.ShortHash(tip), path)
 	return PrepareResult{Host: h.Name, Base: tip}, nil
 }
@@ -264,8 +264,8 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 	// a blocked story's outcome says, rather than the run's summary.
 	var blocker atomic.Value
 	opts.Sink = sinkFunc(func(ev report.Event) {
-		if r, ok := ev.Data["reason"].(string); ok && ev.Kind == report.KindBlocker && ev.Data["state"] == "blocked" && r != "" {
-			blocker.Store(r)
+		if b, ok := ev.Data.(report.Blocker); ok && b.State == "blocked" && b.Reason != "" {
+			blocker.Store(b.Reason)
 		}
 		ev.Worker = h.Name
 		if ev.Task == "" {
@@ -274,7 +274,7 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 		if ev.Kind == report.KindAgentOutput {
 			logBytes.Add(int64(len(ev.Text)))
 		}
-		if ev.Kind == report.KindIteration && ev.Data["iteration_end"] == nil {
+		if it, ok := ev.Data.(report.Iteration); ok && it.End == nil {
 			iteration.Add(1) // an iteration's banner, not its closing record
 		}
 		em.Forward(ev)
@@ -282,12 +282,12 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 	if prev := activity.HasHeartbeatDetails(ctx); prev {
 		var hb Heartbeat
 		if activity.GetHeartbeatDetails(ctx, &hb) == nil {
-			data := map[string]any{"log_bytes": hb.LogBytes, "iteration": hb.Iteration, "retry": activity.GetInfo(ctx).Attempt}
+			data := report.Run{Retried: &report.Retried{LogBytes: hb.LogBytes, Iteration: hb.Iteration, Retry: activity.GetInfo(ctx).Attempt}}
 			if hb.Worker != "" && hb.Worker == h.identity() {
 				// This very process ran the last attempt: it is alive,
 				// and the attempt ended some other way (its timeout, an
 				// error Temporal retries).
-				data["worker_alive"] = true
+				data.WorkerAlive = true
 				h.say(em, in.Task, report.KindRun, data,
 					"↻ retried at iteration %d (%d bytes of agent output): its worker %s is alive, the attempt itself did not finish (a timeout or an error); the loop resumes from its saved state", hb.Iteration, hb.LogBytes, h.Name)
 			} else {
@@ -332,7 +332,7 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 		res.Outcome = WorkLimited
 		res.Until = h.earliestReset()
 		res.Reason = err.Error()
-		h.say(em, in.Task, report.KindLimit, map[string]any{"until": res.Until.UTC().Format(time.RFC3339)},
+		h.say(em, in.Task, report.KindLimit, report.Limit{Until: res.Until.UTC().Format(time.RFC3339)},
 			"⏸ every agent is at a usage limit until %s: the run waits on a durable timer", res.Until.Format(time.RFC3339))
 		return res, nil
 	case ctx.Err() != nil:
@@ -352,7 +352,7 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 		} else if res.Reason == "" {
 			res.Reason = err.Error()
 		}
-		h.say(em, in.Task, report.KindBlocker, map[string]any{"state": "blocked", "reason": res.Reason, "attempt": in.Attempt},
+		h.say(em, in.Task, report.KindBlocker, report.Blocker{State: "blocked", Reason: res.Reason, Attempt: in.Attempt},
 			"■ blocked after %s: %s", words.Count(rep.Iterations, "iteration", "iterations"), res.Reason)
 		return res, nil
 	case err != nil:
@@ -379,7 +379,7 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 	if err := ws.Repo.PushBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task), head, "", false); err != nil {
 		return res, err
 	}
-	h.say(em, in.Task, report.KindRun, map[string]any{"head": head, "branch": TaskBranch(in.RunID, in.Task)},
+	h.say(em, in.Task, report.KindRun, report.Run{Head: head, Branch: TaskBranch(in.RunID, in.Task)},
 		"✓ verified on its branch · %s pushed to the exchange", text.ShortHash(head))
 	res.Outcome, res.Head = WorkVerified, head
 	return res, nil
@@ -412,7 +412,7 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	h.landMu.Lock()
 	defer h.landMu.Unlock()
 	em := h.emitter(in.RunID)
-	say := func(kind report.Kind, data map[string]any, line string) {
+	say := func(kind report.Kind, data report.Payload, line string) {
 		h.say(em, in.Task, kind, data, "queue: %s", line)
 	}
 	integ, tip, err := h.integration(ctx, in.RunID, in.Target)
@@ -421,7 +421,7 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	}
 	records := filepath.Join(h.WS.Dir(), "runs", in.RunID)
 	if _, ok := landing.LandedBefore(ctx, h.WS.Repo, tip, in.Token); ok {
-		say(report.KindCommit, map[string]any{"commit": tip, "before_restart": true}, "landed before the restart · commit "+text.ShortHash(tip))
+		say(report.KindCommit, report.Commit{Commit: tip, BeforeRestart: true}, "landed before the restart · commit "+text.ShortHash(tip))
 		h.catchUp(ctx, em, in, tip)
 		// The crash may have come before the task branch was deleted.
 		_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
@@ -449,18 +449,18 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	var moved *verify.MovedError
 	switch {
 	case errors.As(err, &moved):
-		say(report.KindBlocker, map[string]any{"target": TipBranch(in.RunID, in.Target), "from": moved.From, "to": moved.To, "failing": moved.Failing}, moved.Error())
+		say(report.KindBlocker, report.Blocker{Target: TipBranch(in.RunID, in.Target), From: moved.From, To: moved.To, Failing: report.Ptr(moved.Failing)}, moved.Error())
 		return LandResult{}, temporal.NewNonRetryableApplicationError(moved.Error(), ErrTypeTargetMoved, moved)
 	case err != nil:
 		return LandResult{}, err
 	case !out.Landed:
-		say(report.KindBlocker, map[string]any{"state": "sent_back", "reason": out.Reason, "conflicts": out.Conflicts}, "↻ sent back: "+out.Reason)
+		say(report.KindBlocker, report.Blocker{State: "sent_back", Reason: out.Reason, Conflicts: report.Ptr(out.Conflicts)}, "↻ sent back: "+out.Reason)
 		return out, nil
 	}
 	h.catchUp(ctx, em, in, out.Commit)
 	// The task's work is on the tip now, in its one commit.
 	_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
-	say(report.KindCommit, map[string]any{"state": "landed", "commit": out.Commit, "branch": in.Target},
+	say(report.KindCommit, report.Commit{State: "landed", Commit: out.Commit, Branch: in.Target},
 		fmt.Sprintf("✓ landed on %s · commit %s", in.Target, text.ShortHash(out.Commit)))
 	return out, nil
 }
@@ -504,17 +504,17 @@ func (h *Host) catchUp(ctx context.Context, em *report.Emitter, in LandInput, ha
 	}
 	if cur != hash {
 		if ok, _ := h.WS.Repo.IsAncestor(ctx, cur, hash); !ok {
-			h.say(em, in.Task, report.KindWarning, map[string]any{"branch": in.Target}, "queue: %s here has commits the run does not: not moved; the run's work is on %s of the exchange remote", in.Target, TipBranch(in.RunID, in.Target))
+			h.say(em, in.Task, report.KindWarning, report.Warning{Branch: in.Target}, "queue: %s here has commits the run does not: not moved; the run's work is on %s of the exchange remote", in.Target, TipBranch(in.RunID, in.Target))
 			return
 		}
 		if err := h.WS.Repo.FastForward(ctx, in.Target, cur, hash); err != nil {
-			h.say(em, in.Task, report.KindWarning, map[string]any{"error": err.Error()}, "queue: could not move %s here: %v", in.Target, err)
+			h.say(em, in.Task, report.KindWarning, report.Warning{Error: err.Error()}, "queue: could not move %s here: %v", in.Target, err)
 			return
 		}
 	}
 	if h.PushTarget {
 		if err := h.WS.Repo.PushBranch(ctx, h.Exchange, in.Target, hash, "", true); err != nil {
-			h.say(em, in.Task, report.KindWarning, map[string]any{"error": err.Error()}, "queue: could not push %s to the exchange remote: %v", in.Target, err)
+			h.say(em, in.Task, report.KindWarning, report.Warning{Error: err.Error()}, "queue: could not push %s to the exchange remote: %v", in.Target, err)
 		}
 	}
 }

@@ -1009,7 +1009,8 @@ func TestHostWorkFailingAgentBlocksTheStory(t *testing.T) {
 	}
 	blocked := false
 	for _, ev := range hostEvents(t, r.b) {
-		blocked = blocked || (ev.Machine == MachineName && ev.Kind == report.KindBlocker && ev.Task == "US-001" && ev.Data["state"] == "blocked")
+		b, ok := ev.Data.(report.Blocker)
+		blocked = blocked || (ev.Machine == MachineName && ok && ev.Task == "US-001" && b.State == "blocked")
 	}
 	if !blocked {
 		t.Error("the host's journal does not say the story was blocked")

@@ -55,7 +55,7 @@ type Queue struct {
 	// Land updates it: to a move outside ralph it accepted, to its own.
 	Left string
 	// Say tells one line of the landing, without the executor's prefix.
-	Say func(kind report.Kind, data map[string]any, line string)
+	Say func(kind report.Kind, data report.Payload, line string)
 	Now func() time.Time
 }
 
@@ -244,7 +244,7 @@ func (q *Queue) tipChecks(ctx context.Context, tip string) (*verify.Tip, error) 
 			return nil, q.Target.Moved(left, tip, fresh)
 		}
 	}
-	q.Say(report.KindWarning, map[string]any{"target": q.Name, "from": left, "to": tip},
+	q.Say(report.KindWarning, report.Warning{Target: q.Name, From: left, To: tip},
 		fmt.Sprintf("%s moved outside ralph from %s to %s; its checks pass as before, so landings go on from there", q.Name, text.ShortHash(left), text.ShortHash(tip)))
 	if err := verify.SaveTip(path, tip, now.Runs); err != nil {
 		return nil, err

@@ -110,7 +110,7 @@ func newFixture(t *testing.T, checks ...check.Check) *fixture {
 	f.target = &branchTarget{t: t, repo: repo, branch: "main"}
 	f.q = &Queue{Repo: repo, Integ: integ, Target: f.target, Name: "main", Checks: checks, Records: filepath.Join(root, ".ralph", "runs", "r1"),
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC) },
-		Say: func(_ report.Kind, _ map[string]any, line string) { f.said = append(f.said, line) }}
+		Say: func(_ report.Kind, _ report.Payload, line string) { f.said = append(f.said, line) }}
 	return f
 }
 

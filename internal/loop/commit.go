@@ -47,7 +47,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			b.rec.Status = StatusPartial
 		}
 		b.say(report.KindCommit, fmt.Sprintf("✓ iteration %d: %s was committed before the restart · commit %s\n", m.Iteration, taskID, short(hash)),
-			map[string]any{"iteration": m.Iteration, "commit": hash, "status": b.rec.Status, "before_restart": true})
+			report.Commit{Iteration: m.Iteration, Commit: hash, Status: b.rec.Status, BeforeRestart: true})
 		b.closeIteration()
 		return Event{Trigger: TrigCommitted}, nil
 	}
@@ -125,7 +125,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	if m.Partial {
 		b.rec.Status = StatusPartial
 		b.say(report.KindCommit, fmt.Sprintf("◐ iteration %d: %s partial work committed (%s); a fresh agent continues\n", m.Iteration, taskID, short(hash)),
-			map[string]any{"iteration": m.Iteration, "commit": hash, "status": StatusPartial})
+			report.Commit{Iteration: m.Iteration, Commit: hash, Status: StatusPartial})
 	} else {
 		b.rec.Status = StatusDone
 		j := b.judgement()
@@ -137,7 +137,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			how = "done, agent's word"
 		}
 		b.say(report.KindCommit, fmt.Sprintf("✓ iteration %d: %s %s · commit %s\n", m.Iteration, taskID, how, short(hash)),
-			map[string]any{"iteration": m.Iteration, "commit": hash, "status": StatusDone, "verdict": string(j.Outcome), "evidence": j.Evidence, "failing": j.Failing})
+			report.Commit{Iteration: m.Iteration, Commit: hash, Status: StatusDone, Judged: &report.Judged{Verdict: string(j.Outcome), Evidence: j.Evidence, Failing: j.Failing}})
 	}
 	b.st.TaskBase, b.st.TaskBaseFor = "", ""
 	b.closeIteration()

@@ -22,7 +22,7 @@ func (r *run) startEvents(journal string) {
 }
 
 // say emits a line a person reads, with data for programs.
-func (r *run) say(kind report.Kind, text string, data map[string]any) {
+func (r *run) say(kind report.Kind, text string, data report.Payload) {
 	r.emit(report.Event{Kind: kind, Text: text, Data: data})
 }
 
@@ -46,7 +46,7 @@ func (r *run) sayf(kind report.Kind, format string, args ...any) {
 }
 
 // say emits a line about the task the machine is on.
-func (b *builder) say(kind report.Kind, text string, data map[string]any) {
+func (b *builder) say(kind report.Kind, text string, data report.Payload) {
 	ev := report.Event{Kind: kind, Text: text, Data: data}
 	if b.st != nil && b.st.Machine.TaskID != "" {
 		ev.Task, ev.Attempt = b.st.Machine.TaskID, b.st.Machine.RetryCount+1

@@ -338,17 +338,16 @@ func (b *builder) recordCheck(res check.Result, d verify.Diff) {
 // the last lines of its output: "exited with code 1" alone does not say
 // what to fix.
 func (b *builder) printCheck(res check.Result, d *verify.Diff, baseline bool) {
-	data := map[string]any{"name": res.Check.Name, "passed": res.Passed(), "duration_ms": res.Duration.Milliseconds()}
-	if baseline {
-		data["baseline"] = true // the starting tree, before any agent: no task's attempt
-	}
+	ms := res.Duration.Milliseconds()
+	data := report.Check{Name: res.Check.Name, Passed: report.Ptr(res.Passed()), DurationMS: &ms,
+		Baseline: baseline} // the starting tree, before any agent: no task's attempt
 	var parts []string
 	if res.Tests != nil {
-		data["tests"] = map[string]int{"passed": res.Tests.Count(testreport.Pass), "failed": res.Tests.Count(testreport.Fail), "skipped": res.Tests.Count(testreport.Skip)}
+		data.Tests = &report.TestCounts{Passed: res.Tests.Count(testreport.Pass), Failed: res.Tests.Count(testreport.Fail), Skipped: res.Tests.Count(testreport.Skip)}
 		parts = append(parts, testCounts(res.Tests))
 	}
 	if d != nil && d.PerTest {
-		data["fixed"], data["broken"], data["still_failing"], data["new"], data["gone"] = d.Fixed, d.Broken, d.StillFailing, d.New, d.Gone
+		data.TestDiff = &report.TestDiff{Fixed: d.Fixed, Broken: d.Broken, StillFailing: d.StillFailing, New: d.New, Gone: d.Gone}
 		for _, p := range []struct {
 			list []string
 			what string
@@ -359,7 +358,7 @@ func (b *builder) printCheck(res check.Result, d *verify.Diff, baseline bool) {
 		}
 	}
 	if res.ReportNote != "" {
-		data["report_note"] = res.ReportNote
+		data.ReportNote = res.ReportNote
 		parts = append(parts, res.ReportNote)
 	}
 	dur := res.Duration.Round(time.Millisecond)
@@ -372,7 +371,7 @@ func (b *builder) printCheck(res check.Result, d *verify.Diff, baseline bool) {
 		return
 	}
 	if d != nil && d.Known && !d.PassedBefore && !d.Regressed() {
-		data["failed_at_start"] = true
+		data.FailedAtStart = true
 		b.say(report.KindCheck, fmt.Sprintf("  ✗ check %s (%s) · it failed at the start too%s\n", res.Check.Name, dur, suffix), data)
 		return
 	}
@@ -526,7 +525,7 @@ func (b *builder) setAsideBlocked(ctx context.Context, id string, bl *BlockerRec
 	msg := fmt.Sprintf("%s made while working on %s passed no check: the branch is back at %s, and they are kept at %s (see them: git log %s; bring them back: git merge --ff-only %s)",
 		words.Count(len(commits), "commit", "commits"), id, short(base), ref, ref, ref)
 	b.logError("%s", msg)
-	b.say(report.KindBlocker, "  ↩ "+msg+"\n", map[string]any{"moved_back": len(commits), "ref": ref, "base": base})
+	b.say(report.KindBlocker, "  ↩ "+msg+"\n", report.Blocker{MovedBack: len(commits), Ref: ref, Base: base})
 }
 
 // Tally counts the board's done stories by how they were accepted.

@@ -77,13 +77,10 @@ func (b *builder) exit(allDone bool) error {
 	if len(failing) > 0 {
 		fmt.Fprintf(&text, "- Failing checks on the final tree: %s\n", strings.Join(failing, ", "))
 	}
-	data := map[string]any{"complete": allDone, "stories_completed": done, "stories_total": len(b.board.Stories),
-		"stories_verified": tally.Verified, "stories_agent_word": tally.AgentWord, "stories_done_before": tally.Before,
-		"iterations": st.Machine.Iteration, "final_commit": head, "elapsed_ms": elapsed.Milliseconds(), "blocked": blocked,
-		"failing_checks": failing, "outcome": string(st.Outcome), "reason": st.Reason}
-	if metricsCommit != "" {
-		data["metrics_commit"] = metricsCommit
-	}
+	data := report.Summary{Complete: &allDone, Iterations: report.Ptr(st.Machine.Iteration), Blocked: &blocked, Outcome: string(st.Outcome),
+		Build: &report.Build{StoriesCompleted: done, StoriesTotal: len(b.board.Stories), StoriesVerified: tally.Verified,
+			StoriesAgentWord: tally.AgentWord, StoriesDoneBefore: tally.Before, FinalCommit: head, ElapsedMS: elapsed.Milliseconds(),
+			FailingChecks: failing, Reason: st.Reason, MetricsCommit: metricsCommit}}
 	b.say(report.KindSummary, text.String(), data)
 	return nil
 }

@@ -48,7 +48,7 @@ type heapProbe struct {
 }
 
 func (h *heapProbe) Emit(ev report.Event) {
-	if ev.Kind != report.KindIteration || ev.Data["iteration_end"] == nil {
+	if it, ok := ev.Data.(report.Iteration); !ok || it.End == nil {
 		return
 	}
 	h.mu.Lock()

@@ -61,7 +61,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	}
 	attempt := fmt.Sprintf("attempt %d/%d", m.RetryCount+1, b.maxRetries())
 	b.say(report.KindIteration, fmt.Sprintf("\n── iteration %d/%d · %s: %s · %s · agent %s ──\n", n, b.st.MaxIterations, taskID, story.Title, attempt, b.opts.Agent.Name),
-		map[string]any{"iteration": n, "task": taskID, "agent": b.opts.Agent.Name})
+		report.Iteration{Turn: &report.Turn{Iteration: n, Task: taskID}, Agent: b.opts.Agent.Name})
 	b.event("iteration %d started: %s (%s) with agent %s", n, taskID, attempt, b.opts.Agent.Name)
 	b.agentToken = attemptToken(b.id, b.st.Attempt)
 	b.onAgentStart = func(pgid int) {
@@ -97,8 +97,8 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		}
 		if !ok {
 			msg := "all agents are limited (" + b.cooldownSummary() + "); waiting for the earliest reset"
-			b.say(report.KindWait, "  ⏸ "+msg+"\n", map[string]any{"wait": "limit", "state": "started",
-				"until": until.UTC().Format(time.RFC3339), "agent": b.firstFree(until)})
+			b.say(report.KindWait, "  ⏸ "+msg+"\n", report.Wait{Wait: "limit", State: "started",
+				Until: until.UTC().Format(time.RFC3339), Agent: report.Ptr(b.firstFree(until))})
 			b.event("%s", msg)
 			waitStart := b.opts.now()
 			if err := b.waitUntil(ctx, until, WaitLimit, "waiting for a usage limit to reset"); err != nil {
@@ -106,7 +106,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 			}
 			waited := b.opts.now().Sub(waitStart)
 			b.say(report.KindWait, fmt.Sprintf("  ▶ the usage-limit wait is over after %s: going on\n", waited.Round(time.Second)),
-				map[string]any{"wait": "limit", "state": "ended", "waited_ms": waited.Milliseconds()})
+				report.Wait{Wait: "limit", State: "ended", WaitedMS: report.Ptr(waited.Milliseconds())})
 			if len(waits) > 0 {
 				waits[len(waits)-1].WaitedMillis += b.opts.now().Sub(waitStart).Milliseconds()
 			}

@@ -165,7 +165,7 @@ func (b *builder) coolDown(spec agent.Spec, l *agent.Limit, source string, now t
 	}
 	b.logError("agent %s hit a usage limit (%s): cooling down until %s", spec.Name, clip(msg, 200), reset.Local().Format("2006-01-02 15:04:05"))
 	b.say(report.KindLimit, fmt.Sprintf("  ⏸ %s hit a usage limit: cooling down until %s\n", spec.Name, reset.Local().Format("15:04:05")),
-		map[string]any{"agent": spec.Name, "until": reset.UTC().Format(time.RFC3339)})
+		report.Limit{Agent: spec.Name, Until: reset.UTC().Format(time.RFC3339)})
 	return LimitWait{Agent: spec.Name, Message: clip(msg, 300), ResetsAt: reset.UTC(), Source: source}, nil
 }
 
@@ -177,8 +177,9 @@ func (b *builder) waitUntil(ctx context.Context, t time.Time, reason, what strin
 	start := b.opts.now()
 	defer b.bookWait(reason, start)
 	return runkit.Wait(ctx, t, 0, func(left time.Duration) {
+		ms := left.Milliseconds()
 		b.say(report.KindWait, fmt.Sprintf("  … %s: %s left (until %s)\n", what, left.Round(time.Second), t.Local().Format("15:04:05")),
-			map[string]any{"wait": reason, "state": "waiting", "left_ms": left.Milliseconds(), "until": t.UTC().Format(time.RFC3339)})
+			report.Wait{Wait: reason, State: "waiting", LeftMS: &ms, Until: t.UTC().Format(time.RFC3339)})
 	})
 }
 

@@ -202,7 +202,7 @@ func (b *builder) putBackOwnFiles(name, storyID string) (*Claim, error) {
 	if len(changed) > 0 {
 		msg := fmt.Sprintf("the agent changed ralph's own files (%s) while working on %s; ralph owns them and put them back", strings.Join(changed, "; "), b.st.Machine.TaskID)
 		b.logError("%s", msg)
-		b.say(report.KindWarning, "  ! "+msg+"\n", map[string]any{"own_files_restored": changed})
+		b.say(report.KindWarning, "  ! "+msg+"\n", report.Warning{OwnFilesRestored: changed})
 	}
 	return claim, nil
 }
@@ -417,6 +417,6 @@ func (b *builder) putBackStoreStatuses(before map[string]tasks.Status, taskID st
 	if len(changed) > 0 {
 		msg := fmt.Sprintf("the agent changed the status of %s in the task store while working on %s; ralph owns it and set it back", strings.Join(changed, ", "), taskID)
 		b.logError("%s", msg)
-		b.say(report.KindWarning, "  ! "+msg+"\n", map[string]any{"statuses_restored": changed})
+		b.say(report.KindWarning, "  ! "+msg+"\n", report.Warning{StatusesRestored: changed})
 	}
 }

@@ -72,7 +72,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 			return rep, err
 		}
 		r.say(report.KindIteration, fmt.Sprintf("\n── planning iteration %d/%d · agent %s ──\n", n, opts.MaxIterations, opts.Agent.Name),
-			map[string]any{"iteration": n, "task": "", "agent": opts.Agent.Name})
+			report.Iteration{Turn: &report.Turn{Iteration: n}, Agent: opts.Agent.Name})
 		r.event("planning iteration %d started with agent %s", n, opts.Agent.Name)
 		started := opts.now()
 		res, runErr := r.runAgentAs(ctx, r.opts.Agent, n, text)

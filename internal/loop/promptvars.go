@@ -48,7 +48,7 @@ func (b *builder) consumeContext(taskID string) (string, error) {
 	b.event("context hints used in iteration %d (%s)", b.st.Machine.Iteration, taskID)
 	// A note, not a transition: using hints is no step of the machine.
 	b.emit(report.Event{Kind: report.KindNote, Task: taskID, Attempt: b.st.Machine.RetryCount + 1,
-		Data: map[string]any{"context_used": clip(strings.TrimSpace(string(data)), 300)}})
+		Data: report.Note{ContextUsed: clip(strings.TrimSpace(string(data)), 300)}})
 	return strings.TrimSpace(string(data)), nil
 }
 

@@ -147,7 +147,7 @@ func (b *builder) runWithStartFiles(ctx context.Context, ar *attemptRun, protect
 			if regs := d.Regressions(); len(regs) > 0 {
 				line += " · " + strings.Join(clipList(regs, 3), "; ")
 			}
-			b.say(report.KindCheck, line+"\n", map[string]any{"name": c.Name, "passed": res.Passed(), "with_start_tests": true})
+			b.say(report.KindCheck, line+"\n", report.Check{Name: c.Name, Passed: report.Ptr(res.Passed()), WithStartTests: true})
 		}
 		ar.WithStartVerify = map[string]bool{}
 		for _, c := range b.sel.Story.Criteria {

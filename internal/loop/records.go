@@ -76,8 +76,8 @@ func (b *builder) closeIteration() {
 		msg := fmt.Sprintf("circuit breaker OPEN: %s; it lets one iteration try again after %s", b.st.Breaker.Reason, b.breakerCooldown())
 		b.logError("%s", msg)
 		b.event("%s", msg)
-		b.say(report.KindWait, "  ⚡ "+msg+"\n", map[string]any{"breaker": "open", "reason": b.st.Breaker.Reason,
-			"cooldown_ms": b.breakerCooldown().Milliseconds()})
+		b.say(report.KindWait, "  ⚡ "+msg+"\n", report.Wait{Breaker: "open", Reason: b.st.Breaker.Reason,
+			CooldownMS: report.Ptr(b.breakerCooldown().Milliseconds())})
 	}
 	b.saveIteration(b.rec)
 	if b.rec.Status != StatusDone && b.rec.Status != StatusPartial {
@@ -145,13 +145,12 @@ func (r *run) printIteration(rec *IterationRecord, why string) {
 // iterationEnd is the data of the event that closes an iteration, whatever
 // its status: one shape for programs (notifications, receipts) to read,
 // where the text differs with the outcome.
-func iterationEnd(rec *IterationRecord, task, why string) map[string]any {
-	data := map[string]any{"iteration_end": true, "iteration": rec.Iteration, "task": task, "status": rec.Status,
-		"duration_ms": rec.DurationMillis, "tokens": rec.Tokens, "cost_usd_estimate": rec.CostUSD, "commits": rec.Commits, "reason": why}
+func iterationEnd(rec *IterationRecord, task, why string) report.Iteration {
+	end := &report.End{IterationEnd: true, Status: rec.Status, DurationMS: rec.DurationMillis, Tokens: rec.Tokens, CostUSD: rec.CostUSD, Commits: rec.Commits, Reason: why}
 	if rec.Verdict != "" {
 		// How ralph accepted the task: verified on its evidence, or on
 		// the agent's word; programs need not read it from the text.
-		data["verdict"], data["evidence"] = rec.Verdict, rec.Evidence
+		end.Accepted = &report.Accepted{Verdict: rec.Verdict, Evidence: rec.Evidence}
 	}
 	var failing, atStart []string
 	for _, c := range rec.Checks {
@@ -163,9 +162,9 @@ func iterationEnd(rec *IterationRecord, task, why string) map[string]any {
 		}
 	}
 	if len(failing) > 0 {
-		data["failing_checks"], data["failed_at_start_too"] = failing, atStart
+		end.Failed = &report.Failed{FailingChecks: failing, FailedAtStartToo: atStart}
 	}
-	return data
+	return report.Iteration{Turn: &report.Turn{Iteration: rec.Iteration, Task: task}, End: end}
 }
 
 func hasSignal(signals []string, name string) bool {

@@ -422,7 +422,7 @@ func (e *events) of(kind report.Kind) []report.Event {
 func (e *events) banners() []report.Event {
 	var out []report.Event
 	for _, ev := range e.of(report.KindIteration) {
-		if ev.Data["iteration_end"] == nil {
+		if it, _ := ev.Data.(report.Iteration); it.End == nil {
 			out = append(out, ev)
 		}
 	}
@@ -638,7 +638,7 @@ func TestRunnerTestsFailThenPass(t *testing.T) {
 			"IMPLEMENT -code_written-> TEST", "TEST -tests_passed-> VALIDATE", "VALIDATE -acs_met-> COMMIT",
 			"COMMIT -committed-> MEMORY_LOAD", "MEMORY_LOAD -memory_loaded-> STORY_SELECT", "STORY_SELECT -all_complete-> EXIT"})...)
 	failed := r.events.of(report.KindTransition)[4]
-	if failed.Attempt != 1 || !strings.Contains(fmt.Sprint(failed.Data["detail"]), `check "test" exited with code 1`) {
+	if failed.Attempt != 1 || !strings.Contains(failed.Data.(report.Transition).Detail, `check "test" exited with code 1`) {
 		t.Errorf("the tests_failed event = attempt %d, data %v; want attempt 1 with the failing check in its detail", failed.Attempt, failed.Data)
 	}
 	// The retry's prompt carries what failed, so the agent can fix it.
@@ -655,25 +655,24 @@ func TestRunnerTestsFailThenPass(t *testing.T) {
 	// Programs read the facts from the events' data, not their text.
 	var checks, ends []string
 	for _, ev := range r.events.of(report.KindCheck) {
-		if ev.Data != nil {
-			checks = append(checks, fmt.Sprintf("%s %v %v %v", ev.Data["name"], ev.Data["passed"], ev.Data["baseline"] == true, ev.Data["duration_ms"] != nil))
+		if c, ok := ev.Data.(report.Check); ok && c.Passed != nil {
+			checks = append(checks, fmt.Sprintf("%s %v %v %v", c.Name, *c.Passed, c.Baseline, c.DurationMS != nil))
 		}
 	}
 	if want := []string{"test true true true", "test false false true", "test true false true"}; !slices.Equal(checks, want) {
 		t.Errorf("check data = %q; want %q", checks, want)
 	}
 	for _, ev := range r.events.of(report.KindIteration) {
-		if ev.Data["iteration_end"] == true {
-			_, tokens := ev.Data["tokens"].(agent.Usage)
-			ends = append(ends, fmt.Sprintf("%v %v %v %v", ev.Data["iteration"], ev.Data["task"], ev.Data["status"], tokens && ev.Data["cost_usd_estimate"] != nil && ev.Data["duration_ms"] != nil))
-		} else if ev.Data["iteration"] == nil || ev.Data["task"] != "US-001" || ev.Data["agent"] == nil {
+		if it, _ := ev.Data.(report.Iteration); it.End != nil {
+			ends = append(ends, fmt.Sprintf("%v %v %v %v", it.Iteration, it.Task, it.Status, it.IterationEnd))
+		} else if it.Turn == nil || it.Task != "US-001" || it.Agent == "" {
 			t.Errorf("banner data = %v; want iteration, task and agent", ev.Data)
 		}
 	}
 	if want := []string{"1 US-001 tests_failed true", "2 US-001 done true"}; !slices.Equal(ends, want) {
 		t.Errorf("iteration ends = %q; want one per iteration, done included: %q", ends, want)
 	}
-	if c := r.events.of(report.KindCommit); len(c) != 1 || c[0].Data["status"] != StatusDone || c[0].Data["commit"] == "" || c[0].Data["iteration"] != 2 {
+	if c := r.events.of(report.KindCommit); len(c) != 1 || c[0].Data.(report.Commit).Status != StatusDone || c[0].Data.(report.Commit).Commit == "" || c[0].Data.(report.Commit).Iteration != 2 {
 		t.Errorf("commit events = %+v; want one, done at iteration 2, with its hash", c)
 	}
 }
@@ -896,7 +895,7 @@ func TestRunnerAgentCannotRunStops(t *testing.T) {
 	if tr := st.Tasks["US-001"]; tr != nil && (tr.Failures != 0 || tr.RetryCount != 0 || tr.Blocker != nil) {
 		t.Errorf("the task was charged for the environment's failure: %+v", tr)
 	}
-	if d := st.LastEvent.Data["detail"]; d == nil || !strings.Contains(d.(string), "claude") {
+	if d := st.LastEvent.Data.(report.Transition).Detail; !strings.Contains(d, "claude") {
 		t.Errorf("the stop's event says %v; want the agent's failure", st.LastEvent.Data)
 	}
 	// Once the agent runs, the next build resumes the same iteration.
@@ -1098,15 +1097,15 @@ func TestRunnerWaitsForAnotherRunsLimit(t *testing.T) {
 	}
 	var states []string
 	for _, ev := range r.events.of(report.KindWait) {
-		if ev.Data["wait"] == "limit" && ev.Data["state"] != "waiting" {
-			states = append(states, fmt.Sprint(ev.Data["state"]))
-			switch ev.Data["state"] {
+		if w, _ := ev.Data.(report.Wait); w.Wait == "limit" && w.State != "waiting" {
+			states = append(states, w.State)
+			switch w.State {
 			case "started":
-				if _, err := time.Parse(time.RFC3339, fmt.Sprint(ev.Data["until"])); err != nil || ev.Data["agent"] != "main" {
+				if _, err := time.Parse(time.RFC3339, w.Until); err != nil || w.Agent == nil || *w.Agent != "main" {
 					t.Errorf("wait start data = %v; want until (RFC 3339) and agent main", ev.Data)
 				}
 			case "ended":
-				if ms, _ := ev.Data["waited_ms"].(int64); ms < 1000 {
+				if w.WaitedMS == nil || *w.WaitedMS < 1000 {
 					t.Errorf("wait end data = %v; want waited_ms of the wait", ev.Data)
 				}
 			}
@@ -1134,10 +1133,10 @@ func TestRunnerIterationLimit(t *testing.T) {
 	// The trigger is the budget's (the table's one edge); the data says
 	// it is the iteration limit.
 	lim := r.events.of(report.KindLimit)
-	if len(lim) != 1 || lim[0].Data["outcome"] != "max_iterations" || lim[0].Data["reason"] != "reached 1 iteration with 1 story left" {
+	if len(lim) != 1 || lim[0].Data.(report.Limit).Ending == nil || *lim[0].Data.(report.Limit).Ending != (report.Ending{Outcome: "max_iterations", Reason: "reached 1 iteration with 1 story left"}) {
 		t.Errorf("limit events = %+v; want one with outcome max_iterations and its reason", lim)
 	}
-	if sum := r.events.of(report.KindSummary); len(sum) != 1 || sum[0].Data["outcome"] != "max_iterations" || sum[0].Data["reason"] != "reached 1 iteration with 1 story left" {
+	if sum := r.events.of(report.KindSummary); len(sum) != 1 || sum[0].Data.(report.Summary).Outcome != "max_iterations" || sum[0].Data.(report.Summary).Reason != "reached 1 iteration with 1 story left" {
 		t.Errorf("summary = %+v; want outcome and reason", sum)
 	}
 }

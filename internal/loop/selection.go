@@ -181,7 +181,7 @@ func (b *builder) limitReached() (Event, error) {
 // need not read the line, nor guess from the trigger, which at
 // STORY_SELECT is budget_exhausted for the iteration limit too.
 func (b *builder) sayLimit(text string, outcome Outcome, reason string) {
-	b.say(report.KindLimit, text, map[string]any{"outcome": string(outcome), "reason": reason})
+	b.say(report.KindLimit, text, report.Limit{Ending: &report.Ending{Outcome: string(outcome), Reason: reason}})
 }
 
 // reviveTransient gives a transiently blocked task its one automatic

@@ -64,7 +64,7 @@ func checkCleanTree(ctx context.Context, ws *workspace.Workspace, git GitPort, t
 // .ralph, the task file and the plan, as one "ralph: workspace setup"
 // commit before the first story, so that a story's commit holds only its
 // attempt's changes and ralph's bookkeeping.
-func commitSetup(ctx context.Context, ws *workspace.Workspace, git GitPort, taskFile, planFile string, say func(report.Kind, string, map[string]any)) error {
+func commitSetup(ctx context.Context, ws *workspace.Workspace, git GitPort, taskFile, planFile string, say func(report.Kind, string, report.Payload)) error {
 	paths := []string{workspace.DirName}
 	for _, p := range []string{taskFile, planFile} {
 		// A task store outside the work tree (a parallel worker's
@@ -121,7 +121,7 @@ func commitSetup(ctx context.Context, ws *workspace.Workspace, git GitPort, task
 // commits what ralph created and nobody committed as "ralph: workspace
 // setup". A parallel build calls it once for the checkout its workers
 // branch from, so that every worktree starts from a committed workspace.
-func PrepareCheckout(ctx context.Context, ws *workspace.Workspace, taskFile, planFile string, say func(report.Kind, string, map[string]any)) error {
+func PrepareCheckout(ctx context.Context, ws *workspace.Workspace, taskFile, planFile string, say func(report.Kind, string, report.Payload)) error {
 	if _, err := ws.EnsureStateFiles(time.Now()); err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func TestSetupAfterAKillBetweenAddAndCommit(t *testing.T) {
 		t.Fatalf("the setup is not staged as new:\n%s", git("status", "--porcelain"))
 	}
 	prd := filepath.Join(ws.Root, "prd.md")
-	if err := PrepareCheckout(ctx, ws, prd, ws.Path("IMPLEMENTATION_PLAN.md"), func(report.Kind, string, map[string]any) {}); err != nil {
+	if err := PrepareCheckout(ctx, ws, prd, ws.Path("IMPLEMENTATION_PLAN.md"), func(report.Kind, string, report.Payload) {}); err != nil {
 		t.Fatalf("the start after the kill refused: %v", err)
 	}
 	if files := git("show", "--name-only", "--format=", "HEAD"); !strings.Contains(files, ".ralph/guardrails.md") {

@@ -39,9 +39,9 @@ func (b *builder) steer(ctx context.Context) error {
 		// before the pause, which may last hours.
 		saveErr = b.flush()
 		b.say(report.KindWait, fmt.Sprintf("⏸ paused by %s at %s: `ralph resume` goes on\n", p.By, p.Time.Local().Format("15:04:05")),
-			map[string]any{"paused": true, "by": p.By, "id": p.ID, "state": string(b.st.Machine.State)})
+			report.Wait{Paused: true, By: p.By, ID: p.ID, State: string(b.st.Machine.State)})
 	}, func() {
-		b.say(report.KindNote, "▶ resumed\n", map[string]any{"paused": false})
+		b.say(report.KindNote, "▶ resumed\n", report.Note{Paused: report.Ptr(false)})
 	})
 	if saveErr != nil {
 		return saveErr
@@ -77,7 +77,7 @@ func (b *builder) steer(ctx context.Context) error {
 	}
 	for _, c := range cmds {
 		task, why := b.applyControl(c)
-		b.journalControl(c, task, why)
+		b.emit(ControlEvent(c, task, "", why))
 	}
 	if err := b.saveState(); err != nil {
 		return err
@@ -192,21 +192,17 @@ func (b *builder) applyControl(c control.Command) (string, string) {
 	return id, ""
 }
 
-// journalControl records what became of a command the run took: the
-// front end that gave it sees "taken" (or why it was refused) in the
-// journal.
-func (b *builder) journalControl(c control.Command, task, why string) {
-	status := "taken"
-	data := map[string]any{"id": c.ID, "command": string(c.Kind), "by": c.By, "status": status, "task": task}
-	if c.Text != "" {
-		data["text"] = c.Text
-	}
-	text := fmt.Sprintf("  ⇢ %s %s by %s: taken\n", c.Kind, task, c.By)
+// ControlEvent is what became of a command a build took on task: the
+// front end that gave it sees "taken" (note added to the line), or why
+// it was refused, in the journal.
+func ControlEvent(c control.Command, task, note, why string) report.Event {
+	data := report.Control{ID: c.ID, Command: string(c.Kind), By: c.By, Status: "taken", Task: &task, Text: c.Text}
+	text := fmt.Sprintf("  ⇢ %s %s by %s: taken%s\n", c.Kind, task, c.By, note)
 	if why != "" {
-		data["status"], data["why"] = "refused", why
+		data.Status, data.Why = "refused", why
 		text = fmt.Sprintf("  ⇢ %s %s by %s: refused: %s\n", c.Kind, task, c.By, why)
 	}
-	b.emit(report.Event{Kind: report.KindControl, Task: task, Data: data, Text: text})
+	return report.Event{Kind: report.KindControl, Task: task, Data: data, Text: text}
 }
 
 // stopMessage says why ctx ended: a stop command names who gave it.

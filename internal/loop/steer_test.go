@@ -62,7 +62,8 @@ func (h hookAgent) RunAgent(ctx context.Context, spec agent.Spec, n int, prompt 
 func controlEvents(r *rig) []string {
 	var out []string
 	for _, ev := range r.events.of(report.KindControl) {
-		out = append(out, ev.Data["command"].(string)+" "+ev.Task+" "+ev.Data["status"].(string))
+		c := ev.Data.(report.Control)
+		out = append(out, c.Command+" "+ev.Task+" "+c.Status)
 	}
 	return out
 }
@@ -78,7 +79,7 @@ func TestSteerBlockTakenAtSelectionLeavesTheTask(t *testing.T) {
 	if got := controlEvents(r); len(got) != 1 || got[0] != "block US-001 taken" {
 		t.Errorf("control events = %q; want the block taken", got)
 	}
-	if ev := r.events.of(report.KindControl)[0]; ev.Text != "  ⇢ block US-001 by web: taken\n" || ev.Data["by"] != "web" {
+	if ev := r.events.of(report.KindControl)[0]; ev.Text != "  ⇢ block US-001 by web: taken\n" || ev.Data.(report.Control).By != "web" {
 		t.Errorf("control event = %+v; want the terminal line naming who gave it", ev)
 	}
 	if len(r.agent.prompts) != 1 || !strings.Contains(r.agent.prompts[0], "US-002") {
@@ -144,7 +145,7 @@ func TestSteerUnknownTaskIsRefusedAndTheRunGoesOn(t *testing.T) {
 		t.Fatalf("Build = %+v, %v; want the run complete despite a command for no task", rep, err)
 	}
 	evs := r.events.of(report.KindControl)
-	if len(evs) != 1 || evs[0].Data["status"] != "refused" || !strings.Contains(evs[0].Data["why"].(string), "no task US-999") {
+	if len(evs) != 1 || evs[0].Data.(report.Control).Status != "refused" || !strings.Contains(evs[0].Data.(report.Control).Why, "no task US-999") {
 		t.Fatalf("control events = %+v; want the block refused, saying there is no such task", evs)
 	}
 }

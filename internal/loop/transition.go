@@ -117,7 +117,7 @@ func (b *builder) transitionEvent(st *transitionStep) report.Event {
 		e.Attempt = st.From.RetryCount + 1
 	}
 	if d := clip(detail, 300); d != "" {
-		e.Data = map[string]any{"detail": d}
+		e.Data = report.Transition{Detail: d}
 	}
 	return e
 }

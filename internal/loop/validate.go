@@ -151,7 +151,7 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 // sayJudgement tells how an accepted attempt was accepted: the evidence,
 // or that there is none but the agent's word.
 func (b *builder) sayJudgement(j verify.Judgement) {
-	data := map[string]any{"outcome": string(j.Outcome), "evidence": j.Evidence, "failing": j.Failing}
+	data := report.Verdict{Outcome: string(j.Outcome), Evidence: j.Evidence, Failing: j.Failing}
 	if j.Outcome == verify.AgentWord {
 		b.say(report.KindVerdict, fmt.Sprintf("  ! done on the agent's word: %s, but nothing ralph ran shows %s done (no failing test fixed, no new test, no verify command that failed before the work, no reviewer)\n", b.checksState(), b.sel.TaskID()), data)
 		return

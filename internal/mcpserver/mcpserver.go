@@ -149,10 +149,6 @@ type AnswerInput struct {
 	Session  string `json:"session,omitempty" jsonschema:"the question's session; the active session when empty"`
 }
 
-// Kinds are the journal's event kinds, the values ralph_journal_tail's
-// kinds filter takes: report's one list.
-var Kinds = report.Kinds
-
 func ptr[T any](v T) *T { return &v }
 
 func (t *tools) add(s *mcp.Server) {
@@ -201,8 +197,8 @@ func (t *tools) add(s *mcp.Server) {
 }
 
 func kindList() string {
-	names := make([]string, len(Kinds))
-	for i, k := range Kinds {
+	names := make([]string, len(report.Kinds))
+	for i, k := range report.Kinds {
 		names[i] = string(k)
 	}
 	return strings.Join(names, ", ")
@@ -249,7 +245,7 @@ func (t *tools) tail(ctx context.Context, _ *mcp.CallToolRequest, in TailInput) 
 		return nil, Tail{}, fmt.Errorf("n is %d: ask for 1 to %d events (default %d)", in.N, MaxTail, DefaultTail)
 	}
 	for _, k := range in.Kinds {
-		if !slices.Contains(Kinds, report.Kind(k)) {
+		if !slices.Contains(report.Kinds, report.Kind(k)) {
 			return nil, Tail{}, fmt.Errorf("unknown event kind %q: the kinds are %s", k, kindList())
 		}
 	}

@@ -66,8 +66,8 @@ const (
 // its own event, a session's when the same run and worker does something
 // again.
 type deriver struct {
-	ending  map[string]map[string]any // run -> the data of the loop's last "■" limit event: why it ends
-	summary map[string]map[string]any // run -> the loop's summary data, which precedes its EXIT
+	ending  map[string]report.Ending  // run -> the loop's last "■" limit event: why it ends
+	summary map[string]report.Summary // run -> the loop's summary, which precedes its EXIT
 	waits   map[string]openWait       // run+worker -> the usage-limit wait going on
 }
 
@@ -77,7 +77,7 @@ type openWait struct {
 }
 
 func newDeriver() *deriver {
-	return &deriver{ending: map[string]map[string]any{}, summary: map[string]map[string]any{}, waits: map[string]openWait{}}
+	return &deriver{ending: map[string]report.Ending{}, summary: map[string]report.Summary{}, waits: map[string]openWait{}}
 }
 
 // loopEnds maps the triggers that end a loop run to outcomes.
@@ -181,37 +181,37 @@ func (d *deriver) derive(ev report.Event) []Notification {
 		out = append(out, x)
 	}
 
+	tr, _ := ev.Data.(report.Transition)
+	sum, _ := ev.Data.(report.Summary)
+	lim, _ := ev.Data.(report.Limit)
+	wt, _ := ev.Data.(report.Wait)
+	bl, _ := ev.Data.(report.Blocker)
 	// A run that ends first: its waits end with it, told by run_finished.
 	switch {
 	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindSummary:
-		d.summary[ev.Run] = ev.Data
-	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindLimit && report.DataString(ev.Data, "outcome") != "":
-		d.ending[ev.Run] = ev.Data
+		d.summary[ev.Run] = sum
+	case ev.Machine == machineLoop && ev.Worker == "" && lim.Ending != nil && lim.Outcome != "":
+		d.ending[ev.Run] = *lim.Ending
 	case ev.Machine == machineLoop && ev.Worker == "" && ev.Kind == report.KindTransition &&
 		(ev.To == string(loop.StateExit) || ev.To == string(loop.StateError) || ev.To == string(loop.StateStopped)) && ev.Trigger != string(loop.TrigResumed):
 		outcome, ok := loopEnds[ev.Trigger]
 		if !ok {
 			outcome = OutcomeError
 		}
-		reason := report.DataString(ev.Data, "detail")
+		reason := tr.Detail
 		// The run said why it ends just before the transition: the "■"
 		// limit event (a limit or an interrupt), else the summary (EXIT
 		// from STORY_SELECT). Their outcome is exact where the trigger is
 		// not: STORY_SELECT ends at the iteration limit with
 		// budget_exhausted.
-		said := d.ending[ev.Run]
-		if said == nil && ev.To == string(loop.StateExit) {
-			said = d.summary[ev.Run]
+		said, ok := d.ending[ev.Run]
+		if s := d.summary[ev.Run]; !ok && ev.To == string(loop.StateExit) && s.Build != nil {
+			said = report.Ending{Outcome: s.Outcome, Reason: s.Reason}
 		}
-		if o := loopOutcomes[report.DataString(said, "outcome")]; o != "" {
+		if o := loopOutcomes[said.Outcome]; o != "" {
 			outcome = o
 		}
-		if r := report.DataString(said, "reason"); r != "" {
-			reason = r
-		}
-		if reason == "" {
-			reason = defaultReason(ev.Trigger)
-		}
+		reason = text.OrNone(said.Reason, text.OrNone(reason, defaultReason(ev.Trigger)))
 		finished(outcome, reason, summaryDetails(d.summary[ev.Run]))
 		return out
 	case ev.Machine == machineSession && ev.Kind == report.KindTransition && ev.Trigger != string(session.Resumed):
@@ -220,11 +220,11 @@ func (d *deriver) derive(ev report.Event) []Notification {
 			finished(OutcomeDone, "the goal check passed", nil)
 			return out
 		case session.Failed:
-			finished(OutcomeError, report.DataString(ev.Data, "detail"), nil)
+			finished(OutcomeError, tr.Detail, nil)
 			return out
 		case session.Stopped:
 			if ev.Trigger == string(session.WaitingForAnswers) {
-				ids := splitIDs(report.DataString(ev.Data, "detail"))
+				ids := splitIDs(tr.Detail)
 				waiting(questionSummary(ev.Run, ids), "", strings.Join(ids, ","), map[string]any{"questions": ids})
 				delete(d.waits, wk)
 				return out
@@ -233,35 +233,34 @@ func (d *deriver) derive(ev report.Event) []Notification {
 			if !ok {
 				outcome = OutcomeError
 			}
-			finished(outcome, text.OrNone(report.DataString(ev.Data, "detail"), ev.Trigger), nil)
+			finished(outcome, text.OrNone(tr.Detail, ev.Trigger), nil)
 			return out
 		}
 	case ev.Machine == machineEngine && ev.Kind == report.KindSummary:
-		outcome, ok := engineOutcomes[report.DataString(ev.Data, "outcome")]
+		outcome, ok := engineOutcomes[sum.Outcome]
 		if !ok {
 			outcome = OutcomeError
 		}
 		reason := strings.TrimSpace(strings.TrimPrefix(ev.Text, "ralph: "))
 		details := map[string]any{}
-		for _, k := range []string{"landed", "needs_review", "blocked", "left", "iterations"} {
-			if v, ok := ev.Data[k]; ok {
-				details[k] = v
-			}
+		if l := sum.Landings; l != nil {
+			details["landed"], details["needs_review"], details["left"] = l.Landed, l.NeedsReview, l.Left
 		}
+		addCounts(details, sum)
 		finished(outcome, reason, details)
 		return out
 	}
 
 	// A loop's usage-limit wait ends with its own event, which says how
 	// long it was; a session's when the run does something again.
-	loopWaitEnded := ev.Kind == report.KindWait && ev.Machine == machineLoop && report.DataString(ev.Data, "wait") == "limit" && report.DataString(ev.Data, "state") == "ended"
+	loopWaitEnded := ev.Machine == machineLoop && wt.Wait == "limit" && wt.State == "ended"
 	if w, open := d.waits[wk]; open && (loopWaitEnded || slices.Contains(activity, ev.Kind)) {
 		delete(d.waits, wk)
 		x := n(EventLimitWaitEnded, "the usage-limit wait is over: the run goes on")
 		x.Task = ""
 		waited, known := time.Duration(-1), false
-		if ms, ok := report.DataNumber(ev.Data["waited_ms"]); loopWaitEnded && ok {
-			waited, known = time.Duration(ms)*time.Millisecond, true
+		if loopWaitEnded && wt.WaitedMS != nil {
+			waited, known = time.Duration(*wt.WaitedMS)*time.Millisecond, true
 		} else if !w.start.IsZero() && !ev.Time.IsZero() {
 			waited, known = ev.Time.Sub(w.start), true
 		}
@@ -276,50 +275,50 @@ func (d *deriver) derive(ev report.Event) []Notification {
 
 	switch {
 	case ev.Kind == report.KindTransition && ev.Machine == machineLoop && ev.To == string(loop.StateBlocker) && ev.Trigger != string(loop.TrigResumed):
-		blocked(report.DataString(ev.Data, "detail"))
+		blocked(tr.Detail)
 	case ev.Kind == report.KindTransition && ev.Machine == machineThread && threadCheckpoints[ev.To] != "" && ev.Trigger != string(loop.TrigResumed):
-		id := text.OrNone(report.DataString(ev.Data, "thread"), ev.Run)
-		waiting(fmt.Sprintf("thread %s %s", id, threadCheckpoints[ev.To]), report.DataString(ev.Data, "reason"),
+		id := text.OrNone(tr.Thread, ev.Run)
+		waiting(fmt.Sprintf("thread %s %s", id, threadCheckpoints[ev.To]), tr.Reason,
 			fmt.Sprintf("%s|%d", ev.To, ev.Seq), map[string]any{"thread": id, "phase": ev.To})
-	case ev.Kind == report.KindWait && ev.Machine == machineSession && ev.Data["questions"] != nil:
-		ids := anyStrings(ev.Data["questions"])
+	case ev.Machine == machineSession && wt.Questions != nil:
+		ids := slices.Sorted(slices.Values(wt.Questions))
 		waiting(questionSummary(ev.Run, ids), "", strings.Join(ids, ","), map[string]any{"questions": ids})
-	case ev.Kind == report.KindWait && ev.Machine == machineLoop && report.DataString(ev.Data, "breaker") == "open":
+	case ev.Machine == machineLoop && wt.Breaker == "open":
 		x := n(EventBreakerOpened, "the circuit breaker opened: the run pauses before trying again")
-		x.Reason = oneLine(report.DataString(ev.Data, "reason"))
+		x.Reason = oneLine(wt.Reason)
 		if x.Reason != "" {
 			x.Summary = "the circuit breaker opened (" + x.Reason + "): the run pauses before trying again"
 		}
 		x.key = fmt.Sprintf("%s|%s|%d", ev.Run, x.Event, ev.Seq)
 		out = append(out, x)
-	case ev.Kind == report.KindWait && ev.Machine == machineLoop && report.DataString(ev.Data, "wait") == "limit" && report.DataString(ev.Data, "state") == "started":
+	case ev.Machine == machineLoop && wt.Wait == "limit" && wt.State == "started":
 		until := ""
-		details := map[string]any{"agent": ev.Data["agent"], "resets_at": ev.Data["until"]}
-		if t, err := time.Parse(time.RFC3339, report.DataString(ev.Data, "until")); err == nil {
+		details := map[string]any{"agent": orNil(wt.Agent), "resets_at": wt.Until}
+		if t, err := time.Parse(time.RFC3339, wt.Until); err == nil {
 			until = t.UTC().Format("15:04 UTC")
 		}
 		limitWait(details, until)
-	case ev.Kind == report.KindLimit && ev.Machine == machineSession && ev.Data["wait_seconds"] != nil:
+	case ev.Machine == machineSession && lim.WaitSeconds != 0:
 		until := ""
-		if t, ok := ev.Data["resets_at"].(time.Time); ok && !t.IsZero() {
+		if t := lim.ResetsAt; t != nil && !t.IsZero() {
 			until = t.UTC().Format("15:04 UTC")
 		}
-		limitWait(map[string]any{"agent": ev.Data["agent"], "role": ev.Data["role"], "resets_at": ev.Data["resets_at"]}, until)
+		limitWait(map[string]any{"agent": lim.Agent, "role": lim.Role, "resets_at": orNil(lim.ResetsAt)}, until)
 	case ev.Kind == report.KindBlocker && ev.Machine == machineEngine && ev.Task != "":
-		switch report.DataString(ev.Data, "state") {
+		switch bl.State {
 		case "needs_review":
 			x := n(EventTaskNeedsReview, fmt.Sprintf("task %s needs review before it can land", ev.Task))
-			x.Reason = oneLine(report.DataString(ev.Data, "reason"))
+			x.Reason = oneLine(bl.Reason)
 			if x.Reason != "" {
 				x.Summary += ": " + x.Reason
 			}
-			x.Details = map[string]any{"branch": ev.Data["branch"], "conflicts": ev.Data["conflicts"]}
+			x.Details = map[string]any{"branch": bl.Branch, "conflicts": orNil(bl.Conflicts)}
 			x.key = ev.Run + "|" + x.Event + "|" + ev.Task
 			out = append(out, x)
 		case "sent_back":
 			// Sent back to a worker: the queue deals with it.
 		default:
-			blocked(text.OrNone(report.DataString(ev.Data, "reason"), report.DataString(ev.Data, "error")))
+			blocked(text.OrNone(bl.Reason, bl.Error))
 		}
 	}
 	return out
@@ -343,17 +342,29 @@ func defaultReason(trigger string) string {
 	return trigger
 }
 
-func summaryDetails(data map[string]any) map[string]any {
-	if data == nil {
+// summaryDetails are the counts of a loop's summary for run_finished;
+// nil without one.
+func summaryDetails(s report.Summary) map[string]any {
+	if s.Build == nil {
 		return nil
 	}
-	out := map[string]any{}
-	for _, k := range []string{"stories_completed", "stories_total", "iterations", "final_commit", "blocked"} {
-		if v, ok := data[k]; ok {
-			out[k] = v
-		}
-	}
+	out := map[string]any{"stories_completed": s.StoriesCompleted, "stories_total": s.StoriesTotal, "final_commit": s.FinalCommit}
+	addCounts(out, s)
 	return out
+}
+
+// addCounts adds the iterations and blocked tasks a summary counts.
+func addCounts(details map[string]any, s report.Summary) {
+	details["iterations"], details["blocked"] = orNil(s.Iterations), orNil(s.Blocked)
+}
+
+// orNil is what p points to, nil for no pointer: a detail that keeps its
+// key when the event had none.
+func orNil[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 func questionSummary(session string, ids []string) string {
@@ -368,24 +379,6 @@ func splitIDs(s string) []string {
 	for _, f := range strings.Split(s, ",") {
 		if f = strings.TrimSpace(f); f != "" {
 			ids = append(ids, f)
-		}
-	}
-	sort.Strings(ids)
-	return ids
-}
-
-// anyStrings reads a list of strings from event data, as emitted ([]string)
-// or as read back from JSON ([]any).
-func anyStrings(v any) []string {
-	var ids []string
-	switch l := v.(type) {
-	case []string:
-		ids = append(ids, l...)
-	case []any:
-		for _, x := range l {
-			if s, ok := x.(string); ok {
-				ids = append(ids, s)
-			}
 		}
 	}
 	sort.Strings(ids)

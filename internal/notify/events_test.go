@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -34,11 +35,25 @@ func derived(evs ...report.Event) string {
 }
 
 func tr(machine, from, to, trigger string, data map[string]any) report.Event {
-	return report.Event{Machine: machine, Kind: report.KindTransition, From: from, To: to, Trigger: trigger, Data: data}
+	return report.Event{Machine: machine, Kind: report.KindTransition, From: from, To: to, Trigger: trigger, Data: readData(report.KindTransition, data)}
 }
 
 func say(machine string, kind report.Kind, text string, data map[string]any) report.Event {
-	return report.Event{Machine: machine, Kind: kind, Text: text, Data: data}
+	return report.Event{Machine: machine, Kind: kind, Text: text, Data: readData(kind, data)}
+}
+
+// readData is data as a journal line holds it, read back: what a
+// notifier that follows a journal gets.
+func readData(kind report.Kind, data map[string]any) report.Payload {
+	if data == nil {
+		return nil
+	}
+	b, _ := json.Marshal(map[string]any{"kind": kind, "data": data})
+	var ev report.Event
+	if err := json.Unmarshal(b, &ev); err != nil {
+		panic(err)
+	}
+	return ev.Data
 }
 
 func TestDerivedNotifications(t *testing.T) {
@@ -77,17 +92,17 @@ func TestDerivedNotifications(t *testing.T) {
 			tr("loop", "STORY_SELECT", "EXIT", "all_complete", nil)},
 			`run_finished||checks_failing|run r finished: checks_failing (every story is done, but "test" fails)`},
 		{"parallel build ends with a check failing", []report.Event{
-			{Machine: "engine", Kind: report.KindSummary, Text: "ralph: every task landed, but test still fails on main\n", Data: map[string]any{"outcome": "checks_failing", "landed": 2}}},
+			{Machine: "engine", Kind: report.KindSummary, Text: "ralph: every task landed, but test still fails on main\n", Data: readData(report.KindSummary, map[string]any{"outcome": "checks_failing", "landed": 2})}},
 			"run_finished||checks_failing|run r finished: checks_failing (every task landed, but test still fails on main)"},
 		{"a resume is no end", []report.Event{tr("loop", "STOPPED", "IMPLEMENT", "resumed", nil)}, ""},
 		{"a parallel worker's loop ending is not the run's", []report.Event{{Machine: "loop", Worker: "w1", Kind: report.KindTransition, To: "EXIT", Trigger: "all_complete"}}, ""},
 		{"task blocked once though the worker and the engine both tell", []report.Event{
-			{Machine: "loop", Worker: "w1", Task: "US-2", Kind: report.KindTransition, From: "TEST", To: "BLOCKER", Trigger: "tests_failed", Data: map[string]any{"detail": "TestX failed"}},
-			{Machine: "engine", Worker: "w1", Task: "US-2", Kind: report.KindBlocker, Text: "[w1 US-2] ■ not done: blocked\n", Data: map[string]any{"outcome": "needs_human"}}},
+			{Machine: "loop", Worker: "w1", Task: "US-2", Kind: report.KindTransition, From: "TEST", To: "BLOCKER", Trigger: "tests_failed", Data: readData(report.KindTransition, map[string]any{"detail": "TestX failed"})},
+			{Machine: "engine", Worker: "w1", Task: "US-2", Kind: report.KindBlocker, Text: "[w1 US-2] ■ not done: blocked\n", Data: readData(report.KindBlocker, map[string]any{"outcome": "needs_human"})}},
 			"task_blocked|US-2||task US-2 is blocked: TestX failed"},
 		{"merge queue: sent back is not news, needs review is", []report.Event{
-			{Machine: "engine", Task: "US-3", Kind: report.KindBlocker, Text: "[queue US-3] ↻ sent back to a worker: conflict\n", Data: map[string]any{"state": "sent_back", "reason": "conflict", "conflicts": []string{"a.go"}}},
-			{Machine: "engine", Task: "US-3", Kind: report.KindBlocker, Text: "[queue US-3] ✗ needs review after 3 attempts: conflict in a.go; its work is on branch ralph/r/US-3\n", Data: map[string]any{"state": "needs_review", "reason": "conflict in a.go", "conflicts": []string{"a.go"}, "branch": "ralph/r/US-3"}}},
+			{Machine: "engine", Task: "US-3", Kind: report.KindBlocker, Text: "[queue US-3] ↻ sent back to a worker: conflict\n", Data: readData(report.KindBlocker, map[string]any{"state": "sent_back", "reason": "conflict", "conflicts": []string{"a.go"}})},
+			{Machine: "engine", Task: "US-3", Kind: report.KindBlocker, Text: "[queue US-3] ✗ needs review after 3 attempts: conflict in a.go; its work is on branch ralph/r/US-3\n", Data: readData(report.KindBlocker, map[string]any{"state": "needs_review", "reason": "conflict in a.go", "conflicts": []string{"a.go"}, "branch": "ralph/r/US-3"})}},
 			"task_needs_review|US-3||task US-3 needs review before it can land: conflict in a.go"},
 		{"parallel build finished", []report.Event{say("engine", report.KindSummary, "ralph: needs_human: 2 tasks landed, 1 task left (needs review: US-3)\n", map[string]any{"outcome": "needs_human", "landed": 2})},
 			"run_finished||blocked|run r finished: blocked (needs_human: 2 tasks landed, 1 task left (needs review: US-3))"},
@@ -162,7 +177,7 @@ func TestDerivedFromARecordedBuild(t *testing.T) {
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
-	if fin := got[len(got)-1]; fin.Details["stories_completed"] != 2.0 || fin.Details["iterations"] != 4.0 {
+	if fin := got[len(got)-1]; fin.Details["stories_completed"] != 2 || fin.Details["iterations"] != 4 {
 		t.Errorf("run_finished details = %v; want the summary's 2 stories and 4 iterations", fin.Details)
 	}
 	if w := got[0]; w.Details["agent"] != "one" {

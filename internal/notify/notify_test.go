@@ -112,9 +112,9 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 func blockedRun() []report.Event {
 	return []report.Event{
 		{V: 1, Seq: 10, Time: t0, Run: "r1", Machine: "loop", Kind: report.KindAgentOutput, Task: "US-1", Text: "working\n"},
-		{V: 1, Seq: 11, Time: t0, Run: "r1", Machine: "loop", Kind: report.KindTransition, From: "TEST", To: "BLOCKER", Trigger: "tests_failed", Task: "US-1", Data: map[string]any{"detail": "go test failed: TestCart"}},
+		{V: 1, Seq: 11, Time: t0, Run: "r1", Machine: "loop", Kind: report.KindTransition, From: "TEST", To: "BLOCKER", Trigger: "tests_failed", Task: "US-1", Data: readData(report.KindTransition, map[string]any{"detail": "go test failed: TestCart"})},
 		{V: 1, Seq: 12, Time: t0, Run: "r1", Machine: "loop", Kind: report.KindBlocker, Task: "US-1", Text: "⛔ US-1 blocked (permanent): go test failed\n"},
-		{V: 1, Seq: 13, Time: t0, Run: "r1", Machine: "loop", Kind: report.KindSummary, Data: map[string]any{"complete": false, "stories_completed": 2, "stories_total": 3, "iterations": 5, "blocked": []string{"US-1"}}},
+		{V: 1, Seq: 13, Time: t0, Run: "r1", Machine: "loop", Kind: report.KindSummary, Data: readData(report.KindSummary, map[string]any{"complete": false, "stories_completed": 2, "stories_total": 3, "iterations": 5, "blocked": []string{"US-1"}})},
 		{V: 1, Seq: 14, Time: t0, Run: "r1", Machine: "loop", Kind: report.KindTransition, From: "STORY_SELECT", To: "EXIT", Trigger: "none_selectable"},
 	}
 }
@@ -386,8 +386,8 @@ func TestCommandGetsThePayloadOnStdin(t *testing.T) {
 	s := section(5 * time.Second)
 	s.Command = []string{"sh", "-c", `cat > "$1"; echo "$RALPH_NOTIFY_EVENT" > "$1.event"`, "sh", out}
 	n := New(s.settings(), fastOptions(&l))
-	n.Emit(report.Event{Seq: 7, Time: t0, Run: "s1", Machine: "session", Kind: report.KindWait, Data: map[string]any{"questions": []string{"Q2", "Q1"}}})
-	n.Emit(report.Event{Seq: 8, Time: t0, Run: "s1", Machine: "session", Kind: report.KindTransition, From: "Planning", To: "Stopped", Trigger: "waiting_for_answers", Data: map[string]any{"detail": "Q1, Q2"}})
+	n.Emit(report.Event{Seq: 7, Time: t0, Run: "s1", Machine: "session", Kind: report.KindWait, Data: readData(report.KindWait, map[string]any{"questions": []string{"Q2", "Q1"}})})
+	n.Emit(report.Event{Seq: 8, Time: t0, Run: "s1", Machine: "session", Kind: report.KindTransition, From: "Planning", To: "Stopped", Trigger: "waiting_for_answers", Data: readData(report.KindTransition, map[string]any{"detail": "Q1, Q2"})})
 	if left := n.Close(5 * time.Second); left != 0 {
 		t.Fatalf("log:\n%s", l.all())
 	}

@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -219,81 +218,4 @@ func jsonForms(s string) [][]byte {
 		}
 	}
 	return forms
-}
-
-// Value returns v with every secret masked in its strings: v is a value
-// bound for JSON, such as an event's data. Maps and slices that hold a
-// secret are copied, never changed in place: the caller may still hold
-// them.
-func (r *Redactor) Value(v any) any {
-	out, _ := r.value(v)
-	return out
-}
-
-// value is Value, and whether it changed anything.
-func (r *Redactor) value(v any) (any, bool) {
-	switch x := v.(type) {
-	case string:
-		m := r.Redact(x)
-		return m, m != x
-	case []string:
-		var out []string
-		for i, s := range x {
-			if m := r.Redact(s); m != s {
-				if out == nil {
-					out = slices.Clone(x)
-				}
-				out[i] = m
-			}
-		}
-		return pick(out, x)
-	case []any:
-		var out []any
-		for i, e := range x {
-			if m, changed := r.value(e); changed {
-				if out == nil {
-					out = slices.Clone(x)
-				}
-				out[i] = m
-			}
-		}
-		return pick(out, x)
-	case map[string]any:
-		var out map[string]any
-		for k, e := range x {
-			if m, changed := r.value(e); changed {
-				if out == nil {
-					out = maps.Clone(x)
-				}
-				out[k] = m
-			}
-		}
-		return pick(out, x)
-	case nil, bool, int, int64, float64:
-		return v, false
-	}
-	// Any other value (a struct, a map of another type) is looked at as
-	// the JSON it becomes, and given back as that JSON's plain value
-	// when it held a secret.
-	b, err := json.Marshal(v)
-	if err != nil {
-		return v, false
-	}
-	m := r.JSON(b)
-	if bytes.Equal(m, b) {
-		return v, false
-	}
-	var out any
-	if json.Unmarshal(m, &out) != nil {
-		return Mask, true
-	}
-	return out, true
-}
-
-// pick is the copy when there is one, else the original.
-func pick[T []string | []any | map[string]any](copied, orig T) (any, bool) {
-	if copied == nil {
-		return orig, false
-	}
-	return copied, true
 }

@@ -14,7 +14,8 @@ func FuzzReadHeader(f *testing.F) {
 	f.Add(`r"1`, `w\1`, "t", "note", "\n", int64(-1))
 	f.Fuzz(func(t *testing.T, run, worker, task, kind, text string, seq int64) {
 		ev := Event{V: SchemaVersion, Seq: seq, Time: time.Date(2026, 11, 28, 9, 0, 0, 123, time.UTC), Run: run, Worker: worker, Task: task,
-			Machine: "loop", Kind: Kind(kind), Text: text, Data: map[string]any{"run": text, "kind": text, "time": text}}
+			Machine: "loop", Kind: Kind(kind), Text: text}
+		ev.Data = Other{Of: ev.Kind, Raw: mustJSON(t, map[string]any{"run": text, "kind": text, "time": text})}
 		line, err := json.Marshal(ev)
 		if err != nil {
 			t.Skip()
@@ -37,4 +38,12 @@ func TestReadHeaderRefusesWhatIsNotAnEvent(t *testing.T) {
 			t.Errorf("ReadHeader(%q) = %+v, true", line, h)
 		}
 	}
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

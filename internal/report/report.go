@@ -13,8 +13,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/ralphloop/ralph/internal/redact"
 )
 
 // SchemaVersion is the version of the event envelope, its "v" field.
@@ -53,22 +51,29 @@ var Kinds = []Kind{
 
 // Event is one fact about a run, in the envelope every machine shares.
 // Text is the line a person reads, exactly as the terminal shows it
-// (newline included); Data holds the same fact for programs.
+// (newline included); Data holds the same fact for programs, typed by
+// its kind (payload.go).
 type Event struct {
-	V       int            `json:"v"`
-	Seq     int64          `json:"seq"`
-	Time    time.Time      `json:"time"`
-	Run     string         `json:"run,omitempty"`
-	Worker  string         `json:"worker,omitempty"`
-	Machine string         `json:"machine"`
-	From    string         `json:"from,omitempty"`
-	To      string         `json:"to,omitempty"`
-	Trigger string         `json:"trigger,omitempty"`
-	Task    string         `json:"task,omitempty"`
-	Attempt int            `json:"attempt,omitempty"`
-	Kind    Kind           `json:"kind"`
-	Data    map[string]any `json:"data,omitempty"`
-	Text    string         `json:"text,omitempty"`
+	V       int       `json:"v"`
+	Seq     int64     `json:"seq"`
+	Time    time.Time `json:"time"`
+	Run     string    `json:"run,omitempty"`
+	Worker  string    `json:"worker,omitempty"`
+	Machine string    `json:"machine"`
+	From    string    `json:"from,omitempty"`
+	To      string    `json:"to,omitempty"`
+	Trigger string    `json:"trigger,omitempty"`
+	Task    string    `json:"task,omitempty"`
+	Attempt int       `json:"attempt,omitempty"`
+	Kind    Kind      `json:"kind"`
+	Data    Payload   `json:"data,omitempty"`
+	Text    string    `json:"text,omitempty"`
+	// OriginRun is the run of another emitter an event was forwarded
+	// from (Forward); its data's "origin_run".
+	OriginRun string `json:"-"`
+	// extra are the data's keys its payload does not hold, as read from
+	// a journal: written back as they were.
+	extra map[string]json.RawMessage
 }
 
 // Sink consumes events. Emit is called with the Emitter's lock held, so a
@@ -234,7 +239,7 @@ func (e *Emitter) EmitAllAfter(evs []Event, persist func([]Event) error) ([]Even
 // this emitter's sequence and run, and hands it to the sinks. Its machine,
 // worker, task and the rest stay as they were, so the run's one stream
 // tells which machine and worker said it; the other run's id goes into
-// Data as "origin_run".
+// OriginRun.
 func (e *Emitter) Forward(ev Event) Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -242,12 +247,7 @@ func (e *Emitter) Forward(ev Event) Event {
 	done := e.number(evs)
 	ev = evs[0]
 	if ev.Run != "" && ev.Run != e.run {
-		data := make(map[string]any, len(ev.Data)+1)
-		for k, v := range ev.Data {
-			data[k] = v
-		}
-		data["origin_run"] = ev.Run
-		ev.Data = data
+		ev.OriginRun = ev.Run
 	}
 	ev.V, ev.Run = SchemaVersion, e.run
 	if ev.Time.IsZero() {
@@ -304,7 +304,16 @@ func (w *LineWriter) Write(p []byte) (int, error) {
 
 func (w *LineWriter) emit(line []byte) {
 	w.e.Emit(Event{Kind: w.kind, Text: string(line),
-		Data: map[string]any{"line": string(bytes.TrimRight(line, "\r\n"))}})
+		Data: w.data(string(bytes.TrimRight(line, "\r\n")))})
+}
+
+// data is a line's payload: the lines of a heartbeat writer are status
+// lines, every other writer's what an agent showed.
+func (w *LineWriter) data(line string) Payload {
+	if w.kind == KindHeartbeat {
+		return Heartbeat{Line: line}
+	}
+	return AgentOutput{Line: line}
 }
 
 // Flush emits what is left of a line without a newline.
@@ -314,39 +323,5 @@ func (w *LineWriter) Flush() {
 	if len(w.buf) > 0 {
 		w.emit(w.buf)
 		w.buf = nil
-	}
-}
-
-// DataString returns data[key] when it is a string, "" otherwise: what
-// a consumer of the journal reads of an event's data.
-func DataString(data map[string]any, key string) string {
-	s, _ := data[key].(string)
-	return s
-}
-
-// DataNumber reads a number of an event's data, as emitted (an int) or as
-// read back from the journal's JSON (a float64).
-func DataNumber(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int64:
-		return n, true
-	case float64:
-		return int64(n), true
-	}
-	return 0, false
-}
-
-// redactEvent masks secrets in every text of ev, so that no sink (the
-// journal, the terminal, the web page, a notifier) and no state that
-// records the event holds one: an event can carry text that never went
-// through the agent's redacted output, such as a PRD criterion that
-// quotes a secret.
-func redactEvent(ev *Event) {
-	red := redact.Default()
-	ev.Text, ev.Task, ev.Trigger = red.Redact(ev.Text), red.Redact(ev.Task), red.Redact(ev.Trigger)
-	if ev.Data != nil {
-		ev.Data = red.Value(ev.Data).(map[string]any)
 	}
 }

@@ -163,8 +163,7 @@ func TestForwardRenumbersAWorkersEvents(t *testing.T) {
 		run.Forward(ev)
 	}))
 	run.Emit(Event{Kind: KindRun, Text: "start\n"})
-	data := map[string]any{"k": 1}
-	worker.Emit(Event{Kind: KindTransition, From: "IMPLEMENT", To: "TEST", Data: data})
+	worker.Emit(Event{Kind: KindTransition, From: "IMPLEMENT", To: "TEST", Data: Transition{Detail: "k"}})
 	run.Emit(Event{Kind: KindSummary})
 	if len(got.evs) != 3 {
 		t.Fatalf("got %d events", len(got.evs))
@@ -175,11 +174,11 @@ func TestForwardRenumbersAWorkersEvents(t *testing.T) {
 		}
 	}
 	f := got.evs[1]
-	if f.Machine != "loop" || f.Worker != "w2" || f.Task != "US-003" || f.From != "IMPLEMENT" || f.Data["origin_run"] != "loop-7" || f.Data["k"] != 1 {
+	if f.Machine != "loop" || f.Worker != "w2" || f.Task != "US-003" || f.From != "IMPLEMENT" || f.OriginRun != "loop-7" || f.Data != (Transition{Detail: "k"}) {
 		t.Errorf("forwarded event = %+v", f)
 	}
-	if _, ok := data["origin_run"]; ok {
-		t.Error("Forward wrote into the caller's Data map")
+	if b, _ := json.Marshal(f); !strings.Contains(string(b), `"data":{"detail":"k","origin_run":"loop-7"}`) {
+		t.Errorf("the forwarded line does not name its origin run in its data: %s", b)
 	}
 }
 
@@ -262,7 +261,7 @@ func FuzzJournalReader(f *testing.F) {
 func BenchmarkEmitToJournal(b *testing.B) {
 	p := filepath.Join(b.TempDir(), "events.jsonl")
 	em := NewEmitter("loop", "r1", 0, nil, &Journal{Path: p})
-	ev := Event{Kind: KindAgentOutput, Text: "→ tool: Bash sh check.sh\n", Data: map[string]any{"line": "→ tool: Bash sh check.sh"}}
+	ev := Event{Kind: KindAgentOutput, Text: "→ tool: Bash sh check.sh\n", Data: AgentOutput{Line: "→ tool: Bash sh check.sh"}}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		em.Emit(ev)
@@ -315,12 +314,12 @@ func TestEmitterMasksSecrets(t *testing.T) {
 	t.Cleanup(func() { redact.AddNames() })
 	var text, js bytes.Buffer
 	e := NewEmitter("loop", "r", 0, nil, Text{&text}, JSONLines{&js})
-	data := map[string]any{"criteria": []string{"a.txt holds " + secret}}
-	got := e.Emit(Event{Kind: KindNote, Text: "AC-1: a.txt holds " + secret + "\n", Data: data})
+	data := Warning{Dropped: []string{"a.txt holds " + secret}}
+	got := e.Emit(Event{Kind: KindWarning, Text: "AC-1: a.txt holds " + secret + "\n", Data: data})
 	if strings.Contains(text.String()+js.String(), secret) || !strings.Contains(js.String(), "a.txt holds [REDACTED]") {
 		t.Errorf("a sink got the secret:\n%s%s", text.String(), js.String())
 	}
-	if strings.Contains(got.Text, secret) || data["criteria"].([]string)[0] != "a.txt holds "+secret {
+	if strings.Contains(got.Text, secret) || data.Dropped[0] != "a.txt holds "+secret || got.Data.(Warning).Dropped[0] != "a.txt holds "+redact.Mask {
 		t.Errorf("the stamped event keeps the secret, or the caller's data was changed: %+v, %v", got, data)
 	}
 }

@@ -172,7 +172,7 @@ func TestTransitionEventReadsBothShapes(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	old := `{"timestamp":"2026-01-02T03:04:05Z","sessionId":"s1","transition":{"from":"Planning","to":"Executing","trigger":"planner_completed","detail":"completed"}}`
 	envelope, err := json.Marshal(report.Event{V: report.SchemaVersion, Seq: 7, Time: at, Machine: "session", Run: "s1", Kind: report.KindTransition,
-		From: "Planning", To: "Executing", Trigger: "planner_completed", Task: "task-1", Attempt: 2, Data: map[string]any{"detail": "completed"}})
+		From: "Planning", To: "Executing", Trigger: "planner_completed", Task: "task-1", Attempt: 2, Data: report.Transition{Detail: "completed"}})
 	if err != nil {
 		t.Fatal(err)
 	}

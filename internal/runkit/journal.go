@@ -87,8 +87,8 @@ func (e *TransitionEvent) UnmarshalJSON(b []byte) error {
 	}
 	*e = TransitionEvent{Timestamp: ev.Time, SessionID: ev.Run}
 	if ev.Kind == report.KindTransition {
-		detail, _ := ev.Data["detail"].(string)
-		e.Transition = TransitionEntry{From: ev.From, To: ev.To, Trigger: ev.Trigger, TaskID: ev.Task, AttemptNumber: ev.Attempt, Detail: detail}
+		t, _ := ev.Data.(report.Transition)
+		e.Transition = TransitionEntry{From: ev.From, To: ev.To, Trigger: ev.Trigger, TaskID: ev.Task, AttemptNumber: ev.Attempt, Detail: t.Detail}
 	}
 	return nil
 }

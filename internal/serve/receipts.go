@@ -200,30 +200,29 @@ func (b *receiptBook) add(ev report.Event) {
 	if cur != nil && !ev.Time.IsZero() {
 		cur.End = ev.Time
 	}
-	switch ev.Kind {
-	case report.KindIteration:
-		n, numbered := report.DataNumber(ev.Data["iteration"])
-		if !numbered {
+	switch data := ev.Data.(type) {
+	case report.Iteration:
+		if data.Turn == nil {
 			return
 		}
-		if end, _ := ev.Data["iteration_end"].(bool); end {
-			b.endIteration(ev, key, int(n))
+		n := data.Iteration
+		if data.End != nil && data.IterationEnd {
+			b.endIteration(ev, key, n, data)
 			return
 		}
-		task := text.OrNone(ev.Task, report.DataString(ev.Data, "task"))
+		task := text.OrNone(ev.Task, data.Task)
 		if task == "" {
 			return // a planning iteration
 		}
-		it := &IterationPoint{Run: ev.Run, Worker: ev.Worker, Iteration: int(n), Task: task, Attempt: ev.Attempt, Start: ev.Time, End: ev.Time, Status: "working"}
+		it := &IterationPoint{Run: ev.Run, Worker: ev.Worker, Iteration: n, Task: task, Attempt: ev.Attempt, Start: ev.Time, End: ev.Time, Status: "working"}
 		b.iters = append(b.iters, it)
 		b.open[key] = it
 		r := b.story(task, ev.Time)
 		r.Attempts++
 		r.State = "working"
-	case report.KindCheck:
-		passed, ok := ev.Data["passed"].(bool)
-		name := report.DataString(ev.Data, "name")
-		if !ok || name == "" || ev.Task == "" || ev.Machine != loopMachine {
+	case report.Check:
+		name := data.Name
+		if data.Passed == nil || name == "" || ev.Task == "" || ev.Machine != loopMachine {
 			return // not one of a build's checks on a task (a thread's, the starting tree's)
 		}
 		b.story(ev.Task, ev.Time)
@@ -237,25 +236,28 @@ func (b *receiptBook) add(ev report.Event) {
 			c = &Check{Name: name}
 			cs[name] = c
 		}
-		if passed {
+		if *data.Passed {
 			c.Passed++
 			c.Last = "passed"
 		} else {
 			c.Failed++
 			c.Last = "failed"
 		}
-	case report.KindCommit:
-		hash := report.DataString(ev.Data, "commit")
+	case report.Commit:
+		hash := data.Commit
 		if ev.Task == "" || hash == "" {
 			return
 		}
 		r := b.story(ev.Task, ev.Time)
 		state := "done"
-		verdict := report.DataString(ev.Data, "verdict")
+		var verdict string
+		if data.Judged != nil {
+			verdict = data.Verdict
+		}
 		switch {
-		case report.DataString(ev.Data, "state") == "landed":
+		case data.State == "landed":
 			state = "landed"
-		case report.DataString(ev.Data, "status") == "partial":
+		case data.Status == "partial":
 			state = "partial"
 		case ev.Worker != "" && verdict != "":
 			// A worker's commit is on its own branch: the story is done
@@ -267,40 +269,29 @@ func (b *receiptBook) add(ev report.Event) {
 			state = "verified"
 		}
 		if verdict != "" {
-			r.Verdict = verdict
-			r.Evidence = nil
-			if ev, ok := ev.Data["evidence"].([]any); ok {
-				for _, e := range ev {
-					if s, ok := e.(string); ok {
-						r.Evidence = append(r.Evidence, s)
-					}
-				}
-			}
-			if ev, ok := ev.Data["evidence"].([]string); ok {
-				r.Evidence = ev
-			}
+			r.Verdict, r.Evidence = verdict, data.Evidence
 		}
 		r.State, r.Commit, r.Reason = state, text.ShortHash(hash), ""
 		if cur != nil && cur.Task == ev.Task {
 			// The iteration ends with its own event, just after.
 			cur.Status, cur.Commit, cur.End = state, text.ShortHash(hash), ev.Time
 		}
-	case report.KindBlocker:
-		if ev.Task == "" || report.DataString(ev.Data, "state") != "blocked" {
+	case report.Blocker:
+		if ev.Task == "" || data.State != "blocked" {
 			return
 		}
 		r := b.story(ev.Task, ev.Time)
 		r.State = "blocked"
-		if why := report.DataString(ev.Data, "reason"); why != "" {
-			r.Reason = why
+		if data.Reason != "" {
+			r.Reason = data.Reason
 		}
-	case report.KindLimit:
+	case report.Limit:
 		// A limit that ends the run (a stop, an error) ends its open
 		// iteration, which may never get an event of its own.
-		if report.DataString(ev.Data, "outcome") != "" && cur != nil {
+		if data.Ending != nil && data.Outcome != "" && cur != nil {
 			b.cut(key, cur)
 		}
-	case report.KindSummary:
+	case report.Summary:
 		// The run is over: whatever iteration it had open ends here;
 		// a parallel build's (the engine's) ends its workers' too.
 		for k, it := range b.open {
@@ -330,8 +321,8 @@ const engineMachine = "engine"
 
 // endIteration files the event that closes iteration n, whatever its
 // status: its tokens, cost and duration, and the story's state.
-func (b *receiptBook) endIteration(ev report.Event, key string, n int) {
-	task := report.DataString(ev.Data, "task")
+func (b *receiptBook) endIteration(ev report.Event, key string, n int, data report.Iteration) {
+	task := data.Task
 	if task == "" {
 		return // a planning iteration
 	}
@@ -349,12 +340,9 @@ func (b *receiptBook) endIteration(ev report.Event, key string, n int) {
 		it = &IterationPoint{Run: ev.Run, Worker: ev.Worker, Iteration: n, Task: task, Start: ev.Time}
 		b.iters = append(b.iters, it)
 	}
-	status := report.DataString(ev.Data, "status")
+	status := data.Status
 	it.Status, it.End = status, ev.Time
-	if d, ok := report.DataNumber(ev.Data["duration_ms"]); ok {
-		it.DurationMillis = d
-	}
-	dataUsage(ev.Data, it)
+	it.DurationMillis, it.Tokens, it.CostUSD = data.DurationMS, data.Tokens, data.CostUSD
 	if b.open[key] == it {
 		delete(b.open, key)
 	}
@@ -375,8 +363,8 @@ func (b *receiptBook) endIteration(ev report.Event, key string, n int) {
 		if r.State != "blocked" { // the blocker may be told first
 			r.State = "failed"
 		}
-		if why := report.DataString(ev.Data, "reason"); why != "" {
-			r.Reason = why
+		if data.Reason != "" {
+			r.Reason = data.Reason
 		}
 	}
 }
@@ -384,18 +372,6 @@ func (b *receiptBook) endIteration(ev report.Event, key string, n int) {
 // loopMachine is the machine of a build's events (loop.MachineName; the
 // loop sits above this package).
 const loopMachine = "loop"
-
-// dataUsage takes the tokens and cost an iteration event carries, when
-// the loop puts them there.
-func dataUsage(data map[string]any, it *IterationPoint) {
-	if raw, ok := data["tokens"]; ok {
-		b, _ := json.Marshal(raw)
-		json.Unmarshal(b, &it.Tokens)
-	}
-	if c, ok := data["cost_usd_estimate"].(float64); ok {
-		it.CostUSD = c
-	}
-}
 
 // iterRecord is the part of an iteration record (.ralph/runs/RUN/
 // iter-N.json, loop.IterationRecord) the receipts use.

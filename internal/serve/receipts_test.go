@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,7 +18,7 @@ func TestReceiptsFromTheJournal(t *testing.T) {
 	w := newWorkspace(t, "app", status.Report{})
 	ts := newServer(t, w.Local)
 	say := func(kind report.Kind, task string, attempt int, text string, data map[string]any) {
-		w.em.Emit(report.Event{Kind: kind, Task: task, Attempt: attempt, Text: text, Data: data})
+		w.em.Emit(report.Event{Kind: kind, Task: task, Attempt: attempt, Text: text, Data: readData(kind, data)})
 	}
 	banner := func(n int, task string, attempt int) {
 		say(report.KindIteration, task, attempt, "a banner\n", map[string]any{"iteration": n, "task": task, "agent": "fake"})
@@ -147,14 +148,14 @@ func TestReceiptsSayHowAStoryWasAccepted(t *testing.T) {
 		for k, v := range extra {
 			data[k] = v
 		}
-		emit(report.Event{Kind: report.KindCommit, Worker: worker, Task: task, Data: data, Text: "a commit\n"})
-		emit(report.Event{Kind: report.KindIteration, Worker: worker, Task: task, Data: map[string]any{"iteration_end": true, "iteration": 1, "task": task, "status": "done"}})
+		emit(report.Event{Kind: report.KindCommit, Worker: worker, Task: task, Data: readData(report.KindCommit, data), Text: "a commit\n"})
+		emit(report.Event{Kind: report.KindIteration, Worker: worker, Task: task, Data: readData(report.KindIteration, map[string]any{"iteration_end": true, "iteration": 1, "task": task, "status": "done"})})
 	}
-	emit(report.Event{Kind: report.KindIteration, Task: "US-001", Data: map[string]any{"iteration": 1, "task": "US-001"}})
+	emit(report.Event{Kind: report.KindIteration, Task: "US-001", Data: readData(report.KindIteration, map[string]any{"iteration": 1, "task": "US-001"})})
 	commit("", "US-001", "verified", []string{"TestA failed at the start and passes now (go test)"}, nil)
-	emit(report.Event{Kind: report.KindIteration, Task: "US-002", Data: map[string]any{"iteration": 1, "task": "US-002"}})
+	emit(report.Event{Kind: report.KindIteration, Task: "US-002", Data: readData(report.KindIteration, map[string]any{"iteration": 1, "task": "US-002"})})
 	commit("", "US-002", "agent_word", nil, nil)
-	emit(report.Event{Kind: report.KindIteration, Worker: "w1", Task: "US-003", Data: map[string]any{"iteration": 1, "task": "US-003"}})
+	emit(report.Event{Kind: report.KindIteration, Worker: "w1", Task: "US-003", Data: readData(report.KindIteration, map[string]any{"iteration": 1, "task": "US-003"})})
 	commit("w1", "US-003", "verified", []string{"check \"tests\" failed at the start and passes now"}, nil)
 	if err := w.j.Err(); err != nil {
 		t.Fatal(err)
@@ -175,7 +176,7 @@ func TestReceiptsSayHowAStoryWasAccepted(t *testing.T) {
 		t.Errorf("US-003: %+v; want accepted on its branch, not landed yet", r)
 	}
 	// The merge queue lands it.
-	emit(report.Event{Kind: report.KindCommit, Worker: "w1", Task: "US-003", Data: map[string]any{"state": "landed", "commit": "def5678", "branch": "main"}, Text: "landed\n"})
+	emit(report.Event{Kind: report.KindCommit, Worker: "w1", Task: "US-003", Data: readData(report.KindCommit, map[string]any{"state": "landed", "commit": "def5678", "branch": "main"}), Text: "landed\n"})
 	get(t, ts.URL+"/api/receipts", &rc)
 	for _, r := range rc.Stories {
 		if r.Task == "US-003" && (r.State != "landed" || r.Verdict != "verified") {
@@ -190,7 +191,7 @@ func TestReceiptsSayHowAStoryWasAccepted(t *testing.T) {
 func TestReceiptsAfterAStop(t *testing.T) {
 	w := newWorkspace(t, "app", status.Report{})
 	ts := newServer(t, w.Local)
-	w.em.Emit(report.Event{Kind: report.KindIteration, Task: "US-001", Attempt: 1, Data: map[string]any{"iteration": 1, "task": "US-001"}})
+	w.em.Emit(report.Event{Kind: report.KindIteration, Task: "US-001", Attempt: 1, Data: readData(report.KindIteration, map[string]any{"iteration": 1, "task": "US-001"})})
 	w.em.Emit(report.Event{Kind: report.KindAgentOutput, Task: "US-001", Text: "working on it\n"})
 	var rc Receipts
 	get(t, ts.URL+"/api/receipts", &rc)
@@ -198,11 +199,11 @@ func TestReceiptsAfterAStop(t *testing.T) {
 		t.Fatalf("while its iteration goes: %+v", rc.Stories)
 	}
 	w.em.Emit(report.Event{Kind: report.KindLimit, Text: "■ stopped: iteration 1 recorded as interrupted\n",
-		Data: map[string]any{"outcome": "interrupted", "reason": "stopped in TEST during iteration 1"}})
+		Data: readData(report.KindLimit, map[string]any{"outcome": "interrupted", "reason": "stopped in TEST during iteration 1"})})
 	// A parallel build's worker, then the build's end.
 	wk := report.NewEmitter("loop", "run-w1", 100, nil, w.j)
-	wk.Emit(report.Event{Kind: report.KindIteration, Worker: "w1", Task: "US-002", Attempt: 1, Data: map[string]any{"iteration": 1, "task": "US-002"}})
-	report.NewEmitter("engine", "par-1", 200, nil, w.j).Emit(report.Event{Kind: report.KindSummary, Data: map[string]any{"outcome": "interrupted"}})
+	wk.Emit(report.Event{Kind: report.KindIteration, Worker: "w1", Task: "US-002", Attempt: 1, Data: readData(report.KindIteration, map[string]any{"iteration": 1, "task": "US-002"})})
+	report.NewEmitter("engine", "par-1", 200, nil, w.j).Emit(report.Event{Kind: report.KindSummary, Data: readData(report.KindSummary, map[string]any{"outcome": "interrupted"})})
 	get(t, ts.URL+"/api/receipts", &rc)
 	if len(rc.Stories) != 2 || rc.Stories[0].State != "interrupted" || rc.Stories[1].State != "interrupted" {
 		t.Errorf("after the stop: %+v, want both interrupted", rc.Stories)
@@ -212,4 +213,17 @@ func TestReceiptsAfterAStop(t *testing.T) {
 			t.Errorf("iteration %d of %s: %s, want interrupted", it.Iteration, it.Task, it.Status)
 		}
 	}
+}
+
+// readData is data as a journal line holds it, read back.
+func readData(kind report.Kind, data map[string]any) report.Payload {
+	if data == nil {
+		return nil
+	}
+	b, _ := json.Marshal(map[string]any{"kind": kind, "data": data})
+	var ev report.Event
+	if err := json.Unmarshal(b, &ev); err != nil {
+		panic(err)
+	}
+	return ev.Data
 }

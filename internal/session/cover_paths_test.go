@@ -93,7 +93,7 @@ func TestCoverStartTestsPutBackForAReview(t *testing.T) {
 	why := `with the start's version of check.sh put back, ralph's check "files" fails (exit 1): changing the tests or the checks instead of the code does not count`
 	var failed []string
 	for _, ev := range evs {
-		if ev.Kind == report.KindTransition && ev.Data["detail"] == "Failed: "+why {
+		if ev.Kind == report.KindTransition && detailOf(ev) == "Failed: "+why {
 			failed = append(failed, ev.From+" -> "+ev.To)
 		}
 	}
@@ -305,7 +305,7 @@ func TestCoverPauseHoldsTheSessionUntilResumed(t *testing.T) {
 	finishTask1(t, e, inv)
 	// The person resumes as soon as the session says it is paused.
 	resume := sinkFunc(func(ev report.Event) {
-		if ev.Data["paused"] == true {
+		if w, ok := ev.Data.(report.Wait); ok && w.Paused {
 			if err := folder.ClearPause(); err != nil {
 				t.Error(err)
 			}
@@ -335,7 +335,7 @@ func TestCoverStopWhilePaused(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stop := sinkFunc(func(ev report.Event) {
-		if ev.Data["paused"] == true {
+		if w, ok := ev.Data.(report.Wait); ok && w.Paused {
 			cancel()
 		}
 	})
@@ -506,4 +506,12 @@ func TestCoverPlannerWritesTasksItselfAfterAnInvalidQuestioner(t *testing.T) {
 	if prompts := inv.prompts(role.Executor); len(prompts) != 1 || !strings.Contains(prompts[0], "greet.txt says hello") {
 		t.Errorf("the executor was not given the criterion the planner wrote in tasks.md")
 	}
+}
+
+// detailOf is a transition's detail, "" for any other event.
+func detailOf(ev report.Event) string {
+	if d, ok := ev.Data.(report.Transition); ok {
+		return d.Detail
+	}
+	return ""
 }

@@ -409,7 +409,8 @@ func TestRunnerExecutorGetsTheCheckFeedback(t *testing.T) {
 	}
 	seen := 0
 	for _, ev := range g.events {
-		if d, _ := ev.Data["detail"].(string); strings.Contains(d, "ralph's check") {
+		tr, _ := ev.Data.(report.Transition)
+		if d := tr.Detail; strings.Contains(d, "ralph's check") {
 			seen++
 			if strings.Contains(d, "\n") || !strings.HasSuffix(d, ": greet.txt is empty") {
 				t.Errorf("the transition's reason is not one line ending in the output's last line: %q", d)

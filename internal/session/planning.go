@@ -191,7 +191,7 @@ func (r *Runner) waitForAnswers(open []Question) error {
 		ids = append(ids, q.ID)
 	}
 	fmt.Fprintf(&b, "answer with: ralph answer %s \"...\"   then: ralph run --resume\n", open[0].ID)
-	r.emit(report.Event{Kind: report.KindWait, Text: b.String(), Data: map[string]any{"questions": ids}})
+	r.emit(report.Event{Kind: report.KindWait, Text: b.String(), Data: report.Wait{Questions: ids}})
 	return &stopErr{trigger: WaitingForAnswers, detail: strings.Join(ids, ", "), err: ErrWaitingForAnswers}
 }
 

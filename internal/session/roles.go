@@ -58,7 +58,7 @@ func (r *Runner) ask(ctx context.Context, kind prompt.Kind, roleName string, ext
 	if perr == nil {
 		return res, true, "", nil
 	}
-	r.say(report.KindWarning, map[string]any{"role": roleName, "error": perr.Error()}, "ralph: the %s gave no valid result (%v); asking again", roleName, perr)
+	r.say(report.KindWarning, report.Warning{Role: roleName, Error: perr.Error()}, "ralph: the %s gave no valid result (%v); asking again", roleName, perr)
 	final, err = r.invoke(ctx, roleName, text+"\n\n"+role.ResultReaskPrompt(roleName, perr))
 	if err != nil {
 		return res, false, "", err
@@ -131,7 +131,7 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 				return "", fmt.Errorf("%w (%d usage limits in a row); the session is saved: resume it with ralph run --resume later", err, limits-1)
 			}
 			d := max(le.ResetsAt.Sub(r.now()), minLimitWait)
-			r.say(report.KindLimit, map[string]any{"role": roleName, "agent": le.Agent, "resets_at": le.ResetsAt.UTC(), "wait_seconds": d.Seconds()},
+			r.say(report.KindLimit, report.Limit{Role: roleName, Agent: le.Agent, ResetsAt: report.Ptr(le.ResetsAt.UTC()), WaitSeconds: d.Seconds()},
 				"ralph: %v; waiting %s", err, d.Round(time.Second))
 			if err := r.wait(ctx, d, "usage limit of "+le.Agent); err != nil {
 				return "", err
@@ -141,7 +141,7 @@ func (r *Runner) invoke(ctx context.Context, roleName, text string) (string, err
 		if try >= r.MaxAgentRetries {
 			return "", fmt.Errorf("the %s failed %s, last: %w; the session is saved: resume it with ralph run --resume", roleName, words.Count(try+1, "time", "times"), err)
 		}
-		r.say(report.KindWarning, map[string]any{"role": roleName, "error": err.Error(), "retry": try + 1, "max_retries": r.MaxAgentRetries},
+		r.say(report.KindWarning, report.Warning{Role: roleName, Error: err.Error(), Retry: try + 1, MaxRetries: r.MaxAgentRetries},
 			"ralph: the %s run failed (%v); retrying in %s (%d/%d)", roleName, err, wait, try+1, r.MaxAgentRetries)
 		if err := r.wait(ctx, wait, "retry of the "+roleName); err != nil {
 			return "", err
@@ -174,7 +174,7 @@ func (r *Runner) awaitCooldown(ctx context.Context, roleName string) error {
 	if left > r.MaxLimitWait {
 		return fmt.Errorf("%w; the session is saved: resume it with ralph run --resume once the limit resets", le)
 	}
-	r.say(report.KindLimit, map[string]any{"role": roleName, "agent": name, "resets_at": rest.Until.UTC(), "wait_seconds": left.Seconds()},
+	r.say(report.KindLimit, report.Limit{Role: roleName, Agent: name, ResetsAt: report.Ptr(rest.Until.UTC()), WaitSeconds: left.Seconds()},
 		"ralph: %v; waiting %s", le, left.Round(time.Second))
 	return r.wait(ctx, left, "usage limit of "+name)
 }
@@ -188,7 +188,7 @@ func (r *Runner) wait(ctx context.Context, d time.Duration, what string) error {
 			first = false
 			return
 		}
-		r.say(report.KindWait, map[string]any{"waiting_for": what, "left_seconds": left.Round(time.Second).Seconds()},
+		r.say(report.KindWait, report.Wait{WaitingFor: what, LeftSeconds: report.Ptr(left.Round(time.Second).Seconds())},
 			"  … %s: %s left (until %s)", what, left.Round(time.Second), until.Local().Format("15:04:05"))
 	})
 }
@@ -220,10 +220,10 @@ func (r *Runner) reportLeftoverAgent(pgid int, st proc.Stopped, found bool) {
 		if len(st.Groups) > 0 {
 			g = st.Groups[0]
 		}
-		r.say(report.KindNote, map[string]any{"pgid": g}, "ralph: stopped the agent the killed session left running (process group %d)", g)
+		r.say(report.KindNote, report.Note{PGID: g}, "ralph: stopped the agent the killed session left running (process group %d)", g)
 	}
 	for _, p := range st.Escaped {
-		r.say(report.KindNote, map[string]any{"process": p.String()}, "ralph: stopped %s, which had left the agent's process group", p)
+		r.say(report.KindNote, report.Note{Process: p.String()}, "ralph: stopped %s, which had left the agent's process group", p)
 	}
 	if s := r.prog.State; s.CurrentTaskID != "" && (s.Resumes() == Executing || s.Resumes() == Reviewing) {
 		who := "Executor"

@@ -190,7 +190,7 @@ func (r *Runner) now() time.Time { return r.clock().Now() }
 
 // say emits a line a person reads, with data for programs; the event
 // names the task the session is on.
-func (r *Runner) say(kind report.Kind, data map[string]any, format string, args ...any) {
+func (r *Runner) say(kind report.Kind, data report.Payload, format string, args ...any) {
 	s := r.prog.State
 	r.emit(report.Event{Kind: kind, Task: s.CurrentTaskID, Attempt: s.CurrentAttemptNumber,
 		Text: fmt.Sprintf(format, args...) + "\n", Data: data})
@@ -237,7 +237,7 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 		return p, r.finalError()
 	}
 	if p.State.Current != Initializing {
-		r.say(report.KindRun, map[string]any{"resumed": true, "state": string(p.State.Resumes())},
+		r.say(report.KindRun, report.Run{Resumed: report.Ptr(true), State: string(p.State.Resumes())},
 			"ralph: resuming session %s at %s", p.State.SessionID, p.State.Resumes())
 	}
 	switch p.State.Current {
@@ -281,11 +281,13 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 // paused and resumed tell a person that the session waits for `ralph
 // resume` between two of its steps, and that it goes on.
 func (r *Runner) paused(p control.Command) {
-	r.say(report.KindWait, map[string]any{"paused": true, "by": p.By, "id": p.ID, "state": string(r.prog.State.Current)},
+	r.say(report.KindWait, report.Wait{Paused: true, By: p.By, ID: p.ID, State: string(r.prog.State.Current)},
 		"⏸ paused by %s at %s: `ralph resume` goes on", p.By, p.Time.Local().Format("15:04:05"))
 }
 
-func (r *Runner) resumed() { r.say(report.KindNote, map[string]any{"paused": false}, "▶ resumed") }
+func (r *Runner) resumed() {
+	r.say(report.KindNote, report.Note{Paused: report.Ptr(false)}, "▶ resumed")
+}
 
 // stopErr ends a run of the session by trigger, with detail for the
 // transition; err is what the caller gets.
@@ -343,7 +345,7 @@ func (r *Runner) finalError() error {
 func (r *Runner) summary(context.Context) error {
 	s := r.prog.State
 	total, _ := r.prog.Counts()
-	r.say(report.KindSummary, map[string]any{"complete": true, "tasks": total},
+	r.say(report.KindSummary, report.Summary{Complete: report.Ptr(true), Tasks: total},
 		"✓ session %s complete: %s done, goal check passed", s.SessionID, words.Count(total, "task", "tasks"))
 	return nil
 }
@@ -507,16 +509,12 @@ func (r *Runner) transitionEvent(t *transition) report.Event {
 	if detail != "" {
 		line += ": " + text.Clip(detail, 120)
 	}
-	data := map[string]any{}
-	if detail != "" {
-		data["detail"] = detail
-	}
 	attempt := t.From.CurrentAttemptNumber
 	if attempt == 0 {
 		attempt = t.To.CurrentAttemptNumber
 	}
 	return report.Event{Kind: report.KindTransition, From: string(t.From.Current), To: string(t.To.Current), Trigger: string(t.Event.Type),
-		Task: task, Attempt: attempt, Data: data, Text: line + ")\n"}
+		Task: task, Attempt: attempt, Data: report.Transition{Detail: detail}, Text: line + ")\n"}
 }
 
 // save writes progress.md with the time spent so far.

@@ -638,7 +638,7 @@ func TestRunEmitsEventsNotText(t *testing.T) {
 	if sel == nil {
 		t.Fatalf("no task_selected transition among the events: %+v", log.evs)
 	}
-	if sel.From != "Executing" || sel.To != "Executing" || sel.Task != "task-1" || sel.Attempt != 1 || sel.Data["detail"] != "Write greet.txt" {
+	if sel.From != "Executing" || sel.To != "Executing" || sel.Task != "task-1" || sel.Attempt != 1 || sel.Data.(report.Transition).Detail != "Write greet.txt" {
 		t.Errorf("task_selected event = %+v; want Executing → Executing for task-1, attempt 1, detail Write greet.txt", *sel)
 	}
 	if want := "session " + testSessionID + ": Executing → Executing (task_selected, task-1: Write greet.txt)\n"; sel.Text != want {

@@ -35,7 +35,7 @@ func (r *Runner) capTasks(add []role.NewTask, room int) []role.NewTask {
 		dropped = append(dropped, text.OneLine(t.Title))
 	}
 	msg := fmt.Sprintf("the session holds at most %d tasks ([session] max_tasks); not added: %s", r.maxTasks(), strings.Join(dropped, "; "))
-	r.say(report.KindWarning, map[string]any{"dropped": dropped}, "ralph: ⚠ %s", msg)
+	r.say(report.KindWarning, report.Warning{Dropped: dropped}, "ralph: ⚠ %s", msg)
 	_ = r.WS.LogError(r.now(), "session "+r.prog.State.SessionID+": "+msg)
 	r.prog.State.Blockers = append(r.prog.State.Blockers, msg)
 	return add[:room]
@@ -64,7 +64,7 @@ func (r *Runner) syncMarks() error {
 			rec = r.prog.Task(t.ID)
 		}
 		if t.Mark != rec.Mark {
-			r.say(report.KindWarning, map[string]any{"task_id": t.ID, "mark": string(rec.Mark), "agent_mark": string(t.Mark)},
+			r.say(report.KindWarning, report.Warning{TaskID: t.ID, Mark: string(rec.Mark), AgentMark: string(t.Mark)},
 				"ralph: %s is %s in ralph's records; putting back the %s an agent wrote", t.ID, rec.Mark, t.Mark)
 			if out, err = tasks.SetTaskMark(tasksPath(r.Dir), out, t.ID, rec.Mark); err != nil {
 				return err
@@ -130,7 +130,7 @@ func (r *Runner) addTasks(add []role.NewTask) ([]string, error) {
 	if len(data) == 0 {
 		data = tasks.RenderTasksMD(text.OneLine(r.prog.Title), nil)
 	}
-	r.say(report.KindNote, map[string]any{"added": ids}, "ralph: added %s to %s", strings.Join(ids, ", "), r.WS.Rel(tasksPath(r.Dir)))
+	r.say(report.KindNote, report.Note{Added: ids}, "ralph: added %s to %s", strings.Join(ids, ", "), r.WS.Rel(tasksPath(r.Dir)))
 	return ids, store.WriteFileAtomic(tasksPath(r.Dir), tasks.AppendTasks(data, fresh), 0o644)
 }
 

@@ -125,8 +125,8 @@ func TestRunnerLoopOutcomes(t *testing.T) {
 					tr = ev
 				}
 			}
-			if tr.Data["reason"] != c.reason {
-				t.Errorf("the transition carries reason %q, want %q", tr.Data["reason"], c.reason)
+			if got, _ := tr.Data.(report.Transition); got.Reason != c.reason {
+				t.Errorf("the transition carries reason %q, want %q", got.Reason, c.reason)
 			}
 			if !strings.Contains(g.out.String(), "why: "+c.reason) {
 				t.Errorf("the person is not told why:\n%s", g.out)

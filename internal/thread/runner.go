@@ -296,11 +296,8 @@ func (r *Runner) LogTransition(from, to Phase, verb string, src Source) {
 // it, one envelope like every machine's, with why ralph raised it; a
 // failed append is the journal's to report, never the thread's state.
 func (r *Runner) transitionEvent(from, to Phase, verb string, ev Event, text string) report.Event {
-	data := map[string]any{"thread": r.t.ID, "source": string(ev.Source)}
-	if ev.Reason != "" {
-		data["reason"] = ev.Reason
-	}
-	return report.Event{Kind: report.KindTransition, From: string(from), To: string(to), Trigger: verb, Text: text, Data: data}
+	return report.Event{Kind: report.KindTransition, From: string(from), To: string(to), Trigger: verb, Text: text,
+		Data: report.Transition{Thread: r.t.ID, Source: string(ev.Source), Reason: ev.Reason}}
 }
 
 func oneLineErr(err error) string {

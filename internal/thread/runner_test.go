@@ -183,7 +183,7 @@ func TestTransitionIsAnEvent(t *testing.T) {
 	}
 	ev := got[0]
 	if ev.Kind != report.KindTransition || ev.Machine != "thread" || ev.Run != "t1" || ev.Seq != 8 ||
-		ev.From != "Assessing" || ev.To != "Drafting" || ev.Trigger != "revise" || ev.Data["source"] != "human" {
+		ev.From != "Assessing" || ev.To != "Drafting" || ev.Trigger != "revise" || ev.Data.(report.Transition).Source != "human" {
 		t.Fatalf("event %+v", ev)
 	}
 	if want := "thread t1: Assessing → Drafting\n"; !strings.HasPrefix(out.String(), want) || ev.Text != want {

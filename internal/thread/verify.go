@@ -154,7 +154,7 @@ func (r *Runner) verify() (Event, error) {
 			mark = "✗"
 		}
 		r.env.Events.Emit(report.Event{Kind: report.KindCheck, Text: fmt.Sprintf("  %s %s\n", mark, it.Name),
-			Data: map[string]any{"name": it.Name, "passed": it.Passed}})
+			Data: report.Check{Name: it.Name, Passed: report.Ptr(it.Passed)}})
 	}
 	if len(passedUnticked) > 0 {
 		data := b

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/ralphloop/ralph/internal/fakeagent"
 	"github.com/ralphloop/ralph/internal/mcpserver"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/status"
 	"github.com/ralphloop/ralph/internal/testing/clitest"
 )
@@ -256,7 +257,7 @@ func TestMCP(t *testing.T) {
 	res = call(t, cs, "ralph_journal_tail", map[string]any{"kinds": []string{"control"}})
 	var tail mcpserver.Tail
 	structured(t, res, &tail)
-	if len(tail.Events) != 1 || tail.Events[0].Data["by"] != "mcp" || !strings.Contains(text(res), `control: hint "keep one.txt short" by mcp (applied)`) {
+	if len(tail.Events) != 1 || tail.Events[0].Data.(report.Control).By != "mcp" || !strings.Contains(text(res), `control: hint "keep one.txt short" by mcp (applied)`) {
 		t.Errorf("journal tail: %+v\n%s", tail.Events, text(res))
 	}
 	if !strings.Contains(stderr.String(), "serving over stdio") {

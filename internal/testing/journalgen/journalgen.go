@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/report"
 )
 
@@ -57,18 +58,18 @@ func Write(path string, size int64) (Journal, error) {
 		j.Iterations++
 		n := j.Iterations
 		task := fmt.Sprintf("US-%03d", (n-1)%50+1)
-		emit(report.Event{Kind: report.KindIteration, Task: task, Attempt: 1, Data: map[string]any{"iteration": n, "task": task, "agent": "claude"},
+		emit(report.Event{Kind: report.KindIteration, Task: task, Attempt: 1, Data: report.Iteration{Turn: &report.Turn{Iteration: n, Task: task}, Agent: "claude"},
 			Text: fmt.Sprintf("\n=== iteration %d: %s ===\n", n, task)})
 		start := j.Size
 		for j.Size-start < IterationBytes && j.Size < size {
-			emit(report.Event{Kind: report.KindAgentOutput, Task: task, Text: line + "\n", Data: map[string]any{"line": line}})
+			emit(report.Event{Kind: report.KindAgentOutput, Task: task, Text: line + "\n", Data: report.AgentOutput{Line: line}})
 		}
-		emit(report.Event{Kind: report.KindCheck, Task: task, Data: map[string]any{"name": "test", "passed": true}, Text: "  ralph: test passed\n"})
+		emit(report.Event{Kind: report.KindCheck, Task: task, Data: report.Check{Name: "test", Passed: report.Ptr(true)}, Text: "  ralph: test passed\n"})
 		hash := fmt.Sprintf("%040x", n)
-		emit(report.Event{Kind: report.KindCommit, Task: task, Data: map[string]any{"iteration": n, "commit": hash, "status": "done", "verdict": "verified", "evidence": []string{"test"}},
+		emit(report.Event{Kind: report.KindCommit, Task: task, Data: report.Commit{Iteration: n, Commit: hash, Status: "done", Judged: &report.Judged{Verdict: "verified", Evidence: []string{"test"}}},
 			Text: "  ralph: committed " + hash[:7] + "\n"})
-		emit(report.Event{Kind: report.KindIteration, Task: task, Data: map[string]any{"iteration_end": true, "iteration": n, "task": task, "status": "done",
-			"duration_ms": 60000, "tokens": map[string]any{"input": 1000, "output": 200}, "cost_usd_estimate": 0.01}, Text: fmt.Sprintf("iteration %d: done\n", n)})
+		emit(report.Event{Kind: report.KindIteration, Task: task, Data: report.Iteration{Turn: &report.Turn{Iteration: n, Task: task}, End: &report.End{IterationEnd: true, Status: "done",
+			DurationMS: 60000, Tokens: agent.Usage{InputTokens: 1000, OutputTokens: 200}, CostUSD: 0.01}}, Text: fmt.Sprintf("iteration %d: done\n", n)})
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()
