@@ -137,6 +137,12 @@ func (e *engine) setAsideWorktree(ctx context.Context, t *TaskRecord) error {
 		return err
 	}
 	ref := fmt.Sprintf("refs/ralph/attempts/%s/%s/%d", e.reg.RunID, t.ID, t.Attempt-1)
+	if head, err := w.Head(ctx); err == nil && head == "" {
+		// Its branch was deleted under it (git update-ref -d): HEAD is
+		// unborn and the attempt's commits went with the branch, so there
+		// is nothing to set aside from; the task is redone on the tip.
+		return e.repo.RemoveWorktree(ctx, t.Worktree, true)
+	}
 	kept, err := w.SetAside(ctx, ref, "ralph: the earlier attempt's uncommitted work on "+t.ID)
 	if err != nil {
 		return fmt.Errorf("keeping the work in %s: %w", t.Worktree, err)
