@@ -54,14 +54,14 @@ func TestConformance(t *testing.T) {
 var one, two, three = story{id: "US-001", file: "one.txt"}, story{id: "US-002", file: "two.txt"}, story{id: "US-003", file: "three.txt"}
 
 // A task starts only once the tasks it depends on landed: US-003 depends
-// on US-001, whose agent is slow, and the second worker is free long
-// before it lands. US-003's agent records whether its worktree holds
+// on US-001, whose agent works until US-002 landed (so a worker is free)
+// and a second more. US-003's agent records whether its worktree holds
 // US-001's work (it is cut from the target's tip when it starts).
 func dependencies(w *world, x executor) {
 	dep := story{id: "US-003", file: "three.txt", depends: "US-001"}
 	stories := []story{one, two, dep}
 	w.make(x, repo{stories: stories, agent: []fakeagent.Invocation{
-		work(first(one), one, fakeagent.Step{Sleep: "2s"}),
+		work(first(one), one, waitLanded(two), fakeagent.Step{Sleep: "1s"}),
 		work(first(two), two),
 		work(first(dep), dep, fakeagent.Step{Run: `if [ -f one.txt ]; then echo yes; else echo no; fi > saw-one.txt`}),
 	}})

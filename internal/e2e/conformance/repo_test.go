@@ -199,3 +199,9 @@ func waitFlag(path string) fakeagent.Step {
 func raiseStep(path string) fakeagent.Step {
 	return fakeagent.Step{Run: fmt.Sprintf(`mkdir -p %q && touch %q`, filepath.Dir(path), path)}
 }
+
+// waitLanded is a shell step that waits (with a deadline) until story s
+// has landed on main.
+func waitLanded(s story) fakeagent.Step {
+	return fakeagent.Step{Run: fmt.Sprintf(`i=0; until git log --format='%%(trailers:key=Ralph-Task,valueonly)' main | grep -qx %s; do i=$((i+1)); [ $i -gt 2400 ] && { echo "waited 2 minutes for %s to land" >&2; exit 1; }; sleep 0.05; done`, s.id, s.id)}
+}
