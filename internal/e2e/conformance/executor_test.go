@@ -90,12 +90,14 @@ func queue(w *world) string {
 	return "conf-" + strings.NewReplacer("/", "-", " ", "-", "@", "-").Replace(w.t.Name())
 }
 
+// config: a heartbeat of 2s timed out under -race on a loaded machine
+// (the attempt was run again, or blocked); 5s is the fleet tests' own.
 func (x *temporalExec) config(w *world) string {
 	addr := devServer.address(w.t)
 	if _, err := os.Stat(x.exchange(w)); err != nil {
 		w.git(w.dir, "init", "-q", "--bare", x.exchange(w))
 	}
-	return fmt.Sprintf("[engine]\nkind = \"temporal\"\naddress = %q\ntask_queue = %q\nexchange_remote = %q\nheartbeat = \"2s\"\nhost_timeout = \"20s\"\n",
+	return fmt.Sprintf("[engine]\nkind = \"temporal\"\naddress = %q\ntask_queue = %q\nexchange_remote = %q\nheartbeat = \"5s\"\nhost_timeout = \"30s\"\n",
 		addr, queue(w), x.exchange(w))
 }
 
