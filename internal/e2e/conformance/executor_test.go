@@ -144,8 +144,9 @@ func (x *temporalExec) build(w *world, n int, crashAt string) *proc {
 func (x *temporalExec) lander(w *world, b *proc) *proc { return x.worker(w) }
 
 func (x *temporalExec) resume(w *world, b *proc) *proc {
+	// The build follower goes on; what the killed worker left running
+	// is stopped by the restarted worker's resumed loops.
 	if p := x.worker(w); p == nil || p.exited() {
-		w.reap()
 		x.startWorker(w, "")
 	}
 	if b.exited() {
@@ -159,13 +160,9 @@ func (x *temporalExec) resume(w *world, b *proc) *proc {
 // only keeps the machine's processes from piling up.
 func (w *world) reap() {
 	for _, pid := range processesIn(w.dir) {
-		if pid != w.serverPid() {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
-
-func (w *world) serverPid() int { return devServer.pid }
 
 // devServer is the Temporal dev server every scenario shares, started by
 // the first that needs it and stopped by TestMain.
@@ -174,7 +171,6 @@ var devServer = &server{}
 type server struct {
 	once sync.Once
 	addr string
-	pid  int
 	cmd  *exec.Cmd
 	dir  string
 	err  error
@@ -227,7 +223,7 @@ func (s *server) start() error {
 		}
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-		s.cmd, s.pid = cmd, cmd.Process.Pid
+		s.cmd = cmd
 		up := func() bool {
 			select {
 			case <-exited:
