@@ -31,6 +31,9 @@ var scenarios = []scenario{
 	{"crash-land-committed", crashAt("land-committed")},
 	{"crash-land-checked", crashAt("land-checked")},
 	{"crash-land-moved", crashAt("land-moved")},
+	// A kill in a worker's loop, right after its task's commit: both
+	// executors run the loop in the process the kill takes.
+	{"crash-after-commit", crashAt("after-commit")},
 	{"stop-resume", stopResume},
 }
 
@@ -223,7 +226,8 @@ exit 0
 	}
 }
 
-// crashAt kills the process that lands at point (RALPH_TEST_CRASH_AT),
+// crashAt kills the process that lands at point (RALPH_TEST_CRASH_AT;
+// for after-commit, the process that runs the workers' loops, the same one),
 // then resumes the run: every task lands exactly once and main never
 // reaches a commit whose check fails.
 func crashAt(point string) func(w *world, x executor) {
