@@ -21,7 +21,7 @@ const module = "github.com/ralphloop/ralph/"
 var layer = map[string]int{
 	// tests' own packages sit on top
 	"internal/e2e/crash": 120, "internal/e2e/realagents": 120, "internal/e2e/beads": 120, "internal/e2e/watch": 120,
-	"internal/e2e/browser": 120, "internal/e2e/mcp": 120, "internal/e2e/fleet": 120,
+	"internal/e2e/browser": 120, "internal/e2e/mcp": 120, "internal/e2e/fleet": 120, "internal/e2e/conformance": 120,
 	"internal/testing/clitest": 110, "internal/testing/modelserver": 110, "internal/testing/journalgen": 110, "internal/testing/wait": 110, "internal/beads/beadstest": 110,
 	"cmd/ralph":    105,
 	"internal/cli": 100,

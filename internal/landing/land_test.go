@@ -312,3 +312,32 @@ func TestCutKeepsTheEarlierAttempt(t *testing.T) {
 		t.Errorf("attempt 2's commit is kept at %s; want %s", got, second)
 	}
 }
+
+// A task branch deleted under its worktree (git update-ref -d, which git
+// allows on a checked-out branch) leaves the worktree's HEAD unborn: its
+// commits went with the branch, so there is nothing to keep, and the next
+// attempt starts afresh on the tip instead of failing to set work aside.
+func TestCutRedoesATaskWhoseBranchWasDeletedUnderIt(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	path := filepath.Join(filepath.Dir(f.root), "worktrees", "r1", "US-003")
+	mark := worktree.Marker{Repo: f.root, Run: "r1", Task: "US-003"}
+	if err := Cut(ctx, f.q.Repo, path, "ralph/r1/US-003", f.base, "refs/ralph/attempts/r1/US-003/0", mark); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(path, "e.txt"), "e\n")
+	git(t, path, "add", "e.txt")
+	git(t, path, "commit", "-qm", "attempt 1")
+	git(t, f.root, "update-ref", "-d", "refs/heads/ralph/r1/US-003")
+	// The worker's loop reads the tree after its agent, as it always does.
+	git(t, path, "status", "--porcelain")
+	if err := Cut(ctx, f.q.Repo, path, "ralph/r1/US-003", f.base, "refs/ralph/attempts/r1/US-003/1", mark); err != nil {
+		t.Fatalf("Cut after the branch was deleted under the worktree: %v; want a fresh attempt", err)
+	}
+	if head := git(t, path, "rev-parse", "HEAD"); head != f.base {
+		t.Errorf("attempt 2 starts at %s; want the tip %s", head, f.base)
+	}
+	if branch := git(t, path, "branch", "--show-current"); branch != "ralph/r1/US-003" {
+		t.Errorf("attempt 2 is on %q", branch)
+	}
+}

@@ -20,6 +20,12 @@ func Cut(ctx context.Context, repo *gitx.Repo, path, branch, tip, ref string, ma
 		if err != nil {
 			return err
 		}
+		if head, err := w.Head(ctx); err == nil && head == "" {
+			// Its branch was deleted under it (git update-ref -d): HEAD is
+			// unborn and the attempt's commits went with the branch, so
+			// there is nothing to set aside; the worktree is made afresh.
+			return cutAfresh(ctx, repo, path, branch, tip, mark)
+		}
 		kept, err := w.SetAside(ctx, ref, "ralph: the earlier attempt's uncommitted work on "+mark.Task)
 		if err != nil {
 			return fmt.Errorf("keeping the work in %s: %w", path, err)
@@ -33,14 +39,28 @@ func Cut(ctx context.Context, repo *gitx.Repo, path, branch, tip, ref string, ma
 			return w.ResetTo(ctx, tip)
 		}
 		// The branch was deleted by hand: the worktree is made afresh.
-		if err := repo.RemoveWorktree(ctx, path, true); err != nil {
-			return err
-		}
+		return cutAfresh(ctx, repo, path, branch, tip, mark)
 	}
+	return addWorktree(ctx, repo, path, branch, tip, ref, mark)
+}
+
+// cutAfresh removes the worktree at path and makes it again at tip.
+func cutAfresh(ctx context.Context, repo *gitx.Repo, path, branch, tip string, mark worktree.Marker) error {
+	if err := repo.RemoveWorktree(ctx, path, true); err != nil {
+		return err
+	}
+	return addWorktree(ctx, repo, path, branch, tip, "", mark)
+}
+
+// addWorktree makes the worktree at path on branch at tip; a branch left
+// elsewhere by an earlier attempt is kept on ref first (when ref is set).
+func addWorktree(ctx context.Context, repo *gitx.Repo, path, branch, tip, ref string, mark worktree.Marker) error {
 	_ = repo.PruneWorktrees(ctx)
 	if old, err := repo.RevParse(ctx, branch); err == nil && old != tip {
-		if err := repo.UpdateRef(ctx, ref, old); err != nil {
-			return err
+		if ref != "" {
+			if err := repo.UpdateRef(ctx, ref, old); err != nil {
+				return err
+			}
 		}
 		if err := repo.UpdateRef(ctx, "refs/heads/"+branch, tip); err != nil {
 			return err

@@ -26,8 +26,9 @@ import (
 
 // Main is a TestMain: testscript.Main copies the test binary onto PATH as
 // `ralph` and `fakeagent` (the scripted test double for an agent CLI), so
-// that scripts and exec.LookPath find both, then runs the tests.
-func Main(m *testing.M) {
+// that scripts and exec.LookPath find both, then runs the tests (m is a
+// *testing.M, or one wrapped to stop what its tests shared).
+func Main(m testscript.TestingM) {
 	testscript.Main(m, map[string]func(){
 		"ralph":     func() { os.Exit(cli.Main()) },
 		"fakeagent": func() { os.Exit(fakeagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
