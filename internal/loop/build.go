@@ -21,6 +21,7 @@ import (
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
+	"github.com/ralphloop/ralph/internal/worktree"
 )
 
 // SetupError is a missing prerequisite that a named command fixes. Nothing
@@ -124,6 +125,11 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	// An agent a kill of ralph left running goes first, whatever fails
 	// next: it may be rewriting the very files read below.
 	stoppedFirst := stopLeftoversFirst(homeFor(ws, opts))
+	if opts.OnlyStory != "" {
+		// A parallel worker's worktree is ralph's: with its leftovers
+		// stopped, an index.lock there is a killed process's.
+		worktree.ClearLeftLock(ws.Root)
+	}
 	// INIT: verify the prerequisites before anything is written, so bad
 	// input changes nothing.
 	board, err := src.Load()

@@ -176,3 +176,25 @@ func linkedWorktree(dir string) (top, gitDir string, ok bool) {
 		p = parent
 	}
 }
+
+// ClearLeftLock removes git's index.lock from ralph's own (marked)
+// worktree at dir and returns its path, "" when there was none or dir is
+// not a worktree ralph marked. Call it only where no git can be running in
+// that worktree: a parallel worker's, once the agents a killed run left
+// were stopped. A kill of ralph during its own `git add` leaves the lock,
+// and git would refuse every later commit there, blocking the task for
+// good although nothing is wrong with its work.
+func ClearLeftLock(dir string) string {
+	_, gitDir, ok := linkedWorktree(dir)
+	if !ok {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join(gitDir, MarkerName)); err != nil {
+		return ""
+	}
+	lock := filepath.Join(gitDir, "index.lock")
+	if os.Remove(lock) != nil {
+		return ""
+	}
+	return lock
+}

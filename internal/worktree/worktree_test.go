@@ -135,3 +135,38 @@ func TestIsInside(t *testing.T) {
 	}
 	check("the person's checkout after a refused Mark", repo, false)
 }
+
+// A kill of ralph during its own git add leaves index.lock in a worker's
+// worktree, and every later commit there fails: ClearLeftLock removes it
+// from ralph's marked worktrees, and never from a person's.
+func TestClearLeftLockOnlyInRalphsWorktrees(t *testing.T) {
+	repo := newRepo(t)
+	parent := filepath.Dir(repo)
+	mine := filepath.Join(parent, "wt", "run", "US-001")
+	addWorktree(t, repo, mine, "ralph/run/US-001")
+	if err := Mark(mine, Marker{Repo: repo, Run: "run", Task: "US-001"}); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(parent, "theirs")
+	addWorktree(t, repo, theirs, "theirs")
+	lockOf := func(dir string) string {
+		return filepath.Join(git(t, dir, "rev-parse", "--absolute-git-dir"), "index.lock")
+	}
+	for _, dir := range []string{mine, theirs, repo} {
+		if err := os.WriteFile(lockOf(dir), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ClearLeftLock(mine); got != lockOf(mine) {
+		t.Errorf("ClearLeftLock(ralph's worktree) = %q, want %q", got, lockOf(mine))
+	}
+	git(t, mine, "add", "-A") // fails while the lock stays
+	for _, dir := range []string{theirs, repo} {
+		if got := ClearLeftLock(dir); got != "" {
+			t.Errorf("ClearLeftLock(%s) = %q; a person's lock must stay", dir, got)
+		}
+		if _, err := os.Stat(lockOf(dir)); err != nil {
+			t.Errorf("the lock in %s is gone: %v", dir, err)
+		}
+	}
+}
