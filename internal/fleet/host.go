@@ -432,6 +432,17 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 		return LandResult{Landed: true, Commit: tip, Failing: failing}, nil
 	}
 	var out LandResult
+	var moved *verify.MovedError
+	// A moved target ends the run: Temporal must not retry the landing.
+	stop := func(target string) error {
+		say(report.KindBlocker, report.Blocker{Target: target, From: moved.From, To: moved.To, Failing: report.Ptr(moved.Failing)}, moved.Error())
+		return temporal.NewNonRetryableApplicationError(moved.Error(), ErrTypeTargetMoved, moved)
+	}
+	if err := h.checkoutMoved(ctx, in, integ, tip, records); errors.As(err, &moved) {
+		return LandResult{}, stop(in.Target)
+	} else if err != nil {
+		return LandResult{}, err
+	}
 	head, err := h.fetch(ctx, TaskBranch(in.RunID, in.Task))
 	switch {
 	case errors.Is(err, gitx.ErrNoSuchRemoteBranch):
@@ -446,11 +457,9 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 		out, err = q.Land(ctx, landing.Job{Run: in.RunID, Task: in.Task, Title: in.Title, Worker: in.Host, Attempt: in.Attempt,
 			Base: in.Base, Head: head, PRD: in.PRD, Kind: tasks.KindForPath(in.PRD), Token: in.Token})
 	}
-	var moved *verify.MovedError
 	switch {
 	case errors.As(err, &moved):
-		say(report.KindBlocker, report.Blocker{Target: TipBranch(in.RunID, in.Target), From: moved.From, To: moved.To, Failing: report.Ptr(moved.Failing)}, moved.Error())
-		return LandResult{}, temporal.NewNonRetryableApplicationError(moved.Error(), ErrTypeTargetMoved, moved)
+		return LandResult{}, stop(TipBranch(in.RunID, in.Target))
 	case err != nil:
 		return LandResult{}, err
 	case !out.Landed:

@@ -1110,3 +1110,72 @@ func TestHostLandNoticesTheTipMovedOutsideRalph(t *testing.T) {
 		})
 	}
 }
+
+// The integrating host's own main (which catchUp keeps at the run's tip)
+// moved outside ralph, by an agent in a worktree of the checkout or by
+// hand: to a commit where a check fails that passes on the run's tip, the
+// run stops naming both commits, as the local engine does on its target;
+// to a passing commit, landings go on and main is left where it is.
+func TestHostLandNoticesTheCheckoutsTargetMovedOutsideRalph(t *testing.T) {
+	for _, tc := range []struct {
+		name, write string
+		stops       bool
+	}{
+		{"to a failing commit", "bad.txt", true},
+		{"to a passing commit", "fine.txt", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newHostRig(t)
+			r.a.Checks = []check.Check{{Name: "no-bad", Kind: check.KindTest, Run: "test ! -f bad.txt"}}
+			if res := r.land(r.a, r.verified(r.b, "US-001")); !res.Landed {
+				t.Fatalf("Land US-001 = %+v", res)
+			}
+			left := r.exchangeTip()
+			root := r.a.WS.Root
+			if main := hostGit(t, root, "rev-parse", "main"); main != left {
+				t.Fatalf("main here is %s; want catchUp to have left it at the run's tip %s", main, left)
+			}
+			// An agent's commit on main, made without touching the
+			// checkout's files (as from a worktree).
+			blob := hostGitIn(t, root, "x\n", "hash-object", "-w", "--stdin")
+			tree := hostGitIn(t, root, hostGit(t, root, "ls-tree", "main")+"\n100644 blob "+blob+"\t"+tc.write+"\n", "mktree")
+			moved := hostGit(t, root, "commit-tree", tree, "-p", "main", "-m", "outside ralph")
+			hostGit(t, root, "update-ref", "refs/heads/main", moved)
+
+			res, err := hostExec[LandResult](t, r.a.Land, r.verified(r.b, "US-002"))
+			if !tc.stops {
+				if err != nil || !res.Landed {
+					t.Fatalf("Land US-002 = %+v, %v; want landed", res, err)
+				}
+				if main := hostGit(t, root, "rev-parse", "main"); main != moved {
+					t.Errorf("main is %s; want it left at the move %s", main, moved)
+				}
+				return
+			}
+			ae := hostAppErr(t, err, ErrTypeTargetMoved)
+			for _, want := range []string{"main moved outside ralph from " + left[:7], moved[:7], `"no-bad" fails`, "git update-ref refs/heads/main " + left + " " + moved} {
+				if !strings.Contains(ae.Message(), want) {
+					t.Errorf("the error does not say %q:\n%s", want, ae.Message())
+				}
+			}
+			if main := hostGit(t, root, "rev-parse", "main"); main != moved {
+				t.Errorf("main is %s; want it left at %s for the person", main, moved)
+			}
+			if tip := r.exchangeTip(); tip != left {
+				t.Errorf("the run's tip moved to %s; want nothing landed after the move (%s)", tip, left)
+			}
+		})
+	}
+}
+
+// hostGitIn runs git in dir with stdin and returns its trimmed output.
+func hostGitIn(t *testing.T, dir, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Stdin = dir, strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
