@@ -107,9 +107,11 @@ type brief struct {
 // (stopLeftoversFirst); resumedFrom, the interrupted attempt a resumed
 // IMPLEMENT continues, whose start is the one "did the agent change
 // anything" compares with; own, the copies of ralph's own files this
-// process made before its last agent (saveOwnFiles).
+// process made before its last agent (saveOwnFiles); clearedLock, git's
+// index.lock a killed run left in a worker's worktree, which Build removed.
 type carried struct {
 	stoppedFirst proc.Stopped
+	clearedLock  string
 	resumedFrom  *Attempt
 	own          *ownCopies
 }
@@ -125,10 +127,11 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	// An agent a kill of ralph left running goes first, whatever fails
 	// next: it may be rewriting the very files read below.
 	stoppedFirst := stopLeftoversFirst(homeFor(ws, opts))
+	var clearedLock string
 	if opts.OnlyStory != "" {
 		// A parallel worker's worktree is ralph's: with its leftovers
 		// stopped, an index.lock there is a killed process's.
-		worktree.ClearLeftLock(ws.Root)
+		clearedLock = worktree.ClearLeftLock(ws.Root)
 	}
 	// INIT: verify the prerequisites before anything is written, so bad
 	// input changes nothing.
@@ -216,7 +219,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		board.Stories = onlyStory(board.Stories, opts.OnlyStory)
 	}
 	b := &builder{run: r, trees: newTrees(r.git, r.dir), src: src, board: board, mem: opts.Memory,
-		brief: brief{tpl: tpl}, carry: carried{stoppedFirst: stoppedFirst}}
+		brief: brief{tpl: tpl}, carry: carried{stoppedFirst: stoppedFirst, clearedLock: clearedLock}}
 	if b.mem == nil {
 		b.mem = &memory.FileStore{Path: ws.Path("memory.jsonl"), Now: opts.Now}
 	}

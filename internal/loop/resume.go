@@ -11,6 +11,10 @@ import (
 
 // resumeInterrupted records the iteration a crash or interrupt cut short.
 func (b *builder) resumeInterrupted() {
+	if lock := b.carry.clearedLock; lock != "" {
+		b.sayf(report.KindRun, "ralph: removed %s, which the killed run left in this worker's worktree\n", lock)
+		b.event("removed git's index.lock left by a crash (%s)", lock)
+	}
 	a := b.st.Attempt
 	if a != nil {
 		// A crash of ralph does not stop the agent's processes; an agent
