@@ -17,6 +17,7 @@ import (
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/status"
@@ -77,7 +78,7 @@ func runFleetBuild(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers
 		runID = resumed.RunID
 		landed := 0
 		for _, t := range resumed.Tasks {
-			if t.State == fleet.Landed {
+			if t.State == landing.Landed {
 				landed++
 			}
 		}
@@ -143,18 +144,18 @@ func resumable(ctx context.Context, c client.Client, ws *workspace.Workspace, en
 func fleetTaskLine(t fleet.Task) string {
 	line := fmt.Sprintf("[%s] %s", t.ID, t.State)
 	switch {
-	case t.Host == "" || t.State == fleet.Landed:
-	case t.State == fleet.Landing:
+	case t.Host == "" || t.State == landing.Landed:
+	case t.State == landing.Landing:
 		line += " by the integration host (its work from " + t.Host + ")"
-	case t.State == fleet.Queued:
+	case t.State == landing.Queued:
 		line += " for the integration host (its work from " + t.Host + ")"
 	default:
 		line += " on " + t.Host
 	}
-	if t.Commit != "" && t.State == fleet.Landed {
+	if t.Commit != "" && t.State == landing.Landed {
 		line += " · commit " + short(t.Commit)
 	}
-	if t.Reason != "" && t.State != fleet.Landed {
+	if t.Reason != "" && t.State != landing.Landed {
 		line += ": " + t.Reason
 	}
 	return line
@@ -168,7 +169,7 @@ func followFleet(ctx context.Context, opts *BuildOptions, c client.Client, run c
 	ended := make(chan error, 1)
 	var final fleet.RunState
 	go func() { ended <- run.Get(context.WithoutCancel(ctx), &final) }()
-	seen := map[string]fleet.TaskState{}
+	seen := map[string]landing.TaskState{}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	show := func(st fleet.Status) {
@@ -224,7 +225,7 @@ func short(h string) string {
 func fleetOutcome(opts *BuildOptions, st fleet.RunState) error {
 	landed := 0
 	for _, t := range st.Tasks {
-		if t.State == fleet.Landed {
+		if t.State == landing.Landed {
 			landed++
 		}
 	}
@@ -401,7 +402,7 @@ func fleetStatus(cmd *cobra.Command, opts *StatusOptions, a *app.App) error {
 		if t.Commit != "" {
 			line += " commit " + short(t.Commit)
 		}
-		if t.Reason != "" && t.State != fleet.Landed {
+		if t.Reason != "" && t.State != landing.Landed {
 			line += " · " + t.Reason
 		}
 		fmt.Fprintln(out, line)
@@ -449,15 +450,15 @@ func fleetOverlay(rep *status.Report, st fleet.Status, now time.Time) {
 		byID[t.ID] = t
 		q := status.Queued{Task: t.ID, State: string(t.State), Attempt: t.Attempt, Branch: t.Branch, Reason: t.Reason}
 		switch t.State {
-		case fleet.Preparing, fleet.Working, fleet.Cooling:
+		case landing.Preparing, landing.Working, landing.Cooling:
 			p.Working = append(p.Working, status.Worker{Worker: t.Host, Task: t.ID, State: string(t.State), Attempt: t.Attempt, Branch: t.Branch})
-		case fleet.Queued, fleet.Landing:
+		case landing.Queued, landing.Landing:
 			p.Queue = append(p.Queue, q)
-		case fleet.NeedsReview:
+		case landing.NeedsReview:
 			p.NeedsReview = append(p.NeedsReview, q)
-		case fleet.Blocked:
+		case landing.Blocked:
 			p.Blocked = append(p.Blocked, q)
-		case fleet.Landed:
+		case landing.Landed:
 			p.Landed++
 		}
 	}
@@ -472,15 +473,15 @@ func fleetOverlay(rep *status.Report, st fleet.Status, now time.Time) {
 		// The board's words are the local document's (status.Story*),
 		// so that one reader reads both engines.
 		switch t.State {
-		case fleet.Landed:
+		case landing.Landed:
 			rep.Board[i].State = status.StoryLanded
-		case fleet.Blocked:
+		case landing.Blocked:
 			rep.Board[i].State, rep.Board[i].Reason = status.StoryBlocked, t.Reason
-		case fleet.NeedsReview:
+		case landing.NeedsReview:
 			rep.Board[i].State, rep.Board[i].Reason = status.StoryNeedsReview, t.Reason
-		case fleet.Queued, fleet.Landing:
+		case landing.Queued, landing.Landing:
 			rep.Board[i].State = status.StoryQueued
-		case fleet.Ready, fleet.SentBack:
+		case landing.Ready, landing.SentBack:
 		default:
 			rep.Board[i].State = status.StoryClaimed
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/engine"
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
@@ -36,10 +37,10 @@ func parallelStatus(ws *workspace.Workspace, now time.Time, held bool) (*Paralle
 	for _, t := range reg.Sorted() {
 		q := QueuedTask{Task: t.ID, State: string(t.State), Attempt: t.Attempt, Branch: t.Branch, Reason: t.Reason, Conflicts: t.Conflicts}
 		switch t.State {
-		case engine.Landed:
+		case landing.Landed:
 			ps.Landed++
 			ps.LandedTasks = append(ps.LandedTasks, t.ID)
-		case engine.Working, engine.SentBack:
+		case landing.Working, landing.SentBack:
 			w := WorkerStatus{Worker: t.Worker, Task: t.ID, State: string(t.State), Attempt: t.Attempt, Worktree: t.Worktree, Branch: t.Branch,
 				ElapsedMillis: now.Sub(t.Since).Milliseconds()}
 			if t.Home != "" {
@@ -51,12 +52,12 @@ func parallelStatus(ws *workspace.Workspace, now time.Time, held bool) (*Paralle
 				}
 			}
 			ps.Working = append(ps.Working, w)
-		case engine.Queued, engine.Landing:
+		case landing.Queued, landing.Landing:
 			ps.Queue = append(ps.Queue, q)
-		case engine.NeedsReview:
+		case landing.NeedsReview:
 			q.Look = fmt.Sprintf("git diff %s...%s", reg.Target, t.Branch)
 			ps.NeedsReview = append(ps.NeedsReview, q)
-		case engine.Blocked:
+		case landing.Blocked:
 			q.Look = fmt.Sprintf("git log %s..%s", reg.Target, t.Branch)
 			ps.Blocked = append(ps.Blocked, q)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/fleet"
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/status"
@@ -158,7 +159,7 @@ func TestStatusDocumentIsOneShapeOnTemporal(t *testing.T) {
 	}
 	onTemporal := local
 	st := fleet.Status{RunState: fleet.RunState{RunID: "b-1", Target: "main", Iterations: 3, Generation: 2, Controls: []string{"hint by cli"},
-		Tasks: []*fleet.Task{{ID: "US-001", State: fleet.Landed, Commit: "abc"}, {ID: "US-002", State: fleet.Working, Host: "h1", Attempt: 1}}}, HistoryLength: 40, Workers: 2}
+		Tasks: []*fleet.Task{{ID: "US-001", State: landing.Landed, Commit: "abc"}, {ID: "US-002", State: landing.Working, Host: "h1", Attempt: 1}}}, HistoryLength: 40, Workers: 2}
 	fleetOverlay(&onTemporal, st, time.Now())
 	fleetEngine(&onTemporal, app.Temporal{Server: fleet.Server{Address: "127.0.0.1:7233"}, TaskQueue: "ralph"})
 
@@ -203,7 +204,7 @@ func TestStatusOfAParallelBuild(t *testing.T) {
 	}
 	started := testNow.Add(-90 * time.Second)
 	reg := engine.Registry{SchemaVersion: engine.RegistrySchemaVersion, RunID: "par-1", Target: "main", Workers: 2, StartedAt: started,
-		Tasks: map[string]*engine.TaskRecord{"US-001": {ID: "US-001", State: engine.Working, Worker: "w1", Since: started}}}
+		Tasks: map[string]*engine.TaskRecord{"US-001": {ID: "US-001", State: landing.Working, Worker: "w1", Since: started}}}
 	if err := store.WriteJSON(engine.RegistryPath(home), reg); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/ralphloop/ralph/internal/worktree"
 )
@@ -60,7 +61,7 @@ func PlanClean(ctx context.Context, ws *workspace.Workspace, root, target string
 			return plan, fmt.Errorf("parallel run %s has not finished: `ralph build --workers N` resumes it; clean up after it ends", reg.RunID)
 		}
 		for _, t := range reg.Tasks {
-			if t.State == Landed {
+			if t.State == landing.Landed {
 				landed[t.Branch] = true
 			}
 		}

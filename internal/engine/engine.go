@@ -299,7 +299,7 @@ func (e *engine) open(ctx context.Context) error {
 		return err
 	}
 	if resumed {
-		e.say(report.KindRun, nil, "ralph: resuming parallel run %s on %s (%s landed so far)", reg.RunID, reg.Target, words.Count(reg.Count(Landed), "task", "tasks"))
+		e.say(report.KindRun, nil, "ralph: resuming parallel run %s on %s (%s landed so far)", reg.RunID, reg.Target, words.Count(reg.Count(landing.Landed), "task", "tasks"))
 		return e.reconcile(ctx)
 	}
 	e.say(report.KindRun, report.Run{Workers: e.o.Workers, Target: reg.Target, Worktrees: reg.WorktreeRoot},
@@ -343,9 +343,9 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 	var queue []*TaskRecord
 	for _, t := range e.reg.Sorted() {
 		switch t.State {
-		case Queued:
+		case landing.Queued:
 			queue = append(queue, t)
-		case Working:
+		case landing.Working:
 			pending = append(pending, t)
 		}
 	}
@@ -386,7 +386,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 					if err != nil {
 						slots[free] = ""
 						delete(active, t.ID)
-						t.State, t.Reason = Blocked, "its worktree could not be made: "+err.Error()
+						t.State, t.Reason = landing.Blocked, "its worktree could not be made: "+err.Error()
 						e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: t.Reason}, "[%s %s] ✗ %s", t.Worker, t.ID, t.Reason)
 						_ = e.save()
 						continue
@@ -405,7 +405,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 		if len(queue) > 0 && !stopping && runErr == nil {
 			t := queue[0]
 			queue = queue[1:]
-			if t.State != Queued {
+			if t.State != landing.Queued {
 				continue // blocked by a person while it waited
 			}
 			if err := e.land(ctx, t); err != nil {
@@ -442,7 +442,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 		}
 		e.heldBlock(t)
 		e.markIdle(ctx, t)
-		if t.State == Queued {
+		if t.State == landing.Queued {
 			queue = append(queue, t)
 		}
 		if ctx.Err() != nil {
@@ -472,7 +472,7 @@ func (e *engine) next(ctx context.Context, board *tasks.Board, active map[string
 	for len(*pending) > 0 {
 		t := (*pending)[0]
 		*pending = (*pending)[1:]
-		if !active[t.ID] && t.State == Working {
+		if !active[t.ID] && t.State == landing.Working {
 			return t, nil // unless a person blocked it since the crash
 		}
 	}
@@ -481,7 +481,7 @@ func (e *engine) next(ctx context.Context, board *tasks.Board, active map[string
 		skip[id] = true
 	}
 	for id, t := range e.reg.Tasks {
-		if t.State != SentBack && t.State != Working {
+		if t.State != landing.SentBack && t.State != landing.Working {
 			skip[id] = true
 		}
 	}
@@ -523,21 +523,21 @@ func (e *engine) finishWork(ctx context.Context, t *TaskRecord, res result) erro
 	switch {
 	case errors.Is(res.err, errs.ErrInterrupted) || ctx.Err() != nil:
 		// The worker's loop saved its state; the next start resumes it.
-		t.State = Working
+		t.State = landing.Working
 		return nil
 	case res.err != nil && !errors.Is(res.err, loop.ErrNeedsHuman):
-		t.State, t.Reason = Blocked, text.OneLine(res.err.Error())
+		t.State, t.Reason = landing.Blocked, text.OneLine(res.err.Error())
 		e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: t.Reason, Error: res.err.Error()}, "[%s %s] ✗ the worker stopped: %s", t.Worker, t.ID, text.Clip(t.Reason, 300))
 		return nil
 	case !res.rep.Accepted():
-		t.State, t.Reason = Blocked, blockerReason(t.ID, res.rep)
+		t.State, t.Reason = landing.Blocked, blockerReason(t.ID, res.rep)
 		if t.Reason == "" {
 			t.Reason = string(res.rep.Outcome)
 		}
 		e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: t.Reason, Outcome: string(res.rep.Outcome), Branch: t.Branch}, "[%s %s] ■ not done: %s (its work stays on branch %s)", t.Worker, t.ID, t.Reason, t.Branch)
 		return nil
 	}
-	t.State = Queued
+	t.State = landing.Queued
 	return e.save()
 }
 
@@ -565,11 +565,11 @@ func (e *engine) end(ctx context.Context, runErr error) (Report, error) {
 	rep := Report{Iterations: e.used}
 	for _, t := range e.reg.Sorted() {
 		switch t.State {
-		case Landed:
+		case landing.Landed:
 			rep.Landed++
-		case NeedsReview:
+		case landing.NeedsReview:
 			rep.NeedsReview = append(rep.NeedsReview, t.ID)
-		case Blocked:
+		case landing.Blocked:
 			rep.Blocked = append(rep.Blocked, t.ID)
 		}
 	}

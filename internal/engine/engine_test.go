@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/check"
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/report"
@@ -345,7 +346,7 @@ func TestConflictNeedsReviewAtTheLimit(t *testing.T) {
 	id := rep.NeedsReview[0]
 	reg, _, _ := LoadRegistry(r.ws.Dir())
 	tr := reg.Tasks[id]
-	if tr.State != NeedsReview || !slices.Equal(tr.Conflicts, []string{"shared.txt"}) {
+	if tr.State != landing.NeedsReview || !slices.Equal(tr.Conflicts, []string{"shared.txt"}) {
 		t.Errorf("registry: %+v; want needs_review with the conflict in shared.txt", tr)
 	}
 	if msg := r.git("log", "-1", "--format=%s", tr.Branch); msg != id+": work" {
@@ -546,7 +547,7 @@ func TestKilledFastForwardIsFinished(t *testing.T) {
 	gitT(t, wt, "commit", "-q", "-m", "US-001: story 1\n\nRalph-Task: US-001\nRalph-Commit: t0k")
 	landed := gitT(t, wt, "rev-parse", "HEAD")
 	reg := &Registry{RunID: "r1", Target: "main", Start: old, Checkout: old, Workers: 2, WorktreeRoot: filepath.Join(r.opts.WorktreeRoot, "r1"),
-		Tasks: map[string]*TaskRecord{"US-001": {ID: "US-001", Title: "story 1", State: Landing, Branch: "ralph/r1/US-001", Commit: landed, Token: "t0k", Attempt: 1}}}
+		Tasks: map[string]*TaskRecord{"US-001": {ID: "US-001", Title: "story 1", State: landing.Landing, Branch: "ralph/r1/US-001", Commit: landed, Token: "t0k", Attempt: 1}}}
 	if err := reg.save(r.ws.Dir()); err != nil {
 		t.Fatal(err)
 	}
@@ -568,7 +569,7 @@ func TestKilledFastForwardIsFinished(t *testing.T) {
 	if r.attempts["US-001"] != 0 {
 		t.Errorf("US-001 was worked again (%d attempts) although it had landed", r.attempts["US-001"])
 	}
-	if reg, _, _ := LoadRegistry(r.ws.Dir()); reg.Tasks["US-001"].State != Landed {
+	if reg, _, _ := LoadRegistry(r.ws.Dir()); reg.Tasks["US-001"].State != landing.Landed {
 		t.Errorf("US-001 is %s; want landed", reg.Tasks["US-001"].State)
 	}
 }
@@ -643,7 +644,7 @@ echo "$c"`)
 		t.Errorf("US-001 was worked %d times; the move must not send it back", got)
 	}
 	reg, _, _ := LoadRegistry(r.ws.Dir())
-	if tr := reg.Tasks["US-001"]; tr == nil || tr.State != Queued {
+	if tr := reg.Tasks["US-001"]; tr == nil || tr.State != landing.Queued {
 		t.Errorf("US-001 = %+v; want it still queued to land once main is put back", tr)
 	}
 	if tip := r.git("rev-parse", "main"); tip != bad {
@@ -729,7 +730,7 @@ func TestWritesIntoASiblingWorktreeAreReported(t *testing.T) {
 		back := func() bool {
 			reg, ok, _ := LoadRegistry(r.ws.Dir())
 			tr := reg.Tasks["US-002"]
-			if ok && tr != nil && tr.State == Blocked && tr.Worktree != "" {
+			if ok && tr != nil && tr.State == landing.Blocked && tr.Worktree != "" {
 				worktree = tr.Worktree
 				return true
 			}

@@ -58,10 +58,10 @@ func (e *engine) land(ctx context.Context, t *TaskRecord) error {
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		// Interrupted during the checks, the target untouched: the task
 		// stays queued and is landed again on the next start.
-		t.State, t.Token = Queued, ""
+		t.State, t.Token = landing.Queued, ""
 		return nil
 	case t.Token == "":
-		t.State = Queued
+		t.State = landing.Queued
 	}
 	return err // after the commit: reconcile finds out on the next start
 }
@@ -98,7 +98,7 @@ func (l localTarget) Moved(from, to string, failing []string) *verify.MovedError
 // landed records t's commit on the target and removes the task's
 // worktree and branch.
 func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string) error {
-	t.State, t.Commit, t.Reason, t.Feedback, t.Conflicts = Landed, hash, "", "", nil
+	t.State, t.Commit, t.Reason, t.Feedback, t.Conflicts = landing.Landed, hash, "", "", nil
 	e.reg.Checkout = hash
 	if err := e.save(); err != nil {
 		return err
@@ -132,7 +132,7 @@ func (e *engine) sendBack(ctx context.Context, t *TaskRecord, out landing.Outcom
 	if err := e.move(t, out.Event(t.Attempt, e.o.RetryLimit)); err != nil {
 		return err
 	}
-	if t.State == NeedsReview {
+	if t.State == landing.NeedsReview {
 		if t.Worktree != "" {
 			_ = e.repo.RemoveWorktree(ctx, t.Worktree, true)
 		}
@@ -178,13 +178,13 @@ func (e *engine) removeIntegration(ctx context.Context) {
 func (e *engine) reconcile(ctx context.Context) error {
 	_ = e.repo.PruneWorktrees(ctx)
 	for _, t := range e.reg.Sorted() {
-		if t.State == Landed {
+		if t.State == landing.Landed {
 			// A kill between the landing and the removal of the
 			// task's worktree and branch: remove them now.
 			e.removeTaskWork(ctx, t)
 			continue
 		}
-		if t.State != Landing {
+		if t.State != landing.Landing {
 			continue
 		}
 		if hash, ok := landing.LandedBefore(ctx, e.repo, e.reg.Target, t.Token); ok {
@@ -196,7 +196,7 @@ func (e *engine) reconcile(ctx context.Context) error {
 			}
 			continue
 		}
-		t.State, t.Token = Queued, ""
+		t.State, t.Token = landing.Queued, ""
 	}
 	return e.save()
 }
@@ -237,7 +237,7 @@ func finishFastForward(ctx context.Context, repo *gitx.Repo, home string) error 
 		return err
 	}
 	for _, t := range reg.Sorted() {
-		if t.State != Landing || t.Commit == "" {
+		if t.State != landing.Landing || t.Commit == "" {
 			continue
 		}
 		if done, err := repo.CheckoutIs(ctx, t.Commit); err != nil || !done {

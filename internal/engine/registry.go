@@ -21,28 +21,11 @@ const RegistryFile = "parallel.json"
 // RegistrySchemaVersion is the version of RegistryFile this ralph writes.
 const RegistrySchemaVersion = 1
 
-// TaskState is where one task of a parallel run is: a state of the
-// parallel core's task machine (landing), the one the Temporal engine's
-// tasks move through too. A task is done only when Landed: its commit is
-// on the target branch. The local engine's tasks never wait Ready (a
-// worker takes a task as soon as it is picked), Preparing or Cooling.
-type TaskState = landing.TaskState
-
-const (
-	Working     = landing.Working
-	SentBack    = landing.SentBack
-	Queued      = landing.Queued
-	Landing     = landing.Landing
-	Landed      = landing.Landed
-	NeedsReview = landing.NeedsReview
-	Blocked     = landing.Blocked
-)
-
 // TaskRecord is one task of a parallel run.
 type TaskRecord struct {
-	ID    string    `json:"id"`
-	Title string    `json:"title,omitempty"`
-	State TaskState `json:"state"`
+	ID    string            `json:"id"`
+	Title string            `json:"title,omitempty"`
+	State landing.TaskState `json:"state"`
 	// Worker is the worker slot ("w1") that last ran it.
 	Worker string `json:"worker,omitempty"`
 	// Branch and Worktree hold the task's work; Base is the target's
@@ -151,7 +134,7 @@ func (r *Registry) Sorted() []*TaskRecord {
 }
 
 // Count returns how many tasks are in state s.
-func (r *Registry) Count(s TaskState) int {
+func (r *Registry) Count(s landing.TaskState) int {
 	n := 0
 	for _, t := range r.Tasks {
 		if t.State == s {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/control"
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
@@ -55,14 +56,14 @@ func (e *engine) applyHolds(board *tasks.Board, active map[string]bool) {
 			continue
 		}
 		t := e.reg.Tasks[c.Task]
-		if t != nil && t.State != Queued && t.State != SentBack && t.State != Working {
+		if t != nil && t.State != landing.Queued && t.State != landing.SentBack && t.State != landing.Working {
 			continue // landed, landing, blocked or waiting for review already
 		}
 		if t == nil {
 			t = &TaskRecord{ID: c.Task, Title: story.Title, Branch: branchName(e.reg.RunID, c.Task)}
 			e.reg.Tasks[c.Task] = t
 		}
-		t.State, t.Reason = Blocked, reason
+		t.State, t.Reason = landing.Blocked, reason
 		delete(e.skipped, c.Task)
 		e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: reason, ByControl: true, ByPerson: true},
 			"[%s] ⛔ %s: `ralph unblock %s` clears it", t.ID, reason, t.ID)
@@ -87,13 +88,13 @@ func (e *engine) applyControl(board *tasks.Board, active map[string]bool, c cont
 	t := e.reg.Tasks[id]
 	switch c.Kind {
 	case control.Block, control.Skip:
-		if story.Done || t != nil && (t.State == Landed || t.State == Landing) {
+		if story.Done || t != nil && (t.State == landing.Landed || t.State == landing.Landing) {
 			if c.Kind == control.Block {
 				e.holds().Release(id)
 			}
 			return id, "", fmt.Sprintf("%s is done already", id)
 		}
-		if t != nil && (t.State == Blocked || t.State == NeedsReview) {
+		if t != nil && (t.State == landing.Blocked || t.State == landing.NeedsReview) {
 			return id, "", fmt.Sprintf("%s is %s already", id, strings.ReplaceAll(string(t.State), "_", " "))
 		}
 		reason := string(c.Kind) + "ed by " + c.By
@@ -117,7 +118,7 @@ func (e *engine) applyControl(board *tasks.Board, active map[string]bool, c cont
 			return id, " (in flight: blocked when its worker comes back)", ""
 		}
 		if c.Kind == control.Skip {
-			if t != nil && t.State == Queued {
+			if t != nil && t.State == landing.Queued {
 				return id, "", fmt.Sprintf("%s is verified and waiting to land: `ralph block %s` keeps it from landing", id, id)
 			}
 			e.skipped[id] = true
@@ -127,7 +128,7 @@ func (e *engine) applyControl(board *tasks.Board, active map[string]bool, c cont
 			t = &TaskRecord{ID: id, Title: story.Title, Branch: branchName(e.reg.RunID, id)}
 			e.reg.Tasks[id] = t
 		}
-		t.State, t.Reason = Blocked, reason
+		t.State, t.Reason = landing.Blocked, reason
 		delete(e.skipped, id)
 		return id, "", ""
 	case control.Unblock:
@@ -137,7 +138,7 @@ func (e *engine) applyControl(board *tasks.Board, active map[string]bool, c cont
 			delete(e.held, id)
 			return id, "", ""
 		}
-		if t == nil || t.State != Blocked && t.State != NeedsReview {
+		if t == nil || t.State != landing.Blocked && t.State != landing.NeedsReview {
 			if released {
 				return id, "", ""
 			}
@@ -147,7 +148,7 @@ func (e *engine) applyControl(board *tasks.Board, active map[string]bool, c cont
 			return id, "", fmt.Sprintf("%s is not blocked", id)
 		}
 		// Back to the workers, on a fresh branch from the current tip.
-		t.State, t.Reason, t.Feedback = SentBack, "", ""
+		t.State, t.Reason, t.Feedback = landing.SentBack, "", ""
 		return id, "", ""
 	}
 	return id, "", fmt.Sprintf("a parallel build does not take %s", c.Kind)
@@ -161,6 +162,6 @@ func (e *engine) heldBlock(t *TaskRecord) {
 		return
 	}
 	delete(e.held, t.ID)
-	t.State, t.Reason = Blocked, reason
+	t.State, t.Reason = landing.Blocked, reason
 	e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: reason, ByControl: true, Branch: t.Branch}, "[%s %s] ⛔ %s (its work stays on branch %s)", t.Worker, t.ID, reason, t.Branch)
 }

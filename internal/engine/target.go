@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
@@ -124,7 +125,7 @@ func (e *engine) checkCheckout(ctx context.Context, active map[string]bool) {
 // nothing of ralph's writes there until the task is worked again.
 func (e *engine) markIdle(ctx context.Context, t *TaskRecord) {
 	delete(e.idle, t.ID)
-	if t.Worktree == "" || t.State == Landed || t.State == Working {
+	if t.Worktree == "" || t.State == landing.Landed || t.State == landing.Working {
 		return
 	}
 	w, err := gitx.Open(context.WithoutCancel(ctx), t.Worktree)
@@ -155,7 +156,7 @@ func (e *engine) checkIdle(ctx context.Context, ran []string) {
 	slices.Sort(ids)
 	for _, id := range ids {
 		t := e.reg.Tasks[id]
-		if t == nil || t.Worktree == "" || t.State == Landed || t.State == Working {
+		if t == nil || t.Worktree == "" || t.State == landing.Landed || t.State == landing.Working {
 			delete(e.idle, id)
 			continue
 		}

@@ -23,7 +23,7 @@ import (
 // with. A task a crash left Working keeps its worktree, branch and loop
 // home, so its loop resumes where it was.
 func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspace, loop.Options, error) {
-	resume := t.State == Working && t.Home != ""
+	resume := t.State == landing.Working && t.Home != ""
 	t.Worktree = worktree.PathUnder(filepath.Dir(e.reg.WorktreeRoot), e.reg.RunID, t.ID)
 	if !resume {
 		t.Attempt++
@@ -83,7 +83,7 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	if t.Reason != "" && !resume {
 		opts.Feedback = verify.SentBack(t.ID, e.reg.Target, t.Reason, t.Feedback)
 	}
-	t.State, t.Since = Working, e.o.Now().UTC()
+	t.State, t.Since = landing.Working, e.o.Now().UTC()
 	if err := e.save(); err != nil {
 		return nil, loop.Options{}, err
 	}

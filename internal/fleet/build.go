@@ -95,10 +95,10 @@ func Build(ctx workflow.Context, in BuildInput) (*RunState, error) {
 	// flight.
 	for _, t := range r.st.Tasks {
 		switch t.State {
-		case Queued:
+		case landing.Queued:
 			r.queue = append(r.queue, t.ID)
-		case Landing:
-			t.State = Queued
+		case landing.Landing:
+			t.State = landing.Queued
 			r.queue = append(r.queue, t.ID)
 		}
 	}
@@ -181,11 +181,11 @@ func (r *run) loadBoard(ctx workflow.Context) error {
 		if r.task(s.ID) != nil {
 			continue
 		}
-		t := &Task{ID: s.ID, Title: s.Title, DependsOn: s.DependsOn, Priority: s.Priority, State: Ready, Branch: "ralph/" + r.st.RunID + "/" + s.ID}
+		t := &Task{ID: s.ID, Title: s.Title, DependsOn: s.DependsOn, Priority: s.Priority, State: landing.Ready, Branch: "ralph/" + r.st.RunID + "/" + s.ID}
 		if s.Done {
-			t.State, t.Reason = Landed, "done before the run"
+			t.State, t.Reason = landing.Landed, "done before the run"
 		} else if s.Held != "" {
-			t.State, t.Reason = Blocked, s.Held // a person's block outlives runs
+			t.State, t.Reason = landing.Blocked, s.Held // a person's block outlives runs
 		}
 		r.st.Tasks = append(r.st.Tasks, t)
 	}
@@ -228,7 +228,7 @@ func (r *run) dispatch() {
 	if !r.landing && len(r.queue) > 0 && !r.st.Stopping {
 		id := r.queue[0]
 		r.queue = r.queue[1:]
-		if t := r.task(id); t != nil && t.State == Queued {
+		if t := r.task(id); t != nil && t.State == landing.Queued {
 			r.move(t, landing.Taken)
 			r.landing = true
 			r.goLand(t)
@@ -267,11 +267,11 @@ func (r *run) nextReady() *Task {
 	busy := map[string]bool{}
 	for _, t := range r.st.Tasks {
 		s := tasks.Story{ID: t.ID, Title: t.Title, DependsOn: t.DependsOn, Priority: t.Priority, Status: tasks.StatusNotStarted}
-		if t.State == Landed {
+		if t.State == landing.Landed {
 			s.Done, s.Status = true, tasks.StatusComplete
 		}
 		b.Stories = append(b.Stories, s)
-		if t.State != Ready && t.State != SentBack {
+		if t.State != landing.Ready && t.State != landing.SentBack {
 			busy[t.ID] = true
 		}
 	}
@@ -499,7 +499,7 @@ func (r *run) apply(d stepDone) {
 		return
 	}
 	// The rest end a coroutine.
-	if t.State == Landing {
+	if t.State == landing.Landing {
 		r.landing = false
 		switch d.event {
 		case landing.Integrated:
@@ -512,7 +512,7 @@ func (r *run) apply(d stepDone) {
 			// The landing failed for good (its retries ran out): it stays
 			// queued for a person to look at, with the error.
 			t.Reason = errText(d.err)
-			t.State = Queued
+			t.State = landing.Queued
 			r.st.Stopping = true
 			r.st.Outcome, r.st.Reason = "error", "landing "+t.ID+" failed: "+t.Reason
 			return
@@ -545,7 +545,7 @@ func (r *run) apply(d stepDone) {
 		t.Hosts++
 		r.move(t, landing.HostLost)
 	case landing.Stopped:
-		t.Resume = (t.State == Working || t.State == Cooling) && t.Host != ""
+		t.Resume = (t.State == landing.Working || t.State == landing.Cooling) && t.Host != ""
 		if d.err != nil && !r.st.Stopping {
 			var ae *temporal.ApplicationError
 			if errors.As(d.err, &ae) && (ae.Type() == ErrTypeAgentCannotRun || ae.Type() == ErrTypeUsage) {
@@ -593,7 +593,7 @@ func (r *run) note(s string) {
 // last attempt could not land, and the people's hints.
 func (r *run) feedback(t *Task) string {
 	var parts []string
-	if t != nil && t.State == Preparing && t.Reason != "" && t.Attempt > 1 {
+	if t != nil && t.State == landing.Preparing && t.Reason != "" && t.Attempt > 1 {
 		parts = append(parts, verify.SentBack(t.ID, r.st.Target, t.Reason, t.Feedback))
 	}
 	for _, h := range r.st.Hints {
@@ -630,11 +630,11 @@ func (r *run) validate(cmd Command) error {
 		}
 		switch cmd.Kind {
 		case CmdSkip:
-			if t.State != Ready && t.State != SentBack {
+			if t.State != landing.Ready && t.State != landing.SentBack {
 				return fmt.Errorf("%s is %s: only a task waiting for a worker can be skipped", t.ID, t.State)
 			}
 		case CmdBlock:
-			if t.State == Working || t.State == Preparing || t.State == Cooling {
+			if t.State == landing.Working || t.State == landing.Preparing || t.State == landing.Cooling {
 				return nil // held until its worker is back
 			}
 			if _, _, err := landing.Next(t.State, landing.BlockedBy); err != nil {
@@ -678,7 +678,7 @@ func (r *run) control(cmd Command) string {
 		if cmd.Text != "" {
 			reason += ": " + cmd.Text
 		}
-		if t.State == Working || t.State == Preparing || t.State == Cooling {
+		if t.State == landing.Working || t.State == landing.Preparing || t.State == landing.Cooling {
 			t.HeldBy = reason
 			msg = cmd.Task + " is in flight: blocked when its attempt ends"
 			break
@@ -747,8 +747,8 @@ func (r *run) end(ctx workflow.Context, outcome, reason string) (*RunState, erro
 		var left, stuck []string
 		for _, t := range r.st.Tasks {
 			switch t.State {
-			case Landed:
-			case Blocked, NeedsReview:
+			case landing.Landed:
+			case landing.Blocked, landing.NeedsReview:
 				stuck = append(stuck, t.ID+" "+string(t.State))
 				left = append(left, t.ID)
 			default:

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 	"github.com/ralphloop/ralph/internal/verify"
 )
@@ -38,7 +39,7 @@ func TestBuildRunsToDone(t *testing.T) {
 			t.Errorf("%s landed %d times in %d Land calls, want once", id, f.landed[id], f.count("land", id))
 		}
 		task := wfTask(st, id)
-		if task.State != Landed || task.Commit != "commit-"+id {
+		if task.State != landing.Landed || task.Commit != "commit-"+id {
 			t.Errorf("%s ends %s with commit %q", id, task.State, task.Commit)
 		}
 		if task.Host != "h1" || task.Head != "head-"+id {
@@ -189,9 +190,9 @@ func TestBuildPauseHintResume(t *testing.T) {
 	}
 	left := 0
 	for _, task := range paused.Tasks {
-		if task.State == Ready {
+		if task.State == landing.Ready {
 			left++
-		} else if task.State != Landed {
+		} else if task.State != landing.Landed {
 			t.Errorf("%s is %s while the run is paused and idle: in-flight work finishes, nothing new starts", task.ID, task.State)
 		}
 	}
@@ -280,13 +281,13 @@ func TestBuildUpdateValidators(t *testing.T) {
 		t.Errorf("refused commands changed the run:\nbefore %s %q\nafter  %s %q", wfStates(&before.RunState), before.Controls, wfStates(&after.RunState), after.Controls)
 	}
 	b := wfTask(st, "B")
-	if b.State != Blocked || b.Reason != "blocked by ana: wrong approach" {
+	if b.State != landing.Blocked || b.Reason != "blocked by ana: wrong approach" {
 		t.Errorf("B ends %s (%q), want blocked by ana", b.State, b.Reason)
 	}
 	if n := f.count("prepare", "B") + f.count("work", "B"); n != 0 {
 		t.Errorf("B, blocked while ready, was prepared or worked %d times", n)
 	}
-	if a := wfTask(st, "A"); a.State != Landed {
+	if a := wfTask(st, "A"); a.State != landing.Landed {
 		t.Errorf("A ends %s, want landed", a.State)
 	}
 	if st.Outcome != "needs_human" || !strings.Contains(st.Reason, "B blocked") {
@@ -341,12 +342,12 @@ func TestBuildContinuesAsNewWithItsState(t *testing.T) {
 	landed := map[string]bool{}
 	for _, task := range next.State.Tasks {
 		switch task.State {
-		case Landed:
+		case landing.Landed:
 			landed[task.ID] = true
 			if f.landed[task.ID] != 1 {
 				t.Errorf("%s is landed in the carried state but landed %d times", task.ID, f.landed[task.ID])
 			}
-		case Ready:
+		case landing.Ready:
 		default:
 			t.Errorf("%s carried over %s: continue-as-new waits for in-flight work", task.ID, task.State)
 		}
@@ -392,7 +393,7 @@ func TestBuildContinuesAsNewWhenSuggested(t *testing.T) {
 	if next.State.Generation != 1 {
 		t.Errorf("generation %d, want 1", next.State.Generation)
 	}
-	if a := wfTask(next.State, "A"); a.State != Landed || f.landed["A"] != 1 {
+	if a := wfTask(next.State, "A"); a.State != landing.Landed || f.landed["A"] != 1 {
 		t.Errorf("A, in flight when the suggestion came, is %s (landed %d times): in-flight work finishes first", a.State, f.landed["A"])
 	}
 	if f.count("prepare", "B")+f.count("prepare", "C") != 0 {
@@ -441,7 +442,7 @@ func TestBuildAgentCannotRunEndsTheRun(t *testing.T) {
 		t.Errorf("Work ran %d times, want once: nothing is retried and nothing else starts", n)
 	}
 	for _, task := range st.Tasks {
-		if task.State != Ready {
+		if task.State != landing.Ready {
 			t.Errorf("%s ends %s, want ready: the environment's failure blocks no task", task.ID, task.State)
 		}
 	}
@@ -566,7 +567,7 @@ func TestBuildBlockedStoryEndsTheRun(t *testing.T) {
 	if n := f.count("work", "B"); n != 1 {
 		t.Errorf("Work of B ran %d times, want once: the loop's blocker is final for the run", n)
 	}
-	if b := wfTask(st, "B"); b.State != Blocked || b.Reason != "agent exited with code 1" || b.Iters != 2 {
+	if b := wfTask(st, "B"); b.State != landing.Blocked || b.Reason != "agent exited with code 1" || b.Iters != 2 {
 		t.Errorf("B ends %s (%q, %d iterations), want blocked with its loop's reason", b.State, b.Reason, b.Iters)
 	}
 }
@@ -583,10 +584,10 @@ func TestBuildHonoursAPersonsBlock(t *testing.T) {
 	if f.count("prepare", "B") != 0 || f.count("work", "B") != 0 {
 		t.Fatalf("B was prepared %d and worked %d times, want never", f.count("prepare", "B"), f.count("work", "B"))
 	}
-	if b := wfTask(st, "B"); b.State != Blocked || b.Reason != stories[1].Held {
+	if b := wfTask(st, "B"); b.State != landing.Blocked || b.Reason != stories[1].Held {
 		t.Fatalf("B ends %s (%s), want blocked with the person's reason", b.State, b.Reason)
 	}
-	if a := wfTask(st, "A"); a.State != Landed {
+	if a := wfTask(st, "A"); a.State != landing.Landed {
 		t.Fatalf("A ends %s, want landed", a.State)
 	}
 	if st.Outcome == "complete" {

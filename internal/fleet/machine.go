@@ -11,22 +11,5 @@ package fleet
 
 import "github.com/ralphloop/ralph/internal/landing"
 
-// TaskState is where one task of a run is: a state of the parallel core's
-// task machine (landing), which the local engine's tasks move through too.
-type TaskState = landing.TaskState
-
-const (
-	Ready       = landing.Ready
-	Preparing   = landing.Preparing
-	Working     = landing.Working
-	Cooling     = landing.Cooling
-	Queued      = landing.Queued
-	Landing     = landing.Landing
-	Landed      = landing.Landed
-	SentBack    = landing.SentBack
-	Blocked     = landing.Blocked
-	NeedsReview = landing.NeedsReview
-)
-
 // Mermaid is the task machine's diagram (`ralph diagram fleet`).
 func Mermaid() string { return landing.Mermaid() }

@@ -106,11 +106,11 @@ type RunState struct {
 
 // Task is one story of the run.
 type Task struct {
-	ID        string    `json:"id"`
-	Title     string    `json:"title"`
-	DependsOn []string  `json:"depends_on,omitempty"`
-	Priority  int       `json:"priority,omitempty"`
-	State     TaskState `json:"state"`
+	ID        string            `json:"id"`
+	Title     string            `json:"title"`
+	DependsOn []string          `json:"depends_on,omitempty"`
+	Priority  int               `json:"priority,omitempty"`
+	State     landing.TaskState `json:"state"`
 	// Host is the host that holds the task's worktree ("" before Prepare
 	// or after the host was lost).
 	Host    string `json:"host,omitempty"`

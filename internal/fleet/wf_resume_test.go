@@ -12,9 +12,9 @@ import (
 // to resume on its host; one that had not reached a host is not.
 func TestBuildStopMarksInFlightTasksToResume(t *testing.T) {
 	r := &run{st: &RunState{Tasks: []*Task{
-		{ID: "A", State: Working, Host: "h2", Base: "b", Attempt: 1},
-		{ID: "B", State: Cooling, Host: "h1", Base: "b", Attempt: 2},
-		{ID: "C", State: Preparing, Attempt: 1},
+		{ID: "A", State: landing.Working, Host: "h2", Base: "b", Attempt: 1},
+		{ID: "B", State: landing.Cooling, Host: "h1", Base: "b", Attempt: 2},
+		{ID: "C", State: landing.Preparing, Attempt: 1},
 	}}, inFlight: 3}
 	r.st.Stopping = true
 	for _, id := range []string{"A", "B", "C"} {
@@ -22,7 +22,7 @@ func TestBuildStopMarksInFlightTasksToResume(t *testing.T) {
 	}
 	for id, want := range map[string]bool{"A": true, "B": true, "C": false} {
 		task := r.task(id)
-		if task.State != Ready || task.Resume != want {
+		if task.State != landing.Ready || task.Resume != want {
 			t.Errorf("%s: state %s, resume %v; want ready, resume %v", id, task.State, task.Resume, want)
 		}
 	}
@@ -39,8 +39,8 @@ func TestBuildResumesStoppedTasksOnTheirHost(t *testing.T) {
 	env, f := wfNewEnv(t, wfStories("A", "B")...)
 	in := wfInput(2)
 	in.State = &RunState{RunID: "r1", Target: "main", Tasks: []*Task{
-		{ID: "A", Title: "story A", State: Ready, Host: "h2", Base: "base-A", Attempt: 1, Resume: true, Branch: "ralph/r1/A"},
-		{ID: "B", Title: "story B", State: Ready, Branch: "ralph/r1/B"},
+		{ID: "A", Title: "story A", State: landing.Ready, Host: "h2", Base: "base-A", Attempt: 1, Resume: true, Branch: "ralph/r1/A"},
+		{ID: "B", Title: "story B", State: landing.Ready, Branch: "ralph/r1/B"},
 	}}
 	env.ExecuteWorkflow(BuildWorkflow, in)
 	st := wfResult(t, env)
@@ -57,7 +57,7 @@ func TestBuildResumesStoppedTasksOnTheirHost(t *testing.T) {
 	if f.count("prepare", "B") != 1 {
 		t.Errorf("B prepared %d times, want 1", f.count("prepare", "B"))
 	}
-	if a := wfTask(st, "A"); a.Resume || a.Attempt != 1 || a.State != Landed {
+	if a := wfTask(st, "A"); a.Resume || a.Attempt != 1 || a.State != landing.Landed {
 		t.Errorf("A ends %+v", *a)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	rfleet "github.com/ralphloop/ralph/internal/fleet"
+	"github.com/ralphloop/ralph/internal/landing"
 )
 
 // Two hosts work a six-story build on a real Temporal server; the host
@@ -85,7 +86,7 @@ func TestFleetBuildSurvivesAKilledWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := taskOf(after, landed); got == nil || got.State != rfleet.Landed || got.HeldBy != "" {
+	if got := taskOf(after, landed); got == nil || got.State != landing.Landed || got.HeldBy != "" {
 		t.Errorf("after the refused block, %s is %+v; want it landed as before", landed, got)
 	}
 	if after.Paused || after.Stopping || slices.ContainsFunc(after.Controls, func(c string) bool { return strings.HasPrefix(c, "block") }) {
@@ -164,7 +165,7 @@ func (r *fleetRun) waitAgentOnB(build *proc) (string, []int) {
 
 func landedTask(st rfleet.Status) string {
 	for _, t := range st.Tasks {
-		if t.State == rfleet.Landed {
+		if t.State == landing.Landed {
 			return t.ID
 		}
 	}

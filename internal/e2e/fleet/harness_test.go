@@ -24,6 +24,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/fakeagent"
 	rfleet "github.com/ralphloop/ralph/internal/fleet"
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/status"
 	"github.com/ralphloop/ralph/internal/testing/clitest"
 	"github.com/ralphloop/ralph/internal/testing/wait"
@@ -451,7 +452,7 @@ func (r *fleetRun) status() (rfleet.Status, error) {
 	st.RunID, st.Target, st.Workers, st.Outcome, st.Reason = doc.RunID, doc.Parallel.Target, doc.Parallel.Workers, doc.Outcome, doc.Reason
 	st.Paused, st.Stopping, st.Controls, st.Generation, st.HistoryLength, st.Iterations = doc.Paused != nil, tp.Stopping, tp.Controls, tp.Generation, tp.HistoryLength, doc.Iteration
 	for _, t := range tp.Tasks {
-		st.Tasks = append(st.Tasks, &rfleet.Task{ID: t.ID, State: rfleet.TaskState(t.State), Host: t.Host, Attempt: t.Attempt,
+		st.Tasks = append(st.Tasks, &rfleet.Task{ID: t.ID, State: landing.TaskState(t.State), Host: t.Host, Attempt: t.Attempt,
 			Branch: t.Branch, Commit: t.Commit, Reason: t.Reason, Skipped: t.Skipped, HeldBy: t.HeldBy})
 	}
 	return st, nil
