@@ -3,9 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
-	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/verify"
@@ -28,26 +26,13 @@ func (h *Host) checkoutMoved(ctx context.Context, in LandInput, integ *gitx.Repo
 	if behind, err := h.WS.Repo.IsAncestor(ctx, cur, tip); err != nil || behind {
 		return nil // behind the run: catchUp moves it on
 	}
-	checksAt := func(at, file string) (*verify.Tip, error) {
-		if err := integ.DetachAt(ctx, at); err != nil {
-			return nil, err
-		}
-		return verify.RunOnTip(ctx, check.Run, integ.Dir, filepath.Join(records, file), at, h.Checks)
-	}
-	defer integ.DetachAt(context.WithoutCancel(ctx), tip)
-	now, err := checksAt(cur, "checkout-checks.json")
-	if err != nil || len(now.Failing()) == 0 {
+	if err := integ.DetachAt(ctx, cur); err != nil {
 		return err
 	}
-	before := verify.LoadTip(landing.TipChecks(records))
-	if before == nil || before.Commit != tip {
-		if before, err = checksAt(tip, "known-checks.json"); err != nil {
-			return err
-		}
-	}
-	fresh := verify.NewlyFailing(before, now)
-	if len(fresh) == 0 {
-		return nil
+	defer integ.DetachAt(context.WithoutCancel(ctx), tip)
+	_, fresh, err := landing.JudgeMove(ctx, integ, records, h.Checks, tip, cur, "checkout-checks.json")
+	if err != nil || len(fresh) == 0 {
+		return err
 	}
 	return &verify.MovedError{Target: in.Target, From: tip, To: cur, Failing: fresh,
 		PutBack: fmt.Sprintf("`git update-ref refs/heads/%s %s %s` in the integrating host's checkout %s", in.Target, tip, cur, h.WS.Root)}

@@ -227,22 +227,12 @@ func (q *Queue) tipChecks(ctx context.Context, tip string) (*verify.Tip, error) 
 	if left == "" || left == tip {
 		return verify.RunOnTip(ctx, check.Run, q.Integ.Dir, path, tip, q.Checks)
 	}
-	now, err := verify.RunOnTip(ctx, check.Run, q.Integ.Dir, filepath.Join(q.Records, "moved-checks.json"), tip, q.Checks)
+	now, fresh, err := JudgeMove(ctx, q.Integ, q.Records, q.Checks, left, tip, "moved-checks.json")
 	if err != nil {
 		return nil, err
 	}
-	if len(now.Failing()) > 0 {
-		// What the checks said where ralph left the target: recorded by
-		// the landing that put it there, else run now.
-		before := record
-		if before == nil || before.Commit != left {
-			if before, err = q.checksAt(ctx, left, tip); err != nil {
-				return nil, err
-			}
-		}
-		if fresh := verify.NewlyFailing(before, now); len(fresh) > 0 {
-			return nil, q.Target.Moved(left, tip, fresh)
-		}
+	if len(fresh) > 0 {
+		return nil, q.Target.Moved(left, tip, fresh)
 	}
 	q.Say(report.KindWarning, report.Warning{Target: q.Name, From: left, To: tip},
 		fmt.Sprintf("%s moved outside ralph from %s to %s; its checks pass as before, so landings go on from there", q.Name, text.ShortHash(left), text.ShortHash(tip)))
@@ -253,17 +243,31 @@ func (q *Queue) tipChecks(ctx context.Context, tip string) (*verify.Tip, error) 
 	return now, nil
 }
 
-// checksAt runs the checks on commit at in the integration worktree and
-// puts it back at tip.
-func (q *Queue) checksAt(ctx context.Context, at, tip string) (*verify.Tip, error) {
-	if err := q.Integ.DetachAt(ctx, at); err != nil {
-		return nil, err
+// JudgeMove judges a branch ralph left at from and found at to, with the
+// integration worktree integ detached at to: what the checks say of to
+// (kept in file under the run's records) and the checks that fail there
+// and passed at from. What the checks said at from is the tip's record
+// when it is from's, else they are run there (integ is put back at to).
+// Every executor judges a move outside ralph by it: the target's tip, and
+// on Temporal the integrating host's own branch too.
+func JudgeMove(ctx context.Context, integ *gitx.Repo, records string, checks []check.Check, from, to, file string) (now *verify.Tip, fresh []string, err error) {
+	now, err = verify.RunOnTip(ctx, check.Run, integ.Dir, filepath.Join(records, file), to, checks)
+	if err != nil || len(now.Failing()) == 0 {
+		return now, nil, err
 	}
-	t, err := verify.RunOnTip(ctx, check.Run, q.Integ.Dir, filepath.Join(q.Records, "known-checks.json"), at, q.Checks)
-	if err != nil {
-		return nil, err
+	before := verify.LoadTip(TipChecks(records))
+	if before == nil || before.Commit != from {
+		if err := integ.DetachAt(ctx, from); err != nil {
+			return nil, nil, err
+		}
+		if before, err = verify.RunOnTip(ctx, check.Run, integ.Dir, filepath.Join(records, "known-checks.json"), from, checks); err != nil {
+			return nil, nil, err
+		}
+		if err := integ.DetachAt(ctx, to); err != nil {
+			return nil, nil, err
+		}
 	}
-	return t, q.Integ.DetachAt(ctx, tip)
+	return now, verify.NewlyFailing(before, now), nil
 }
 
 // bookkeeping marks j's task done in the integration worktree's task file
