@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/check"
-	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/runkit"
 )
 
@@ -16,12 +15,9 @@ import (
 // drive the runner over the machine's edges without starting a process.
 
 // GitPort is the part of git the session uses; *gitx.Repo is the real one.
+// Besides every runner's git it reads the diff the reviewer judges.
 type GitPort interface {
-	Head(ctx context.Context) (string, error)
-	Snapshot(ctx context.Context) (gitx.Snapshot, error)
-	AddAll(ctx context.Context) error
-	Commit(ctx context.Context, message string) (string, error)
-	LastCommit(ctx context.Context) (hash, message string, err error)
+	runkit.Git
 	Diff(ctx context.Context, from string, stat bool, limit int) (string, error)
 }
 

@@ -120,7 +120,7 @@ type Runner struct {
 	agents  AgentPort
 	loops   LoopPort
 	repo    GitPort
-	checks  CheckPort
+	checks  runkit.CheckPort
 	gitPort GitPort
 }
 
