@@ -72,16 +72,14 @@ func (g repoGit) Git(ctx context.Context, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// withDefaults fills the nil ports with the real ones for ws.
-func (p Ports) withDefaults(ws *workspace.Workspace) Ports {
+// withDefaults fills the nil ports with the real ones, but Git: its real
+// one is the repository of the work tree the runner chooses (chooseWork).
+func (p Ports) withDefaults() Ports {
 	if p.Agent == nil {
 		p.Agent = attemptAgent{}
 	}
 	if p.Loop == nil {
 		p.Loop = buildLoop{}
-	}
-	if p.Git == nil {
-		p.Git = repoGit{ws.Repo}
 	}
 	if p.Checks == nil {
 		p.Checks = runkit.ExecChecks{}

@@ -133,7 +133,7 @@ func NewRunner(ctx context.Context, ws *workspace.Workspace, cfg Settings, t Thr
 	if env.Events == nil {
 		env.Events = report.NewEmitter(MachineName, t.ID, 0, env.Now)
 	}
-	p := env.Ports.withDefaults(ws)
+	p := env.Ports.withDefaults()
 	r := &Runner{ctx: ctx, ws: ws, cfg: cfg, env: env, opts: opts, dir: ws.Dir(), t: t,
 		agents: p.Agent, loops: p.Loop, checks: p.Checks, gitPort: env.Ports.Git}
 	r.chooseWork()
