@@ -506,16 +506,13 @@ func (e *engine) next(ctx context.Context, board *tasks.Board, active map[string
 				e.say(report.KindNote, report.Note{Task: s.ID}, "ralph: %s is claimed by another ralph: leaving it to it", s.ID)
 				continue
 			}
-			t = &TaskRecord{ID: s.ID, Title: s.Title, Branch: branchName(e.reg.RunID, s.ID)}
+			t = &TaskRecord{ID: s.ID, Title: s.Title, Branch: landing.Branch(e.reg.RunID, s.ID)}
 			e.reg.Tasks[s.ID] = t
 		}
 		return t, nil
 	}
 	return nil, nil
 }
-
-// branchName is the task's branch: ralph/<run>/<task>.
-func branchName(run, task string) string { return "ralph/" + run + "/" + task }
 
 // finishWork records what a worker's loop ended with, and lands the task
 // when its loop verified and committed it.

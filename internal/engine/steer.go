@@ -60,7 +60,7 @@ func (e *engine) applyHolds(board *tasks.Board, active map[string]bool) {
 			continue // landed, landing, blocked or waiting for review already
 		}
 		if t == nil {
-			t = &TaskRecord{ID: c.Task, Title: story.Title, Branch: branchName(e.reg.RunID, c.Task)}
+			t = &TaskRecord{ID: c.Task, Title: story.Title, Branch: landing.Branch(e.reg.RunID, c.Task)}
 			e.reg.Tasks[c.Task] = t
 		}
 		t.State, t.Reason = landing.Blocked, reason
@@ -125,7 +125,7 @@ func (e *engine) applyControl(board *tasks.Board, active map[string]bool, c cont
 			return id, " (others go first)", ""
 		}
 		if t == nil {
-			t = &TaskRecord{ID: id, Title: story.Title, Branch: branchName(e.reg.RunID, id)}
+			t = &TaskRecord{ID: id, Title: story.Title, Branch: landing.Branch(e.reg.RunID, id)}
 			e.reg.Tasks[id] = t
 		}
 		t.State, t.Reason = landing.Blocked, reason
