@@ -17,7 +17,7 @@ type Git interface {
 }
 
 // CheckPort runs one of ralph's checks in dir: the port through which
-// the loop and the thread run theirs, so that tests can script them.
+// every runner runs its checks, so that tests can script them.
 type CheckPort interface {
 	RunCheck(ctx context.Context, dir string, c check.Check) check.Result
 }
@@ -28,4 +28,19 @@ type ExecChecks struct{}
 // RunCheck implements CheckPort.
 func (ExecChecks) RunCheck(ctx context.Context, dir string, c check.Check) check.Result {
 	return check.Run(ctx, dir, c)
+}
+
+// RunAll runs checks in dir through p in order and stops at the first
+// that does not pass. It returns the results of the checks that ran, the
+// failing one last, and whether all passed; an empty list passes.
+func RunAll(ctx context.Context, p CheckPort, dir string, checks []check.Check) ([]check.Result, bool) {
+	var results []check.Result
+	for _, c := range checks {
+		r := p.RunCheck(ctx, dir, c)
+		results = append(results, r)
+		if !r.Passed() {
+			return results, false
+		}
+	}
+	return results, true
 }

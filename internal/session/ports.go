@@ -21,12 +21,6 @@ type GitPort interface {
 	Diff(ctx context.Context, from string, stat bool, limit int) (string, error)
 }
 
-// CheckPort runs ralph's checks in dir in order, up to the first that
-// fails, and says whether all passed (check.RunAll is the real one).
-type CheckPort interface {
-	RunAll(ctx context.Context, dir string, checks []check.Check) ([]check.Result, bool)
-}
-
 // Clock is the runner's time.
 type Clock interface {
 	Now() time.Time
@@ -34,12 +28,6 @@ type Clock interface {
 	// cancelled. show, when not nil, is told the time left at the start
 	// and then every so often, so that a long wait shows it is alive.
 	Wait(ctx context.Context, d time.Duration, show func(left time.Duration)) error
-}
-
-type execChecks struct{}
-
-func (execChecks) RunAll(ctx context.Context, dir string, checks []check.Check) ([]check.Result, bool) {
-	return check.RunAll(ctx, dir, checks)
 }
 
 type systemClock struct{}
@@ -57,11 +45,14 @@ func (r *Runner) git() GitPort {
 	return r.WS.Repo
 }
 
-func (r *Runner) checker() CheckPort {
+// runChecks runs ralph's checks in the work tree up to the first that
+// fails, and says whether all passed.
+func (r *Runner) runChecks(ctx context.Context) ([]check.Result, bool) {
+	var p runkit.CheckPort = runkit.ExecChecks{}
 	if r.Checker != nil {
-		return r.Checker
+		p = r.Checker
 	}
-	return execChecks{}
+	return runkit.RunAll(ctx, p, r.WS.Root, r.Checks)
 }
 
 func (r *Runner) clock() Clock {

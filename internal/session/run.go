@@ -101,7 +101,7 @@ type Runner struct {
 	// (nil: as processes), Clock tells the time and waits (nil: the
 	// system's, with runkit.Wait).
 	Git     GitPort
-	Checker CheckPort
+	Checker runkit.CheckPort
 	Clock   Clock
 	Checks  []check.Check
 	Policy  Policy

@@ -93,7 +93,7 @@ func (r *Runner) startTestsHold(ctx context.Context) (reason, feedback string, e
 	if err := ov.Apply(files); err != nil {
 		return "", "", err
 	}
-	results, passed := r.checker().RunAll(ctx, r.WS.Root, r.Checks)
+	results, passed := r.runChecks(ctx)
 	if err := ov.Restore(); err != nil {
 		return "", "", err
 	}
