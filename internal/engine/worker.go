@@ -26,21 +26,18 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	t.Worktree = worktree.PathUnder(filepath.Dir(e.reg.WorktreeRoot), e.reg.RunID, t.ID)
 	if !resume {
 		t.Attempt++
-	}
-	w := e.worker(t)
-	if !resume {
 		tip, err := e.repo.RevParse(ctx, e.reg.Target)
 		if err != nil {
 			return nil, loop.Options{}, err
 		}
-		if err := w.Cut(ctx, tip); err != nil {
+		if err := e.worker(t).Cut(ctx, tip); err != nil {
 			return nil, loop.Options{}, err
 		}
 		t.Base = tip
 		t.Home = landing.Home(e.home, e.reg.RunID, t.ID, t.Attempt)
-	} else if err := e.ensureWorktree(ctx, w); err != nil {
+	} else if err := e.ensureWorktree(ctx, t); err != nil {
 		return nil, loop.Options{}, err
-	} else if err := w.Include(); err != nil {
+	} else if err := e.worker(t).Include(); err != nil {
 		return nil, loop.Options{}, err
 	}
 	ws, err := workspace.Open(ctx, t.Worktree)
@@ -58,7 +55,7 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 		src = tasks.Open(e.o.Source.Kind(), filepath.Join(t.Worktree, filepath.FromSlash(e.prdRel)))
 	}
 	// Not the command line's N, which a resume may lack: the run's own.
-	opts := w.Loop(e.o.LoopOptions(ws, src), src, t.Home, e.home, resume,
+	opts := e.worker(t).Loop(e.o.LoopOptions(ws, src), src, t.Home, e.home, resume,
 		"the parallel run's limit, which its workers share", landing.Sink(e.em, t.Worker, t.ID, nil))
 	if !sharedStore(e.o.Source) {
 		opts.PRDPath = src.Path()
@@ -94,19 +91,19 @@ func (e *engine) worker(t *TaskRecord) landing.Worker {
 	return landing.Worker{Repo: e.repo, Root: e.o.WS.Root, Run: e.reg.RunID, Task: t.ID, Attempt: t.Attempt, Path: t.Worktree, Branch: t.Branch}
 }
 
-// ensureWorktree re-creates w's worktree from its branch when the folder
+// ensureWorktree re-creates t's worktree from its branch when the folder
 // is gone (deleted by hand, or a crash before it was made); git's stale
 // entry for it is pruned first.
-func (e *engine) ensureWorktree(ctx context.Context, w landing.Worker) error {
-	if _, err := os.Stat(filepath.Join(w.Path, ".git")); err == nil {
+func (e *engine) ensureWorktree(ctx context.Context, t *TaskRecord) error {
+	if _, err := os.Stat(filepath.Join(t.Worktree, ".git")); err == nil {
 		return nil
 	}
 	// AddWorktree checks out the existing branch with its commits, and
 	// refuses a folder that is not ralph's.
-	if err := e.repo.AddWorktree(ctx, w.Path, w.Branch, e.reg.Target); err != nil {
+	if err := e.repo.AddWorktree(ctx, t.Worktree, t.Branch, e.reg.Target); err != nil {
 		return err
 	}
-	return worktree.Mark(w.Path, w.Marker())
+	return worktree.Mark(t.Worktree, e.worker(t).Marker())
 }
 
 // foreignFolder refuses a worktree path that exists and is not ralph's:

@@ -20,12 +20,11 @@ import (
 type Worker struct {
 	// Repo is the clone whose worktree it is; Root is that clone's work
 	// tree (its .worktreeinclude, the repository the marker names).
-	Repo *gitx.Repo
-	Root string
-	Run  string
-	Task string
-	// Attempt counts the task's attempts from 1.
-	Attempt      int
+	Repo      *gitx.Repo
+	Root      string
+	Run, Task string
+	Attempt   int // from 1
+	// Path and Branch are the task's worktree and its branch.
 	Path, Branch string
 }
 
