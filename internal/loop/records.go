@@ -13,6 +13,7 @@ import (
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
 )
 
@@ -81,11 +82,7 @@ func (b *builder) closeIteration(rec *IterationRecord) {
 	} else {
 		// The commit line told the person; programs still get the one
 		// closing event every iteration has, with no text of its own.
-		id := rec.TaskID
-		if id == "" {
-			id = rec.StoryID
-		}
-		b.say(report.KindIteration, "", iterationEnd(rec, id, rec.Reason))
+		b.say(report.KindIteration, "", iterationEnd(rec, text.OrNone(rec.TaskID, rec.StoryID), rec.Reason))
 	}
 }
 
@@ -121,10 +118,7 @@ func (r *run) printIteration(rec *IterationRecord, why string) {
 	if mark == "" {
 		mark = "✗"
 	}
-	id := rec.TaskID
-	if id == "" {
-		id = rec.StoryID
-	}
+	id := text.OrNone(rec.TaskID, rec.StoryID)
 	what := rec.Status
 	if id != "" { // planning iterations have no task
 		what = id + " " + what
