@@ -13,6 +13,7 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
@@ -94,7 +95,7 @@ func TestOldStateNeo4jConnectedLoadsAsMemoryConnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := `{"schema_version": 1, "run_id": "r1", "machine": {"state": "STORY_SELECT"}, "neo4j_connected": true, "memory_store": "sqlite", "metrics": {}}`
-	if err := os.WriteFile(StatePath(ws), []byte(old), 0o644); err != nil {
+	if err := os.WriteFile(HomeOf(ws).StatePath(), []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	st, err := HomeOf(ws).Load()
@@ -130,7 +131,7 @@ func TestPauseCountsAsWaitingNotAsState(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	evs := &events{}
 	b := &builder{run: &run{ws: ws, home: HomeOf(ws), id: "r1", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		em: report.NewEmitter(MachineName, "r1", 0, nil, evs), opts: Options{Control: att, Now: clock}}}
+		em: report.NewEmitter(MachineName, "r1", 0, nil, evs), opts: Options{Control: att, Now: clock}}, board: &tasks.Board{}}
 	b.st = &LoopState{
 		SchemaVersion: StateSchemaVersion, RunID: "r1",
 		Machine:   Machine{State: StateTest, Iteration: 1, TaskID: "US-001"},
