@@ -55,9 +55,6 @@ type GitPort interface {
 	MoveBranchBack(ctx context.Context, base string, keep ...string) error
 }
 
-// CheckPort runs one of ralph's checks in dir.
-type CheckPort = runkit.CheckPort
-
 // repoGit is the real GitPort.
 type repoGit struct{ *gitx.Repo }
 
@@ -84,7 +81,7 @@ func (o *Options) gitPort(repo *gitx.Repo) GitPort {
 	return repoGit{repo}
 }
 
-func (o *Options) checkPort() CheckPort {
+func (o *Options) checkPort() runkit.CheckPort {
 	if o.Checker != nil {
 		return o.Checker
 	}
