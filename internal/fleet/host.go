@@ -103,8 +103,14 @@ func (h *Host) emitter(run string) *report.Emitter {
 	return report.NewEmitter(MachineName, run, last, h.now, sinks...)
 }
 
+// say emits a line about task; without a format, its data words the
+// line (report.Render).
 func (h *Host) say(em *report.Emitter, task string, kind report.Kind, data report.Payload, format string, args ...any) {
-	em.Emit(report.Event{Kind: kind, Worker: h.Name, Task: task, Data: data, Text: fmt.Sprintf(format, args...) + "\n"})
+	ev := report.Event{Kind: kind, Worker: h.Name, Task: task, Data: data}
+	if format != "" {
+		ev.Text = fmt.Sprintf(format, args...) + "\n"
+	}
+	em.Emit(ev)
 }
 
 func (h *Host) worktreeBase() string { return worktree.Root(h.WS.Root, h.WorktreeRoot) }
@@ -288,12 +294,8 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 				// and the attempt ended some other way (its timeout, an
 				// error Temporal retries).
 				data.WorkerAlive = true
-				h.say(em, in.Task, report.KindRun, data,
-					"↻ retried at iteration %d (%d bytes of agent output): its worker %s is alive, the attempt itself did not finish (a timeout or an error); the loop resumes from its saved state", hb.Iteration, hb.LogBytes, h.Name)
-			} else {
-				h.say(em, in.Task, report.KindRun, data,
-					"↻ retried after its worker was lost at iteration %d (%d bytes of agent output): the loop resumes from its saved state", hb.Iteration, hb.LogBytes)
 			}
+			h.say(em, in.Task, report.KindRun, data, "")
 		}
 	}
 	hctx, cancelBeat := context.WithCancel(ctx)
@@ -379,8 +381,7 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 	if err := ws.Repo.PushBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task), head, "", false); err != nil {
 		return res, err
 	}
-	h.say(em, in.Task, report.KindRun, report.Run{Head: head, Branch: TaskBranch(in.RunID, in.Task)},
-		"✓ verified on its branch · %s pushed to the exchange", text.ShortHash(head))
+	h.say(em, in.Task, report.KindRun, report.Run{Head: head, Branch: TaskBranch(in.RunID, in.Task)}, "")
 	res.Outcome, res.Head = WorkVerified, head
 	return res, nil
 }
@@ -415,13 +416,14 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	say := func(kind report.Kind, data report.Payload, line string) {
 		h.say(em, in.Task, kind, data, "queue: %s", line)
 	}
+	tell := func(data report.Payload) { h.say(em, in.Task, data.Kind(), data, "") }
 	integ, tip, err := h.integration(ctx, in.RunID, in.Target)
 	if err != nil {
 		return LandResult{}, err
 	}
 	records := filepath.Join(h.WS.Dir(), "runs", in.RunID)
 	if _, ok := landing.LandedBefore(ctx, h.WS.Repo, tip, in.Token); ok {
-		say(report.KindCommit, report.Commit{Commit: tip, BeforeRestart: true}, "landed before the restart · commit "+text.ShortHash(tip))
+		tell(report.Commit{Commit: tip, BeforeRestart: true})
 		h.catchUp(ctx, em, in, tip)
 		// The crash may have come before the task branch was deleted.
 		_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
@@ -463,14 +465,13 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	case err != nil:
 		return LandResult{}, err
 	case !out.Landed:
-		say(report.KindBlocker, report.Blocker{State: "sent_back", Reason: out.Reason, Conflicts: report.Ptr(out.Conflicts)}, "↻ sent back: "+out.Reason)
+		tell(report.Blocker{State: "sent_back", Reason: out.Reason, Conflicts: report.Ptr(out.Conflicts)})
 		return out, nil
 	}
 	h.catchUp(ctx, em, in, out.Commit)
 	// The task's work is on the tip now, in its one commit.
 	_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
-	say(report.KindCommit, report.Commit{State: "landed", Commit: out.Commit, Branch: in.Target},
-		fmt.Sprintf("✓ landed on %s · commit %s", in.Target, text.ShortHash(out.Commit)))
+	tell(report.Commit{State: "landed", Commit: out.Commit, Branch: in.Target})
 	return out, nil
 }
 
