@@ -103,14 +103,13 @@ func (h *Host) emitter(run string) *report.Emitter {
 	return report.NewEmitter(MachineName, run, last, h.now, sinks...)
 }
 
-// say emits a line about task; without a format, its data words the
-// line (report.Render).
 func (h *Host) say(em *report.Emitter, task string, kind report.Kind, data report.Payload, format string, args ...any) {
-	ev := report.Event{Kind: kind, Worker: h.Name, Task: task, Data: data}
-	if format != "" {
-		ev.Text = fmt.Sprintf(format, args...) + "\n"
-	}
-	em.Emit(ev)
+	em.Emit(report.Event{Kind: kind, Worker: h.Name, Task: task, Data: data, Text: fmt.Sprintf(format, args...) + "\n"})
+}
+
+// tell emits a fact about task whose payload words its line.
+func (h *Host) tell(em *report.Emitter, task string, data report.Payload) {
+	em.Emit(report.Event{Worker: h.Name, Task: task, Data: data})
 }
 
 func (h *Host) worktreeBase() string { return worktree.Root(h.WS.Root, h.WorktreeRoot) }
@@ -295,7 +294,7 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 				// error Temporal retries).
 				data.WorkerAlive = true
 			}
-			h.say(em, in.Task, report.KindRun, data, "")
+			h.tell(em, in.Task, data)
 		}
 	}
 	hctx, cancelBeat := context.WithCancel(ctx)
@@ -381,7 +380,7 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 	if err := ws.Repo.PushBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task), head, "", false); err != nil {
 		return res, err
 	}
-	h.say(em, in.Task, report.KindRun, report.Run{Head: head, Branch: TaskBranch(in.RunID, in.Task)}, "")
+	h.tell(em, in.Task, report.Run{Head: head, Branch: TaskBranch(in.RunID, in.Task)})
 	res.Outcome, res.Head = WorkVerified, head
 	return res, nil
 }
@@ -416,14 +415,13 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	say := func(kind report.Kind, data report.Payload, line string) {
 		h.say(em, in.Task, kind, data, "queue: %s", line)
 	}
-	tell := func(data report.Payload) { h.say(em, in.Task, data.Kind(), data, "") }
 	integ, tip, err := h.integration(ctx, in.RunID, in.Target)
 	if err != nil {
 		return LandResult{}, err
 	}
 	records := filepath.Join(h.WS.Dir(), "runs", in.RunID)
 	if _, ok := landing.LandedBefore(ctx, h.WS.Repo, tip, in.Token); ok {
-		tell(report.Commit{Commit: tip, BeforeRestart: true})
+		h.tell(em, in.Task, report.Commit{Commit: tip, BeforeRestart: true})
 		h.catchUp(ctx, em, in, tip)
 		// The crash may have come before the task branch was deleted.
 		_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
@@ -465,13 +463,13 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	case err != nil:
 		return LandResult{}, err
 	case !out.Landed:
-		tell(report.Blocker{State: "sent_back", Reason: out.Reason, Conflicts: report.Ptr(out.Conflicts)})
+		h.tell(em, in.Task, report.Blocker{State: "sent_back", Reason: out.Reason, Conflicts: report.Ptr(out.Conflicts)})
 		return out, nil
 	}
 	h.catchUp(ctx, em, in, out.Commit)
 	// The task's work is on the tip now, in its one commit.
 	_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
-	tell(report.Commit{State: "landed", Commit: out.Commit, Branch: in.Target})
+	h.tell(em, in.Task, report.Commit{State: "landed", Commit: out.Commit, Branch: in.Target})
 	return out, nil
 }
 
