@@ -31,6 +31,9 @@ func Render(ev Event) string {
 func render(ev Event, m string) string {
 	switch d := ev.Data.(type) {
 	case Transition:
+		if m == "thread" && ev.From != "" { // a new thread comes from no phase, without a line
+			return "thread " + d.Thread + ": " + ev.From + " → " + ev.To
+		}
 		if m == "session" {
 			line := fmt.Sprintf("session %s: %s → %s (%s", ev.Run, ev.From, ev.To, ev.Trigger)
 			if ev.Task != "" {
@@ -94,6 +97,9 @@ func render(ev Event, m string) string {
 			return worker + "✗ " + d.Reason
 		}
 	case Limit:
+		if m == "loop" && d.Ending != nil && d.Reason != "" {
+			return "■ " + d.Reason // the limit that ends the run
+		}
 		if t, err := time.Parse(time.RFC3339, d.Until); m == "loop" && d.Agent != "" && err == nil {
 			return fmt.Sprintf("  ⏸ %s hit a usage limit: cooling down until %s", d.Agent, t.Local().Format("15:04:05"))
 		}
