@@ -106,8 +106,8 @@ func (j JSONLines) Emit(ev Event) {
 
 // Emitter stamps events (v, seq, time, run, machine, worker; the kind
 // of their payload and the line it renders to when the call site gave
-// none) and hands them to its sinks. It is safe for concurrent use: agent output arrives
-// from other goroutines than the runner's.
+// none) and hands them to its sinks. It is safe for concurrent use:
+// agent output arrives from other goroutines than the runner's.
 type Emitter struct {
 	mu sync.Mutex
 	// journal, when one of the sinks is a journal, numbers the events:
