@@ -350,8 +350,7 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 		return "", err
 	}
 	logPath := filepath.Join(logs, c.Name+".log")
-	a.em.Emit(report.Event{Kind: report.KindIteration, Text: fmt.Sprintf("── %s · agent %s ──\n", c.Role, spec.Name),
-		Data: report.Iteration{Role: c.Role, Agent: spec.Name, Name: c.Name}})
+	a.em.Emit(report.Event{Data: report.Iteration{Role: c.Role, Agent: spec.Name, Name: c.Name}})
 	res, err := a.app.Attempt(runkit.Attempt{
 		Spec: spec, Prompt: c.Prompt, Dir: a.ws.Root,
 		PromptFile: filepath.Join(logs, c.Name+".prompt.md"), LogFile: logPath,

@@ -65,8 +65,7 @@ func (e *engine) applyHolds(board *tasks.Board, active map[string]bool) {
 		}
 		t.State, t.Reason = landing.Blocked, reason
 		delete(e.skipped, c.Task)
-		e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: reason, ByControl: true, ByPerson: true},
-			"[%s] ⛔ %s: `ralph unblock %s` clears it", t.ID, reason, t.ID)
+		e.tell(t, report.Blocker{State: "blocked", Reason: reason, ByControl: true, ByPerson: true})
 	}
 }
 
@@ -163,5 +162,5 @@ func (e *engine) heldBlock(t *TaskRecord) {
 	}
 	delete(e.held, t.ID)
 	t.State, t.Reason = landing.Blocked, reason
-	e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: reason, ByControl: true, Branch: t.Branch}, "[%s %s] ⛔ %s (its work stays on branch %s)", t.Worker, t.ID, reason, t.Branch)
+	e.tell(t, report.Blocker{State: "blocked", Reason: reason, ByControl: true, Branch: t.Branch})
 }

@@ -103,6 +103,11 @@ func (h *Host) say(em *report.Emitter, task string, kind report.Kind, data repor
 	em.Emit(report.Event{Kind: kind, Worker: h.Name, Task: task, Data: data, Text: fmt.Sprintf(format, args...) + "\n"})
 }
 
+// tell emits a fact about task whose payload words its line.
+func (h *Host) tell(em *report.Emitter, task string, data report.Payload) {
+	em.Emit(report.Event{Worker: h.Name, Task: task, Data: data})
+}
+
 func (h *Host) worktreeBase() string { return worktree.Root(h.WS.Root, h.WorktreeRoot) }
 
 func (h *Host) taskPath(run, task string) string {
@@ -279,12 +284,8 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 				// and the attempt ended some other way (its timeout, an
 				// error Temporal retries).
 				data.WorkerAlive = true
-				h.say(em, in.Task, report.KindRun, data,
-					"↻ retried at iteration %d (%d bytes of agent output): its worker %s is alive, the attempt itself did not finish (a timeout or an error); the loop resumes from its saved state", hb.Iteration, hb.LogBytes, h.Name)
-			} else {
-				h.say(em, in.Task, report.KindRun, data,
-					"↻ retried after its worker was lost at iteration %d (%d bytes of agent output): the loop resumes from its saved state", hb.Iteration, hb.LogBytes)
 			}
+			h.tell(em, in.Task, data)
 		}
 	}
 	stopBeat := h.keepAlive(ctx, func() any {
@@ -351,8 +352,7 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 	if err := ws.Repo.PushBranch(ctx, h.Exchange, landing.Branch(in.RunID, in.Task), head, "", false); err != nil {
 		return res, err
 	}
-	h.say(em, in.Task, report.KindRun, report.Run{Head: head, Branch: landing.Branch(in.RunID, in.Task)},
-		"✓ verified on its branch · %s pushed to the exchange", text.ShortHash(head))
+	h.tell(em, in.Task, report.Run{Head: head, Branch: landing.Branch(in.RunID, in.Task)})
 	res.Outcome, res.Head = WorkVerified, head
 	return res, nil
 }
@@ -393,7 +393,7 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	}
 	records := filepath.Join(h.WS.Dir(), "runs", in.RunID)
 	if _, ok := landing.LandedBefore(ctx, h.WS.Repo, tip, in.Token); ok {
-		say(report.KindCommit, report.Commit{Commit: tip, BeforeRestart: true}, "landed before the restart · commit "+text.ShortHash(tip))
+		h.tell(em, in.Task, report.Commit{Commit: tip, BeforeRestart: true})
 		h.catchUp(ctx, em, in, tip)
 		// The crash may have come before the task branch was deleted.
 		_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, landing.Branch(in.RunID, in.Task))
@@ -435,14 +435,13 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	case err != nil:
 		return LandResult{}, err
 	case !out.Landed:
-		say(report.KindBlocker, report.Blocker{State: "sent_back", Reason: out.Reason, Conflicts: report.Ptr(out.Conflicts)}, "↻ sent back: "+out.Reason)
+		h.tell(em, in.Task, report.Blocker{State: "sent_back", Reason: out.Reason, Conflicts: report.Ptr(out.Conflicts)})
 		return out, nil
 	}
 	h.catchUp(ctx, em, in, out.Commit)
 	// The task's work is on the tip now, in its one commit.
 	_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, landing.Branch(in.RunID, in.Task))
-	say(report.KindCommit, report.Commit{State: "landed", Commit: out.Commit, Branch: in.Target},
-		fmt.Sprintf("✓ landed on %s · commit %s", in.Target, text.ShortHash(out.Commit)))
+	h.tell(em, in.Task, report.Commit{State: "landed", Commit: out.Commit, Branch: in.Target})
 	return out, nil
 }
 

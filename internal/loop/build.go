@@ -316,7 +316,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			}
 			b.st.Machine.Iteration = min(m.Iteration-1, b.st.MaxIterations)
 			rep.Iterations, rep.Outcome, reason = b.st.Machine.Iteration, OutcomeMaxIterations, b.st.Reason
-			b.sayLimit("■ "+reason+"\n", OutcomeMaxIterations, reason)
+			b.sayLimit("", OutcomeMaxIterations, reason)
 			return rep, b.transition(Event{Trigger: TrigIterationLimit, Detail: reason})
 		}
 		if m.State == StateImplement {
@@ -324,7 +324,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 				b.st.Finished, b.st.Outcome = true, OutcomeBudget
 				b.st.Reason = "budget reached: " + why
 				rep.Iterations, rep.Outcome, reason = m.Iteration-1, OutcomeBudget, b.st.Reason
-				b.sayLimit("■ "+reason+"\n", OutcomeBudget, reason)
+				b.sayLimit("", OutcomeBudget, reason)
 				return rep, b.transition(Event{Trigger: TrigBudgetExhausted, Detail: reason})
 			}
 			if err := b.breakerGate(ctx); err != nil {
