@@ -48,10 +48,7 @@ type BuildOptions struct {
 // records line, the beads molecule): stdout for a person, stderr when
 // stdout carries JSON lines only.
 func (o *BuildOptions) progress() io.Writer {
-	if o.JSON {
-		return o.Env.IO.Err
-	}
-	return o.Env.IO.Out
+	return o.Env.progress(o.JSON)
 }
 
 func newBuildCmd(env *Env, runF func(*BuildOptions) error) *cobra.Command {
@@ -169,19 +166,10 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 	}
 	lo.Agent, lo.Reviewer, lo.Fallbacks = spec, reviewer, fallbacks
 	lo.Source, lo.Memory = src, mem
-	lo.Sink = withNotify(env, a, runSink(opts))
+	lo.Sink = withNotify(env, a, env.events(opts.JSON))
 	lo.Terminal = env.IO.OutTerminal && !opts.JSON // JSON lines carry no terminal control characters
 	lo.Now = env.Now
 	return &loopSetup{ws: ws, app: a, opts: lo}, nil
-}
-
-// runSink renders the run's events: as text on a person's terminal, or
-// as JSON lines with --json.
-func runSink(opts *BuildOptions) report.Sink {
-	if opts.JSON {
-		return report.JSONLines{W: opts.Env.IO.Out}
-	}
-	return report.Text{W: opts.Env.IO.Out}
 }
 
 func runBuild(cmd *cobra.Command, opts *BuildOptions) error {

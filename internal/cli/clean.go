@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -78,9 +77,7 @@ func runClean(cmd *cobra.Command, opts *CleanOptions) error {
 	}
 	out := env.IO.Out
 	if opts.JSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(plan); err != nil {
+		if err := writeJSON(env, plan); err != nil {
 			return err
 		}
 	} else {

@@ -2,9 +2,12 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"strconv"
 
 	"github.com/ralphloop/ralph/internal/app"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
@@ -48,4 +51,31 @@ func openWorkspace(ctx context.Context, env *Env) (ws *workspace.Workspace, a *a
 		ws = a.WS
 	}
 	return ws, a, err
+}
+
+// events renders a run's events on stdout: the text a person reads, or
+// one JSON object per line with --json.
+func (env *Env) events(asJSON bool) report.Sink {
+	if asJSON {
+		return report.JSONLines{W: env.IO.Out}
+	}
+	return report.Text{W: env.IO.Out}
+}
+
+// progress is where a command's lines that are not events go: stdout, but
+// stderr with --json, whose stdout holds JSON alone.
+func (env *Env) progress(asJSON bool) io.Writer {
+	if asJSON {
+		return env.IO.Err
+	}
+	return env.IO.Out
+}
+
+// writeJSON prints v as the command's one JSON document.
+func writeJSON(env *Env, v any) error { return encodeJSON(env.IO.Out, v) }
+
+func encodeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/loop"
@@ -14,24 +13,6 @@ import (
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
-
-func newAddContextCmd(env *Env) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "add-context HINT",
-		Short: "Queue a hint for the next iteration's prompt (used exactly once)",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 || strings.TrimSpace(strings.Join(args, " ")) == "" {
-				return usageErrorf("add-context needs the hint text: ralph add-context \"use the existing HTTP client\"")
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return steerFromCLI(cmd, env, control.Hint, func(c *control.Command) { c.Text = strings.Join(args, " ") })
-		},
-	}
-	addSteerJSON(cmd)
-	return cmd
-}
 
 func countHints(ws *workspace.Workspace) (int, error) {
 	p := ws.Path("context.md")

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -158,9 +157,7 @@ func newMemoryAddCmd(env *Env) *cobra.Command {
 				}
 			}
 			if asJSON {
-				enc := json.NewEncoder(env.IO.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(struct {
+				return writeJSON(env, struct {
 					memory.Node
 					Store  string `json:"store"`
 					Queued bool   `json:"queued"`
@@ -232,9 +229,7 @@ func printNodes(out io.Writer, nodes []memory.Node, asJSON bool) error {
 		if nodes == nil {
 			nodes = []memory.Node{}
 		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(nodes)
+		return encodeJSON(out, nodes)
 	}
 	if len(nodes) == 0 {
 		fmt.Fprintln(out, "no memories")

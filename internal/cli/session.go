@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -281,11 +280,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 func sessionEvents(env *Env, ws *workspace.Workspace, id string, asJSON bool, extra ...report.Sink) (*report.Emitter, *report.Journal) {
 	journal := &report.Journal{Path: loop.EventsPath(ws)}
 	after, _ := report.LastSeq(journal.Path) // an unreadable journal starts at 1; its appends say what is wrong
-	var sink report.Sink = report.Text{W: env.IO.Out}
-	if asJSON {
-		sink = report.JSONLines{W: env.IO.Out}
-	}
-	return report.NewEmitter(session.MachineName, id, after, env.Now, append([]report.Sink{sink, journal}, extra...)...), journal
+	return report.NewEmitter(session.MachineName, id, after, env.Now, append([]report.Sink{env.events(asJSON), journal}, extra...)...), journal
 }
 
 // cleanTree refuses a work tree with changes of the user's: a session's
@@ -590,12 +585,6 @@ func sessionMetrics(dir string, now time.Time) (session.Metrics, error) {
 		m.SessionID = filepath.Base(dir)
 	}
 	return m, nil
-}
-
-func writeJSON(env *Env, v any) error {
-	enc := json.NewEncoder(env.IO.Out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // activeSessionStatus reads the active session, nil when there is none.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -232,9 +231,7 @@ func addHolds(ws *workspace.Workspace, rep *StatusReport, board *tasks.Board) {
 func printStatus(env *Env, opts *StatusOptions, rep StatusReport, st *loop.LoopState, srcErr error) error {
 	out := env.IO.Out
 	if opts.JSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(env, rep)
 	}
 	switch {
 	case rep.Running:

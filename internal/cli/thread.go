@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -185,19 +184,20 @@ func newThreadListCmd(env *Env) *cobra.Command {
 				out = append(out, ThreadSummary{ID: t.ID, Title: t.Title, Mode: t.Mode, Phase: t.Phase.Type, Active: t.ID == active, Branch: t.Branch, Worktree: t.Worktree, Updated: t.UpdatedAt})
 			}
 			if opts.JSON {
-				b, _ := json.MarshalIndent(out, "", "  ")
-				fmt.Fprintln(env.IO.Out, string(b))
-			} else {
-				if len(out) == 0 {
-					fmt.Fprintln(env.IO.Out, "no threads yet: ralph thread new \"title\"")
+				if err := writeJSON(env, out); err != nil {
+					return err
 				}
-				for _, s := range out {
-					mark := " "
-					if s.Active {
-						mark = "*"
-					}
-					fmt.Fprintf(env.IO.Out, "%s %s  %-15s %-10s %s\n", mark, s.ID, s.Phase, s.Mode, s.Title)
+				return lerr
+			}
+			if len(out) == 0 {
+				fmt.Fprintln(env.IO.Out, "no threads yet: ralph thread new \"title\"")
+			}
+			for _, s := range out {
+				mark := " "
+				if s.Active {
+					mark = "*"
 				}
+				fmt.Fprintf(env.IO.Out, "%s %s  %-15s %-10s %s\n", mark, s.ID, s.Phase, s.Mode, s.Title)
 			}
 			return lerr
 		},
@@ -270,9 +270,7 @@ func newThreadDiagnoseCmd(env *Env) *cobra.Command {
 				return err
 			}
 			if opts.JSON {
-				b, _ := json.MarshalIndent(tc.r.Thread().Stuck, "", "  ")
-				fmt.Fprintln(env.IO.Out, string(b))
-				return nil
+				return writeJSON(env, tc.r.Thread().Stuck)
 			}
 			tc.printDiagnosis()
 			return nil

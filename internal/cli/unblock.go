@@ -10,30 +10,7 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/tasks"
-	"github.com/spf13/cobra"
 )
-
-func newUnblockCmd(env *Env) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "unblock TASK-ID",
-		Short: "Clear a blocked task so the loop picks it up again",
-		Long: `Clear a task's blocker: its status goes back to not started, its retry count
-to 0, and the blocker fields are removed from the task file and from ralph's
-state. In BMAD mode, editing the task's status in progress.txt by hand
-works too.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageErrorf("unblock takes one task id, for example: ralph unblock US-002")
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return steerFromCLI(cmd, env, control.Unblock, func(c *control.Command) { c.Task = args[0] })
-		},
-	}
-	addSteerJSON(cmd)
-	return cmd
-}
 
 // unblockTask clears task id's blocker while no run is going: in ralph's
 // state and in the task file, under the run's lock.
@@ -122,31 +99,6 @@ func resolveBlockers(ctx context.Context, a *app.App, env *Env, task string) err
 	}
 	defer mem.Close()
 	return mem.Resolve(ctx, task, env.Now())
-}
-
-func newApproveCmd(env *Env) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "approve TASK-ID",
-		Short: "Accept a task's reviewed test change",
-		Long: `Accept the work of a task that waits for your review: its story says its
-tests change (a behaviour change), its attempt changed them, and the start's
-tests fail against the new code, so ralph neither waived it nor retried it.
-Read the test change first (ralph status names the ref; git diff shows it).
-approve brings the work back from its attempt's ref, marks the task done and
-commits it, saying who approved what. A build that is going takes it at its
-next step. To have the task done again instead: ralph unblock TASK-ID.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageErrorf("approve takes one task id, for example: ralph approve US-004")
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return steerFromCLI(cmd, env, control.Approve, func(c *control.Command) { c.Task = args[0] })
-		},
-	}
-	addSteerJSON(cmd)
-	return cmd
 }
 
 // approveTask accepts task id's reviewed work while no run is going.
