@@ -1,37 +1,14 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/ralphloop/ralph/internal/fleet"
-	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/thread"
-	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
-
-func countHints(ws *workspace.Workspace) (int, error) {
-	p := ws.Path("context.md")
-	b, err := inputlimit.ReadFile(p)
-	if inputlimit.IsRefusal(err) {
-		// A named pipe there would have hung the read: say so.
-		return 0, errors.New(strings.Replace(err.Error(), p, ws.Rel(p), 1))
-	}
-	if err != nil {
-		return 0, nil
-	}
-	n := 0
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "- ") {
-			n++
-		}
-	}
-	return n, nil
-}
 
 func newDiagramCmd(env *Env) *cobra.Command {
 	return &cobra.Command{

@@ -1,12 +1,12 @@
-package cli
+package app
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 
-	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/tasks"
@@ -14,7 +14,7 @@ import (
 
 // unblockTask clears task id's blocker while no run is going: in ralph's
 // state and in the task file, under the run's lock.
-func unblockTask(ctx context.Context, env *Env, a *app.App, id string) (string, error) {
+func (a *App) unblockTask(ctx context.Context, id string, warn io.Writer) (string, error) {
 	ws := a.WS
 	src, err := a.TaskSource("", "")
 	if err != nil {
@@ -44,22 +44,22 @@ func unblockTask(ctx context.Context, env *Env, a *app.App, id string) (string, 
 		if (rec == nil || rec.Blocker == nil) && story.Status != tasks.StatusBlocked {
 			return fmt.Errorf("%s is not blocked", tid)
 		}
-		return src.SetState(storyID, tasks.StatusNotStarted, 0, nil, env.Now())
+		return src.SetState(storyID, tasks.StatusNotStarted, 0, nil, a.now())
 	})
 	if err != nil {
 		return "", err
 	}
 	// A person decided about the blocker: it leaves the known
 	// issues of the next prompts, and stays in memory, resolved.
-	if err := resolveBlockers(ctx, a, env, asked); err != nil {
-		fmt.Fprintf(env.IO.Err, "ralph: could not mark %s's blockers resolved in memory (%v); the prompts drop them once the task is done\n", asked, err)
+	if err := a.resolveBlockers(ctx, asked); err != nil {
+		fmt.Fprintf(warn, "ralph: could not mark %s's blockers resolved in memory (%v); the prompts drop them once the task is done\n", asked, err)
 	}
-	ws.LogEvent(env.Now(), fmt.Sprintf("task %s unblocked by hand", id))
+	ws.LogEvent(a.now(), fmt.Sprintf("task %s unblocked by hand", id))
 	return fmt.Sprintf("%s unblocked: the next `ralph build` can pick it up", id), nil
 }
 
 // blockTask blocks task id by a person's decision while no run is going.
-func blockTask(env *Env, a *app.App, id, reason string) (string, error) {
+func (a *App) blockTask(id, reason string) (string, error) {
 	ws := a.WS
 	src, err := a.TaskSource("", "")
 	if err != nil {
@@ -81,32 +81,32 @@ func blockTask(env *Env, a *app.App, id, reason string) (string, error) {
 		reason = "blocked by a person"
 	}
 	err = loop.HomeOf(ws).Block(id, reason, func(string, *loop.TaskRecord) error {
-		return src.SetState(storyID, tasks.StatusBlocked, 0, &tasks.Blocker{Reason: reason, Type: tasks.BlockerPermanent, RequiresHuman: true}, env.Now())
+		return src.SetState(storyID, tasks.StatusBlocked, 0, &tasks.Blocker{Reason: reason, Type: tasks.BlockerPermanent, RequiresHuman: true}, a.now())
 	})
 	if err != nil {
 		return "", err
 	}
-	ws.LogEvent(env.Now(), fmt.Sprintf("task %s blocked by hand: %s", id, reason))
+	ws.LogEvent(a.now(), fmt.Sprintf("task %s blocked by hand: %s", id, reason))
 	return fmt.Sprintf("%s blocked: builds leave it until `ralph unblock %s`", id, id), nil
 }
 
 // resolveBlockers marks the memory's blockers of task (a story's cover its
 // subtasks') resolved.
-func resolveBlockers(ctx context.Context, a *app.App, env *Env, task string) error {
+func (a *App) resolveBlockers(ctx context.Context, task string) error {
 	mem, err := a.Memory()
 	if err != nil {
 		return err
 	}
 	defer mem.Close()
-	return mem.Resolve(ctx, task, env.Now())
+	return mem.Resolve(ctx, task, a.now())
 }
 
 // approveTask accepts task id's reviewed work while no run is going.
-func approveTask(ctx context.Context, env *Env, a *app.App, id, by string) (string, error) {
+func (a *App) approveTask(ctx context.Context, id, by string) (string, error) {
 	ws := a.WS
 	src, err := a.TaskSource("", "")
 	if err != nil {
 		return "", err
 	}
-	return loop.Approve(ctx, ws, src, id, by, env.Now())
+	return loop.Approve(ctx, ws, src, id, by, a.now())
 }
