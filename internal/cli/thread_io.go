@@ -242,10 +242,7 @@ func (tc *threadCmd) confirm(question string) bool {
 	if !tc.env.IO.InTerminal {
 		return false
 	}
-	fmt.Fprintf(tc.progress(), "%s [y/N] ", question)
-	line, _ := tc.input().ReadString('\n')
-	a := strings.ToLower(strings.TrimSpace(line))
-	return a == "y" || a == "yes"
+	return askYes(tc.input(), tc.progress(), question)
 }
 
 // finish emits the settled thread as the command's summary event (shown
