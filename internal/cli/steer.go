@@ -83,6 +83,14 @@ func steerCmds(env *Env) []*cobra.Command {
 				})
 			},
 		}
+		if s.args == taskArg {
+			cmd.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+				if len(args) > 0 {
+					return nil, cobra.ShellCompDirectiveNoFileComp
+				}
+				return completeTaskIDs(cmd.Context(), env, s.kind == control.Unblock, toComplete), cobra.ShellCompDirectiveNoFileComp
+			}
+		}
 		if s.reason != "" {
 			cmd.Flags().StringVar(&reason, "reason", "", s.reason)
 		}
