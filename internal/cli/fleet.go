@@ -325,15 +325,11 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 		fmt.Fprintf(env.IO.Out, "ralph worker %s: no [engine] exchange_remote: it runs this checkout's sessions and threads, and no build's tasks (builds need it: docs/temporal.md)\n", host)
 		h = nil
 	}
-	th, err := NewThreadHost(cmd.Context(), env, c, host)
+	ch, err := NewCheckoutHost(cmd.Context(), env, c, host)
 	if err != nil {
 		return err
 	}
-	sh, err := NewSessionHost(cmd.Context(), env, c, host)
-	if err != nil {
-		return err
-	}
-	err = fleet.RunWorker(cmd.Context(), c, h, fleet.WorkerOptions{Name: host, Shared: eng.TaskQueue, Integrate: opts.Integrate, Slots: opts.Slots, Thread: th, Session: sh})
+	err = fleet.RunWorker(cmd.Context(), c, h, fleet.WorkerOptions{Name: host, Shared: eng.TaskQueue, Integrate: opts.Integrate, Slots: opts.Slots, Checkout: ch})
 	if err != nil {
 		return err
 	}

@@ -308,7 +308,7 @@ func TestThreadOnTemporalSaysNoWorkerPolls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := ThreadMarker{SchemaVersion: 1, WorkflowID: wf.GetID(), RunID: wf.GetRunID(), Host: "th1", TaskQueue: "wwthread", Address: addr, Namespace: "default", StartedAt: time.Now().UTC()}
+	m := TemporalMarker{SchemaVersion: 1, WorkflowID: wf.GetID(), RunID: wf.GetRunID(), Host: "th1", TaskQueue: "wwthread", Address: addr, Namespace: "default", StartedAt: time.Now().UTC()}
 	if err := store.WriteJSON(threadMarkerPath(filepath.Join(dir, ".ralph"), "a1"), m); err != nil {
 		t.Fatal(err)
 	}

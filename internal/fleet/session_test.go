@@ -100,14 +100,14 @@ func (s *scriptedRoles) prompts(r string) []string {
 	return out
 }
 
-// sessionRig is a repository with a new session in it and a SessionHost
-// whose Do runs the real session runner over it.
+// sessionRig is a repository with a new session in it and a CheckoutHost
+// whose RunSession runs the real session runner over it.
 type sessionRig struct {
 	ws    *workspace.Workspace
 	id    string
 	dir   string
 	roles *scriptedRoles
-	host  *SessionHost
+	host  *CheckoutHost
 	// runs counts the host's runs of the session.
 	mu   sync.Mutex
 	runs int
@@ -154,8 +154,8 @@ func newSessionRig(t *testing.T) *sessionRig {
 		t.Fatal(err)
 	}
 	r := &sessionRig{ws: ws, id: id, dir: dir, roles: &scriptedRoles{t: t, root: root}}
-	r.host = &SessionHost{Name: "h1", RalphDir: ws.Dir(), Poll: 5 * time.Millisecond,
-		Do: func(ctx context.Context, in SessionRunInput) error {
+	r.host = &CheckoutHost{Name: "h1", RalphDir: ws.Dir(), Poll: 5 * time.Millisecond,
+		RunSession: func(ctx context.Context, in SessionRunInput) error {
 			r.mu.Lock()
 			r.runs++
 			r.mu.Unlock()
@@ -268,8 +268,8 @@ func TestSessionAnswerUpdate(t *testing.T) {
 	g := newSessionRig(t)
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	g.host.Progress = func(_ context.Context, p SessionProgress) { env.SignalWorkflow(SignalSessionProgress, p) }
-	RegisterSession(env, g.host)
+	g.host.Signal = func(_ context.Context, name string, p any) { env.SignalWorkflow(name, p) }
+	RegisterHosted(env, g.host)
 	env.SetTestTimeout(time.Minute)
 
 	executing := make(chan struct{})
@@ -408,9 +408,9 @@ func TestSessionOnDevServer(t *testing.T) {
 	g.host.Client = c
 	shared := "ralph-session-test"
 	ws := worker.New(c, shared, worker.Options{})
-	RegisterSession(ws, nil)
+	RegisterHosted(ws, nil)
 	wh := worker.New(c, HostQueue(shared, "h1"), worker.Options{})
-	RegisterSession(wh, g.host)
+	RegisterHosted(wh, g.host)
 	for _, w := range []worker.Worker{ws, wh} {
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
@@ -433,11 +433,12 @@ func TestSessionOnDevServer(t *testing.T) {
 	if !slices.Equal(openIDs(st.OpenQuestions), []string{"q-1", "q-2"}) || st.State != session.Planning {
 		t.Errorf("status while the session waits: %+v", st)
 	}
-	if _, err := StartSession(ctx, c, in); !errors.Is(err, ErrSessionRunning) {
-		t.Errorf("a second start of the session: %v, want ErrSessionRunning", err)
+	if _, err := StartSession(ctx, c, in); !errors.Is(err, ErrSessionRunning) || !strings.Contains(err.Error(),
+		"session "+g.id+" is workflow ralph-session-"+g.id+"; answer its questions with `ralph answer --session "+g.id+" ID \"...\"`") {
+		t.Errorf("a second start of the session: %v, want ErrSessionRunning saying how to answer it", err)
 	}
 	_, _, err = SendAnswer(ctx, c, g.id, SessionAnswer{QuestionID: "q-7", Text: "x"}, 10*time.Second)
-	var refused *AnswerRefused
+	var refused *Refused
 	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, `no open question "q-7"`) {
 		t.Fatalf("an answer to q-7: %v", err)
 	}
@@ -472,7 +473,7 @@ func TestSessionUsageLimitIsADurableTimer(t *testing.T) {
 	g := newSessionRig(t)
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	RegisterSession(env, g.host)
+	RegisterHosted(env, g.host)
 	env.SetTestTimeout(time.Minute)
 	g.now = env.Now
 	until := env.Now().Add(5 * time.Hour)

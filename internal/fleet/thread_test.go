@@ -29,11 +29,11 @@ import (
 )
 
 // threadRig is a checkout with one thread, t1, saved in a given phase, and
-// a ThreadHost whose Do is the real thread runner over it (as `ralph
+// a CheckoutHost whose RunThread is the real thread runner over it (as `ralph
 // thread NAME` runs it), with a loop port the test scripts.
 type threadRig struct {
 	ws   *workspace.Workspace
-	host *ThreadHost
+	host *CheckoutHost
 	t    thread.Thread
 	loop *blockingLoop
 	// ran records the commands the host ran, in order.
@@ -98,8 +98,8 @@ func newThreadRig(t *testing.T, p thread.Phase) *threadRig {
 		t.Fatal(err)
 	}
 	g := &threadRig{ws: ws, t: th, loop: &blockingLoop{started: make(chan struct{}, 1)}}
-	g.host = &ThreadHost{Name: "h1", RalphDir: ws.Dir(), Poll: 10 * time.Millisecond,
-		Do: func(ctx context.Context, in ThreadCommandInput) error {
+	g.host = &CheckoutHost{Name: "h1", RalphDir: ws.Dir(), Poll: 10 * time.Millisecond,
+		RunThread: func(ctx context.Context, in ThreadCommandInput) error {
 			g.ran = append(g.ran, in.Name)
 			cur, err := thread.Load(ws.Dir(), in.ThreadID)
 			if err != nil {
@@ -148,8 +148,8 @@ func (g *threadRig) onDisk(t *testing.T) thread.Phase {
 
 func (g *threadRig) env(s *testsuite.WorkflowTestSuite) *testsuite.TestWorkflowEnvironment {
 	env := s.NewTestWorkflowEnvironment()
-	g.host.Progress = func(_ context.Context, p ThreadProgress) { env.SignalWorkflow(SignalThreadProgress, p) }
-	RegisterThread(env, g.host)
+	g.host.Signal = func(_ context.Context, name string, p any) { env.SignalWorkflow(name, p) }
+	RegisterHosted(env, g.host)
 	return env
 }
 
@@ -377,9 +377,9 @@ func TestThreadOnDevServer(t *testing.T) {
 	g.host.Client = c
 	shared := "ralph-thread-test"
 	ws := worker.New(c, shared, worker.Options{})
-	RegisterThread(ws, nil)
+	RegisterHosted(ws, nil)
 	wh := worker.New(c, HostQueue(shared, "h1"), worker.Options{})
-	RegisterThread(wh, g.host)
+	RegisterHosted(wh, g.host)
 	for _, w := range []worker.Worker{ws, wh} {
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
@@ -404,11 +404,12 @@ func TestThreadOnDevServer(t *testing.T) {
 	if st.Working != "resume" || !slices.Equal(st.Allowed, []string{"abandon", "pause"}) {
 		t.Errorf("status while the loop runs: %+v", st)
 	}
-	if _, err := StartThread(ctx, c, in); !errors.Is(err, ErrThreadRunning) {
-		t.Errorf("a second start of the thread: %v, want ErrThreadRunning", err)
+	if _, err := StartThread(ctx, c, in); !errors.Is(err, ErrThreadRunning) || !strings.Contains(err.Error(),
+		"thread t1 is workflow ralph-thread-t1; give it commands with `ralph thread approve|pause|abandon|... t1` (see it: ralph thread show t1)") {
+		t.Errorf("a second start of the thread: %v, want ErrThreadRunning saying how to command it", err)
 	}
 	_, err = SendCheckpoint(ctx, c, "t1", ThreadCommand{Verb: "approve"})
-	var refused *CheckpointRefused
+	var refused *Refused
 	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, "Running") {
 		t.Fatalf("approve while the loop runs: %v", err)
 	}

@@ -1,0 +1,307 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// A session and a thread run on Temporal the same way, written here
+// once: a workflow whose work is done by activities on the queue of the
+// host that holds the checkout (no other host can do it), with the runner
+// `ralph run` or `ralph thread` uses there; a person's input taken as an
+// Update whose validator refuses what cannot be taken now; the states the
+// runner passes signalled to the workflow, so that its status Query shows
+// them. session.go and thread.go keep what is theirs.
+
+// Names of the session workflow (seed 002 on Temporal) and the thread
+// workflow (seed 003), their activities, Updates and Signals. Like the
+// build's, they are part of the recorded histories. Both answer the
+// status Query, QueryStatus, as the build does.
+const (
+	SessionWorkflow = "ralph.session"
+	ThreadWorkflow  = "ralph.thread"
+
+	// ActivitySessionRun runs the session with the session runner in the
+	// checkout that holds it, until it waits for answers or ends;
+	// ActivitySessionAnswer records a person's answer there.
+	ActivitySessionRun    = "ralph.session.run"
+	ActivitySessionAnswer = "ralph.session.answer"
+	// ActivityThreadCommand runs one human command on the thread there,
+	// and the work it leads to, until the thread waits for a person
+	// again; ActivityThreadLoad reads the thread there.
+	ActivityThreadCommand = "ralph.thread.command"
+	ActivityThreadLoad    = "ralph.thread.load"
+
+	// UpdateAnswer carries a person's answer to a queued question,
+	// UpdateCheckpoint a person's command on a thread; the progress
+	// Signals the states a session or a thread passes while its host
+	// works on it.
+	UpdateAnswer          = "answer"
+	UpdateCheckpoint      = "checkpoint"
+	SignalSessionProgress = "session-progress"
+	SignalThreadProgress  = "thread-progress"
+)
+
+// SessionWorkflowID and ThreadWorkflowID are the workflow ids of a
+// session and a thread: one workflow each, so a second start while it
+// runs is refused. The prefixes keep their ids apart from each other's
+// and the builds' in a namespace.
+func SessionWorkflowID(id string) string { return "ralph-session-" + id }
+func ThreadWorkflowID(id string) string  { return "ralph-thread-" + id }
+
+// Errors of the clients of the session and thread workflows: a start
+// while the workflow runs, and an Update or a Query when it does not (it
+// ended, or never started).
+var (
+	ErrSessionRunning    = errors.New("the session runs on Temporal already")
+	ErrThreadRunning     = errors.New("the thread runs on Temporal already")
+	ErrNoSessionWorkflow = errors.New("the session's workflow is not running on Temporal")
+	ErrNoThreadWorkflow  = errors.New("the thread's workflow is not running on Temporal")
+)
+
+// StartSession starts the session's workflow, refused with
+// ErrSessionRunning while it runs.
+func StartSession(ctx context.Context, c client.Client, in SessionInput) (client.WorkflowRun, error) {
+	return startHosted(ctx, c, SessionWorkflowID(in.SessionID), in.Shared, SessionWorkflow, in, ErrSessionRunning,
+		"session %[1]s is workflow %[2]s; answer its questions with `ralph answer --session %[1]s ID \"...\"`", in.SessionID)
+}
+
+// StartThread starts the thread's workflow, refused with
+// ErrThreadRunning while it runs.
+func StartThread(ctx context.Context, c client.Client, in ThreadInput) (client.WorkflowRun, error) {
+	return startHosted(ctx, c, ThreadWorkflowID(in.ThreadID), in.Shared, ThreadWorkflow, in, ErrThreadRunning,
+		"thread %[1]s is workflow %[2]s; give it commands with `ralph thread approve|pause|abandon|... %[1]s` (see it: ralph thread show %[1]s)", in.ThreadID)
+}
+
+func startHosted(ctx context.Context, c client.Client, wid, queue, name string, in any, running error, how, id string) (client.WorkflowRun, error) {
+	run, isRunning, err := startOnce(ctx, c, wid, queue, name, in)
+	if isRunning {
+		return nil, fmt.Errorf("%w: %s", running, fmt.Sprintf(how, id, wid))
+	}
+	return run, err
+}
+
+// QuerySession and QueryThread return the status of a session's and a
+// thread's workflow.
+func QuerySession(ctx context.Context, c client.Client, id string) (SessionStatus, error) {
+	return queryWorkflowStatus[SessionStatus](ctx, c, SessionWorkflowID(id), ErrNoSessionWorkflow)
+}
+
+func QueryThread(ctx context.Context, c client.Client, id string) (ThreadStatus, error) {
+	return queryWorkflowStatus[ThreadStatus](ctx, c, ThreadWorkflowID(id), ErrNoThreadWorkflow)
+}
+
+// CheckoutHost is one machine's part of the session and thread
+// workflows: the activities that work the sessions and threads of the
+// checkout it holds. `ralph worker` makes one over its clone.
+type CheckoutHost struct {
+	// Name is the host's id: its task queue is HostQueue(shared, Name).
+	Name string
+	// RalphDir is the checkout's .ralph folder: its sessions are in
+	// RalphDir/sessions/<id>, its threads in thread.Dir(RalphDir, id).
+	RalphDir string
+	// RunSession runs session in.SessionID in this checkout with the
+	// session runner, as `ralph run --resume --session ID` does, and
+	// returns the runner's error (session.ErrWaitingForAnswers,
+	// session.ErrFailed, *session.LimitError, ...); ctx ends it as Ctrl+C
+	// does.
+	RunSession func(ctx context.Context, in SessionRunInput) error
+	// RecordAnswer records an answer as `ralph answer` does here (nil:
+	// session.AnswerQuestion in the session's folder, at Now). Its error is
+	// a refusal (already answered, unknown question).
+	RecordAnswer func(ctx context.Context, a SessionAnswer) error
+	Now          func() time.Time
+	// RunThread runs the thread command in.Name on thread in.ThreadID in
+	// this checkout and the work it leads to, as `ralph thread NAME` does,
+	// until the thread waits for a person; ctx ends it as Ctrl+C does. Its
+	// error is the command's (the thread may have moved all the same).
+	RunThread func(ctx context.Context, in ThreadCommandInput) error
+	// Client, when set, signals a run's workflow each state the session
+	// or thread enters while the runner works (SessionProgress,
+	// ThreadProgress).
+	Client client.Client
+	// Signal, when set, is used instead of Client to report a state
+	// (tests hand it to the SDK's test environment).
+	Signal func(ctx context.Context, name string, progress any)
+	// Poll is how often a run heartbeats and looks at the state on disk
+	// (0: 1s).
+	Poll time.Duration
+}
+
+// RegisterHosted puts the session and thread workflows on w and, with h,
+// the activities of the checkout h holds.
+func RegisterHosted(w worker.Registry, h *CheckoutHost) {
+	w.RegisterWorkflowWithOptions(Thread, workflow.RegisterOptions{Name: ThreadWorkflow})
+	w.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: SessionWorkflow})
+	if h != nil {
+		w.RegisterActivityWithOptions(h.ThreadCommand, activity.RegisterOptions{Name: ActivityThreadCommand})
+		w.RegisterActivityWithOptions(h.LoadThread, activity.RegisterOptions{Name: ActivityThreadLoad})
+		w.RegisterActivityWithOptions(h.SessionRun, activity.RegisterOptions{Name: ActivitySessionRun})
+		w.RegisterActivityWithOptions(h.Answer, activity.RegisterOptions{Name: ActivitySessionAnswer})
+	}
+}
+
+// watched runs do while the activity of ctx heartbeats every Poll and,
+// each time look reads a state whose key changed from key, reports it as
+// signal to the activity's workflow; it returns do's error once the
+// watch has stopped. The key is also the heartbeat's detail.
+func (h *CheckoutHost) watched(ctx context.Context, signal, key string, look func() (string, any, bool), do func() error) error {
+	poll := h.Poll
+	if poll <= 0 {
+		poll = time.Second
+	}
+	done := make(chan struct{})
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		tick := time.NewTicker(poll)
+		defer tick.Stop()
+		info := activity.GetInfo(ctx)
+		for {
+			activity.RecordHeartbeat(ctx, key)
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			k, p, ok := look()
+			if !ok || k == key {
+				continue
+			}
+			key = k
+			if h.Signal != nil {
+				h.Signal(ctx, signal, p)
+			} else if h.Client != nil {
+				_ = h.Client.SignalWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, signal, p)
+			}
+		}
+	}()
+	err := do()
+	close(done)
+	<-watching
+	return err
+}
+
+// hostedRun is the working memory a session's and a thread's workflows
+// share: where their work runs, the runs numbered so far, and the log
+// the status shows.
+type hostedRun struct {
+	host, shared string
+	heartbeat    time.Duration
+	// seq numbers the runs on the host, so that the progress a host
+	// reports is applied to the run it belongs to only.
+	seq int
+	log []string
+}
+
+// serve sets a hosted workflow's handlers: its status Query, the Update
+// a person's input comes as (validate refuses it before it is accepted)
+// and the progress Signal of its host, which take applies.
+func serve[S, U, P any](ctx workflow.Context, status func(history int) S, update string, handle func(workflow.Context, U) (S, error),
+	validate func(U) error, signal string, take func(P)) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (S, error) { return status(historyLength(ctx)), nil }); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, update, handle, workflow.UpdateHandlerOptions{Validator: validate}); err != nil {
+		return err
+	}
+	progress := workflow.GetSignalChannel(ctx, signal)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var p P
+			progress.Receive(ctx, &p)
+			take(p)
+		}
+	})
+	return nil
+}
+
+func historyLength(ctx workflow.Context) int { return workflow.GetInfo(ctx).GetCurrentHistoryLength() }
+
+// handlersFinished waits until every accepted Update has its reply: a
+// workflow does so before it ends.
+func handlersFinished(ctx workflow.Context) error {
+	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// runOptions are the options of a run on the host. No schedule-to-start
+// timeout: no other host can do the work, so it waits for its host's
+// worker. A worker lost in a run is found by the heartbeat, and the retry
+// resumes where the host's record says (the runner's resume).
+func (w *hostedRun) runOptions(nonRetryable ...string) workflow.ActivityOptions {
+	hb := w.heartbeat
+	if hb <= 0 {
+		hb = time.Minute
+	}
+	return workflow.ActivityOptions{
+		TaskQueue:           HostQueue(w.shared, w.host),
+		StartToCloseTimeout: 7 * 24 * time.Hour,
+		HeartbeatTimeout:    hb,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+			MaximumAttempts: 10, NonRetryableErrorTypes: nonRetryable},
+	}
+}
+
+// note adds s to the log, which keeps the last 50 lines.
+func (w *hostedRun) note(s string) {
+	w.log = append(w.log, s)
+	if len(w.log) > 50 {
+		w.log = w.log[len(w.log)-50:]
+	}
+}
+
+func orPerson(by string) string {
+	if by == "" {
+		return "a person"
+	}
+	return by
+}
+
+// Refused is a person's input that a session's or a thread's validator
+// refused: nothing changed.
+type Refused struct{ Reason string }
+
+func (e *Refused) Error() string { return e.Reason }
+
+// sendUpdate sends arg as Update name to workflow id and waits up to wait
+// for the result, into v: a rejected Update comes back at once as a
+// completed one whose result is the validator's error (*Refused); an
+// accepted one completes when its handler is done. gone is the error when
+// the workflow is not running; waited is set when wait passed first.
+func sendUpdate(ctx context.Context, c client.Client, id, name string, arg any, gone error, wait time.Duration, v any) (h client.WorkflowUpdateHandle, waited bool, err error) {
+	uh, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: name,
+		Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageAccepted})
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil, false, fmt.Errorf("%w: %v", gone, err)
+		}
+		return nil, false, refusal(err)
+	}
+	h = patientUpdate{uh}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := h.Get(wctx, v); err != nil {
+		return h, wctx.Err() != nil, refusal(err)
+	}
+	return h, false, nil
+}
+
+func refusal(err error) error {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return &Refused{Reason: ae.Message()}
+	}
+	return err
+}
