@@ -84,36 +84,45 @@ func who() string {
 	return by
 }
 
-// follow follows a session or a thread (kind, id) on Temporal through its
-// status Query until seen, which takes each status or the Query's error,
-// says it is over, or ended (when not nil) brings the workflow's end,
-// which end maps. Ctrl+C stops following; the workflow goes on, as
-// stopped says. While no worker polls the queues the workflow needs, ww
-// says so.
-func follow[S any](ctx context.Context, env *Env, ww *workerWatch, kind, id, stopped string, query func(context.Context) (S, error),
-	seen func(st S, err error) (bool, error), ended <-chan error, end func(error) error) error {
-	tick := time.NewTicker(500 * time.Millisecond)
+// following is a session, a thread or a build on Temporal that a command
+// follows through its status Query, every period: seen takes each status
+// or the Query's error and says when the follow is over; ended, when not
+// nil, brings the workflow's end, which end maps. Ctrl+C stops following
+// (the workflow goes on): the line says name goes on, then hint.
+type following[S any] struct {
+	name, noun, hint string
+	every            time.Duration
+	query            func(context.Context) (S, error)
+	seen             func(st S, err error) (over bool, result error)
+	ended            <-chan error
+	end              func(error) error
+}
+
+// follow follows f. While no worker polls the queues the workflow needs,
+// ww says so.
+func (f following[S]) follow(ctx context.Context, env *Env, ww *workerWatch) error {
+	tick := time.NewTicker(f.every)
 	defer tick.Stop()
 	for {
 		// A Query waits for a worker to answer it: bounded, so that a
 		// wait on a missing worker is seen and said, not taken for an
 		// error.
 		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		st, err := query(qctx)
+		st, err := f.query(qctx)
 		waited := qctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		ww.check(ctx)
 		if !waited || err == nil {
-			if over, err := seen(st, err); over {
+			if over, err := f.seen(st, err); over {
 				return err
 			}
 		}
 		select {
-		case err := <-ended:
-			return end(err)
+		case err := <-f.ended:
+			return f.end(err)
 		case <-ctx.Done():
-			fmt.Fprintf(env.IO.Err, "ralph: stopped following; %s %s goes on in Temporal%s\n", kind, id, stopped)
-			return &ExitError{Code: ExitInterrupted, Msg: "stopped following the " + kind + " (it goes on)"}
+			fmt.Fprintf(env.IO.Err, "ralph: stopped following; %s goes on in Temporal%s\n", f.name, f.hint)
+			return &ExitError{Code: ExitInterrupted, Msg: "stopped following the " + f.noun + " (it goes on)"}
 		case <-tick.C:
 		}
 	}
@@ -134,7 +143,7 @@ func NewCheckoutHost(ctx context.Context, env *Env, c client.Client, host string
 	quiet.IO.InTerminal = false
 	plain := quiet // a session's events are plain lines on the worker's output
 	plain.IO.OutTerminal = false
-	return &fleet.CheckoutHost{Name: host, RalphDir: ws.Dir(), Client: c, Now: env.Now,
+	return &fleet.CheckoutHost{Name: host, RalphDir: ws.Dir(), Client: c,
 		RunSession: func(ctx context.Context, in fleet.SessionRunInput) error { return runSessionHere(ctx, &plain, in) },
 		RecordAnswer: func(ctx context.Context, ans fleet.SessionAnswer) error {
 			cmd := control.New(control.Answer, ans.By, plain.Now())

@@ -36,12 +36,6 @@ func sessionMarkerPath(dir string) string { return filepath.Join(dir, markerName
 // record an answer the workflow accepted.
 var answerWait = 30 * time.Second
 
-// addRunEngineFlags adds the Temporal flags of `ralph run`.
-func addRunEngineFlags(cmd *cobra.Command, opts *RunOptions) {
-	addEngineFlags(cmd.Flags(), &opts.Engine, &opts.Host, &opts.Detach,
-		"where the session runs: local (in this process) or temporal (a workflow, run by the ralph worker of this checkout's host)")
-}
-
 // sessionOnTemporal runs `ralph run` on Temporal when the Temporal
 // engine is chosen, and refuses a local resume of a session whose
 // workflow runs. It reports whether it handled the command; when not,
@@ -162,9 +156,6 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, a *app.App) e
 		if resumeDir == "" {
 			_ = os.RemoveAll(dir) // nothing of it ran
 		}
-		if errors.Is(err, fleet.ErrSessionRunning) {
-			return usageErrorf("%v", err)
-		}
 		return err
 	}
 	if err := store.WriteFileAtomic(activeSessionPath(ws), []byte(id+"\n"), 0o644); err != nil {
@@ -210,8 +201,7 @@ func followSession(ctx context.Context, env *Env, c client.Client, run client.Wo
 		}
 		fmt.Fprintf(out, "session %s: %s\n", id, line)
 	}
-	query := func(ctx context.Context) (fleet.SessionStatus, error) { return fleet.QuerySession(ctx, c, id) }
-	return follow(ctx, env, ww, "session", id, "", query, func(st fleet.SessionStatus, err error) (bool, error) {
+	seen := func(st fleet.SessionStatus, err error) (bool, error) {
 		if err != nil {
 			return false, nil // not yet started by a worker, or ended: the result says
 		}
@@ -229,13 +219,16 @@ func followSession(ctx context.Context, env *Env, c client.Client, run client.Wo
 			fmt.Fprintf(out, "answer with: ralph answer --session %s %s \"...\"   the session goes on by itself on Temporal once every question is answered\n", id, st.OpenQuestions[0].ID)
 		}
 		return true, &ExitError{Code: ExitNeedsHuman, Msg: "session " + id + " waits for answers: ralph answer ID \"...\" (it goes on by itself on Temporal)"}
-	}, ended, func(err error) error {
+	}
+	end := func(err error) error {
 		if err != nil {
 			return err
 		}
 		show(final)
 		return sessionEnded(env, final, asJSON)
-	})
+	}
+	return following[fleet.SessionStatus]{name: "session " + id, noun: "session", every: 500 * time.Millisecond, seen: seen, ended: ended, end: end,
+		query: func(ctx context.Context) (fleet.SessionStatus, error) { return fleet.QuerySession(ctx, c, id) }}.follow(ctx, env, ww)
 }
 
 // sessionEnded maps how the workflow ended to the exit code the local
@@ -296,7 +289,6 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 	stop := newWorkerWatch(env, c, eng, "the answer to "+qid+" of session "+id, false, queues...).watch(ctx)
 	st, recorded, err := fleet.SendAnswer(ctx, c, id, fleet.SessionAnswer{QuestionID: qid, Text: text, By: who()}, answerWait)
 	stop()
-	var refused *fleet.Refused
 	switch {
 	case errors.Is(err, fleet.ErrNoSessionWorkflow) && m != nil:
 		// The workflow ended: the session is this checkout's again.
@@ -305,8 +297,6 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 		return false, nil
 	case errors.Is(err, fleet.ErrNoSessionWorkflow):
 		return true, fmt.Errorf("no session %q here, and none runs on Temporal: %w", id, derr)
-	case errors.As(err, &refused):
-		return true, usageErrorf("%s", refused.Reason)
 	case err != nil:
 		return true, err
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
@@ -26,12 +27,6 @@ import (
 
 func threadMarkerPath(ralphDir, id string) string {
 	return filepath.Join(thread.Dir(ralphDir, id), markerName)
-}
-
-// addThreadEngineFlags adds the Temporal flags of `ralph thread start`.
-func addThreadEngineFlags(cmd *cobra.Command, opts *ThreadOptions) {
-	addEngineFlags(cmd.Flags(), &opts.Engine, &opts.Host, &opts.Detach,
-		"where the thread's work runs: local (in this process) or temporal (a workflow, worked by the ralph worker of this checkout's host)")
 }
 
 // threadOnTemporal runs the thread command name on Temporal when the
@@ -96,11 +91,7 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 	_, err = fleet.SendCheckpoint(cmd.Context(), c, t.ID, tcmd)
 	stop()
 	if err != nil {
-		var refused *fleet.Refused
-		if errors.As(err, &refused) {
-			return true, usageErrorf("%s", refused.Reason)
-		}
-		return true, err
+		return true, err // a refusal says why, as a usage error
 	}
 	out := tc.progress()
 	fmt.Fprintf(out, "ralph: %s accepted by thread %s on Temporal (workflow %s, host %s)\n", name, t.ID, m.WorkflowID, m.Host)
@@ -143,9 +134,6 @@ func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOption
 		Start: fleet.ThreadCommand{Verb: "start", By: by, Agents: opts.Agents, MaxIterations: opts.MaxIterations,
 			Verifiers: opts.Verifiers, Agent: opts.Agent, Worktree: opts.Worktree}}
 	run, err := fleet.StartThread(ctx, c, in)
-	if errors.Is(err, fleet.ErrThreadRunning) {
-		return usageErrorf("%v", err)
-	}
 	if err != nil {
 		return err
 	}
@@ -166,8 +154,7 @@ func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOption
 // a command that ended with an error ends with it.
 func followThread(ctx context.Context, tc *threadCmd, c client.Client, id string, n int, ww *workerWatch) error {
 	last := thread.Phase("")
-	query := func(ctx context.Context) (fleet.ThreadStatus, error) { return fleet.QueryThread(ctx, c, id) }
-	return follow(ctx, tc.env, ww, "thread", id, fmt.Sprintf(": `ralph thread show %s` shows it", id), query, func(st fleet.ThreadStatus, err error) (bool, error) {
+	seen := func(st fleet.ThreadStatus, err error) (bool, error) {
 		if err != nil {
 			return !errors.Is(err, fleet.ErrNoThreadWorkflow) || n > 0, err
 		}
@@ -183,7 +170,9 @@ func followThread(ctx context.Context, tc *threadCmd, c client.Client, id string
 			return true, threadSettled(tc, st)
 		}
 		return false, nil
-	}, nil, nil)
+	}
+	return following[fleet.ThreadStatus]{name: "thread " + id, noun: "thread", hint: fmt.Sprintf(": `ralph thread show %s` shows it", id),
+		every: 500 * time.Millisecond, seen: seen, query: func(ctx context.Context) (fleet.ThreadStatus, error) { return fleet.QueryThread(ctx, c, id) }}.follow(ctx, tc.env, ww)
 }
 
 // threadSettled reports where the thread waits and maps it to the exit

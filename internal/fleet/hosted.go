@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ralphloop/ralph/internal/errs"
 )
 
 // A session and a thread run on Temporal the same way, written here
@@ -20,7 +20,8 @@ import (
 // `ralph run` or `ralph thread` uses there; a person's input taken as an
 // Update whose validator refuses what cannot be taken now; the states the
 // runner passes signalled to the workflow, so that its status Query shows
-// them. session.go and thread.go keep what is theirs.
+// them. The activities are checkouthost.go's; session.go and thread.go
+// keep what is theirs: their state, their validator and how a run ends.
 
 // Names of the session workflow (seed 002 on Temporal) and the thread
 // workflow (seed 003), their activities, Updates and Signals. Like the
@@ -69,14 +70,14 @@ var (
 )
 
 // StartSession starts the session's workflow, refused with
-// ErrSessionRunning while it runs.
+// ErrSessionRunning (a usage error) while it runs.
 func StartSession(ctx context.Context, c client.Client, in SessionInput) (client.WorkflowRun, error) {
 	return startHosted(ctx, c, SessionWorkflowID(in.SessionID), in.Shared, SessionWorkflow, in, ErrSessionRunning,
 		"session %[1]s is workflow %[2]s; answer its questions with `ralph answer --session %[1]s ID \"...\"`", in.SessionID)
 }
 
 // StartThread starts the thread's workflow, refused with
-// ErrThreadRunning while it runs.
+// ErrThreadRunning (a usage error) while it runs.
 func StartThread(ctx context.Context, c client.Client, in ThreadInput) (client.WorkflowRun, error) {
 	return startHosted(ctx, c, ThreadWorkflowID(in.ThreadID), in.Shared, ThreadWorkflow, in, ErrThreadRunning,
 		"thread %[1]s is workflow %[2]s; give it commands with `ralph thread approve|pause|abandon|... %[1]s` (see it: ralph thread show %[1]s)", in.ThreadID)
@@ -85,7 +86,7 @@ func StartThread(ctx context.Context, c client.Client, in ThreadInput) (client.W
 func startHosted(ctx context.Context, c client.Client, wid, queue, name string, in any, running error, how, id string) (client.WorkflowRun, error) {
 	run, isRunning, err := startOnce(ctx, c, wid, queue, name, in)
 	if isRunning {
-		return nil, fmt.Errorf("%w: %s", running, fmt.Sprintf(how, id, wid))
+		return nil, &errs.UsageError{Err: fmt.Errorf("%w: %s", running, fmt.Sprintf(how, id, wid))}
 	}
 	return run, err
 }
@@ -98,99 +99,6 @@ func QuerySession(ctx context.Context, c client.Client, id string) (SessionStatu
 
 func QueryThread(ctx context.Context, c client.Client, id string) (ThreadStatus, error) {
 	return queryWorkflowStatus[ThreadStatus](ctx, c, ThreadWorkflowID(id), ErrNoThreadWorkflow)
-}
-
-// CheckoutHost is one machine's part of the session and thread
-// workflows: the activities that work the sessions and threads of the
-// checkout it holds. `ralph worker` makes one over its clone.
-type CheckoutHost struct {
-	// Name is the host's id: its task queue is HostQueue(shared, Name).
-	Name string
-	// RalphDir is the checkout's .ralph folder: its sessions are in
-	// RalphDir/sessions/<id>, its threads in thread.Dir(RalphDir, id).
-	RalphDir string
-	// RunSession runs session in.SessionID in this checkout with the
-	// session runner, as `ralph run --resume --session ID` does, and
-	// returns the runner's error (session.ErrWaitingForAnswers,
-	// session.ErrFailed, *session.LimitError, ...); ctx ends it as Ctrl+C
-	// does.
-	RunSession func(ctx context.Context, in SessionRunInput) error
-	// RecordAnswer records an answer as `ralph answer` does here (nil:
-	// session.AnswerQuestion in the session's folder, at Now). Its error is
-	// a refusal (already answered, unknown question).
-	RecordAnswer func(ctx context.Context, a SessionAnswer) error
-	Now          func() time.Time
-	// RunThread runs the thread command in.Name on thread in.ThreadID in
-	// this checkout and the work it leads to, as `ralph thread NAME` does,
-	// until the thread waits for a person; ctx ends it as Ctrl+C does. Its
-	// error is the command's (the thread may have moved all the same).
-	RunThread func(ctx context.Context, in ThreadCommandInput) error
-	// Client, when set, signals a run's workflow each state the session
-	// or thread enters while the runner works (SessionProgress,
-	// ThreadProgress).
-	Client client.Client
-	// Signal, when set, is used instead of Client to report a state
-	// (tests hand it to the SDK's test environment).
-	Signal func(ctx context.Context, name string, progress any)
-	// Poll is how often a run heartbeats and looks at the state on disk
-	// (0: 1s).
-	Poll time.Duration
-}
-
-// RegisterHosted puts the session and thread workflows on w and, with h,
-// the activities of the checkout h holds.
-func RegisterHosted(w worker.Registry, h *CheckoutHost) {
-	w.RegisterWorkflowWithOptions(Thread, workflow.RegisterOptions{Name: ThreadWorkflow})
-	w.RegisterWorkflowWithOptions(Session, workflow.RegisterOptions{Name: SessionWorkflow})
-	if h != nil {
-		w.RegisterActivityWithOptions(h.ThreadCommand, activity.RegisterOptions{Name: ActivityThreadCommand})
-		w.RegisterActivityWithOptions(h.LoadThread, activity.RegisterOptions{Name: ActivityThreadLoad})
-		w.RegisterActivityWithOptions(h.SessionRun, activity.RegisterOptions{Name: ActivitySessionRun})
-		w.RegisterActivityWithOptions(h.Answer, activity.RegisterOptions{Name: ActivitySessionAnswer})
-	}
-}
-
-// watched runs do while the activity of ctx heartbeats every Poll and,
-// each time look reads a state whose key changed from key, reports it as
-// signal to the activity's workflow; it returns do's error once the
-// watch has stopped. The key is also the heartbeat's detail.
-func (h *CheckoutHost) watched(ctx context.Context, signal, key string, look func() (string, any, bool), do func() error) error {
-	poll := h.Poll
-	if poll <= 0 {
-		poll = time.Second
-	}
-	done := make(chan struct{})
-	watching := make(chan struct{})
-	go func() {
-		defer close(watching)
-		tick := time.NewTicker(poll)
-		defer tick.Stop()
-		info := activity.GetInfo(ctx)
-		for {
-			activity.RecordHeartbeat(ctx, key)
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			k, p, ok := look()
-			if !ok || k == key {
-				continue
-			}
-			key = k
-			if h.Signal != nil {
-				h.Signal(ctx, signal, p)
-			} else if h.Client != nil {
-				_ = h.Client.SignalWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, signal, p)
-			}
-		}
-	}()
-	err := do()
-	close(done)
-	<-watching
-	return err
 }
 
 // hostedRun is the working memory a session's and a thread's workflows
@@ -269,14 +177,14 @@ func orPerson(by string) string {
 }
 
 // Refused is a person's input that a session's or a thread's validator
-// refused: nothing changed.
+// refused: nothing changed. It comes as a usage error (errs.UsageError).
 type Refused struct{ Reason string }
 
 func (e *Refused) Error() string { return e.Reason }
 
 // sendUpdate sends arg as Update name to workflow id and waits up to wait
 // for the result, into v: a rejected Update comes back at once as a
-// completed one whose result is the validator's error (*Refused); an
+// completed one whose result is the validator's error (a *Refused); an
 // accepted one completes when its handler is done. gone is the error when
 // the workflow is not running; waited is set when wait passed first.
 func sendUpdate(ctx context.Context, c client.Client, id, name string, arg any, gone error, wait time.Duration, v any) (h client.WorkflowUpdateHandle, waited bool, err error) {
@@ -301,7 +209,7 @@ func sendUpdate(ctx context.Context, c client.Client, id, name string, arg any, 
 func refusal(err error) error {
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) {
-		return &Refused{Reason: ae.Message()}
+		return &errs.UsageError{Err: &Refused{Reason: ae.Message()}}
 	}
 	return err
 }

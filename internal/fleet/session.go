@@ -225,11 +225,7 @@ func (w *sessionRun) run(ctx workflow.Context) (SessionStep, error) {
 	line := fmt.Sprintf("run %d on %s → %s", w.runs, w.in.Host, w.st.Resumes())
 	switch step.Outcome {
 	case SessionWaiting:
-		ids := make([]string, len(step.Open))
-		for i, q := range step.Open {
-			ids[i] = q.ID
-		}
-		line += ", waits for answers to " + strings.Join(ids, ", ")
+		line += ", waits for answers to " + questionIDs(step.Open)
 		if len(step.Open) == 0 {
 			// The runner saw questions that were answered meanwhile (on
 			// the host, by `ralph answer` there): nothing to wait for.
@@ -282,16 +278,18 @@ func (w *sessionRun) validate(a SessionAnswer) error {
 		}
 		return fmt.Errorf("session %s waits for no answer (%s)", w.in.SessionID, w.st.Resumes())
 	}
-	for _, q := range w.open {
-		if q.ID == id {
-			return nil
-		}
+	if slices.ContainsFunc(w.open, func(q session.Question) bool { return q.ID == id }) {
+		return nil
 	}
-	ids := make([]string, len(w.open))
-	for i, q := range w.open {
+	return fmt.Errorf("there is no open question %q in session %s: answer one of the open questions, %s", id, w.in.SessionID, questionIDs(w.open))
+}
+
+func questionIDs(qs []session.Question) string {
+	ids := make([]string, len(qs))
+	for i, q := range qs {
 		ids[i] = q.ID
 	}
-	return fmt.Errorf("there is no open question %q in session %s: answer one of the open questions, %s", id, w.in.SessionID, strings.Join(ids, ", "))
+	return strings.Join(ids, ", ")
 }
 
 // answer is the Update's handler: it records the answer on the host (the

@@ -155,6 +155,10 @@ func newSessionRig(t *testing.T) *sessionRig {
 	}
 	r := &sessionRig{ws: ws, id: id, dir: dir, roles: &scriptedRoles{t: t, root: root}}
 	r.host = &CheckoutHost{Name: "h1", RalphDir: ws.Dir(), Poll: 5 * time.Millisecond,
+		RecordAnswer: func(_ context.Context, a SessionAnswer) error {
+			_, err := session.AnswerQuestion(SessionDir(ws.Dir(), a.SessionID), a.QuestionID, a.Text, time.Now())
+			return err
+		},
 		RunSession: func(ctx context.Context, in SessionRunInput) error {
 			r.mu.Lock()
 			r.runs++

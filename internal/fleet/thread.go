@@ -184,7 +184,7 @@ func resolve(p thread.Phase, verb string) (string, thread.Verb, bool) {
 // allowedNow are the commands a person can give in p: those of
 // thread.Commands that raise a verb of the table there.
 func allowedNow(p thread.Phase) []string {
-	var out []string
+	out := []string{}
 	for _, c := range thread.Commands {
 		if _, ok := c.Phases[p]; ok {
 			out = append(out, c.Name)
@@ -196,7 +196,7 @@ func allowedNow(p thread.Phase) []string {
 
 // humanVerbs are the table's verbs with a human actor in p.
 func humanVerbs(p thread.Phase) []string {
-	var out []string
+	out := []string{}
 	for _, v := range thread.AllowedVerbs(p) {
 		if r, ok := thread.Lookup(p, thread.Verb(v)); ok && r.With.Actor == thread.ActorHuman {
 			out = append(out, v)
@@ -323,12 +323,6 @@ func (w *threadRun) status(history int) ThreadStatus {
 		Allowed: []string{}, Verbs: []string{}}
 	if w.working == "" {
 		st.Allowed, st.Verbs = allowedNow(p), humanVerbs(p)
-		if st.Allowed == nil {
-			st.Allowed = []string{}
-		}
-		if st.Verbs == nil {
-			st.Verbs = []string{}
-		}
 		for _, r := range thread.Table {
 			if r.From == p && r.With.Checkpoint != thread.CheckpointNone && r.On != thread.VerbAbandon {
 				st.WaitsFor = string(r.With.Checkpoint)
