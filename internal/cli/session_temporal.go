@@ -149,8 +149,8 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, a *app.App) e
 	if err != nil {
 		return err
 	}
-	in := fleet.SessionInput{SessionID: id, Host: host, Shared: eng.TaskQueue, Agent: opts.Agent, Title: p.Title, State: p.State,
-		Open: session.OpenQuestions(qs), Heartbeat: eng.Heartbeat}
+	in := fleet.SessionInput{SessionID: id, Placement: fleet.Placement{Host: host, Shared: eng.TaskQueue, Heartbeat: eng.Heartbeat},
+		Agent: opts.Agent, Title: p.Title, State: p.State, Open: session.OpenQuestions(qs)}
 	run, err := fleet.StartSession(ctx, c, in)
 	if err != nil {
 		if resumeDir == "" {

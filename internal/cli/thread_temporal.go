@@ -130,7 +130,7 @@ func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOption
 	}
 	defer c.Close()
 	by := os.Getenv("USER")
-	in := fleet.ThreadInput{ThreadID: t.ID, Host: host, Shared: eng.TaskQueue, Thread: t, Heartbeat: eng.Heartbeat,
+	in := fleet.ThreadInput{ThreadID: t.ID, Placement: fleet.Placement{Host: host, Shared: eng.TaskQueue, Heartbeat: eng.Heartbeat}, Thread: t,
 		Start: fleet.ThreadCommand{Verb: "start", By: by, Agents: opts.Agents, MaxIterations: opts.MaxIterations,
 			Verifiers: opts.Verifiers, Agent: opts.Agent, Worktree: opts.Worktree}}
 	run, err := fleet.StartThread(ctx, c, in)

@@ -304,7 +304,7 @@ func TestThreadOnTemporalSaysNoWorkerPolls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wf, err := fleet.StartThread(ctx, c, fleet.ThreadInput{ThreadID: "a1", Host: "th1", Shared: "wwthread", Thread: th})
+	wf, err := fleet.StartThread(ctx, c, fleet.ThreadInput{ThreadID: "a1", Placement: fleet.Placement{Host: "th1", Shared: "wwthread"}, Thread: th})
 	if err != nil {
 		t.Fatal(err)
 	}

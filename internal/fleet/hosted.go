@@ -72,23 +72,18 @@ var (
 // StartSession starts the session's workflow, refused with
 // ErrSessionRunning (a usage error) while it runs.
 func StartSession(ctx context.Context, c client.Client, in SessionInput) (client.WorkflowRun, error) {
-	return startHosted(ctx, c, SessionWorkflowID(in.SessionID), in.Shared, SessionWorkflow, in, ErrSessionRunning,
-		"session %[1]s is workflow %[2]s; answer its questions with `ralph answer --session %[1]s ID \"...\"`", in.SessionID)
+	id := SessionWorkflowID(in.SessionID)
+	return startOnce(ctx, c, id, in.Shared, SessionWorkflow, in, &errs.UsageError{Err: fmt.Errorf(
+		"%w: session %s is workflow %s; answer its questions with `ralph answer --session %s ID \"...\"`", ErrSessionRunning, in.SessionID, id, in.SessionID)})
 }
 
 // StartThread starts the thread's workflow, refused with
 // ErrThreadRunning (a usage error) while it runs.
 func StartThread(ctx context.Context, c client.Client, in ThreadInput) (client.WorkflowRun, error) {
-	return startHosted(ctx, c, ThreadWorkflowID(in.ThreadID), in.Shared, ThreadWorkflow, in, ErrThreadRunning,
-		"thread %[1]s is workflow %[2]s; give it commands with `ralph thread approve|pause|abandon|... %[1]s` (see it: ralph thread show %[1]s)", in.ThreadID)
-}
-
-func startHosted(ctx context.Context, c client.Client, wid, queue, name string, in any, running error, how, id string) (client.WorkflowRun, error) {
-	run, isRunning, err := startOnce(ctx, c, wid, queue, name, in)
-	if isRunning {
-		return nil, &errs.UsageError{Err: fmt.Errorf("%w: %s", running, fmt.Sprintf(how, id, wid))}
-	}
-	return run, err
+	id := ThreadWorkflowID(in.ThreadID)
+	return startOnce(ctx, c, id, in.Shared, ThreadWorkflow, in, &errs.UsageError{Err: fmt.Errorf(
+		"%w: thread %s is workflow %s; give it commands with `ralph thread approve|pause|abandon|... %s` (see it: ralph thread show %s)",
+		ErrThreadRunning, in.ThreadID, id, in.ThreadID, in.ThreadID)})
 }
 
 // QuerySession and QueryThread return the status of a session's and a
@@ -101,12 +96,20 @@ func QueryThread(ctx context.Context, c client.Client, id string) (ThreadStatus,
 	return queryWorkflowStatus[ThreadStatus](ctx, c, ThreadWorkflowID(id), ErrNoThreadWorkflow)
 }
 
+// Placement is where a session's or a thread's work runs: Host holds its
+// checkout, so all its work goes to HostQueue(Shared, Host). Heartbeat is
+// how long a run there may be silent before Temporal takes its worker for
+// dead and retries it (0: 1m).
+type Placement struct {
+	Host, Shared string
+	Heartbeat    time.Duration
+}
+
 // hostedRun is the working memory a session's and a thread's workflows
 // share: where their work runs, the runs numbered so far, and the log
 // the status shows.
 type hostedRun struct {
-	host, shared string
-	heartbeat    time.Duration
+	Placement
 	// seq numbers the runs on the host, so that the progress a host
 	// reports is applied to the run it belongs to only.
 	seq int
@@ -148,12 +151,12 @@ func handlersFinished(ctx workflow.Context) error {
 // worker. A worker lost in a run is found by the heartbeat, and the retry
 // resumes where the host's record says (the runner's resume).
 func (w *hostedRun) runOptions(nonRetryable ...string) workflow.ActivityOptions {
-	hb := w.heartbeat
+	hb := w.Heartbeat
 	if hb <= 0 {
 		hb = time.Minute
 	}
 	return workflow.ActivityOptions{
-		TaskQueue:           HostQueue(w.shared, w.host),
+		TaskQueue:           HostQueue(w.Shared, w.Host),
 		StartToCloseTimeout: 7 * 24 * time.Hour,
 		HeartbeatTimeout:    hb,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,

@@ -36,10 +36,7 @@ const (
 // SessionInput starts a session workflow.
 type SessionInput struct {
 	SessionID string
-	// Host holds the session's folder: all its work goes to
-	// HostQueue(Shared, Host).
-	Host   string
-	Shared string
+	Placement
 	// Agent is `ralph run --agent`: the agent of every role without
 	// [roles.NAME] agent on the host.
 	Agent string
@@ -49,9 +46,6 @@ type SessionInput struct {
 	Title string
 	State session.OrchestratorState
 	Open  []session.Question
-	// Heartbeat is how long a run may be silent before Temporal takes its
-	// worker for dead and retries it (0: 1m).
-	Heartbeat time.Duration
 }
 
 // SessionRunInput asks the host to run the session.
@@ -158,7 +152,7 @@ type sessionRun struct {
 // open the workflow runs the session again. It ends when the session is
 // Complete or Failed, or stopped for a reason a person fixes on the host.
 func Session(ctx workflow.Context, in SessionInput) (SessionStatus, error) {
-	w := &sessionRun{hostedRun: hostedRun{host: in.Host, shared: in.Shared, heartbeat: in.Heartbeat}, in: in, st: in.State, title: in.Title,
+	w := &sessionRun{hostedRun: hostedRun{Placement: in.Placement}, in: in, st: in.State, title: in.Title,
 		open: slices.Clone(in.Open), answered: map[string]string{}, recording: map[string]string{}}
 	if err := serve(ctx, w.status, UpdateAnswer, w.answer, w.validate, SignalSessionProgress, func(p SessionProgress) {
 		// Progress of a run that ended already is older than its
@@ -220,7 +214,10 @@ func (w *sessionRun) run(ctx workflow.Context) (SessionStep, error) {
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), ActivitySessionRun, in).Get(ctx, &step); err != nil {
 		return step, err
 	}
-	w.take(step)
+	w.st, w.open, w.tasks, w.done = step.State, step.Open, step.Tasks, step.TasksDone
+	if step.Title != "" {
+		w.title = step.Title
+	}
 	w.outcome, w.lastErr = step.Outcome, step.Error
 	line := fmt.Sprintf("run %d on %s → %s", w.runs, w.in.Host, w.st.Resumes())
 	switch step.Outcome {
@@ -244,13 +241,6 @@ func (w *sessionRun) run(ctx workflow.Context) (SessionStep, error) {
 	}
 	w.note(line)
 	return step, nil
-}
-
-func (w *sessionRun) take(step SessionStep) {
-	w.st, w.open, w.tasks, w.done = step.State, step.Open, step.Tasks, step.TasksDone
-	if step.Title != "" {
-		w.title = step.Title
-	}
 }
 
 // validate refuses, before it is accepted, an answer the session cannot

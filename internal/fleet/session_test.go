@@ -200,7 +200,7 @@ func (r *sessionRig) input() SessionInput {
 	if err != nil {
 		panic(err)
 	}
-	return SessionInput{SessionID: r.id, Host: "h1", Shared: "ralph", Title: p.Title, State: p.State, Heartbeat: time.Second}
+	return SessionInput{SessionID: r.id, Placement: Placement{Host: "h1", Shared: "ralph", Heartbeat: time.Second}, Title: p.Title, State: p.State}
 }
 
 // questionsOnDisk are the host's questions, by id, with their answers.
@@ -385,7 +385,7 @@ func TestSessionAnswerUpdate(t *testing.T) {
 // The validator alone: with no question open the session waits for
 // none, whatever the id.
 func TestSessionValidatorWithNothingOpen(t *testing.T) {
-	w := &sessionRun{in: SessionInput{SessionID: "s1", Host: "h1"}, st: session.OrchestratorState{Current: session.Complete, Done: true},
+	w := &sessionRun{in: SessionInput{SessionID: "s1", Placement: Placement{Host: "h1"}}, st: session.OrchestratorState{Current: session.Complete, Done: true},
 		answered: map[string]string{}, recording: map[string]string{}}
 	err := w.validate(SessionAnswer{QuestionID: "q-1", Text: "x"})
 	if err == nil || !strings.Contains(err.Error(), "waits for no answer: it has ended") {

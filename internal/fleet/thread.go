@@ -39,18 +39,12 @@ type ThreadCommand struct {
 // ThreadInput starts a thread workflow.
 type ThreadInput struct {
 	ThreadID string
-	// Host holds the thread: a thread lives in one checkout, so all its
-	// work goes to HostQueue(Shared, Host).
-	Host   string
-	Shared string
+	Placement
 	// Thread is the thread as the starting command read it: the phase the
 	// first command is checked against.
 	Thread thread.Thread
 	// Start is the command the workflow begins with (start).
 	Start ThreadCommand
-	// Heartbeat is how long the host's work may be silent before Temporal
-	// takes its worker for dead and retries it there (0: 1m).
-	Heartbeat time.Duration
 }
 
 // ThreadCommandInput asks the host to run one command on the thread.
@@ -137,7 +131,7 @@ type threadRun struct {
 // learns each phase the work passes through from the host's progress
 // Signals.
 func Thread(ctx workflow.Context, in ThreadInput) (thread.Thread, error) {
-	w := &threadRun{hostedRun: hostedRun{host: in.Host, shared: in.Shared, heartbeat: in.Heartbeat}, t: in.Thread}
+	w := &threadRun{hostedRun: hostedRun{Placement: in.Placement}, t: in.Thread}
 	if err := serve(ctx, w.status, UpdateCheckpoint, w.checkpoint, w.validate, SignalThreadProgress, func(p ThreadProgress) {
 		// Progress of a command that ended already is older than its
 		// result: only the running command's is taken.
@@ -218,7 +212,7 @@ func (w *threadRun) validate(cmd ThreadCommand) error {
 	}
 	if w.working != "" && name != "pause" && name != "abandon" {
 		return fmt.Errorf("thread %s is %s and ralph is working on it (%s) on host %s: wait until it waits for you, or pause or abandon it",
-			w.t.ID, p, w.working, w.host)
+			w.t.ID, p, w.working, w.Host)
 	}
 	if _, _, err := thread.Next(w.t, thread.Event{Verb: mv, Source: thread.SourceHuman}); err != nil {
 		var te *thread.TransitionError
@@ -265,7 +259,7 @@ func (w *threadRun) checkpoint(ctx workflow.Context, cmd ThreadCommand) (ThreadS
 	if name == "pause" && w.t.Phase.Type == thread.PhasePaused {
 		// Stopping the loop paused the thread: its runner took the
 		// interrupt as Ctrl+C makes it.
-		w.note("pause: the loop was stopped on " + w.host)
+		w.note("pause: the loop was stopped on " + w.Host)
 		return w.status(historyLength(ctx)), nil
 	}
 	if err := w.validate(cmd); err != nil {
@@ -318,7 +312,7 @@ func (w *threadRun) run(ctx workflow.Context, cmd ThreadCommand) {
 
 func (w *threadRun) status(history int) ThreadStatus {
 	p := w.t.Phase.Type
-	st := ThreadStatus{ThreadID: w.t.ID, Host: w.host, Title: w.t.Title, Phase: p, Iteration: w.t.Phase.Iteration, Mode: w.t.Mode,
+	st := ThreadStatus{ThreadID: w.t.ID, Host: w.Host, Title: w.t.Title, Phase: p, Iteration: w.t.Phase.Iteration, Mode: w.t.Mode,
 		Working: w.working, LastError: w.lastErr, Commands: slices.Clone(w.log), HistoryLength: history, Thread: w.t,
 		Allowed: []string{}, Verbs: []string{}}
 	if w.working == "" {

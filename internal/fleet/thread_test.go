@@ -214,7 +214,7 @@ func TestThreadCheckpointRefusedInTheWrongPhaseAcceptedInTheRight(t *testing.T) 
 		afterApprove = queryStatus(t, env)
 		sendCheckpoint(env, "u3", ThreadCommand{Verb: "abandon", By: "ann"}, &abandon)
 	}, time.Hour)
-	env.ExecuteWorkflow(ThreadWorkflow, ThreadInput{ThreadID: "t1", Host: "h1", Shared: "ralph", Thread: g.t})
+	env.ExecuteWorkflow(ThreadWorkflow, ThreadInput{ThreadID: "t1", Placement: Placement{Host: "h1", Shared: "ralph"}, Thread: g.t})
 
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("the workflow did not end after abandon")
@@ -268,7 +268,7 @@ func TestThreadStartRefusedInTheWrongPhase(t *testing.T) {
 	g := newThreadRig(t, thread.PhasePendingReview)
 	var s testsuite.WorkflowTestSuite
 	env := g.env(&s)
-	env.ExecuteWorkflow(ThreadWorkflow, ThreadInput{ThreadID: "t1", Host: "h1", Shared: "ralph", Thread: g.t, Start: ThreadCommand{Verb: "start"}})
+	env.ExecuteWorkflow(ThreadWorkflow, ThreadInput{ThreadID: "t1", Placement: Placement{Host: "h1", Shared: "ralph"}, Thread: g.t, Start: ThreadCommand{Verb: "start"}})
 	err := env.GetWorkflowError()
 	if err == nil || !strings.Contains(err.Error(), "does not accept \"start\"") {
 		t.Fatalf("start in PendingReview: %v", err)
@@ -301,7 +301,7 @@ func TestThreadPauseStopsTheLoopOnTheHost(t *testing.T) {
 		sendCheckpoint(env, "p2", ThreadCommand{Verb: "pause"}, &pauseEarly)
 		sendCheckpoint(env, "a", ThreadCommand{Verb: "abandon"}, &abandon)
 	}, time.Hour)
-	env.ExecuteWorkflow(ThreadWorkflow, ThreadInput{ThreadID: "t1", Host: "h1", Shared: "ralph", Thread: g.t, Heartbeat: time.Second})
+	env.ExecuteWorkflow(ThreadWorkflow, ThreadInput{ThreadID: "t1", Placement: Placement{Host: "h1", Shared: "ralph", Heartbeat: time.Second}, Thread: g.t})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestThreadOnDevServer(t *testing.T) {
 		}
 		defer w.Stop()
 	}
-	in := ThreadInput{ThreadID: "t1", Host: "h1", Shared: shared, Thread: g.t, Heartbeat: 2 * time.Second, Start: ThreadCommand{Verb: "resume", By: "ann"}}
+	in := ThreadInput{ThreadID: "t1", Placement: Placement{Host: "h1", Shared: shared, Heartbeat: 2 * time.Second}, Thread: g.t, Start: ThreadCommand{Verb: "resume", By: "ann"}}
 	run, err := StartThread(ctx, c, in)
 	if err != nil {
 		t.Fatal(err)
