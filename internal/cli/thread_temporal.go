@@ -85,10 +85,8 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 	if h, err := os.Hostname(); err == nil && by != "" {
 		by += "@" + h
 	}
-	tcmd := fleet.ThreadCommand{Verb: name, Text: msg, By: by, Agents: opts.Agents, MaxIterations: opts.MaxIterations,
-		Verifiers: opts.Verifiers, Agent: opts.Agent, Worktree: opts.Worktree, Yes: opts.Yes}
 	stop = ww.watch(cmd.Context())
-	_, err = fleet.SendCheckpoint(cmd.Context(), c, t.ID, tcmd)
+	_, err = fleet.SendCheckpoint(cmd.Context(), c, t.ID, opts.command(name, msg, by))
 	stop()
 	if err != nil {
 		return true, err // a refusal says why, as a usage error
@@ -129,10 +127,8 @@ func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOption
 		return err
 	}
 	defer c.Close()
-	by := os.Getenv("USER")
 	in := fleet.ThreadInput{ThreadID: t.ID, Placement: fleet.Placement{Host: host, Shared: eng.TaskQueue, Heartbeat: eng.Heartbeat}, Thread: t,
-		Start: fleet.ThreadCommand{Verb: "start", By: by, Agents: opts.Agents, MaxIterations: opts.MaxIterations,
-			Verifiers: opts.Verifiers, Agent: opts.Agent, Worktree: opts.Worktree}}
+		Start: opts.command("start", "", os.Getenv("USER"))}
 	run, err := fleet.StartThread(ctx, c, in)
 	if err != nil {
 		return err
@@ -233,6 +229,13 @@ func showThreadOnTemporal(cmd *cobra.Command, tc *threadCmd) {
 	if st.LastError != "" {
 		tc.out("  last:      %s", st.LastError)
 	}
+}
+
+// command is the thread command verb that opts give, as the workflow
+// takes it; runThreadCommandHere reads the options back on the host.
+func (opts *ThreadOptions) command(verb, text, by string) fleet.ThreadCommand {
+	return fleet.ThreadCommand{Verb: verb, Text: text, By: by, Agents: opts.Agents, MaxIterations: opts.MaxIterations,
+		Verifiers: opts.Verifiers, Agent: opts.Agent, Worktree: opts.Worktree, Yes: opts.Yes}
 }
 
 // runThreadCommandHere runs a thread command from the workflow in this
