@@ -217,37 +217,15 @@ func (r *sessionRig) questionsOnDisk(t *testing.T) map[string]string {
 	return out
 }
 
-type answerResult struct {
-	rejected error
-	accepted bool
-	status   SessionStatus
-	err      error
-}
+type answerResult = hostedUpdate[SessionStatus]
 
 func sendAnswer(env *testsuite.TestWorkflowEnvironment, uid string, a SessionAnswer, res *answerResult) {
-	env.UpdateWorkflow(UpdateAnswer, uid, &testsuite.TestUpdateCallback{
-		OnReject: func(err error) { res.rejected = err },
-		OnAccept: func() { res.accepted = true },
-		OnComplete: func(v any, err error) {
-			res.err = err
-			if st, ok := v.(SessionStatus); ok {
-				res.status = st
-			}
-		},
-	}, a)
+	res.send(env, UpdateAnswer, uid, a)
 }
 
 func querySession(t *testing.T, env *testsuite.TestWorkflowEnvironment) SessionStatus {
 	t.Helper()
-	v, err := env.QueryWorkflow(QueryStatus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st SessionStatus
-	if err := v.Get(&st); err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return queryHosted[SessionStatus](t, env)
 }
 
 func openIDs(qs []session.Question) []string {

@@ -155,38 +155,15 @@ func (g *threadRig) env(s *testsuite.WorkflowTestSuite) *testsuite.TestWorkflowE
 
 // update sends a checkpoint Update and reports how it ended: refused by
 // the validator (rejected), or accepted with the status it completed with.
-type updateResult struct {
-	rejected error
-	accepted bool
-	status   ThreadStatus
-	err      error
-	done     bool
-}
+type updateResult = hostedUpdate[ThreadStatus]
 
 func sendCheckpoint(env *testsuite.TestWorkflowEnvironment, id string, cmd ThreadCommand, res *updateResult) {
-	env.UpdateWorkflow(UpdateCheckpoint, id, &testsuite.TestUpdateCallback{
-		OnReject: func(err error) { res.rejected, res.done = err, true },
-		OnAccept: func() { res.accepted = true },
-		OnComplete: func(v any, err error) {
-			res.done, res.err = true, err
-			if st, ok := v.(ThreadStatus); ok {
-				res.status = st
-			}
-		},
-	}, cmd)
+	res.send(env, UpdateCheckpoint, id, cmd)
 }
 
 func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) ThreadStatus {
 	t.Helper()
-	v, err := env.QueryWorkflow(QueryStatus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st ThreadStatus
-	if err := v.Get(&st); err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return queryHosted[ThreadStatus](t, env)
 }
 
 // A checkpoint Update is taken only in the phase that allows it: commit
