@@ -333,7 +333,8 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 	switch name {
 	case "start", "finalize":
 		if name == "start" {
-			addThreadEngineFlags(cmd, opts)
+			addEngineFlags(f, &opts.Engine, &opts.Host, &opts.Detach,
+				"where the thread's work runs: local (in this process) or temporal (a workflow, worked by the ralph worker of this checkout's host)")
 		}
 		// finalize begins implementation at once in quick mode.
 		f.BoolVar(&opts.Worktree, "worktree", false, "work in a worktree of the thread's own, outside the repository, so that your checkout stays as it is and several threads can run at once (applies when implementation begins; finalize: quick mode only)")
