@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
@@ -77,13 +76,7 @@ func (b *builder) closeIteration(rec *IterationRecord) {
 			CooldownMS: report.Ptr(b.breakerCooldown().Milliseconds())})
 	}
 	b.saveIteration(rec)
-	if rec.Status != StatusDone && rec.Status != StatusPartial {
-		b.printIteration(rec, rec.Reason)
-	} else {
-		// The commit line told the person; programs still get the one
-		// closing event every iteration has, with no text of its own.
-		b.say(report.KindIteration, "", iterationEnd(rec, text.OrNone(rec.TaskID, rec.StoryID), rec.Reason))
-	}
+	b.printIteration(rec, rec.Reason)
 }
 
 func (b *builder) appendProgress(line string) {
@@ -113,22 +106,10 @@ func tailOfFile(path string, n int64) string {
 	return string(b)
 }
 
+// printIteration emits the event that closes every iteration. A done or
+// partial one shows no line of its own: its commit line told the person.
 func (r *run) printIteration(rec *IterationRecord, why string) {
-	mark := map[string]string{StatusDone: "✓", StatusPlanned: "✓", StatusOpen: "·", StatusInterrupted: "■", StatusPartial: "◐"}[rec.Status]
-	if mark == "" {
-		mark = "✗"
-	}
-	id := text.OrNone(rec.TaskID, rec.StoryID)
-	what := rec.Status
-	if id != "" { // planning iterations have no task
-		what = id + " " + what
-	}
-	line := fmt.Sprintf("%s iteration %d: %s · %s · %s", mark, rec.Iteration, what,
-		(time.Duration(rec.DurationMillis) * time.Millisecond).Round(10*time.Millisecond), words.Count(len(rec.Commits), "commit", "commits"))
-	if why != "" {
-		line += " · " + why
-	}
-	r.say(report.KindIteration, line+"\n", iterationEnd(rec, id, why))
+	r.say(report.KindIteration, "", iterationEnd(rec, text.OrNone(rec.TaskID, rec.StoryID), why))
 }
 
 // iterationEnd is the data of the event that closes an iteration, whatever

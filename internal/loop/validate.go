@@ -152,11 +152,7 @@ func (b *builder) sayJudgement(taskID string, j verify.Judgement) {
 		b.say(report.KindVerdict, fmt.Sprintf("  ! done on the agent's word: %s, but nothing ralph ran shows %s done (no failing test fixed, no new test, no verify command that failed before the work, no reviewer)\n", b.checksState(), taskID), data)
 		return
 	}
-	lines := make([]string, len(j.Evidence))
-	for i, e := range j.Evidence {
-		lines[i] = "  evidence: " + e
-	}
-	b.say(report.KindVerdict, strings.Join(clipList(lines, 8), "\n")+"\n", data)
+	b.say(report.KindVerdict, "", data)
 }
 
 func passedWord(passed bool) string {

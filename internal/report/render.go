@@ -61,6 +61,9 @@ func render(ev Event, m string) string {
 		if m == "session" && d.Role != "" {
 			return fmt.Sprintf("── %s · agent %s ──", d.Role, d.Agent)
 		}
+		if m == "loop" && d.End != nil && d.Turn != nil {
+			return iterationEnd(*d.Turn, *d.End)
+		}
 	case Check:
 		switch {
 		case m == "thread" && d.Passed != nil && *d.Passed:
@@ -72,6 +75,16 @@ func render(ev Event, m string) string {
 		}
 	case Commit:
 		switch {
+		case m == "loop" && d.BeforeRestart:
+			return fmt.Sprintf("✓ iteration %d: %s was committed before the restart · commit %s", d.Iteration, ev.Task, shortHash(d.Commit))
+		case m == "loop" && d.Status == "partial":
+			return fmt.Sprintf("◐ iteration %d: %s partial work committed (%s); a fresh agent continues", d.Iteration, ev.Task, shortHash(d.Commit))
+		case m == "loop" && d.Judged != nil:
+			how := "done and verified"
+			if d.Verdict == "agent_word" {
+				how = "done, agent's word"
+			}
+			return fmt.Sprintf("✓ iteration %d: %s %s · commit %s", d.Iteration, ev.Task, how, shortHash(d.Commit))
 		case d.State == "landed":
 			return queue(ev) + fmt.Sprintf("✓ landed on %s · commit %s", d.Branch, text.ShortHash(d.Commit))
 		case d.BeforeRestart && d.Status == "":
@@ -84,7 +97,9 @@ func render(ev Event, m string) string {
 			return "queue: ↻ sent back: " + d.Reason
 		case d.State == "sent_back":
 			return queue(ev) + "↻ sent back to a worker: " + d.Reason
-		case m != "engine" || d.State != "blocked": // the loop's and a host's say more than their payload
+		case m == "loop" && d.State == "blocked":
+			return fmt.Sprintf("⛔ %s blocked (%s): %s", ev.Task, d.Type, d.Reason)
+		case m != "engine" || d.State != "blocked": // a host's say more than their payload
 		case d.ByPerson:
 			return fmt.Sprintf("[%s] ⛔ %s: `ralph unblock %s` clears it", ev.Task, d.Reason, ev.Task)
 		case d.ByControl:
@@ -102,6 +117,18 @@ func render(ev Event, m string) string {
 		}
 		if t, err := time.Parse(time.RFC3339, d.Until); m == "loop" && d.Agent != "" && err == nil {
 			return fmt.Sprintf("  ⏸ %s hit a usage limit: cooling down until %s", d.Agent, t.Local().Format("15:04:05"))
+		}
+	case Verdict:
+		if m == "loop" && d.Outcome == "verified" { // the agent's word is told with what the checks showed
+			lines := make([]string, len(d.Evidence))
+			for i, e := range d.Evidence {
+				lines[i] = "  evidence: " + e
+			}
+			return strings.Join(text.ClipList(lines, 8), "\n")
+		}
+	case Wait:
+		if m == "loop" {
+			return loopWait(d)
 		}
 	case Note:
 		switch {
@@ -129,6 +156,59 @@ func render(ev Event, m string) string {
 	}
 	return ""
 }
+
+// iterationEnd is the line that closes a loop's iteration; "" for one
+// whose commit line told how it ended.
+func iterationEnd(t Turn, e End) string {
+	mark := map[string]string{"planned": "✓", "open": "·", "interrupted": "■"}[e.Status]
+	switch {
+	case e.Status == "done" || e.Status == "partial":
+		return ""
+	case mark == "":
+		mark = "✗"
+	}
+	what := e.Status
+	if t.Task != "" { // planning iterations have no task
+		what = t.Task + " " + what
+	}
+	line := fmt.Sprintf("%s iteration %d: %s · %s · %s", mark, t.Iteration, what,
+		(time.Duration(e.DurationMS) * time.Millisecond).Round(10*time.Millisecond), words.Count(len(e.Commits), "commit", "commits"))
+	if e.Reason != "" {
+		line += " · " + e.Reason
+	}
+	return line
+}
+
+// loopWait words the loop's waits for the circuit breaker and a usage
+// limit; "" for those whose call site says more (the breaker opening,
+// every agent limited, a pause).
+func loopWait(w Wait) string {
+	ms := func(p *int64) time.Duration {
+		if p == nil {
+			return 0
+		}
+		return time.Duration(*p) * time.Millisecond
+	}
+	switch {
+	case w.Wait == "breaker" && w.State == "started":
+		return "  ⚡ circuit breaker open (" + w.Reason + ")"
+	case w.Breaker == "half_open":
+		return "  ⚡ circuit breaker half-open: one iteration may try"
+	case w.Wait == "limit" && w.State == "ended":
+		return fmt.Sprintf("  ▶ the usage-limit wait is over after %s: going on", ms(w.WaitedMS).Round(time.Second))
+	case w.State == "waiting":
+		until, err := time.Parse(time.RFC3339, w.Until)
+		what := map[string]string{"breaker": "circuit breaker cooling down", "limit": "waiting for a usage limit to reset"}[w.Wait]
+		if err != nil || what == "" {
+			return ""
+		}
+		return fmt.Sprintf("  … %s: %s left (until %s)", what, ms(w.LeftMS).Round(time.Second), until.Local().Format("15:04:05"))
+	}
+	return ""
+}
+
+// shortHash is a commit as git shows it, "(none)" before the first.
+func shortHash(hash string) string { return text.OrNone(text.ShortHash(hash), "(none)") }
 
 // queue marks a line of the merge queue: with its task in a parallel
 // build's shared stream, plainly on a Temporal host's.
