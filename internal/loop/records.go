@@ -76,7 +76,7 @@ func (b *builder) closeIteration(rec *IterationRecord) {
 			CooldownMS: report.Ptr(b.breakerCooldown().Milliseconds())})
 	}
 	b.saveIteration(rec)
-	b.printIteration(rec, rec.Reason)
+	b.say(report.KindIteration, "", iterationEnd(rec))
 }
 
 func (b *builder) appendProgress(line string) {
@@ -106,17 +106,12 @@ func tailOfFile(path string, n int64) string {
 	return string(b)
 }
 
-// printIteration emits the event that closes every iteration. A done or
-// partial one shows no line of its own: its commit line told the person.
-func (r *run) printIteration(rec *IterationRecord, why string) {
-	r.say(report.KindIteration, "", iterationEnd(rec, text.OrNone(rec.TaskID, rec.StoryID), why))
-}
-
 // iterationEnd is the data of the event that closes an iteration, whatever
-// its status: one shape for programs (notifications, receipts) to read,
-// where the text differs with the outcome.
-func iterationEnd(rec *IterationRecord, task, why string) report.Iteration {
-	end := &report.End{IterationEnd: true, Status: rec.Status, DurationMS: rec.DurationMillis, Tokens: rec.Tokens, CostUSD: rec.CostUSD, Commits: rec.Commits, Reason: why}
+// its status: one shape for programs (notifications, receipts) to read.
+// The line it renders to differs with the outcome; a done or partial
+// iteration shows none, its commit line told the person.
+func iterationEnd(rec *IterationRecord) report.Iteration {
+	end := &report.End{IterationEnd: true, Status: rec.Status, DurationMS: rec.DurationMillis, Tokens: rec.Tokens, CostUSD: rec.CostUSD, Commits: rec.Commits, Reason: rec.Reason}
 	if rec.Verdict != "" {
 		// How ralph accepted the task: verified on its evidence, or on
 		// the agent's word; programs need not read it from the text.
@@ -134,5 +129,5 @@ func iterationEnd(rec *IterationRecord, task, why string) report.Iteration {
 	if len(failing) > 0 {
 		end.Failed = &report.Failed{FailingChecks: failing, FailedAtStartToo: atStart}
 	}
-	return report.Iteration{Turn: &report.Turn{Iteration: rec.Iteration, Task: task}, End: end}
+	return report.Iteration{Turn: &report.Turn{Iteration: rec.Iteration, Task: text.OrNone(rec.TaskID, rec.StoryID)}, End: end}
 }

@@ -80,10 +80,7 @@ func render(ev Event, m string) string {
 		case m == "loop" && d.Status == "partial":
 			return fmt.Sprintf("◐ iteration %d: %s partial work committed (%s); a fresh agent continues", d.Iteration, ev.Task, shortHash(d.Commit))
 		case m == "loop" && d.Judged != nil:
-			how := "done and verified"
-			if d.Verdict == "agent_word" {
-				how = "done, agent's word"
-			}
+			how := map[bool]string{true: "done, agent's word", false: "done and verified"}[d.Verdict == "agent_word"]
 			return fmt.Sprintf("✓ iteration %d: %s %s · commit %s", d.Iteration, ev.Task, how, shortHash(d.Commit))
 		case d.State == "landed":
 			return queue(ev) + fmt.Sprintf("✓ landed on %s · commit %s", d.Branch, text.ShortHash(d.Commit))
@@ -126,9 +123,19 @@ func render(ev Event, m string) string {
 			}
 			return strings.Join(text.ClipList(lines, 8), "\n")
 		}
-	case Wait:
-		if m == "loop" {
-			return loopWait(d)
+	case Wait: // the loop's breaker opening, every agent limited and a pause say more than their payload
+		switch {
+		case m != "loop":
+		case d.Wait == "breaker" && d.State == "started":
+			return "  ⚡ circuit breaker open (" + d.Reason + ")"
+		case d.Breaker == "half_open":
+			return "  ⚡ circuit breaker half-open: one iteration may try"
+		case d.Wait == "limit" && d.State == "ended" && d.WaitedMS != nil:
+			return fmt.Sprintf("  ▶ the usage-limit wait is over after %s: going on", (time.Duration(*d.WaitedMS) * time.Millisecond).Round(time.Second))
+		case d.State == "waiting" && d.LeftMS != nil && loopWaits[d.Wait] != "":
+			if until, err := time.Parse(time.RFC3339, d.Until); err == nil {
+				return fmt.Sprintf("  … %s: %s left (until %s)", loopWaits[d.Wait], (time.Duration(*d.LeftMS) * time.Millisecond).Round(time.Second), until.Local().Format("15:04:05"))
+			}
 		}
 	case Note:
 		switch {
@@ -157,54 +164,22 @@ func render(ev Event, m string) string {
 	return ""
 }
 
+// loopWaits are what a loop's countdown waits for, by its Wait.
+var loopWaits = map[string]string{"breaker": "circuit breaker cooling down", "limit": "waiting for a usage limit to reset"}
+
 // iterationEnd is the line that closes a loop's iteration; "" for one
 // whose commit line told how it ended.
 func iterationEnd(t Turn, e End) string {
-	mark := map[string]string{"planned": "✓", "open": "·", "interrupted": "■"}[e.Status]
-	switch {
-	case e.Status == "done" || e.Status == "partial":
+	if e.Status == "done" || e.Status == "partial" {
 		return ""
-	case mark == "":
-		mark = "✗"
 	}
-	what := e.Status
-	if t.Task != "" { // planning iterations have no task
-		what = t.Task + " " + what
-	}
-	line := fmt.Sprintf("%s iteration %d: %s · %s · %s", mark, t.Iteration, what,
+	mark := text.OrNone(map[string]string{"planned": "✓", "open": "·", "interrupted": "■"}[e.Status], "✗")
+	line := fmt.Sprintf("%s iteration %d: %s · %s · %s", mark, t.Iteration, strings.TrimSpace(t.Task+" "+e.Status), // a planning iteration has no task
 		(time.Duration(e.DurationMS) * time.Millisecond).Round(10*time.Millisecond), words.Count(len(e.Commits), "commit", "commits"))
 	if e.Reason != "" {
 		line += " · " + e.Reason
 	}
 	return line
-}
-
-// loopWait words the loop's waits for the circuit breaker and a usage
-// limit; "" for those whose call site says more (the breaker opening,
-// every agent limited, a pause).
-func loopWait(w Wait) string {
-	ms := func(p *int64) time.Duration {
-		if p == nil {
-			return 0
-		}
-		return time.Duration(*p) * time.Millisecond
-	}
-	switch {
-	case w.Wait == "breaker" && w.State == "started":
-		return "  ⚡ circuit breaker open (" + w.Reason + ")"
-	case w.Breaker == "half_open":
-		return "  ⚡ circuit breaker half-open: one iteration may try"
-	case w.Wait == "limit" && w.State == "ended":
-		return fmt.Sprintf("  ▶ the usage-limit wait is over after %s: going on", ms(w.WaitedMS).Round(time.Second))
-	case w.State == "waiting":
-		until, err := time.Parse(time.RFC3339, w.Until)
-		what := map[string]string{"breaker": "circuit breaker cooling down", "limit": "waiting for a usage limit to reset"}[w.Wait]
-		if err != nil || what == "" {
-			return ""
-		}
-		return fmt.Sprintf("  … %s: %s left (until %s)", what, ms(w.LeftMS).Round(time.Second), until.Local().Format("15:04:05"))
-	}
-	return ""
 }
 
 // shortHash is a commit as git shows it, "(none)" before the first.
