@@ -111,7 +111,7 @@ func (b *builder) implement(ctx context.Context, it iteration) (Event, iteration
 				return Event{}, next, err
 			}
 			waited := b.opts.now().Sub(waitStart)
-			b.say(report.KindWait, "", report.Wait{Wait: "limit", State: "ended", WaitedMS: report.Ptr(waited.Milliseconds())})
+			b.tell(report.Wait{Wait: "limit", State: "ended", WaitedMS: report.Ptr(waited.Milliseconds())})
 			if len(waits) > 0 {
 				waits[len(waits)-1].WaitedMillis += b.opts.now().Sub(waitStart).Milliseconds()
 			}

@@ -76,7 +76,7 @@ func (b *builder) closeIteration(rec *IterationRecord) {
 			CooldownMS: report.Ptr(b.breakerCooldown().Milliseconds())})
 	}
 	b.saveIteration(rec)
-	b.say(report.KindIteration, "", iterationEnd(rec))
+	b.tell(iterationEnd(rec))
 }
 
 func (b *builder) appendProgress(line string) {
