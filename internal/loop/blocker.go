@@ -74,8 +74,7 @@ func (b *builder) logBlocker(ctx context.Context) error {
 		Props: map[string]string{"event": memory.EventTaskBlocker, "task": id, "blocker_type": bl.Type, "run": b.id, "fix_sources_tried": "checks, acceptance criteria"}})
 	b.logError("task %s blocked (%s): %s", id, bl.Type, bl.Reason)
 	b.appendProgress(fmt.Sprintf("%s BLOCKED (%s, requires_human=%v): %s", id, bl.Type, bl.RequiresHuman, bl.Reason))
-	b.say(report.KindBlocker, fmt.Sprintf("⛔ %s blocked (%s): %s\n", id, bl.Type, bl.Reason),
-		report.Blocker{State: "blocked", Type: bl.Type, Reason: bl.Reason, RequiresHuman: report.Ptr(bl.RequiresHuman)})
+	b.tell(report.Blocker{State: "blocked", Type: bl.Type, Reason: bl.Reason, RequiresHuman: report.Ptr(bl.RequiresHuman)})
 	switch {
 	case bl.Review:
 		b.sayf(report.KindBlocker, "   a person must decide: read the test change (git diff %s^ %s), then `ralph approve %s` to accept it, or `ralph unblock %s` to have it done again\n", bl.Ref, bl.Ref, id, id)

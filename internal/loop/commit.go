@@ -44,8 +44,7 @@ func (b *builder) commit(ctx context.Context, it iteration) (Event, error) {
 		if m.Partial {
 			rec.Status = StatusPartial
 		}
-		b.say(report.KindCommit, fmt.Sprintf("✓ iteration %d: %s was committed before the restart · commit %s\n", m.Iteration, taskID, short(hash)),
-			report.Commit{Iteration: m.Iteration, Commit: hash, Status: rec.Status, BeforeRestart: true})
+		b.tell(report.Commit{Iteration: m.Iteration, Commit: hash, Status: rec.Status, BeforeRestart: true})
 		b.closeIteration(rec)
 		return Event{Trigger: TrigCommitted}, nil
 	}
@@ -122,20 +121,14 @@ func (b *builder) commit(ctx context.Context, it iteration) (Event, error) {
 	}
 	if m.Partial {
 		rec.Status = StatusPartial
-		b.say(report.KindCommit, fmt.Sprintf("◐ iteration %d: %s partial work committed (%s); a fresh agent continues\n", m.Iteration, taskID, short(hash)),
-			report.Commit{Iteration: m.Iteration, Commit: hash, Status: StatusPartial})
+		b.tell(report.Commit{Iteration: m.Iteration, Commit: hash, Status: StatusPartial})
 	} else {
 		rec.Status = StatusDone
 		j := b.judgement()
 		rec.Verdict, rec.Evidence = string(j.Outcome), j.Evidence
 		b.st.task(taskID).Done = &DoneRecord{Outcome: j.Outcome, Evidence: j.Evidence, Commit: hash, Run: b.id}
 		b.moveBaseline(hash)
-		how := "done and verified"
-		if j.Outcome == verify.AgentWord {
-			how = "done, agent's word"
-		}
-		b.say(report.KindCommit, fmt.Sprintf("✓ iteration %d: %s %s · commit %s\n", m.Iteration, taskID, how, short(hash)),
-			report.Commit{Iteration: m.Iteration, Commit: hash, Status: StatusDone, Judged: &report.Judged{Verdict: string(j.Outcome), Evidence: j.Evidence, Failing: j.Failing}})
+		b.tell(report.Commit{Iteration: m.Iteration, Commit: hash, Status: StatusDone, Judged: &report.Judged{Verdict: string(j.Outcome), Evidence: j.Evidence, Failing: j.Failing}})
 	}
 	b.st.TaskBase, b.st.TaskBaseFor = "", ""
 	b.closeIteration(rec)

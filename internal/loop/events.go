@@ -54,6 +54,10 @@ func (b *builder) say(kind report.Kind, text string, data report.Payload) {
 	b.emit(ev)
 }
 
+// tell emits a fact about the task the machine is on whose payload words
+// its line (report.Render).
+func (b *builder) tell(data report.Payload) { b.say("", "", data) }
+
 func (b *builder) sayf(kind report.Kind, format string, args ...any) {
 	b.say(kind, fmt.Sprintf(format, args...), nil)
 }

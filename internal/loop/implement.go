@@ -107,12 +107,11 @@ func (b *builder) implement(ctx context.Context, it iteration) (Event, iteration
 				Until: until.UTC().Format(time.RFC3339), Agent: report.Ptr(b.firstFree(until))})
 			b.event("%s", msg)
 			waitStart := b.opts.now()
-			if err := b.waitUntil(ctx, until, WaitLimit, "waiting for a usage limit to reset"); err != nil {
+			if err := b.waitUntil(ctx, until, WaitLimit); err != nil {
 				return Event{}, next, err
 			}
 			waited := b.opts.now().Sub(waitStart)
-			b.say(report.KindWait, fmt.Sprintf("  ▶ the usage-limit wait is over after %s: going on\n", waited.Round(time.Second)),
-				report.Wait{Wait: "limit", State: "ended", WaitedMS: report.Ptr(waited.Milliseconds())})
+			b.tell(report.Wait{Wait: "limit", State: "ended", WaitedMS: report.Ptr(waited.Milliseconds())})
 			if len(waits) > 0 {
 				waits[len(waits)-1].WaitedMillis += b.opts.now().Sub(waitStart).Milliseconds()
 			}

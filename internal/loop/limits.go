@@ -164,7 +164,7 @@ func (b *builder) coolDown(spec agent.Spec, l *agent.Limit, source string, now t
 		reset = until
 	}
 	b.logError("agent %s hit a usage limit (%s): cooling down until %s", spec.Name, clip(msg, 200), reset.Local().Format("2006-01-02 15:04:05"))
-	b.say(report.KindLimit, "", report.Limit{Agent: spec.Name, Until: reset.UTC().Format(time.RFC3339)})
+	b.tell(report.Limit{Agent: spec.Name, Until: reset.UTC().Format(time.RFC3339)})
 	return LimitWait{Agent: spec.Name, Message: clip(msg, 300), ResetsAt: reset.UTC(), Source: source}, nil
 }
 
@@ -172,13 +172,12 @@ func (b *builder) coolDown(spec agent.Spec, l *agent.Limit, source string, now t
 // ErrInterrupted when ctx is cancelled. The time slept is a wait of the
 // given reason (WaitBreaker, WaitLimit) in the metrics, not time in the
 // current state: the state's clock (EnteredAt) moves on by as much.
-func (b *builder) waitUntil(ctx context.Context, t time.Time, reason, what string) error {
+func (b *builder) waitUntil(ctx context.Context, t time.Time, reason string) error {
 	start := b.opts.now()
 	defer b.bookWait(reason, start)
 	return runkit.Wait(ctx, t, 0, func(left time.Duration) {
 		ms := left.Milliseconds()
-		b.say(report.KindWait, fmt.Sprintf("  … %s: %s left (until %s)\n", what, left.Round(time.Second), t.Local().Format("15:04:05")),
-			report.Wait{Wait: reason, State: "waiting", LeftMS: &ms, Until: t.UTC().Format(time.RFC3339)})
+		b.tell(report.Wait{Wait: reason, State: "waiting", LeftMS: &ms, Until: t.UTC().Format(time.RFC3339)})
 	})
 }
 

@@ -129,7 +129,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 		rec.SignalAccepted = done
 		r.saveIteration(rec)
 		r.event("planning iteration %d ended: %s", n, status)
-		r.printIteration(rec, why)
+		r.say(report.KindIteration, "", iterationEnd(rec))
 
 		switch status {
 		case StatusInterrupted:

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
@@ -77,13 +76,7 @@ func (b *builder) closeIteration(rec *IterationRecord) {
 			CooldownMS: report.Ptr(b.breakerCooldown().Milliseconds())})
 	}
 	b.saveIteration(rec)
-	if rec.Status != StatusDone && rec.Status != StatusPartial {
-		b.printIteration(rec, rec.Reason)
-	} else {
-		// The commit line told the person; programs still get the one
-		// closing event every iteration has, with no text of its own.
-		b.say(report.KindIteration, "", iterationEnd(rec, text.OrNone(rec.TaskID, rec.StoryID), rec.Reason))
-	}
+	b.tell(iterationEnd(rec))
 }
 
 func (b *builder) appendProgress(line string) {
@@ -113,29 +106,12 @@ func tailOfFile(path string, n int64) string {
 	return string(b)
 }
 
-func (r *run) printIteration(rec *IterationRecord, why string) {
-	mark := map[string]string{StatusDone: "✓", StatusPlanned: "✓", StatusOpen: "·", StatusInterrupted: "■", StatusPartial: "◐"}[rec.Status]
-	if mark == "" {
-		mark = "✗"
-	}
-	id := text.OrNone(rec.TaskID, rec.StoryID)
-	what := rec.Status
-	if id != "" { // planning iterations have no task
-		what = id + " " + what
-	}
-	line := fmt.Sprintf("%s iteration %d: %s · %s · %s", mark, rec.Iteration, what,
-		(time.Duration(rec.DurationMillis) * time.Millisecond).Round(10*time.Millisecond), words.Count(len(rec.Commits), "commit", "commits"))
-	if why != "" {
-		line += " · " + why
-	}
-	r.say(report.KindIteration, line+"\n", iterationEnd(rec, id, why))
-}
-
 // iterationEnd is the data of the event that closes an iteration, whatever
-// its status: one shape for programs (notifications, receipts) to read,
-// where the text differs with the outcome.
-func iterationEnd(rec *IterationRecord, task, why string) report.Iteration {
-	end := &report.End{IterationEnd: true, Status: rec.Status, DurationMS: rec.DurationMillis, Tokens: rec.Tokens, CostUSD: rec.CostUSD, Commits: rec.Commits, Reason: why}
+// its status: one shape for programs (notifications, receipts) to read.
+// The line it renders to differs with the outcome; a done or partial
+// iteration shows none, its commit line told the person.
+func iterationEnd(rec *IterationRecord) report.Iteration {
+	end := &report.End{IterationEnd: true, Status: rec.Status, DurationMS: rec.DurationMillis, Tokens: rec.Tokens, CostUSD: rec.CostUSD, Commits: rec.Commits, Reason: rec.Reason}
 	if rec.Verdict != "" {
 		// How ralph accepted the task: verified on its evidence, or on
 		// the agent's word; programs need not read it from the text.
@@ -153,5 +129,5 @@ func iterationEnd(rec *IterationRecord, task, why string) report.Iteration {
 	if len(failing) > 0 {
 		end.Failed = &report.Failed{FailingChecks: failing, FailedAtStartToo: atStart}
 	}
-	return report.Iteration{Turn: &report.Turn{Iteration: rec.Iteration, Task: task}, End: end}
+	return report.Iteration{Turn: &report.Turn{Iteration: rec.Iteration, Task: text.OrNone(rec.TaskID, rec.StoryID)}, End: end}
 }

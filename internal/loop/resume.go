@@ -2,7 +2,6 @@ package loop
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -78,13 +77,12 @@ func (b *builder) breakerGate(ctx context.Context) error {
 	until := br.OpenedAt.Add(b.breakerCooldown())
 	// The breaker opened earlier ({"breaker":"open"}); this is the wait
 	// it imposes, which may start in a later run.
-	b.say(report.KindWait, fmt.Sprintf("  ⚡ circuit breaker open (%s)\n", br.Reason),
-		report.Wait{Wait: "breaker", State: "started", Until: until.UTC().Format(time.RFC3339), Reason: br.Reason})
-	if err := b.waitUntil(ctx, until, WaitBreaker, "circuit breaker cooling down"); err != nil {
+	b.tell(report.Wait{Wait: "breaker", State: "started", Until: until.UTC().Format(time.RFC3339), Reason: br.Reason})
+	if err := b.waitUntil(ctx, until, WaitBreaker); err != nil {
 		return err
 	}
 	br.State = BreakerHalfOpen
 	b.event("circuit breaker HALF_OPEN: one iteration may try")
-	b.say(report.KindWait, "  ⚡ circuit breaker half-open: one iteration may try\n", report.Wait{Breaker: "half_open"})
+	b.tell(report.Wait{Breaker: "half_open"})
 	return b.saveState()
 }

@@ -146,7 +146,7 @@ func (b *builder) selectTask() (Event, tasks.Selection, error) {
 			if failing := b.st.Baseline.Failing(); len(failing) > 0 {
 				b.st.Outcome = OutcomeChecksFailing
 				b.st.Reason = fmt.Sprintf("every story is done, but %s %s on the final tree", strings.Join(quoteChecks(failing), ", "), words.Plural(len(failing), "fails", "fail"))
-				b.sayLimit("■ "+b.st.Reason+"\n", OutcomeChecksFailing, b.st.Reason)
+				b.sayLimit("", OutcomeChecksFailing, b.st.Reason)
 				return Event{Trigger: TrigAllComplete}, none, b.exit(false)
 			}
 			b.st.Outcome, b.st.Reason = OutcomeComplete, "all stories complete"
@@ -157,7 +157,7 @@ func (b *builder) selectTask() (Event, tasks.Selection, error) {
 	}
 	if why := b.budgetExceeded(); why != "" {
 		b.st.Outcome, b.st.Reason = OutcomeBudget, "budget reached: "+why
-		b.sayLimit("■ "+b.st.Reason+"\n", OutcomeBudget, b.st.Reason)
+		b.sayLimit("", OutcomeBudget, b.st.Reason)
 		return Event{Trigger: TrigBudgetExhausted}, none, b.exit(false)
 	}
 	if b.st.Machine.Iteration >= b.st.MaxIterations {
@@ -172,7 +172,7 @@ func (b *builder) selectTask() (Event, tasks.Selection, error) {
 func (b *builder) limitReached() (Event, tasks.Selection, error) {
 	b.st.Outcome = OutcomeMaxIterations
 	b.st.Reason = fmt.Sprintf("reached %s with %s left", words.Count(b.st.MaxIterations, "iteration", "iterations"), words.Count(b.board.Remaining(), "story", "stories"))
-	b.sayLimit("■ "+b.st.Reason+"\n", OutcomeMaxIterations, b.st.Reason)
+	b.sayLimit("", OutcomeMaxIterations, b.st.Reason)
 	// The table's edge out of STORY_SELECT at the limit is the seed's
 	// budget_exhausted; the line's data says it is the iteration limit.
 	return Event{Trigger: TrigBudgetExhausted}, tasks.Selection{}, b.exit(false)
@@ -181,7 +181,8 @@ func (b *builder) limitReached() (Event, tasks.Selection, error) {
 // sayLimit says why the run ends at a limit or an interrupt (the "■"
 // line); its data carries the run's outcome and reason, so that programs
 // need not read the line, nor guess from the trigger, which at
-// STORY_SELECT is budget_exhausted for the iteration limit too.
+// STORY_SELECT is budget_exhausted for the iteration limit too. The
+// line is "■ reason" (report.Render); an interrupt's text says more.
 func (b *builder) sayLimit(text string, outcome Outcome, reason string) {
 	b.say(report.KindLimit, text, report.Limit{Ending: &report.Ending{Outcome: string(outcome), Reason: reason}})
 }

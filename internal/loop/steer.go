@@ -41,7 +41,7 @@ func (b *builder) steer(ctx context.Context) error {
 		b.say(report.KindWait, fmt.Sprintf("⏸ paused by %s at %s: `ralph resume` goes on\n", p.By, p.Time.Local().Format("15:04:05")),
 			report.Wait{Paused: true, By: p.By, ID: p.ID, State: string(b.st.Machine.State)})
 	}, func() {
-		b.say(report.KindNote, "", report.Note{Paused: report.Ptr(false)})
+		b.tell(report.Note{Paused: report.Ptr(false)})
 	})
 	if saveErr != nil {
 		return saveErr

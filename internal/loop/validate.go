@@ -140,23 +140,14 @@ func (b *builder) validate(ctx context.Context, it iteration) (Event, error) {
 		return b.failWith(it, TrigACsFailed, why, out, "permanent"), nil
 	}
 	b.st.Attempt.Judgement = &j
-	b.sayJudgement(it.sel.TaskID(), j)
-	return Event{Trigger: TrigACsMet}, nil
-}
-
-// sayJudgement tells how the attempt at taskID was accepted: the
-// evidence, or that there is none but the agent's word.
-func (b *builder) sayJudgement(taskID string, j verify.Judgement) {
-	data := report.Verdict{Outcome: string(j.Outcome), Evidence: j.Evidence, Failing: j.Failing}
+	// The verdict words its evidence (report.Render); the agent's word is
+	// told with what the checks showed.
+	line := ""
 	if j.Outcome == verify.AgentWord {
-		b.say(report.KindVerdict, fmt.Sprintf("  ! done on the agent's word: %s, but nothing ralph ran shows %s done (no failing test fixed, no new test, no verify command that failed before the work, no reviewer)\n", b.checksState(), taskID), data)
-		return
+		line = fmt.Sprintf("  ! done on the agent's word: %s, but nothing ralph ran shows %s done (no failing test fixed, no new test, no verify command that failed before the work, no reviewer)\n", b.checksState(), it.sel.TaskID())
 	}
-	lines := make([]string, len(j.Evidence))
-	for i, e := range j.Evidence {
-		lines[i] = "  evidence: " + e
-	}
-	b.say(report.KindVerdict, strings.Join(clipList(lines, 8), "\n")+"\n", data)
+	b.say(report.KindVerdict, line, report.Verdict{Outcome: string(j.Outcome), Evidence: j.Evidence, Failing: j.Failing})
+	return Event{Trigger: TrigACsMet}, nil
 }
 
 func passedWord(passed bool) string {

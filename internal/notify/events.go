@@ -113,10 +113,6 @@ var sessionStops = map[string]string{
 	string(session.BudgetExhausted): OutcomeBudget,
 }
 
-// engineOutcomes maps a parallel build's outcome (the loop's outcomes)
-// to run_finished's.
-var engineOutcomes = loopOutcomes
-
 // threadCheckpoints are the thread phases that wait for a person.
 var threadCheckpoints = map[string]string{
 	string(thread.PhasePendingReview): "waits for a person's review (ralph thread approve)",
@@ -237,7 +233,7 @@ func (d *deriver) derive(ev report.Event) []Notification {
 			return out
 		}
 	case ev.Machine == machineEngine && ev.Kind == report.KindSummary:
-		outcome, ok := engineOutcomes[sum.Outcome]
+		outcome, ok := loopOutcomes[sum.Outcome] // a parallel build ends with the loop's outcomes
 		if !ok {
 			outcome = OutcomeError
 		}

@@ -61,6 +61,9 @@ func render(ev Event, m string) string {
 		if m == "session" && d.Role != "" {
 			return fmt.Sprintf("── %s · agent %s ──", d.Role, d.Agent)
 		}
+		if m == "loop" && d.End != nil && d.Turn != nil {
+			return iterationEnd(*d.Turn, *d.End)
+		}
 	case Check:
 		switch {
 		case m == "thread" && d.Passed != nil && *d.Passed:
@@ -72,6 +75,13 @@ func render(ev Event, m string) string {
 		}
 	case Commit:
 		switch {
+		case m == "loop" && d.BeforeRestart:
+			return fmt.Sprintf("✓ iteration %d: %s was committed before the restart · commit %s", d.Iteration, ev.Task, shortHash(d.Commit))
+		case m == "loop" && d.Status == "partial":
+			return fmt.Sprintf("◐ iteration %d: %s partial work committed (%s); a fresh agent continues", d.Iteration, ev.Task, shortHash(d.Commit))
+		case m == "loop" && d.Judged != nil:
+			how := map[bool]string{true: "done, agent's word", false: "done and verified"}[d.Verdict == "agent_word"]
+			return fmt.Sprintf("✓ iteration %d: %s %s · commit %s", d.Iteration, ev.Task, how, shortHash(d.Commit))
 		case d.State == "landed":
 			return queue(ev) + fmt.Sprintf("✓ landed on %s · commit %s", d.Branch, text.ShortHash(d.Commit))
 		case d.BeforeRestart && d.Status == "":
@@ -84,7 +94,9 @@ func render(ev Event, m string) string {
 			return "queue: ↻ sent back: " + d.Reason
 		case d.State == "sent_back":
 			return queue(ev) + "↻ sent back to a worker: " + d.Reason
-		case m != "engine" || d.State != "blocked": // the loop's and a host's say more than their payload
+		case m == "loop" && d.State == "blocked":
+			return fmt.Sprintf("⛔ %s blocked (%s): %s", ev.Task, d.Type, d.Reason)
+		case m != "engine" || d.State != "blocked": // a host's say more than their payload
 		case d.ByPerson:
 			return fmt.Sprintf("[%s] ⛔ %s: `ralph unblock %s` clears it", ev.Task, d.Reason, ev.Task)
 		case d.ByControl:
@@ -102,6 +114,28 @@ func render(ev Event, m string) string {
 		}
 		if t, err := time.Parse(time.RFC3339, d.Until); m == "loop" && d.Agent != "" && err == nil {
 			return fmt.Sprintf("  ⏸ %s hit a usage limit: cooling down until %s", d.Agent, t.Local().Format("15:04:05"))
+		}
+	case Verdict:
+		if m == "loop" && d.Outcome == "verified" { // the agent's word is told with what the checks showed
+			lines := make([]string, len(d.Evidence))
+			for i, e := range d.Evidence {
+				lines[i] = "  evidence: " + e
+			}
+			return strings.Join(text.ClipList(lines, 8), "\n")
+		}
+	case Wait: // the loop's breaker opening, every agent limited and a pause say more than their payload
+		switch {
+		case m != "loop":
+		case d.Wait == "breaker" && d.State == "started":
+			return "  ⚡ circuit breaker open (" + d.Reason + ")"
+		case d.Breaker == "half_open":
+			return "  ⚡ circuit breaker half-open: one iteration may try"
+		case d.Wait == "limit" && d.State == "ended" && d.WaitedMS != nil:
+			return fmt.Sprintf("  ▶ the usage-limit wait is over after %s: going on", (time.Duration(*d.WaitedMS) * time.Millisecond).Round(time.Second))
+		case d.State == "waiting" && d.LeftMS != nil && loopWaits[d.Wait] != "":
+			if until, err := time.Parse(time.RFC3339, d.Until); err == nil {
+				return fmt.Sprintf("  … %s: %s left (until %s)", loopWaits[d.Wait], (time.Duration(*d.LeftMS) * time.Millisecond).Round(time.Second), until.Local().Format("15:04:05"))
+			}
 		}
 	case Note:
 		switch {
@@ -129,6 +163,27 @@ func render(ev Event, m string) string {
 	}
 	return ""
 }
+
+// loopWaits are what a loop's countdown waits for, by its Wait.
+var loopWaits = map[string]string{"breaker": "circuit breaker cooling down", "limit": "waiting for a usage limit to reset"}
+
+// iterationEnd is the line that closes a loop's iteration; "" for one
+// whose commit line told how it ended.
+func iterationEnd(t Turn, e End) string {
+	if e.Status == "done" || e.Status == "partial" {
+		return ""
+	}
+	mark := text.OrNone(map[string]string{"planned": "✓", "open": "·", "interrupted": "■"}[e.Status], "✗")
+	line := fmt.Sprintf("%s iteration %d: %s · %s · %s", mark, t.Iteration, strings.TrimSpace(t.Task+" "+e.Status), // a planning iteration has no task
+		(time.Duration(e.DurationMS) * time.Millisecond).Round(10*time.Millisecond), words.Count(len(e.Commits), "commit", "commits"))
+	if e.Reason != "" {
+		line += " · " + e.Reason
+	}
+	return line
+}
+
+// shortHash is a commit as git shows it, "(none)" before the first.
+func shortHash(hash string) string { return text.OrNone(text.ShortHash(hash), "(none)") }
 
 // queue marks a line of the merge queue: with its task in a parallel
 // build's shared stream, plainly on a Temporal host's.
