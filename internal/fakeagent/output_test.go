@@ -233,3 +233,6 @@ func TestToolInputShapes(t *testing.T) {
 		}
 	}
 }
+
+// ExitStep returns a step that exits at once with code.
+func ExitStep(code int) Step { return Step{Exit: &code} }

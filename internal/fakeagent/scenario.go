@@ -85,9 +85,6 @@ type Step struct {
 	kind string
 }
 
-// ExitStep returns a step that exits at once with code.
-func ExitStep(code int) Step { return Step{Exit: &code} }
-
 // actionKeys lists every action key with the option keys it accepts.
 var actionKeys = map[string][]string{
 	"write":          {"content"},

@@ -92,17 +92,6 @@ type SnapshotCommitGit interface {
 	CommitSnapshot(ctx context.Context, message string) (gitx.Snapshot, error)
 }
 
-// CommitSnapshot is Commit for a runner that reads the tree after its
-// commit anyway: it returns that snapshot, whose Head is the new commit,
-// one git process sooner than Commit and a Snapshot after it.
-func CommitSnapshot(ctx context.Context, g SnapshotCommitGit, m Message, save func(token string) error) (gitx.Snapshot, error) {
-	text, err := stage(ctx, g, m, save)
-	if err != nil {
-		return gitx.Snapshot{}, err
-	}
-	return g.CommitSnapshot(ctx, text)
-}
-
 // ListingGit is a SnapshotCommitGit whose staging also names the paths it
 // staged (*gitx.Repo's AddAllListed).
 type ListingGit interface {
