@@ -33,6 +33,7 @@ import (
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/memory"
 	"github.com/ralphloop/ralph/internal/testing/clitest"
+	"github.com/ralphloop/ralph/internal/testing/harness"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
@@ -284,7 +285,7 @@ func (c *crashCase) reapLeftovers(t *testing.T) {
 	t.Helper()
 	seen := map[int]bool{}
 	gone := func() bool {
-		pids := processesIn(c.repo)
+		pids := harness.ProcessesIn(c.repo)
 		for _, p := range pids {
 			seen[p] = true
 		}
@@ -296,40 +297,11 @@ func (c *crashCase) reapLeftovers(t *testing.T) {
 		}
 		return
 	}
-	for _, p := range processesIn(c.repo) {
-		t.Logf("process %d outlived ralph by 5s (%s); killing it", p, cmdline(p))
+	for _, p := range harness.ProcessesIn(c.repo) {
+		t.Logf("process %d outlived ralph by 5s (%s); killing it", p, harness.Cmdline(p))
 		syscall.Kill(p, syscall.SIGKILL)
 	}
-	wait.Until(t, wait.Long, func() bool { return len(processesIn(c.repo)) == 0 }, "the leftover processes to die of SIGKILL")
-}
-
-// processesIn lists the processes whose working directory is dir or
-// below it (Linux; elsewhere it finds none).
-func processesIn(dir string) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-		if err != nil {
-			continue
-		}
-		if cwd == dir || strings.HasPrefix(cwd, dir+string(filepath.Separator)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-func cmdline(pid int) string {
-	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-	return strings.Join(strings.Fields(strings.ReplaceAll(string(b), "\x00", " ")), " ")
+	wait.Until(t, wait.Long, func() bool { return len(harness.ProcessesIn(c.repo)) == 0 }, "the leftover processes to die of SIGKILL")
 }
 
 // ralphFiles checks that every JSON file under .ralph parses and every
