@@ -27,12 +27,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, req *Request) {
 			}
 		}
 	}
-	for i := len(msgs) - 1; i >= 0 && req.UserText == ""; i-- {
-		m := obj(msgs[i])
-		if str(m["role"]) == "user" {
-			req.UserText = anthropicText(m["content"])
-		}
-	}
+	req.UserText = userText(msgs, func(m map[string]any) string { return anthropicText(m["content"]) }, "user")
 
 	tu := s.record(req, true)
 	if tu.Status != 0 {

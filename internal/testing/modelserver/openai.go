@@ -36,12 +36,7 @@ func (s *Server) responses(w http.ResponseWriter, req *Request) {
 			t := str(obj(in[n-1])["type"])
 			req.ToolResult = strings.HasSuffix(t, "_call_output")
 		}
-		for i := len(in) - 1; i >= 0 && req.UserText == ""; i-- {
-			m := obj(in[i])
-			if str(m["role"]) == "user" {
-				req.UserText = openAIText(m["content"])
-			}
-		}
+		req.UserText = userText(in, messageText, "user")
 	}
 
 	tu := s.record(req, true)
@@ -127,12 +122,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, req *Request) {
 	if n := len(msgs); n > 0 {
 		req.ToolResult = str(obj(msgs[n-1])["role"]) == "tool"
 	}
-	for i := len(msgs) - 1; i >= 0 && req.UserText == ""; i-- {
-		m := obj(msgs[i])
-		if str(m["role"]) == "user" {
-			req.UserText = openAIText(m["content"])
-		}
-	}
+	req.UserText = userText(msgs, messageText, "user")
 
 	// A request that offers no tools is auxiliary (opencode's title).
 	req.Auxiliary = len(req.Tools) == 0
@@ -205,6 +195,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, req *Request) {
 
 // openAIText returns the text of an OpenAI message content: a string or a
 // list of parts ({"type":"text"|"input_text"|"output_text","text":...}).
+func messageText(m map[string]any) string { return openAIText(m["content"]) }
+
 func openAIText(content any) string {
 	if s, ok := content.(string); ok {
 		if injected(s) {
