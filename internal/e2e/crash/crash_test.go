@@ -32,7 +32,6 @@ import (
 	"github.com/ralphloop/ralph/internal/fakeagent"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/memory"
-	"github.com/ralphloop/ralph/internal/testing/clitest"
 	"github.com/ralphloop/ralph/internal/testing/harness"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 )
@@ -133,17 +132,7 @@ func newCrashHarness(t *testing.T) *crashHarness {
 // at the exit of every ralph and fake agent process, which added up to
 // most of these tests' time under -race.
 func (h *crashHarness) env(scenario string, crashAfter int) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "GIT_") || name == "HOME" || name == "XDG_CONFIG_HOME" || name == "GORACE" ||
-			name == "RALPH_TEST_CRASH_AFTER" || name == fakeagent.EnvScenario || name == "AGENT_CMD" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env, "HOME="+h.home, "GIT_CONFIG_GLOBAL="+h.gitconfig, "GIT_CONFIG_NOSYSTEM=1",
-		fakeagent.EnvScenario+"="+scenario, "GORACE="+clitest.NoExitSleep())
+	env := harness.Env("HOME="+h.home, "GIT_CONFIG_GLOBAL="+h.gitconfig, fakeagent.EnvScenario+"="+scenario)
 	if crashAfter > 0 {
 		env = append(env, "RALPH_TEST_CRASH_AFTER="+strconv.Itoa(crashAfter))
 	}

@@ -65,11 +65,11 @@ func New(t *testing.T, deadline time.Duration) *World {
 	return w
 }
 
-// CleanEnv is this process's environment without what would reach the
-// user's git configuration, a Temporal server or cloud account of theirs
-// or a ralph setting, plus extra; the race runtime's second of sleep at
-// every exit off.
-func CleanEnv(extra ...string) []string {
+// Env is this process's environment without what would reach the
+// user's git configuration, a Temporal server or cloud account of theirs,
+// an agent or a ralph setting, plus extra; the race runtime's second of
+// sleep at every exit (ralph's, the fake agent's) off.
+func Env(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
@@ -79,8 +79,13 @@ func CleanEnv(extra ...string) []string {
 		}
 		env = append(env, kv)
 	}
-	return append(append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.invalid",
-		"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.invalid", "GORACE="+clitest.NoExitSleep(), "TZ=UTC"), extra...)
+	return append(append(env, "GIT_CONFIG_NOSYSTEM=1", "GORACE="+clitest.NoExitSleep()), extra...)
+}
+
+// CleanEnv is Env with a test author and committer for git, in UTC.
+func CleanEnv(extra ...string) []string {
+	return Env(append([]string{"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.invalid",
+		"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.invalid", "TZ=UTC"}, extra...)...)
 }
 
 // cleanup prints what every process said when the test failed, then
