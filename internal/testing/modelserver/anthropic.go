@@ -1,6 +1,7 @@
 package modelserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -34,10 +35,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, req *Request) {
 		writeStatusTurn(w, tu, anthropicError(tu.Status))
 		return
 	}
-	model := req.Model
-	if model == "" {
-		model = "claude-opus-4-8"
-	}
+	model := cmp.Or(req.Model, "claude-opus-4-8")
 	n := s.id()
 	msgID := fmt.Sprintf("msg_stub_%d", n)
 	in := estimateTokens(req.Body)

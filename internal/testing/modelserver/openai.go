@@ -1,6 +1,7 @@
 package modelserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -44,10 +45,7 @@ func (s *Server) responses(w http.ResponseWriter, req *Request) {
 		writeStatusTurn(w, tu, openAIError(tu.Status))
 		return
 	}
-	model := req.Model
-	if model == "" {
-		model = "stub-model"
-	}
+	model := cmp.Or(req.Model, "stub-model")
 	n := s.id()
 	respID := fmt.Sprintf("resp_stub_%d", n)
 	in := estimateTokens(req.Body)
@@ -134,10 +132,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, req *Request) {
 		writeStatusTurn(w, tu, openAIError(tu.Status))
 		return
 	}
-	model := req.Model
-	if model == "" {
-		model = "stub-model"
-	}
+	model := cmp.Or(req.Model, "stub-model")
 	n := s.id()
 	id := fmt.Sprintf("chatcmpl-stub-%d", n)
 	created := time.Now().Unix()
