@@ -2,7 +2,9 @@
 // a workspace, reads its configuration, and turns it into the values the
 // packages below take (sources, agents, roles, memory, the loop's, the
 // session's and the thread runner's settings, the parallel engine's and
-// the Temporal engine's options, the notification sinks). It is the one
+// the Temporal engine's options, the notification sinks), and it builds
+// the status document every front end shows from the workspace's records
+// (Status). It is the one
 // package that reads config.toml: nothing below app imports
 // internal/config, so each of those packages says in its own types what
 // it needs, and the commands above it hold an *App, never a

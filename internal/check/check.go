@@ -557,21 +557,6 @@ func LastLines(output string, n int) []string {
 	return lines
 }
 
-// RunAll runs checks in order and stops at the first that does not pass.
-// It returns the results of the checks that ran, the failing one last, and
-// whether all checks passed; an empty list passes.
-func RunAll(ctx context.Context, dir string, checks []Check) ([]Result, bool) {
-	var results []Result
-	for _, c := range checks {
-		r := Run(ctx, dir, c)
-		results = append(results, r)
-		if !r.Passed() {
-			return results, false
-		}
-	}
-	return results, true
-}
-
 // directArgv returns the argv of a check command line that needs no shell:
 // plain words (letters, digits and - _ . / : , + @ %) naming an installed
 // program that is a binary or a script with a #! line. sh -c would run it

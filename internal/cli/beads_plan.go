@@ -20,60 +20,6 @@ import (
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
-// beadsRecord is .ralph/beads.json: the proto `ralph plan` wrote and the
-// molecule `ralph build` poured from it, so that later builds stay inside
-// that molecule and `ralph status` shows it without being told its id.
-type beadsRecord struct {
-	SchemaVersion int        `json:"schema_version"`
-	Proto         string     `json:"proto,omitempty"`
-	ProtoSteps    int        `json:"proto_steps,omitempty"`
-	PlannedAt     *time.Time `json:"planned_at,omitempty"`
-	Molecule      string     `json:"molecule,omitempty"`
-	PouredFrom    string     `json:"poured_from,omitempty"`
-	PouredAt      *time.Time `json:"poured_at,omitempty"`
-	// Acceptance holds each step's acceptance criteria, by step id: bd's
-	// formulas have no place for them, so ralph sets them on the poured
-	// issues (bd update --acceptance), where the build's VALIDATE reads
-	// them, verify commands included.
-	Acceptance map[string]string `json:"acceptance,omitempty"`
-}
-
-const beadsRecordVersion = 1
-
-// protoPending reports whether the recorded proto was planned after the
-// last pour of it (or never poured): the next build pours it.
-func (r beadsRecord) protoPending() bool {
-	if r.Proto == "" {
-		return false
-	}
-	poured := r.PouredFrom == r.Proto && r.PouredAt != nil && r.PlannedAt != nil && !r.PouredAt.Before(*r.PlannedAt)
-	return !poured
-}
-
-func beadsRecordPath(ws *workspace.Workspace) string { return ws.Path("beads.json") }
-
-func loadBeadsRecord(ws *workspace.Workspace) (beadsRecord, error) {
-	var r beadsRecord
-	_, err := store.ReadJSON(beadsRecordPath(ws), beadsRecordVersion, &r)
-	if errors.Is(err, os.ErrNotExist) {
-		return beadsRecord{}, nil
-	}
-	return r, err
-}
-
-func saveBeadsRecord(ws *workspace.Workspace, r beadsRecord, now time.Time) error {
-	r.SchemaVersion = beadsRecordVersion
-	// The .gitignore template first: appending to a missing one would
-	// leave the rest of ralph's machine state unignored.
-	if _, err := ws.EnsureStateFiles(now); err != nil {
-		return err
-	}
-	if err := ws.Ignore("beads.json"); err != nil {
-		return err
-	}
-	return store.WriteJSON(beadsRecordPath(ws), r)
-}
-
 // planBeadsProto is `ralph plan` for the beads task store (REQ-033): the
 // PRD's open stories become the steps of a formula, the proto of current
 // bd, in .beads/formulas/NAME.formula.toml. A story's dependencies
@@ -156,13 +102,13 @@ func planBeadsProto(ctx context.Context, ws *workspace.Workspace, prdPath, name 
 	if _, err := ws.Repo.Commit(bg, fmt.Sprintf("ralph: proto %s (%s) from %s\n", name, words.Count(len(f.Steps), "step", "steps"), ws.Rel(prdPath))); err != nil && !errors.Is(err, gitx.ErrNothingToCommit) {
 		return err
 	}
-	rec, err := loadBeadsRecord(ws)
+	rec, err := app.LoadBeadsRecord(ws)
 	if err != nil {
 		return err
 	}
 	t := now.UTC()
 	rec.Proto, rec.ProtoSteps, rec.PlannedAt, rec.Acceptance = name, len(f.Steps), &t, acceptance
-	if err := saveBeadsRecord(ws, rec, now); err != nil {
+	if err := app.SaveBeadsRecord(ws, rec, now); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "✓ proto %s: %s from %s written to %s\n", name, words.Count(len(f.Steps), "step", "steps"), ws.Rel(prdPath), ws.Rel(path))
@@ -206,7 +152,7 @@ func baseName(p string) string {
 // fresh pour of the proto `ralph plan` wrote. It returns "" to work on the
 // whole database. A molecule named with --tasks beads:MOL is remembered.
 func beadsMolecule(ctx context.Context, ws *workspace.Workspace, src *tasks.BeadsSource, out io.Writer, now time.Time) (string, error) {
-	rec, err := loadBeadsRecord(ws)
+	rec, err := app.LoadBeadsRecord(ws)
 	if err != nil {
 		return "", err
 	}
@@ -215,7 +161,7 @@ func beadsMolecule(ctx context.Context, ws *workspace.Workspace, src *tasks.Bead
 		if rec.Molecule != mol {
 			t := now.UTC()
 			rec.Molecule, rec.PouredFrom, rec.PouredAt = mol, "", &t
-			if err := saveBeadsRecord(ws, rec, now); err != nil {
+			if err := app.SaveBeadsRecord(ws, rec, now); err != nil {
 				return "", err
 			}
 		}
@@ -228,7 +174,7 @@ func beadsMolecule(ctx context.Context, ws *workspace.Workspace, src *tasks.Bead
 			return rec.Molecule, nil
 		}
 	}
-	if !rec.protoPending() {
+	if !rec.ProtoPending() {
 		return "", nil
 	}
 	res, err := client.MolPour(ctx, rec.Proto, nil)
@@ -246,7 +192,7 @@ func beadsMolecule(ctx context.Context, ws *workspace.Workspace, src *tasks.Bead
 	}
 	t := now.UTC()
 	rec.Molecule, rec.PouredFrom, rec.PouredAt = res.NewEpicID, rec.Proto, &t
-	if err := saveBeadsRecord(ws, rec, now); err != nil {
+	if err := app.SaveBeadsRecord(ws, rec, now); err != nil {
 		return "", err
 	}
 	fmt.Fprintf(out, "beads: poured proto %s into molecule %s (%d issues); work stays inside it (bd ready --mol)\n", rec.Proto, res.NewEpicID, res.Created)

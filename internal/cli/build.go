@@ -48,18 +48,11 @@ type BuildOptions struct {
 // records line, the beads molecule): stdout for a person, stderr when
 // stdout carries JSON lines only.
 func (o *BuildOptions) progress() io.Writer {
-	if o.JSON {
-		return o.Env.IO.Err
-	}
-	return o.Env.IO.Out
+	return o.Env.progress(o.JSON)
 }
 
 func newBuildCmd(env *Env, runF func(*BuildOptions) error) *cobra.Command {
-	opts := &BuildOptions{Env: env}
-	cmd := &cobra.Command{
-		Use:   "build [N]",
-		Short: "Implement the PRD's stories, one fresh agent per iteration, at most N iterations",
-		Long: `Run build iterations. Each one takes the first unchecked story of the PRD,
+	cmd, opts := loopCmd(env, runF, runBuild, "build [N]", "Implement the PRD's stories, one fresh agent per iteration, at most N iterations", `Run build iterations. Each one takes the first unchecked story of the PRD,
 renders it into the build prompt, runs the agent headless, and then checks
 the agent's claim: the story counts as done only when the agent exited
 cleanly, the PRD shows it checked and every configured check passes.
@@ -73,8 +66,37 @@ limit; N given then allows up to N more iterations.
 
 A fresh run first runs the checks on the starting tree. A check that
 already fails there is reported and, by default, not held against any
-attempt ([build] on_failing_baseline).`,
-		Args: cobra.MaximumNArgs(1),
+attempt ([build] on_failing_baseline).`)
+	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run: "+strings.Join(agent.Names(nil), ", ")+" or one from config")
+	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "task file: a PRD (.md), prd.json or progress.txt, or beads / beads:MOLECULE-ID for the beads database (default: config, then detected)")
+	cmd.Flags().BoolVar(&opts.NoCommit, "no-commit", false, "verify but never commit (ralph and the agent)")
+	cmd.Flags().IntVar(&opts.Workers, "workers", 0, "tasks worked at once, each in its own worktree, landed one at a time by the merge queue (default [build] workers: 1)")
+	cmd.Flags().StringVar(&opts.Engine, "engine", "", "where the build runs: local (in this process) or temporal (workflows that ralph workers on many machines run; default [engine] kind)")
+	cmd.Flags().BoolVar(&opts.Detach, "detach", false, "with --engine temporal: return once the build started instead of following it")
+	return cmd
+}
+
+func newPlanCmd(env *Env, runF func(*BuildOptions) error) *cobra.Command {
+	cmd, opts := loopCmd(env, runF, runPlan, "plan [N]", "Write or refine .ralph/IMPLEMENTATION_PLAN.md in read-only agent iterations", `Run planning iterations: the agent reads the PRD, the guardrails and the
+code and writes the implementation plan, grouped by story. Planning is
+read-only: an iteration that changes any file other than the plan is
+recorded as an error in errors.log and the run summary, and stops the run.
+N defaults to max_iterations under [plan] in .ralph/config.toml (1).`)
+	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run (see ralph build --help)")
+	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "beads: write the PRD's stories as a proto (a bd formula) that ralph build pours; other task files use the planning agent")
+	cmd.Flags().StringVar(&opts.Proto, "proto", "", "name of the proto written for beads (default: ralph-<PRD file name>)")
+	return cmd
+}
+
+// loopCmd is build or plan: [N] or --max-iterations N, --prd and --json,
+// then run (runF instead, in tests).
+func loopCmd(env *Env, runF func(*BuildOptions) error, run func(*cobra.Command, *BuildOptions) error, use, short, long string) (*cobra.Command, *BuildOptions) {
+	opts := &BuildOptions{Env: env}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := iterationsArg(cmd, args)
 			if err != nil {
@@ -85,51 +107,13 @@ attempt ([build] on_failing_baseline).`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return runBuild(cmd, opts)
+			return run(cmd, opts)
 		},
 	}
 	cmd.Flags().Int("max-iterations", 0, "the same as N (the name 'ralph thread start' uses)")
-	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run: "+strings.Join(agent.Names(nil), ", ")+" or one from config")
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
-	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "task file: a PRD (.md), prd.json or progress.txt, or beads / beads:MOLECULE-ID for the beads database (default: config, then detected)")
-	cmd.Flags().BoolVar(&opts.NoCommit, "no-commit", false, "verify but never commit (ralph and the agent)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the run's events on stdout, one JSON object per line (docs/events.md)")
-	cmd.Flags().IntVar(&opts.Workers, "workers", 0, "tasks worked at once, each in its own worktree, landed one at a time by the merge queue (default [build] workers: 1)")
-	cmd.Flags().StringVar(&opts.Engine, "engine", "", "where the build runs: local (in this process) or temporal (workflows that ralph workers on many machines run; default [engine] kind)")
-	cmd.Flags().BoolVar(&opts.Detach, "detach", false, "with --engine temporal: return once the build started instead of following it")
-	return cmd
-}
-
-func newPlanCmd(env *Env, runF func(*BuildOptions) error) *cobra.Command {
-	opts := &BuildOptions{Env: env}
-	cmd := &cobra.Command{
-		Use:   "plan [N]",
-		Short: "Write or refine .ralph/IMPLEMENTATION_PLAN.md in read-only agent iterations",
-		Long: `Run planning iterations: the agent reads the PRD, the guardrails and the
-code and writes the implementation plan, grouped by story. Planning is
-read-only: an iteration that changes any file other than the plan is
-recorded as an error in errors.log and the run summary, and stops the run.
-N defaults to max_iterations under [plan] in .ralph/config.toml (1).`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := iterationsArg(cmd, args)
-			if err != nil {
-				return err
-			}
-			opts.MaxIterations = n
-			if runF != nil {
-				return runF(opts)
-			}
-			return runPlan(cmd, opts)
-		},
-	}
-	cmd.Flags().Int("max-iterations", 0, "the same as N (the name 'ralph thread start' uses)")
-	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run (see ralph build --help)")
-	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
-	cmd.Flags().StringVar(&opts.Tasks, "tasks", "", "beads: write the PRD's stories as a proto (a bd formula) that ralph build pours; other task files use the planning agent")
-	cmd.Flags().StringVar(&opts.Proto, "proto", "", "name of the proto written for beads (default: ralph-<PRD file name>)")
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the run's events on stdout, one JSON object per line (docs/events.md)")
-	return cmd
+	return cmd, opts
 }
 
 // loopOptions turns flags and config into the loop's options. Flags win
@@ -169,19 +153,10 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 	}
 	lo.Agent, lo.Reviewer, lo.Fallbacks = spec, reviewer, fallbacks
 	lo.Source, lo.Memory = src, mem
-	lo.Sink = withNotify(env, a, runSink(opts))
+	lo.Sink = withNotify(env, a, env.events(opts.JSON))
 	lo.Terminal = env.IO.OutTerminal && !opts.JSON // JSON lines carry no terminal control characters
 	lo.Now = env.Now
 	return &loopSetup{ws: ws, app: a, opts: lo}, nil
-}
-
-// runSink renders the run's events: as text on a person's terminal, or
-// as JSON lines with --json.
-func runSink(opts *BuildOptions) report.Sink {
-	if opts.JSON {
-		return report.JSONLines{W: opts.Env.IO.Out}
-	}
-	return report.Text{W: opts.Env.IO.Out}
 }
 
 func runBuild(cmd *cobra.Command, opts *BuildOptions) error {

@@ -2,9 +2,7 @@ package cli
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/store"
@@ -78,9 +76,7 @@ func runClean(cmd *cobra.Command, opts *CleanOptions) error {
 	}
 	out := env.IO.Out
 	if opts.JSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(plan); err != nil {
+		if err := writeJSON(env, plan); err != nil {
 			return err
 		}
 	} else {
@@ -104,9 +100,7 @@ func runClean(cmd *cobra.Command, opts *CleanOptions) error {
 			}
 			return nil
 		}
-		fmt.Fprintf(out, "Remove these %d? [y/N] ", len(plan.Remove))
-		line, _ := bufio.NewReader(env.IO.In).ReadString('\n')
-		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+		if !askYes(bufio.NewReader(env.IO.In), out, fmt.Sprintf("Remove these %d?", len(plan.Remove))) {
 			fmt.Fprintln(out, "nothing was removed")
 			return nil
 		}

@@ -240,6 +240,11 @@ func TestExitCodes(t *testing.T) {
 		{"too many arguments", []string{"build", "1", "2"}, ExitUsage, "accepts at most 1 arg"},
 		{"init takes no arguments", []string{"init", "now"}, ExitUsage, `ralph init takes no arguments, got "now"`},
 		{"unknown agent", []string{"build", "--agent", "nonesuch"}, ExitUsage, `unknown agent "nonesuch" (from --agent)`},
+		// Every command that takes a task id refuses a blank one the same
+		// way, before the workspace is opened.
+		{"blank task to unblock", []string{"unblock", " "}, ExitUsage, "unblock takes one task id, for example: ralph unblock US-002"},
+		{"blank task to approve", []string{"approve", " "}, ExitUsage, "approve takes one task id, for example: ralph approve US-004"},
+		{"blank task to skip", []string{"skip", " "}, ExitUsage, "skip takes one task id, for example: ralph skip US-002"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := run(t, repo, nil, false, c.args...)

@@ -1,10 +1,16 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"strconv"
+	"strings"
 
 	"github.com/ralphloop/ralph/internal/app"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
@@ -48,4 +54,40 @@ func openWorkspace(ctx context.Context, env *Env) (ws *workspace.Workspace, a *a
 		ws = a.WS
 	}
 	return ws, a, err
+}
+
+// events renders a run's events on stdout: the text a person reads, or
+// one JSON object per line with --json.
+func (env *Env) events(asJSON bool) report.Sink {
+	if asJSON {
+		return report.JSONLines{W: env.IO.Out}
+	}
+	return report.Text{W: env.IO.Out}
+}
+
+// progress is where a command's lines that are not events go: stdout, but
+// stderr with --json, whose stdout holds JSON alone.
+func (env *Env) progress(asJSON bool) io.Writer {
+	if asJSON {
+		return env.IO.Err
+	}
+	return env.IO.Out
+}
+
+// writeJSON prints v as the command's one JSON document.
+func writeJSON(env *Env, v any) error { return encodeJSON(env.IO.Out, v) }
+
+func encodeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// askYes asks a person question on w and reads the answer from in: only
+// y or yes is a yes.
+func askYes(in *bufio.Reader, w io.Writer, question string) bool {
+	fmt.Fprintf(w, "%s [y/N] ", question)
+	line, _ := in.ReadString('\n')
+	a := strings.ToLower(strings.TrimSpace(line))
+	return a == "y" || a == "yes"
 }

@@ -16,21 +16,12 @@ import (
 // config, for every --agent flag. A workspace that cannot be read offers
 // nothing rather than failing a keystroke.
 
-// taskArgCommands are the commands whose one argument is a task id.
-var taskArgCommands = map[string]bool{"block": true, "unblock": true, "skip": true, "approve": true}
-
-// addCompletions walks the command tree once NewRootCmd built it.
+// addCompletions walks the command tree once NewRootCmd built it. The
+// commands that take a task id (the steering table's) complete it
+// themselves.
 func addCompletions(env *Env, root *cobra.Command) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
-		if c.Parent() == root && taskArgCommands[c.Name()] {
-			c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-				if len(args) > 0 {
-					return nil, cobra.ShellCompDirectiveNoFileComp
-				}
-				return completeTaskIDs(cmd.Context(), env, cmd.Name() == "unblock", toComplete), cobra.ShellCompDirectiveNoFileComp
-			}
-		}
 		if c.Flags().Lookup("agent") != nil {
 			_ = c.RegisterFlagCompletionFunc("agent", func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 				return completeAgents(cmd.Context(), env, toComplete), cobra.ShellCompDirectiveNoFileComp

@@ -1,56 +1,14 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/fleet"
-	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/thread"
-	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
-
-func newAddContextCmd(env *Env) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "add-context HINT",
-		Short: "Queue a hint for the next iteration's prompt (used exactly once)",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 || strings.TrimSpace(strings.Join(args, " ")) == "" {
-				return usageErrorf("add-context needs the hint text: ralph add-context \"use the existing HTTP client\"")
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return steerFromCLI(cmd, env, control.Hint, func(c *control.Command) { c.Text = strings.Join(args, " ") })
-		},
-	}
-	addSteerJSON(cmd)
-	return cmd
-}
-
-func countHints(ws *workspace.Workspace) (int, error) {
-	p := ws.Path("context.md")
-	b, err := inputlimit.ReadFile(p)
-	if inputlimit.IsRefusal(err) {
-		// A named pipe there would have hung the read: say so.
-		return 0, errors.New(strings.Replace(err.Error(), p, ws.Rel(p), 1))
-	}
-	if err != nil {
-		return 0, nil
-	}
-	n := 0
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "- ") {
-			n++
-		}
-	}
-	return n, nil
-}
 
 func newDiagramCmd(env *Env) *cobra.Command {
 	return &cobra.Command{

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -109,9 +108,7 @@ func runDoctor(cmd *cobra.Command, opts *DoctorOptions) error {
 	}
 	out := env.IO.Out
 	if opts.JSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := writeJSON(env, rep); err != nil {
 			return err
 		}
 	} else {

@@ -170,8 +170,6 @@ func followFleet(ctx context.Context, opts *BuildOptions, c client.Client, run c
 	var final fleet.RunState
 	go func() { ended <- run.Get(context.WithoutCancel(ctx), &final) }()
 	seen := map[string]landing.TaskState{}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	show := func(st fleet.Status) {
 		for _, t := range st.Tasks {
 			if seen[t.ID] == t.State {
@@ -186,33 +184,25 @@ func followFleet(ctx context.Context, opts *BuildOptions, c client.Client, run c
 			fmt.Fprintln(out, line)
 		}
 	}
-	for {
-		select {
-		case err := <-ended:
-			if st, qerr := fleet.Query(context.WithoutCancel(ctx), c, run.GetID()); qerr == nil {
-				show(st)
-			} else if err == nil {
-				show(fleet.Status{RunState: final})
-			}
-			if err != nil {
-				return fmt.Errorf("the build workflow failed: %w", err)
-			}
-			return fleetOutcome(opts, final)
-		case <-ctx.Done():
-			fmt.Fprintf(opts.Env.IO.Err, "ralph: stopped following; the run goes on in Temporal: `ralph status` shows it, `ralph stop` stops it\n")
-			return &ExitError{Code: ExitInterrupted, Msg: "stopped following the run (it goes on)"}
-		case <-tick.C:
-			// A Query waits for a worker to answer it: bounded, so that
-			// a wait on a missing worker is seen and said.
-			qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			st, err := fleet.Query(qctx, c, run.GetID())
-			cancel()
+	end := func(err error) error {
+		if st, qerr := fleet.Query(context.WithoutCancel(ctx), c, run.GetID()); qerr == nil {
+			show(st)
+		} else if err == nil {
+			show(fleet.Status{RunState: final})
+		}
+		if err != nil {
+			return fmt.Errorf("the build workflow failed: %w", err)
+		}
+		return fleetOutcome(opts, final)
+	}
+	return following[fleet.Status]{name: "the run", noun: "run", hint: ": `ralph status` shows it, `ralph stop` stops it", every: time.Second,
+		query: func(ctx context.Context) (fleet.Status, error) { return fleet.Query(ctx, c, run.GetID()) },
+		seen: func(st fleet.Status, err error) (bool, error) {
 			if err == nil {
 				show(st)
 			}
-			ww.check(ctx)
-		}
-	}
+			return false, nil
+		}, ended: ended, end: end}.follow(ctx, opts.Env, ww)
 }
 
 func short(h string) string {
@@ -325,15 +315,11 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 		fmt.Fprintf(env.IO.Out, "ralph worker %s: no [engine] exchange_remote: it runs this checkout's sessions and threads, and no build's tasks (builds need it: docs/temporal.md)\n", host)
 		h = nil
 	}
-	th, err := NewThreadHost(cmd.Context(), env, c, host)
+	ch, err := NewCheckoutHost(cmd.Context(), env, c, host)
 	if err != nil {
 		return err
 	}
-	sh, err := NewSessionHost(cmd.Context(), env, c, host)
-	if err != nil {
-		return err
-	}
-	err = fleet.RunWorker(cmd.Context(), c, h, fleet.WorkerOptions{Name: host, Shared: eng.TaskQueue, Integrate: opts.Integrate, Slots: opts.Slots, Thread: th, Session: sh})
+	err = fleet.RunWorker(cmd.Context(), c, h, fleet.WorkerOptions{Name: host, Shared: eng.TaskQueue, Integrate: opts.Integrate, Slots: opts.Slots, Checkout: ch})
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -61,15 +60,8 @@ flaky test' finds "Flaky test in CI" but not "test is flaky".`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkLimit(limit); err != nil {
-				return err
-			}
-			return withMemory(cmd, env, func(s *memory.Queued) error {
-				nodes, err := s.Search(cmd.Context(), strings.Join(args, " "), limit)
-				if err != nil {
-					return unreachable(s, err)
-				}
-				return printNodes(env.IO.Out, nodes, asJSON)
+			return listMemories(cmd, env, limit, asJSON, func(s *memory.Queued) ([]memory.Node, error) {
+				return s.Search(cmd.Context(), strings.Join(args, " "), limit)
 			})
 		},
 	}
@@ -90,15 +82,8 @@ func newMemoryListCmd(env *Env) *cobra.Command {
 			if typ != "" && !validMemoryType(typ) {
 				return usageErrorf("unknown memory type %q: use one of %s", typ, strings.Join(memoryTypes, ", "))
 			}
-			if err := checkLimit(limit); err != nil {
-				return err
-			}
-			return withMemory(cmd, env, func(s *memory.Queued) error {
-				nodes, err := s.List(cmd.Context(), typ, limit)
-				if err != nil {
-					return unreachable(s, err)
-				}
-				return printNodes(env.IO.Out, nodes, asJSON)
+			return listMemories(cmd, env, limit, asJSON, func(s *memory.Queued) ([]memory.Node, error) {
+				return s.List(cmd.Context(), typ, limit)
 			})
 		},
 	}
@@ -158,9 +143,7 @@ func newMemoryAddCmd(env *Env) *cobra.Command {
 				}
 			}
 			if asJSON {
-				enc := json.NewEncoder(env.IO.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(struct {
+				return writeJSON(env, struct {
 					memory.Node
 					Store  string `json:"store"`
 					Queued bool   `json:"queued"`
@@ -201,13 +184,19 @@ func appendSign(ws *workspace.Workspace, n memory.Node, trigger string) error {
 	return store.AppendFile(ws.GuardrailsPath(), []byte(sign))
 }
 
-// checkLimit refuses a negative --limit, which would otherwise read as
-// "all" and hide the typo.
-func checkLimit(n int) error {
-	if n < 0 {
-		return usageErrorf("--limit must be 0 (all) or more, got %d", n)
+// listMemories prints the memories query finds, at most limit of them.
+// A negative --limit is refused: it would read as "all" and hide the typo.
+func listMemories(cmd *cobra.Command, env *Env, limit int, asJSON bool, query func(*memory.Queued) ([]memory.Node, error)) error {
+	if limit < 0 {
+		return usageErrorf("--limit must be 0 (all) or more, got %d", limit)
 	}
-	return nil
+	return withMemory(cmd, env, func(s *memory.Queued) error {
+		nodes, err := query(s)
+		if err != nil {
+			return fmt.Errorf("memory (%s) unreachable: %w", s.Name(), err)
+		}
+		return printNodes(env.IO.Out, nodes, asJSON)
+	})
 }
 
 func withMemory(cmd *cobra.Command, env *Env, f func(*memory.Queued) error) error {
@@ -223,18 +212,12 @@ func withMemory(cmd *cobra.Command, env *Env, f func(*memory.Queued) error) erro
 	return f(s)
 }
 
-func unreachable(s *memory.Queued, err error) error {
-	return fmt.Errorf("memory (%s) unreachable: %w", s.Name(), err)
-}
-
 func printNodes(out io.Writer, nodes []memory.Node, asJSON bool) error {
 	if asJSON {
 		if nodes == nil {
 			nodes = []memory.Node{}
 		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(nodes)
+		return encodeJSON(out, nodes)
 	}
 	if len(nodes) == 0 {
 		fmt.Fprintln(out, "no memories")

@@ -8,7 +8,6 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/loop"
-	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -26,9 +25,9 @@ func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers i
 	// landed task once; a worker's loop keeps its own in its worktree.
 	defer s.opts.Memory.Close()
 	base := s.opts
-	var sink report.Sink = engine.WorkerText{Out: runSink(opts)}
-	if opts.JSON {
-		sink = runSink(opts)
+	sink := opts.Env.events(opts.JSON)
+	if !opts.JSON {
+		sink = engine.WorkerText{Out: sink}
 	}
 	sink = withNotify(opts.Env, s.app, sink)
 	ctx, attach, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Machine: "parallel build", Takes: []control.Kind{control.Skip, control.Block, control.Unblock}})

@@ -194,9 +194,7 @@ func confirmReplacePRD(env *Env, in *bufio.Reader, rel string, old []byte, force
 	if !env.IO.InTerminal {
 		return false, fmt.Errorf("%s already holds %s: ralph prd replaces it only when asked to; run it again with --force to replace it (the old one is kept as %s.bak), or pass --out to write a new PRD elsewhere", rel, what, rel)
 	}
-	fmt.Fprintf(env.IO.Out, "%s already holds %s. Replace it (the old one is kept as %s.bak)? [y/N] ", rel, what, rel)
-	line, _ := in.ReadString('\n')
-	if a := strings.ToLower(strings.TrimSpace(line)); a == "y" || a == "yes" {
+	if askYes(in, env.IO.Out, fmt.Sprintf("%s already holds %s. Replace it (the old one is kept as %s.bak)?", rel, what, rel)) {
 		return true, nil
 	}
 	fmt.Fprintf(env.IO.Out, "kept %s; nothing was written\n", rel)

@@ -157,14 +157,6 @@ Start with 'ralph demo' to watch a whole run with no AI CLI installed.`,
 		newDemoCmd(env, nil),
 		newDemoAgentCmd(env),
 		newStatusCmd(env),
-		newAddContextCmd(env),
-		newUnblockCmd(env),
-		newApproveCmd(env),
-		newPauseCmd(env),
-		newResumeCmd(env),
-		newStopCmd(env),
-		newSkipCmd(env),
-		newBlockCmd(env),
 		newCleanCmd(env),
 		newDiagramCmd(env),
 		newWatchCmd(env),
@@ -181,6 +173,7 @@ Start with 'ralph demo' to watch a whole run with no AI CLI installed.`,
 		newMetricsCmd(env),
 		newVersionCmd(env),
 	)
+	root.AddCommand(steerCmds(env)...)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(root.FlagErrorFunc())
 	}

@@ -2,12 +2,10 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -92,43 +90,9 @@ model = "..." in .ralph/config.toml; the retry policy is under [session].`,
 	cmd.Flags().StringVar(&opts.Session, "session", "", "the session to resume (default: the active one)")
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent for every role without [roles.NAME] agent in config")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the session's events on stdout, one JSON object per line (docs/events.md)")
-	addRunEngineFlags(cmd, opts)
+	addEngineFlags(cmd.Flags(), &opts.Engine, &opts.Host, &opts.Detach,
+		"where the session runs: local (in this process) or temporal (a workflow, run by the ralph worker of this checkout's host)")
 	return cmd
-}
-
-func sessionsDir(ws *workspace.Workspace) string { return ws.Path("sessions") }
-func activeSessionPath(ws *workspace.Workspace) string {
-	return filepath.Join(sessionsDir(ws), "active")
-}
-
-// errNoSession says that no session was ever started here. Read commands
-// answer it with an empty answer, not an error.
-var errNoSession = errors.New("no session yet: start one with ralph run \"what to build\"")
-
-// sessionDir finds a session: id, or the active one when id is "".
-func sessionDir(ws *workspace.Workspace, id string) (string, error) {
-	if id == "" {
-		b, err := os.ReadFile(activeSessionPath(ws))
-		if errors.Is(err, os.ErrNotExist) {
-			return "", errNoSession
-		}
-		if err != nil {
-			return "", err
-		}
-		id = strings.TrimSpace(string(b))
-	}
-	if err := store.CheckID("session id", id); err != nil || id == "active" {
-		return "", usageErrorf("invalid session id %q", id)
-	}
-	dir := filepath.Join(sessionsDir(ws), id)
-	if _, err := os.Stat(session.ProgressPath(dir)); err != nil {
-		known := listSessions(ws)
-		if len(known) == 0 {
-			return "", fmt.Errorf("no session %q: there are none yet; start one with ralph run \"what to build\"", id)
-		}
-		return "", fmt.Errorf("no session %q: known sessions are %s", id, strings.Join(known, ", "))
-	}
-	return dir, nil
 }
 
 // openSession finds a session of the current workspace for a read
@@ -139,18 +103,6 @@ func openSession(ctx context.Context, env *Env, id string) (string, error) {
 		return "", err
 	}
 	return sessionDir(ws, id)
-}
-
-func listSessions(ws *workspace.Workspace) []string {
-	entries, _ := os.ReadDir(sessionsDir(ws))
-	var ids []string
-	for _, e := range entries {
-		if e.IsDir() {
-			ids = append(ids, e.Name())
-		}
-	}
-	sort.Strings(ids)
-	return ids
 }
 
 func runSession(ctx context.Context, opts *RunOptions) error {
@@ -281,11 +233,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 func sessionEvents(env *Env, ws *workspace.Workspace, id string, asJSON bool, extra ...report.Sink) (*report.Emitter, *report.Journal) {
 	journal := &report.Journal{Path: loop.EventsPath(ws)}
 	after, _ := report.LastSeq(journal.Path) // an unreadable journal starts at 1; its appends say what is wrong
-	var sink report.Sink = report.Text{W: env.IO.Out}
-	if asJSON {
-		sink = report.JSONLines{W: env.IO.Out}
-	}
-	return report.NewEmitter(session.MachineName, id, after, env.Now, append([]report.Sink{sink, journal}, extra...)...), journal
+	return report.NewEmitter(session.MachineName, id, after, env.Now, append([]report.Sink{env.events(asJSON), journal}, extra...)...), journal
 }
 
 // cleanTree refuses a work tree with changes of the user's: a session's
@@ -350,8 +298,7 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 		return "", err
 	}
 	logPath := filepath.Join(logs, c.Name+".log")
-	a.em.Emit(report.Event{Kind: report.KindIteration, Text: fmt.Sprintf("── %s · agent %s ──\n", c.Role, spec.Name),
-		Data: report.Iteration{Role: c.Role, Agent: spec.Name, Name: c.Name}})
+	a.em.Emit(report.Event{Data: report.Iteration{Role: c.Role, Agent: spec.Name, Name: c.Name}})
 	res, err := a.app.Attempt(runkit.Attempt{
 		Spec: spec, Prompt: c.Prompt, Dir: a.ws.Root,
 		PromptFile: filepath.Join(logs, c.Name+".prompt.md"), LogFile: logPath,
@@ -532,7 +479,7 @@ func metricsRun(ctx context.Context, opts *MetricsOptions) error {
 		dir, err := sessionDir(ws, opts.Session)
 		switch {
 		case err == nil:
-			m, err := sessionMetrics(dir, env.Now())
+			m, err := app.SessionMetrics(dir, env.Now())
 			if err != nil {
 				return err
 			}
@@ -575,51 +522,6 @@ func metricsRun(ctx context.Context, opts *MetricsOptions) error {
 	return nil
 }
 
-func sessionMetrics(dir string, now time.Time) (session.Metrics, error) {
-	evs, err := session.ReadTransitions(session.TransitionsPath(dir))
-	if err != nil {
-		return session.Metrics{}, err
-	}
-	// The questions say how long the session waited for a person.
-	qs, err := session.LoadQuestions(dir)
-	if err != nil {
-		return session.Metrics{}, err
-	}
-	m := session.ComputeMetrics(evs, qs, now)
-	if m.SessionID == "" {
-		m.SessionID = filepath.Base(dir)
-	}
-	return m, nil
-}
-
-func writeJSON(env *Env, v any) error {
-	enc := json.NewEncoder(env.IO.Out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// activeSessionStatus reads the active session, nil when there is none.
-func activeSessionStatus(ws *workspace.Workspace, now time.Time) *SessionStatus {
-	if !pathExists(activeSessionPath(ws)) {
-		return nil
-	}
-	dir, err := sessionDir(ws, "")
-	if err != nil {
-		return nil
-	}
-	p, err := session.Load(dir)
-	if err != nil {
-		return nil
-	}
-	st := &SessionStatus{ID: p.State.SessionID, Request: session.Request(dir), State: string(p.State.Resumes()), Done: p.State.Done,
-		Reason: p.State.Reason, CurrentTask: p.State.CurrentTaskID, Attempt: p.State.CurrentAttemptNumber, QACycles: p.State.QACycleCount}
-	st.Tasks, st.TasksDone = p.Counts()
-	qs, _ := session.LoadQuestions(dir)
-	st.OpenQuestions = len(session.OpenQuestions(qs))
-	st.Metrics, _ = sessionMetrics(dir, now)
-	return st
-}
-
 func printSessionStatus(env *Env, st *SessionStatus) {
 	out := env.IO.Out
 	state := st.State
@@ -640,3 +542,11 @@ func printSessionStatus(env *Env, st *SessionStatus) {
 	fmt.Fprintf(out, "  metrics: %d succeeded, %d failed, %s, %s end to end (ralph metrics for more)\n",
 		m.TaskSuccesses, m.TaskFailures, words.Count(m.Reworks, "rework", "reworks"), (time.Duration(m.DurationMillis) * time.Millisecond).Round(time.Second))
 }
+
+// The sessions of a workspace are found by package app.
+var (
+	sessionsDir       = app.SessionsDir
+	activeSessionPath = app.ActiveSessionPath
+	sessionDir        = app.SessionDir
+	errNoSession      = app.ErrNoSession
+)

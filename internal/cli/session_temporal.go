@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -31,38 +30,11 @@ import (
 // which becomes an Update of the workflow (from any machine, with
 // --session), and the last answer lets it go on by itself.
 
-// sessionMarkerName is the marker's file in the session's folder.
-const sessionMarkerName = "temporal.json"
-
-// SessionMarker says a session runs on Temporal, and where: the same
-// record a thread's marker is.
-type SessionMarker = ThreadMarker
-
-func sessionMarkerPath(dir string) string { return filepath.Join(dir, sessionMarkerName) }
+func sessionMarkerPath(dir string) string { return filepath.Join(dir, markerName) }
 
 // answerWait is how long `ralph answer` waits for the session's host to
 // record an answer the workflow accepted.
 var answerWait = 30 * time.Second
-
-// addRunEngineFlags adds the Temporal flags of `ralph run`.
-func addRunEngineFlags(cmd *cobra.Command, opts *RunOptions) {
-	f := cmd.Flags()
-	f.StringVar(&opts.Engine, "engine", "", "where the session runs: local (in this process) or temporal (a workflow, run by the ralph worker of this checkout's host); default [engine] kind")
-	f.StringVar(&opts.Host, "host", "", "with --engine temporal: the name this checkout's ralph worker --host polls under (default: the machine's hostname)")
-	f.BoolVar(&opts.Detach, "detach", false, "with --engine temporal: return once the workflow started, without following it")
-}
-
-// who names the person giving a command from this machine.
-func who() string {
-	by := os.Getenv("USER")
-	if by == "" {
-		by = control.ByCLI
-	}
-	if h, err := os.Hostname(); err == nil {
-		by += "@" + h
-	}
-	return by
-}
 
 // sessionOnTemporal runs `ralph run` on Temporal when the Temporal
 // engine is chosen, and refuses a local resume of a session whose
@@ -97,7 +69,7 @@ func sessionOnTemporal(ctx context.Context, opts *RunOptions) (bool, error) {
 			return true, fmt.Errorf("session %s runs on Temporal (workflow %s), which cannot be reached, so it cannot be resumed here: %w", filepath.Base(dir), m.WorkflowID, err)
 		}
 		defer c.Close()
-		if running(ctx, c, m.WorkflowID) {
+		if fleet.Running(ctx, c, m.WorkflowID) {
 			return true, usageErrorf("session %s runs on Temporal as workflow %s (host %s): it goes on by itself; answer its questions with `ralph answer`", filepath.Base(dir), m.WorkflowID, m.Host)
 		}
 		// The workflow ended: the session is this checkout's again.
@@ -105,15 +77,6 @@ func sessionOnTemporal(ctx context.Context, opts *RunOptions) (bool, error) {
 		return false, nil
 	}
 	return true, startSessionOnTemporal(ctx, opts, a)
-}
-
-// running reports whether workflow id is running.
-func running(ctx context.Context, c client.Client, id string) bool {
-	d, err := c.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		return false
-	}
-	return d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
 
 // startSessionOnTemporal creates the session (or takes the one to
@@ -186,32 +149,25 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, a *app.App) e
 	if err != nil {
 		return err
 	}
-	in := fleet.SessionInput{SessionID: id, Host: host, Shared: eng.TaskQueue, Agent: opts.Agent, Title: p.Title, State: p.State,
-		Open: session.OpenQuestions(qs), Heartbeat: eng.Heartbeat}
+	in := fleet.SessionInput{SessionID: id, Placement: fleet.Placement{Host: host, Shared: eng.TaskQueue, Heartbeat: eng.Heartbeat},
+		Agent: opts.Agent, Title: p.Title, State: p.State, Open: session.OpenQuestions(qs)}
 	run, err := fleet.StartSession(ctx, c, in)
 	if err != nil {
 		if resumeDir == "" {
 			_ = os.RemoveAll(dir) // nothing of it ran
-		}
-		if errors.Is(err, fleet.ErrSessionRunning) {
-			return usageErrorf("%v", err)
 		}
 		return err
 	}
 	if err := store.WriteFileAtomic(activeSessionPath(ws), []byte(id+"\n"), 0o644); err != nil {
 		return err
 	}
-	m := SessionMarker{SchemaVersion: 1, WorkflowID: run.GetID(), RunID: run.GetRunID(), Host: host, TaskQueue: eng.TaskQueue,
-		Address: eng.Address, Namespace: eng.Namespace, StartedAt: env.Now().UTC()}
-	if err := store.WriteJSON(sessionMarkerPath(dir), m); err != nil {
-		return fmt.Errorf("the workflow %s started, but its marker could not be written (%v): `ralph answer` would answer here; stop it with `temporal workflow terminate --workflow-id %s`", run.GetID(), err, run.GetID())
-	}
 	out := env.IO.Err
 	if !opts.JSON {
 		out = env.IO.Out
 	}
-	fmt.Fprintf(out, "ralph: session %s started on Temporal (%s, namespace %s) as workflow %s: it runs on the `ralph worker --host %s` of this checkout (task queue %s)\n",
-		id, eng.Address, eng.Namespace, run.GetID(), host, fleet.HostQueue(eng.TaskQueue, host))
+	if err := markStarted(env, out, eng, run, host, sessionMarkerPath(dir), "session "+id, "it runs", "`ralph answer` would answer here"); err != nil {
+		return err
+	}
 	if opts.Detach {
 		fmt.Fprintf(out, "its questions: ralph questions --session %s; its progress: ralph metrics --session %s\n", id, id)
 		return nil
@@ -223,15 +179,12 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, a *app.App) e
 // followSession prints the session's states, through its status Query,
 // until it waits for answers or ends, and ends as the local `ralph run`
 // would: waiting for answers and a failed session exit with "a person
-// must decide". Ctrl+C stops following; the session goes on. While no
-// worker polls the queues the session needs, ww says so.
+// must decide".
 func followSession(ctx context.Context, env *Env, c client.Client, run client.WorkflowRun, id string, asJSON bool, ww *workerWatch) error {
 	out := env.IO.Out
 	ended := make(chan error, 1)
 	var final fleet.SessionStatus
 	go func() { ended <- run.Get(ctx, &final) }()
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
 	last := ""
 	show := func(st fleet.SessionStatus) {
 		line := string(st.State)
@@ -248,42 +201,34 @@ func followSession(ctx context.Context, env *Env, c client.Client, run client.Wo
 		}
 		fmt.Fprintf(out, "session %s: %s\n", id, line)
 	}
-	for {
-		select {
-		case err := <-ended:
-			if err != nil {
-				return err
-			}
-			show(final)
-			return sessionEnded(env, final, asJSON)
-		case <-ctx.Done():
-			fmt.Fprintf(env.IO.Err, "ralph: stopped following; session %s goes on in Temporal\n", id)
-			return &ExitError{Code: ExitInterrupted, Msg: "stopped following the session (it goes on)"}
-		case <-tick.C:
-		}
-		// A Query waits for a worker to answer it: bounded, so that the
-		// wait on a missing worker is seen and said.
-		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		st, err := fleet.QuerySession(qctx, c, id)
-		cancel()
-		ww.check(ctx)
+	seen := func(st fleet.SessionStatus, err error) (bool, error) {
 		if err != nil {
-			continue // not yet started by a worker, or ended: the result says
+			return false, nil // not yet started by a worker, or ended: the result says
 		}
 		show(st)
-		if st.WaitsForAnswers {
-			if asJSON {
-				_ = writeJSONLine(env, map[string]any{"kind": "summary", "session": st})
-			} else {
-				fmt.Fprintf(out, "ralph: session %s waits for a person to answer:\n", id)
-				for _, q := range st.OpenQuestions {
-					fmt.Fprintf(out, "  %s  %s\n", q.ID, q.Text)
-				}
-				fmt.Fprintf(out, "answer with: ralph answer --session %s %s \"...\"   the session goes on by itself on Temporal once every question is answered\n", id, st.OpenQuestions[0].ID)
-			}
-			return &ExitError{Code: ExitNeedsHuman, Msg: "session " + id + " waits for answers: ralph answer ID \"...\" (it goes on by itself on Temporal)"}
+		if !st.WaitsForAnswers {
+			return false, nil
 		}
+		if asJSON {
+			_ = writeJSONLine(env, map[string]any{"kind": "summary", "session": st})
+		} else {
+			fmt.Fprintf(out, "ralph: session %s waits for a person to answer:\n", id)
+			for _, q := range st.OpenQuestions {
+				fmt.Fprintf(out, "  %s  %s\n", q.ID, q.Text)
+			}
+			fmt.Fprintf(out, "answer with: ralph answer --session %s %s \"...\"   the session goes on by itself on Temporal once every question is answered\n", id, st.OpenQuestions[0].ID)
+		}
+		return true, &ExitError{Code: ExitNeedsHuman, Msg: "session " + id + " waits for answers: ralph answer ID \"...\" (it goes on by itself on Temporal)"}
 	}
+	end := func(err error) error {
+		if err != nil {
+			return err
+		}
+		show(final)
+		return sessionEnded(env, final, asJSON)
+	}
+	return following[fleet.SessionStatus]{name: "session " + id, noun: "session", every: 500 * time.Millisecond, seen: seen, ended: ended, end: end,
+		query: func(ctx context.Context) (fleet.SessionStatus, error) { return fleet.QuerySession(ctx, c, id) }}.follow(ctx, env, ww)
 }
 
 // sessionEnded maps how the workflow ended to the exit code the local
@@ -317,7 +262,7 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 	}
 	id := sessionID
 	dir, derr := sessionDir(ws, sessionID)
-	var m *SessionMarker
+	var m *TemporalMarker
 	if derr == nil {
 		if m, err = readMarker(sessionMarkerPath(dir)); err != nil {
 			return true, fmt.Errorf("reading the session's Temporal marker: %w", err)
@@ -344,7 +289,6 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 	stop := newWorkerWatch(env, c, eng, "the answer to "+qid+" of session "+id, false, queues...).watch(ctx)
 	st, recorded, err := fleet.SendAnswer(ctx, c, id, fleet.SessionAnswer{QuestionID: qid, Text: text, By: who()}, answerWait)
 	stop()
-	var refused *fleet.AnswerRefused
 	switch {
 	case errors.Is(err, fleet.ErrNoSessionWorkflow) && m != nil:
 		// The workflow ended: the session is this checkout's again.
@@ -353,8 +297,6 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 		return false, nil
 	case errors.Is(err, fleet.ErrNoSessionWorkflow):
 		return true, fmt.Errorf("no session %q here, and none runs on Temporal: %w", id, derr)
-	case errors.As(err, &refused):
-		return true, usageErrorf("%s", refused.Reason)
 	case err != nil:
 		return true, err
 	}
@@ -373,33 +315,6 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 	}
 	fmt.Fprintln(env.IO.Out, res.Message)
 	return true, nil
-}
-
-// NewSessionHost is the session part of `ralph worker`'s host: the
-// session activities over this checkout, run by the same runner `ralph
-// run` uses, with no terminal, and c to report the states to the
-// workflows. Answers are recorded by the steerer, as `ralph answer`
-// records them here, journal line included.
-func NewSessionHost(ctx context.Context, env *Env, c client.Client, host string) (*fleet.SessionHost, error) {
-	ws, a, err := openWorkspace(ctx, env)
-	if err != nil {
-		return nil, err
-	}
-	quiet := *env
-	quiet.IO.InTerminal, quiet.IO.OutTerminal = false, false
-	return &fleet.SessionHost{Name: host, RalphDir: ws.Dir(), Client: c, Now: env.Now,
-		Do: func(ctx context.Context, in fleet.SessionRunInput) error {
-			return runSessionHere(ctx, &quiet, in)
-		},
-		Record: func(ctx context.Context, ans fleet.SessionAnswer) error {
-			cmd := control.New(control.Answer, ans.By, quiet.Now())
-			cmd.Session, cmd.Question, cmd.Text = ans.SessionID, ans.QuestionID, ans.Text
-			if cmd.By == "" {
-				cmd.By = "temporal"
-			}
-			_, err := newSteerer(&quiet, a).Do(ctx, cmd)
-			return err
-		}}, nil
 }
 
 // runSessionHere runs session in.SessionID in this checkout with the

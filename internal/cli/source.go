@@ -2,12 +2,10 @@ package cli
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 
 	"github.com/ralphloop/ralph/internal/tasks"
-	"github.com/ralphloop/ralph/internal/workspace"
 )
 
 // namedPRDMissing is the usage error (exit 2) of a PRD named with --prd on
@@ -23,12 +21,4 @@ func namedPRDMissing(src tasks.Source, prdFlag string) error {
 		return usageErrorf("--prd %s: no such file: name an existing PRD, or write one with `ralph prd \"what you want built\"`", prdFlag)
 	}
 	return nil
-}
-
-// missingSource says that src does not exist yet and what makes one.
-func missingSource(ws *workspace.Workspace, src tasks.Source) error {
-	if c, ok := src.(tasks.Creatable); ok {
-		return fmt.Errorf("no %s at %s: run `%s` to create one (ralph run works without one)", c.Noun(), ws.Rel(src.Path()), c.CreateCommand())
-	}
-	return fmt.Errorf("none yet at %s", ws.Rel(src.Path()))
 }

@@ -1,28 +1,16 @@
 package cli
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/app"
-	"github.com/ralphloop/ralph/internal/control"
-	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/loop"
-	"github.com/ralphloop/ralph/internal/status"
-	"github.com/ralphloop/ralph/internal/store"
-	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
-	"github.com/ralphloop/ralph/internal/workspace"
 	"github.com/spf13/cobra"
 )
 
@@ -64,177 +52,18 @@ func runStatus(cmd *cobra.Command, opts *StatusOptions) error {
 	if onTemporal {
 		return fleetStatus(cmd, opts, a)
 	}
-	rep, st, srcErr, err := buildStatus(a, env, opts.Tasks)
+	rep, st, srcErr, err := a.Status(opts.Tasks)
 	if err != nil {
 		return err
 	}
 	return printStatus(env, opts, rep, st, srcErr)
 }
 
-// buildStatus builds the status document of ws: what `ralph status
-// --json` prints and the front ends show. srcErr says why the task file
-// could not be read (the document then has no board); err is a failure
-// that leaves no document.
-func buildStatus(a *app.App, env *Env, tasksFlag string) (rep StatusReport, st *loop.LoopState, srcErr, err error) {
-	ws := a.WS
-	rep = StatusReport{SchemaVersion: status.SchemaVersion, Engine: status.EngineLocal,
-		RetryCounts: map[string]int{}, Blocked: []BlockedTask{}, Cooldowns: map[string]string{}}
-	if h, held := store.Held(ws.LockPath()); held {
-		rep.Running, rep.Holder = true, h
-	}
-	home := loop.HomeOf(ws)
-	st, err = home.Load()
-	if err != nil {
-		return rep, nil, nil, err
-	}
-	// The cooldowns are the workspace's, recorded by whichever run met
-	// the limit, and outlive the state of any one run.
-	rests, err := home.RestingAgents(env.Now())
-	if err != nil {
-		return rep, nil, nil, err
-	}
-	for name, r := range rests {
-		rep.Cooldowns[name] = r.Until.UTC().Format(time.RFC3339)
-	}
-	src, srcErr := a.TaskSource(tasksFlag, "")
-	if ue := (*UsageError)(nil); errors.As(srcErr, &ue) {
-		return rep, nil, nil, srcErr // a --tasks that names nothing
-	}
-	var board *tasks.Board
-	if srcErr == nil {
-		rep.TaskFile, rep.TaskSource = ws.Rel(src.Path()), string(src.Kind())
-		if board, err = src.Load(); err == nil {
-			rep.Stories, rep.StoriesDone = len(board.Stories), len(board.Stories)-board.Remaining()
-		} else {
-			if errors.Is(err, fs.ErrNotExist) {
-				srcErr = missingSource(ws, src)
-			} else {
-				srcErr = fmt.Errorf("%s cannot be read: %s", ws.Rel(src.Path()), strings.ReplaceAll(err.Error(), ws.Root+"/", ""))
-			}
-		}
-	}
-	if st != nil {
-		rep.RunID, rep.State, rep.Finished = st.RunID, string(st.Machine.State), st.Finished
-		rep.Outcome, rep.Reason = string(st.Outcome), st.Reason
-		rep.Iteration, rep.MaxIterations = st.Machine.Iteration, st.MaxIterations
-		rep.CurrentTask = st.Machine.TaskID
-		rep.CurrentStory, _ = tasks.ParseTaskID(st.Machine.TaskID)
-		end := st.UpdatedAt
-		if rep.Running {
-			end = env.Now()
-		}
-		rep.ElapsedMillis = end.Sub(st.StartedAt).Milliseconds()
-		rep.Memory, rep.MemoryOK, rep.Neo4jOK = st.MemoryStore, st.MemoryConnected, st.Neo4jConnected
-		m := st.Metrics
-		rep.Metrics = &m
-		br, bud := st.Breaker, st.Budget
-		rep.Breaker, rep.Budget = &br, &bud
-		rep.LastIteration = lastIteration(ws.RunsDir(), st.RunID)
-		ids := make([]string, 0, len(st.Tasks))
-		for id := range st.Tasks {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			t := st.Tasks[id]
-			if t.RetryCount > 0 {
-				rep.RetryCounts[id] = t.RetryCount
-			}
-			if t.Blocker != nil {
-				rep.Blocked = append(rep.Blocked, BlockedTask{ID: id, Reason: t.Blocker.Reason, Type: t.Blocker.Type, RequiresHuman: t.Blocker.RequiresHuman, WorkRef: t.Blocker.Ref, Stash: t.Blocker.Stash})
-			}
-		}
-	}
-	addHolds(ws, &rep, board)
-	if srcErr == nil {
-		var rec beadsRecord
-		if bs, ok := src.(*tasks.BeadsSource); ok {
-			rec, _ = loadBeadsRecord(ws)
-			// The molecule a build poured or was given is remembered.
-			if bs.Molecule() == "" && rec.Molecule != "" {
-				src = tasks.OpenBeads(ws.Root, rec.Molecule, bs.Client())
-			}
-		}
-		rep.Beads = beadsStatus(src, &rep)
-		if rep.Beads != nil && rec.protoPending() {
-			rep.Beads.PendingProto = rec.Proto
-		}
-	}
-	if rep.PendingHints, err = countHints(ws); err != nil {
-		return rep, nil, nil, err
-	}
-	rep.Session = activeSessionStatus(ws, env.Now())
-	if rep.Parallel, err = parallelStatus(ws, env.Now(), rep.Running); err != nil {
-		return rep, nil, nil, err
-	}
-	if b := boardOnTarget(ws, src, srcErr, rep.Parallel); b != nil {
-		board = b
-		rep.Stories, rep.StoriesDone = len(board.Stories), len(board.Stories)-board.Remaining()
-	}
-	if p := rep.Parallel; p != nil && (st == nil || p.StartedAt.After(st.StartedAt)) {
-		// The last run is a parallel build, which keeps no state.json of
-		// its own here: the run's fields are its, not empty (the
-		// dashboard's run card showed "Run –, Elapsed 0ms") nor those of
-		// an older build.
-		rep.RunID, rep.Finished, rep.Outcome, rep.Reason, rep.ElapsedMillis = p.RunID, p.Finished, p.Outcome, p.Reason, p.ElapsedMillis
-		rep.State, rep.Iteration, rep.MaxIterations, rep.CurrentTask, rep.CurrentStory = "", 0, 0, "", ""
-	}
-	fillBoard(&rep, board, st)
-	fillControl(ws, &rep)
-	return rep, st, srcErr, nil
-}
-
-// boardOnTarget reads the task file from the branch the last parallel
-// build landed on when the checkout is on another one (something switched
-// it during the run): the landings are there, not in the checkout's task
-// file. Nil when the checkout is on the target or it cannot be read.
-func boardOnTarget(ws *workspace.Workspace, src tasks.Source, srcErr error, p *ParallelStatus) *tasks.Board {
-	if p == nil || srcErr != nil || p.Target == "" {
-		return nil
-	}
-	ctx := context.Background()
-	snap, err := ws.Repo.Snapshot(ctx)
-	if err != nil || snap.Branch == p.Target {
-		return nil
-	}
-	board, err := engine.BoardAt(ctx, ws.Repo, src, filepath.ToSlash(ws.Rel(src.Path())), "refs/heads/"+p.Target)
-	if err != nil {
-		return nil
-	}
-	p.CheckoutBranch = snap.Branch
-	if p.CheckoutBranch == "" {
-		p.CheckoutBranch = "HEAD"
-	}
-	return board
-}
-
-// addHolds marks the tasks a person blocked (`ralph block`): they are
-// blocked whatever run or engine took the block, and whether one did.
-// A block of a story done since is no longer in force.
-func addHolds(ws *workspace.Workspace, rep *StatusReport, board *tasks.Board) {
-	for _, c := range (control.Folder{Dir: ws.Path("control")}).Holds() {
-		if board != nil {
-			s, ok := board.Find(storyOf(c.Task))
-			if !ok || s.Done {
-				continue
-			}
-		}
-		i := slices.IndexFunc(rep.Blocked, func(b BlockedTask) bool { return b.ID == c.Task })
-		if i < 0 {
-			rep.Blocked = append(rep.Blocked, BlockedTask{ID: c.Task, Reason: control.HeldReason(c), Type: string(tasks.BlockerPermanent), RequiresHuman: true})
-			i = len(rep.Blocked) - 1
-		}
-		rep.Blocked[i].ByPerson, rep.Blocked[i].RequiresHuman = true, true
-	}
-}
-
 // printStatus prints rep as `ralph status` does.
 func printStatus(env *Env, opts *StatusOptions, rep StatusReport, st *loop.LoopState, srcErr error) error {
 	out := env.IO.Out
 	if opts.JSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(env, rep)
 	}
 	switch {
 	case rep.Running:
@@ -362,29 +191,6 @@ func printCooldowns(out io.Writer, cooldowns map[string]string) {
 // waitWords name the reasons of loop.Metrics.WaitMillis in `ralph status`.
 var waitWords = map[string]string{loop.WaitBreaker: "circuit breaker cooldown", loop.WaitLimit: "usage limit reset", loop.WaitPause: "paused by a person"}
 
-// lastIteration reads the newest iteration record of a run.
-func lastIteration(runsDir, runID string) *loop.IterationRecord {
-	if runID == "" {
-		return nil
-	}
-	matches, _ := filepath.Glob(filepath.Join(runsDir, runID, "iter-*.json"))
-	best, bestN := "", -1
-	for _, m := range matches {
-		var n int
-		if _, err := fmt.Sscanf(filepath.Base(m), "iter-%d.json", &n); err == nil && n > bestN {
-			best, bestN = m, n
-		}
-	}
-	if best == "" {
-		return nil
-	}
-	var rec loop.IterationRecord
-	if _, err := store.ReadJSON(best, 1, &rec); err != nil {
-		return nil
-	}
-	return &rec
-}
-
 // printBuildMetrics writes a build's counters (seed 002's metrics): for
 // `ralph status` and `ralph metrics --build`.
 func printBuildMetrics(out io.Writer, m loop.Metrics) {
@@ -414,4 +220,10 @@ func printBuildMetrics(out io.Writer, m loop.Metrics) {
 		}
 		fmt.Fprintf(out, "waiting: %s\n", strings.Join(parts, ", "))
 	}
+}
+
+// buildStatus is a's status document (app.Status); the status of a build
+// on Temporal lays its Query over it.
+func buildStatus(a *app.App, _ *Env, tasksFlag string) (StatusReport, *loop.LoopState, error, error) {
+	return a.Status(tasksFlag)
 }

@@ -3,67 +3,12 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/engine"
-	"github.com/ralphloop/ralph/internal/landing"
-	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
-	"github.com/ralphloop/ralph/internal/workspace"
 )
-
-// parallelStatus reads the registry of the workspace's last parallel
-// build; nil when it never had one. held says the workspace's lock is
-// held: a build that has not finished is then running.
-func parallelStatus(ws *workspace.Workspace, now time.Time, held bool) (*ParallelStatus, error) {
-	reg, ok, err := engine.LoadRegistry(ws.Dir())
-	if err != nil || !ok {
-		return nil, err
-	}
-	ps := &ParallelStatus{RunID: reg.RunID, Target: reg.Target, Workers: reg.Workers, Finished: reg.Finished, Outcome: reg.Outcome, Reason: reg.Reason,
-		Running: held && !reg.Finished, StartedAt: reg.StartedAt,
-		Working: []WorkerStatus{}, Queue: []QueuedTask{}, NeedsReview: []QueuedTask{}, Blocked: []QueuedTask{}, Worktrees: reg.WorktreeRoot}
-	end := now
-	if fi, err := os.Stat(engine.RegistryPath(ws.Dir())); err == nil && !ps.Running {
-		end = fi.ModTime() // the registry is written last when the build ends or stops
-	}
-	if !reg.StartedAt.IsZero() && end.After(reg.StartedAt) {
-		ps.ElapsedMillis = end.Sub(reg.StartedAt).Milliseconds()
-	}
-	for _, t := range reg.Sorted() {
-		q := QueuedTask{Task: t.ID, State: string(t.State), Attempt: t.Attempt, Branch: t.Branch, Reason: t.Reason, Conflicts: t.Conflicts}
-		switch t.State {
-		case landing.Landed:
-			ps.Landed++
-			ps.LandedTasks = append(ps.LandedTasks, t.ID)
-		case landing.Working, landing.SentBack:
-			w := WorkerStatus{Worker: t.Worker, Task: t.ID, State: string(t.State), Attempt: t.Attempt, Worktree: t.Worktree, Branch: t.Branch,
-				ElapsedMillis: now.Sub(t.Since).Milliseconds()}
-			if t.Home != "" {
-				if st, err := (&loop.Home{Dir: t.Home}).Load(); err == nil && st != nil {
-					w.State = string(st.Machine.State)
-					if li := lastIteration(filepath.Join(t.Home, "runs"), st.RunID); li != nil {
-						w.Agent = li.Agent
-					}
-				}
-			}
-			ps.Working = append(ps.Working, w)
-		case landing.Queued, landing.Landing:
-			ps.Queue = append(ps.Queue, q)
-		case landing.NeedsReview:
-			q.Look = fmt.Sprintf("git diff %s...%s", reg.Target, t.Branch)
-			ps.NeedsReview = append(ps.NeedsReview, q)
-		case landing.Blocked:
-			q.Look = fmt.Sprintf("git log %s..%s", reg.Target, t.Branch)
-			ps.Blocked = append(ps.Blocked, q)
-		}
-	}
-	return ps, nil
-}
 
 // printParallelStatus shows the parallel build a person reads.
 func printParallelStatus(out io.Writer, ps *ParallelStatus) {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -185,19 +184,20 @@ func newThreadListCmd(env *Env) *cobra.Command {
 				out = append(out, ThreadSummary{ID: t.ID, Title: t.Title, Mode: t.Mode, Phase: t.Phase.Type, Active: t.ID == active, Branch: t.Branch, Worktree: t.Worktree, Updated: t.UpdatedAt})
 			}
 			if opts.JSON {
-				b, _ := json.MarshalIndent(out, "", "  ")
-				fmt.Fprintln(env.IO.Out, string(b))
-			} else {
-				if len(out) == 0 {
-					fmt.Fprintln(env.IO.Out, "no threads yet: ralph thread new \"title\"")
+				if err := writeJSON(env, out); err != nil {
+					return err
 				}
-				for _, s := range out {
-					mark := " "
-					if s.Active {
-						mark = "*"
-					}
-					fmt.Fprintf(env.IO.Out, "%s %s  %-15s %-10s %s\n", mark, s.ID, s.Phase, s.Mode, s.Title)
+				return lerr
+			}
+			if len(out) == 0 {
+				fmt.Fprintln(env.IO.Out, "no threads yet: ralph thread new \"title\"")
+			}
+			for _, s := range out {
+				mark := " "
+				if s.Active {
+					mark = "*"
 				}
+				fmt.Fprintf(env.IO.Out, "%s %s  %-15s %-10s %s\n", mark, s.ID, s.Phase, s.Mode, s.Title)
 			}
 			return lerr
 		},
@@ -207,22 +207,31 @@ func newThreadListCmd(env *Env) *cobra.Command {
 }
 
 func newThreadShowCmd(env *Env) *cobra.Command {
+	return threadReadCmd(env, "show [ID]", "Show a thread: phase, spec, baseline, configuration, evidence and the verbs allowed now",
+		func(cmd *cobra.Command, tc *threadCmd, asJSON bool) error {
+			if asJSON {
+				return tc.printJSON()
+			}
+			tc.printShow()
+			showThreadOnTemporal(cmd, tc)
+			return nil
+		})
+}
+
+// threadReadCmd is a command that reads the thread [ID] names, else the
+// active one, and prints what print makes of it (asJSON: with --json).
+func threadReadCmd(env *Env, use, short string, print func(cmd *cobra.Command, tc *threadCmd, asJSON bool) error) *cobra.Command {
 	opts := &ThreadOptions{Env: env}
 	cmd := &cobra.Command{
-		Use:   "show [ID]",
-		Short: "Show a thread: phase, spec, baseline, configuration, evidence and the verbs allowed now",
+		Use:   use,
+		Short: short,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tc, err := readThread(cmd, opts, args)
 			if err != nil {
 				return err
 			}
-			if opts.JSON {
-				return tc.printJSON()
-			}
-			tc.printShow()
-			showThreadOnTemporal(cmd, tc)
-			return nil
+			return print(cmd, tc, opts.JSON)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
@@ -256,30 +265,17 @@ func newThreadSwitchCmd(env *Env) *cobra.Command {
 }
 
 func newThreadDiagnoseCmd(env *Env) *cobra.Command {
-	opts := &ThreadOptions{Env: env}
-	cmd := &cobra.Command{
-		Use:   "diagnose [ID]",
-		Short: "Show what a stuck thread kept: spec version, iterations, criteria, closest output, diff",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			tc, err := readThread(cmd, opts, args)
-			if err != nil {
-				return err
-			}
+	return threadReadCmd(env, "diagnose [ID]", "Show what a stuck thread kept: spec version, iterations, criteria, closest output, diff",
+		func(_ *cobra.Command, tc *threadCmd, asJSON bool) error {
 			if err := tc.r.Require("diagnose"); err != nil {
 				return err
 			}
-			if opts.JSON {
-				b, _ := json.MarshalIndent(tc.r.Thread().Stuck, "", "  ")
-				fmt.Fprintln(env.IO.Out, string(b))
-				return nil
+			if asJSON {
+				return writeJSON(env, tc.r.Thread().Stuck)
 			}
 			tc.printDiagnosis()
 			return nil
-		},
-	}
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
-	return cmd
+		})
 }
 
 func newThreadVerbCmd(env *Env, name string) *cobra.Command {
@@ -337,7 +333,8 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 	switch name {
 	case "start", "finalize":
 		if name == "start" {
-			addThreadEngineFlags(cmd, opts)
+			addEngineFlags(f, &opts.Engine, &opts.Host, &opts.Detach,
+				"where the thread's work runs: local (in this process) or temporal (a workflow, worked by the ralph worker of this checkout's host)")
 		}
 		// finalize begins implementation at once in quick mode.
 		f.BoolVar(&opts.Worktree, "worktree", false, "work in a worktree of the thread's own, outside the repository, so that your checkout stays as it is and several threads can run at once (applies when implementation begins; finalize: quick mode only)")

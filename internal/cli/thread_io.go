@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -214,19 +213,13 @@ func (tc *threadCmd) sink() report.Sink {
 	if tc.opts.JSON && tc.document {
 		return nil // stdout holds the document alone
 	}
-	if tc.opts.JSON {
-		return report.JSONLines{W: tc.env.IO.Out}
-	}
-	return report.Text{W: tc.env.IO.Out}
+	return tc.env.events(tc.opts.JSON)
 }
 
 // progress is where the terminal's questions and an interactive agent
 // go: stdout, but stderr with --json, whose stdout holds JSON alone.
 func (tc *threadCmd) progress() io.Writer {
-	if tc.opts.JSON {
-		return tc.env.IO.Err
-	}
-	return tc.env.IO.Out
+	return tc.env.progress(tc.opts.JSON)
 }
 
 // ---- the person at the terminal ----
@@ -249,10 +242,7 @@ func (tc *threadCmd) confirm(question string) bool {
 	if !tc.env.IO.InTerminal {
 		return false
 	}
-	fmt.Fprintf(tc.progress(), "%s [y/N] ", question)
-	line, _ := tc.input().ReadString('\n')
-	a := strings.ToLower(strings.TrimSpace(line))
-	return a == "y" || a == "yes"
+	return askYes(tc.input(), tc.progress(), question)
 }
 
 // finish emits the settled thread as the command's summary event (shown
@@ -357,12 +347,7 @@ func (tc *threadCmd) out(format string, args ...any) {
 }
 
 func (tc *threadCmd) printJSON() error {
-	b, err := json.MarshalIndent(tc.view(), "", "  ")
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(tc.env.IO.Out, string(b))
-	return nil
+	return writeJSON(tc.env, tc.view())
 }
 
 func (tc *threadCmd) printShow() {

@@ -146,7 +146,7 @@ func TestStuckPromptOnTerminal(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := &loop.LoopState{SchemaVersion: loop.StateSchemaVersion, RunID: "run-1", Machine: loop.Machine{State: loop.StateExit}, Finished: true}
-		if err := store.WriteJSON(loop.StatePath(tc.ws), st); err != nil {
+		if err := store.WriteJSON(loop.HomeOf(tc.ws).StatePath(), st); err != nil {
 			t.Fatal(err)
 		}
 		// The rest is in the workspace's shared record, where every run

@@ -14,7 +14,6 @@ import (
 
 	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/fleet"
-	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/thread"
 )
 
@@ -26,44 +25,8 @@ import (
 // not allow; the work runs on the `ralph worker` of the host that holds
 // this checkout.
 
-// threadMarkerName is the marker's file in the thread's folder.
-const threadMarkerName = "temporal.json"
-
-// ThreadMarker says a thread runs on Temporal, and where.
-type ThreadMarker struct {
-	SchemaVersion int       `json:"schema_version"`
-	WorkflowID    string    `json:"workflow_id"`
-	RunID         string    `json:"run_id"`
-	Host          string    `json:"host"`
-	TaskQueue     string    `json:"task_queue"`
-	Address       string    `json:"address"`
-	Namespace     string    `json:"namespace"`
-	StartedAt     time.Time `json:"started_at"`
-}
-
 func threadMarkerPath(ralphDir, id string) string {
-	return filepath.Join(thread.Dir(ralphDir, id), threadMarkerName)
-}
-
-// readMarker reads the marker of a thread or a session at path; nil when
-// there is none: it runs here.
-func readMarker(path string) (*ThreadMarker, error) {
-	var m ThreadMarker
-	if _, err := store.ReadJSON(path, 1, &m); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	return &m, nil
-}
-
-// addThreadEngineFlags adds the Temporal flags of `ralph thread start`.
-func addThreadEngineFlags(cmd *cobra.Command, opts *ThreadOptions) {
-	f := cmd.Flags()
-	f.StringVar(&opts.Engine, "engine", "", "where the thread's work runs: local (in this process) or temporal (a workflow, worked by the ralph worker of this checkout's host); default [engine] kind")
-	f.StringVar(&opts.Host, "host", "", "with --engine temporal: the name this checkout's ralph worker --host polls under (default: the machine's hostname)")
-	f.BoolVar(&opts.Detach, "detach", false, "with --engine temporal: return once the workflow started, without following it")
+	return filepath.Join(thread.Dir(ralphDir, id), markerName)
 }
 
 // threadOnTemporal runs the thread command name on Temporal when the
@@ -122,17 +85,11 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 	if h, err := os.Hostname(); err == nil && by != "" {
 		by += "@" + h
 	}
-	tcmd := fleet.ThreadCommand{Verb: name, Text: msg, By: by, Agents: opts.Agents, MaxIterations: opts.MaxIterations,
-		Verifiers: opts.Verifiers, Agent: opts.Agent, Worktree: opts.Worktree, Yes: opts.Yes}
 	stop = ww.watch(cmd.Context())
-	_, err = fleet.SendCheckpoint(cmd.Context(), c, t.ID, tcmd)
+	_, err = fleet.SendCheckpoint(cmd.Context(), c, t.ID, opts.command(name, msg, by))
 	stop()
 	if err != nil {
-		var refused *fleet.CheckpointRefused
-		if errors.As(err, &refused) {
-			return true, usageErrorf("%s", refused.Reason)
-		}
-		return true, err
+		return true, err // a refusal says why, as a usage error
 	}
 	out := tc.progress()
 	fmt.Fprintf(out, "ralph: %s accepted by thread %s on Temporal (workflow %s, host %s)\n", name, t.ID, m.WorkflowID, m.Host)
@@ -170,24 +127,15 @@ func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOption
 		return err
 	}
 	defer c.Close()
-	by := os.Getenv("USER")
-	in := fleet.ThreadInput{ThreadID: t.ID, Host: host, Shared: eng.TaskQueue, Thread: t, Heartbeat: eng.Heartbeat,
-		Start: fleet.ThreadCommand{Verb: "start", By: by, Agents: opts.Agents, MaxIterations: opts.MaxIterations,
-			Verifiers: opts.Verifiers, Agent: opts.Agent, Worktree: opts.Worktree}}
+	in := fleet.ThreadInput{ThreadID: t.ID, Placement: fleet.Placement{Host: host, Shared: eng.TaskQueue, Heartbeat: eng.Heartbeat}, Thread: t,
+		Start: opts.command("start", "", os.Getenv("USER"))}
 	run, err := fleet.StartThread(ctx, c, in)
-	if errors.Is(err, fleet.ErrThreadRunning) {
-		return usageErrorf("%v", err)
-	}
 	if err != nil {
 		return err
 	}
-	m := ThreadMarker{SchemaVersion: 1, WorkflowID: run.GetID(), RunID: run.GetRunID(), Host: host, TaskQueue: eng.TaskQueue,
-		Address: eng.Address, Namespace: eng.Namespace, StartedAt: opts.Env.Now().UTC()}
-	if err := store.WriteJSON(threadMarkerPath(tc.dir, t.ID), m); err != nil {
-		return fmt.Errorf("the workflow %s started, but its marker could not be written (%v): the thread's commands would run here; stop it with `temporal workflow terminate --workflow-id %s`", run.GetID(), err, run.GetID())
+	if err := markStarted(opts.Env, tc.progress(), eng, run, host, threadMarkerPath(tc.dir, t.ID), "thread "+t.ID, "its work runs", "the thread's commands would run here"); err != nil {
+		return err
 	}
-	fmt.Fprintf(tc.progress(), "ralph: thread %s started on Temporal (%s, namespace %s) as workflow %s: its work runs on the `ralph worker --host %s` of this checkout (task queue %s)\n",
-		t.ID, eng.Address, eng.Namespace, run.GetID(), host, fleet.HostQueue(eng.TaskQueue, host))
 	if opts.Detach {
 		fmt.Fprintf(tc.progress(), "follow it with `ralph thread show %s`\n", t.ID)
 		return nil
@@ -199,45 +147,28 @@ func startThreadOnTemporal(cmd *cobra.Command, tc *threadCmd, opts *ThreadOption
 // followThread prints the thread's phases, through its status Query, until
 // the command sent after n earlier commands has settled, and ends as the
 // local command would: stuck and a failed preflight have their exit codes,
-// a command that ended with an error ends with it. Ctrl+C stops following;
-// the thread goes on. While no worker polls the queues the thread needs,
-// ww says so.
+// a command that ended with an error ends with it.
 func followThread(ctx context.Context, tc *threadCmd, c client.Client, id string, n int, ww *workerWatch) error {
-	out := tc.progress()
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
 	last := thread.Phase("")
-	for {
-		// A Query waits for a worker to answer it: bounded, so that a
-		// wait on a missing worker is seen and said, not taken for an
-		// error.
-		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		st, err := fleet.QueryThread(qctx, c, id)
-		waited := qctx.Err() != nil && ctx.Err() == nil
-		cancel()
-		ww.check(ctx)
-		if err == nil {
-			if st.Phase != last {
-				if tc.opts.JSON {
-					_ = writeJSONLine(tc.env, map[string]any{"kind": "thread", "thread": id, "phase": st.Phase, "working": st.Working})
-				} else {
-					fmt.Fprintf(out, "thread %s: %s\n", id, st.Phase)
-				}
-				last = st.Phase
-			}
-			if st.Working == "" && len(st.Commands) > n {
-				return threadSettled(tc, st)
-			}
-		} else if !waited && (!errors.Is(err, fleet.ErrNoThreadWorkflow) || n > 0) {
-			return err
+	seen := func(st fleet.ThreadStatus, err error) (bool, error) {
+		if err != nil {
+			return !errors.Is(err, fleet.ErrNoThreadWorkflow) || n > 0, err
 		}
-		select {
-		case <-ctx.Done():
-			fmt.Fprintf(tc.env.IO.Err, "ralph: stopped following; thread %s goes on in Temporal: `ralph thread show %s` shows it\n", id, id)
-			return &ExitError{Code: ExitInterrupted, Msg: "stopped following the thread (it goes on)"}
-		case <-tick.C:
+		if st.Phase != last {
+			if tc.opts.JSON {
+				_ = writeJSONLine(tc.env, map[string]any{"kind": "thread", "thread": id, "phase": st.Phase, "working": st.Working})
+			} else {
+				fmt.Fprintf(tc.progress(), "thread %s: %s\n", id, st.Phase)
+			}
+			last = st.Phase
 		}
+		if st.Working == "" && len(st.Commands) > n {
+			return true, threadSettled(tc, st)
+		}
+		return false, nil
 	}
+	return following[fleet.ThreadStatus]{name: "thread " + id, noun: "thread", hint: fmt.Sprintf(": `ralph thread show %s` shows it", id),
+		every: 500 * time.Millisecond, seen: seen, query: func(ctx context.Context) (fleet.ThreadStatus, error) { return fleet.QueryThread(ctx, c, id) }}.follow(ctx, tc.env, ww)
 }
 
 // threadSettled reports where the thread waits and maps it to the exit
@@ -300,21 +231,11 @@ func showThreadOnTemporal(cmd *cobra.Command, tc *threadCmd) {
 	}
 }
 
-// NewThreadHost is the thread part of `ralph worker`'s host: the thread
-// activities over this checkout, run by the same runner `ralph thread`
-// uses, with no terminal (nothing asks a question on the worker's), and
-// c to report the phases to the workflows.
-func NewThreadHost(ctx context.Context, env *Env, c client.Client, host string) (*fleet.ThreadHost, error) {
-	ws, _, err := openWorkspace(ctx, env)
-	if err != nil {
-		return nil, err
-	}
-	quiet := *env
-	quiet.IO.InTerminal = false
-	return &fleet.ThreadHost{Name: host, RalphDir: ws.Dir(), Client: c,
-		Do: func(ctx context.Context, in fleet.ThreadCommandInput) error {
-			return runThreadCommandHere(ctx, &quiet, in)
-		}}, nil
+// command is the thread command verb that opts give, as the workflow
+// takes it; runThreadCommandHere reads the options back on the host.
+func (opts *ThreadOptions) command(verb, text, by string) fleet.ThreadCommand {
+	return fleet.ThreadCommand{Verb: verb, Text: text, By: by, Agents: opts.Agents, MaxIterations: opts.MaxIterations,
+		Verifiers: opts.Verifiers, Agent: opts.Agent, Worktree: opts.Worktree, Yes: opts.Yes}
 }
 
 // runThreadCommandHere runs a thread command from the workflow in this

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime/debug"
 
@@ -79,9 +78,7 @@ func newVersionCmd(env *Env) *cobra.Command {
 			v := readVersion()
 			out := env.IO.Out
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(v)
+				return writeJSON(env, v)
 			}
 			fmt.Fprintf(out, "ralph %s\n", v.Version)
 			commit, date := v.Commit, v.Date

@@ -304,11 +304,11 @@ func TestThreadOnTemporalSaysNoWorkerPolls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wf, err := fleet.StartThread(ctx, c, fleet.ThreadInput{ThreadID: "a1", Host: "th1", Shared: "wwthread", Thread: th})
+	wf, err := fleet.StartThread(ctx, c, fleet.ThreadInput{ThreadID: "a1", Placement: fleet.Placement{Host: "th1", Shared: "wwthread"}, Thread: th})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := ThreadMarker{SchemaVersion: 1, WorkflowID: wf.GetID(), RunID: wf.GetRunID(), Host: "th1", TaskQueue: "wwthread", Address: addr, Namespace: "default", StartedAt: time.Now().UTC()}
+	m := TemporalMarker{SchemaVersion: 1, WorkflowID: wf.GetID(), RunID: wf.GetRunID(), Host: "th1", TaskQueue: "wwthread", Address: addr, Namespace: "default", StartedAt: time.Now().UTC()}
 	if err := store.WriteJSON(threadMarkerPath(filepath.Join(dir, ".ralph"), "a1"), m); err != nil {
 		t.Fatal(err)
 	}

@@ -302,8 +302,7 @@ func (e *engine) open(ctx context.Context) error {
 		e.say(report.KindRun, nil, "ralph: resuming parallel run %s on %s (%s landed so far)", reg.RunID, reg.Target, words.Count(reg.Count(landing.Landed), "task", "tasks"))
 		return e.reconcile(ctx)
 	}
-	e.say(report.KindRun, report.Run{Workers: e.o.Workers, Target: reg.Target, Worktrees: reg.WorktreeRoot},
-		"ralph: parallel build %s: %s landing on %s; worktrees in %s", reg.RunID, words.Count(e.o.Workers, "worker", "workers"), reg.Target, reg.WorktreeRoot)
+	e.em.Emit(report.Event{Data: report.Run{Workers: e.o.Workers, Target: reg.Target, Worktrees: reg.WorktreeRoot}})
 	return nil
 }
 
@@ -320,6 +319,11 @@ func (e *engine) say(kind report.Kind, data report.Payload, format string, args 
 func (e *engine) sayTask(t *TaskRecord, kind report.Kind, data report.Payload, format string, args ...any) {
 	e.em.Emit(report.Event{Kind: kind, Worker: t.Worker, Task: t.ID, Attempt: t.Attempt, Data: data,
 		Text: fmt.Sprintf(format, args...) + "\n"})
+}
+
+// tell emits a fact about one task whose payload words its line.
+func (e *engine) tell(t *TaskRecord, data report.Payload) {
+	e.em.Emit(report.Event{Worker: t.Worker, Task: t.ID, Attempt: t.Attempt, Data: data})
 }
 
 // save writes the registry; a failure to record is fatal for the run,
@@ -387,7 +391,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 						slots[free] = ""
 						delete(active, t.ID)
 						t.State, t.Reason = landing.Blocked, "its worktree could not be made: "+err.Error()
-						e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: t.Reason}, "[%s %s] ✗ %s", t.Worker, t.ID, t.Reason)
+						e.tell(t, report.Blocker{State: "blocked", Reason: t.Reason})
 						_ = e.save()
 						continue
 					}
@@ -503,19 +507,16 @@ func (e *engine) next(ctx context.Context, board *tasks.Board, active map[string
 			}
 			if taken {
 				e.taken[s.ID] = true
-				e.say(report.KindNote, report.Note{Task: s.ID}, "ralph: %s is claimed by another ralph: leaving it to it", s.ID)
+				e.em.Emit(report.Event{Data: report.Note{Task: s.ID}})
 				continue
 			}
-			t = &TaskRecord{ID: s.ID, Title: s.Title, Branch: branchName(e.reg.RunID, s.ID)}
+			t = &TaskRecord{ID: s.ID, Title: s.Title, Branch: landing.Branch(e.reg.RunID, s.ID)}
 			e.reg.Tasks[s.ID] = t
 		}
 		return t, nil
 	}
 	return nil, nil
 }
-
-// branchName is the task's branch: ralph/<run>/<task>.
-func branchName(run, task string) string { return "ralph/" + run + "/" + task }
 
 // finishWork records what a worker's loop ended with, and lands the task
 // when its loop verified and committed it.
@@ -527,14 +528,14 @@ func (e *engine) finishWork(ctx context.Context, t *TaskRecord, res result) erro
 		return nil
 	case res.err != nil && !errors.Is(res.err, loop.ErrNeedsHuman):
 		t.State, t.Reason = landing.Blocked, text.OneLine(res.err.Error())
-		e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: t.Reason, Error: res.err.Error()}, "[%s %s] ✗ the worker stopped: %s", t.Worker, t.ID, text.Clip(t.Reason, 300))
+		e.tell(t, report.Blocker{State: "blocked", Reason: t.Reason, Error: res.err.Error()})
 		return nil
 	case !res.rep.Accepted():
 		t.State, t.Reason = landing.Blocked, blockerReason(t.ID, res.rep)
 		if t.Reason == "" {
 			t.Reason = string(res.rep.Outcome)
 		}
-		e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: t.Reason, Outcome: string(res.rep.Outcome), Branch: t.Branch}, "[%s %s] ■ not done: %s (its work stays on branch %s)", t.Worker, t.ID, t.Reason, t.Branch)
+		e.tell(t, report.Blocker{State: "blocked", Reason: t.Reason, Outcome: string(res.rep.Outcome), Branch: t.Branch})
 		return nil
 	}
 	t.State = landing.Queued

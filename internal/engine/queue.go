@@ -112,8 +112,7 @@ func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string) error {
 			e.sayTask(t, report.KindWarning, report.Warning{Error: err.Error()}, "[queue %s] landed, but marking it done in the task store failed: %v; mark it done there by hand", t.ID, err)
 		}
 	}
-	e.sayTask(t, report.KindCommit, report.Commit{State: "landed", Commit: hash, Branch: e.reg.Target},
-		"[queue %s] ✓ landed on %s · commit %s", t.ID, e.reg.Target, text.ShortHash(hash))
+	e.tell(t, report.Commit{State: "landed", Commit: hash, Branch: e.reg.Target})
 	e.removeTaskWork(ctx, t)
 	return nil
 }
@@ -141,8 +140,7 @@ func (e *engine) sendBack(ctx context.Context, t *TaskRecord, out landing.Outcom
 			t.ID, words.Count(t.Attempt, "attempt", "attempts"), t.Reason, t.Branch, e.reg.Target, t.Branch)
 		return e.save()
 	}
-	e.sayTask(t, report.KindBlocker, report.Blocker{State: "sent_back", Reason: t.Reason, Conflicts: report.Ptr(t.Conflicts), Attempts: t.Attempt},
-		"[queue %s] ↻ sent back to a worker: %s", t.ID, t.Reason)
+	e.tell(t, report.Blocker{State: "sent_back", Reason: t.Reason, Conflicts: report.Ptr(t.Conflicts), Attempts: t.Attempt})
 	return e.save()
 }
 
@@ -190,7 +188,7 @@ func (e *engine) reconcile(ctx context.Context) error {
 		if hash, ok := landing.LandedBefore(ctx, e.repo, e.reg.Target, t.Token); ok {
 			// landed() says {"state":"landed"} next; this line only tells
 			// that the landing was found after a restart.
-			e.sayTask(t, report.KindCommit, report.Commit{Commit: hash, BeforeRestart: true}, "[queue %s] landed before the restart · commit %s", t.ID, text.ShortHash(hash))
+			e.tell(t, report.Commit{Commit: hash, BeforeRestart: true})
 			if err := e.landed(ctx, t, hash); err != nil {
 				return err
 			}

@@ -60,13 +60,12 @@ func (e *engine) applyHolds(board *tasks.Board, active map[string]bool) {
 			continue // landed, landing, blocked or waiting for review already
 		}
 		if t == nil {
-			t = &TaskRecord{ID: c.Task, Title: story.Title, Branch: branchName(e.reg.RunID, c.Task)}
+			t = &TaskRecord{ID: c.Task, Title: story.Title, Branch: landing.Branch(e.reg.RunID, c.Task)}
 			e.reg.Tasks[c.Task] = t
 		}
 		t.State, t.Reason = landing.Blocked, reason
 		delete(e.skipped, c.Task)
-		e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: reason, ByControl: true, ByPerson: true},
-			"[%s] ⛔ %s: `ralph unblock %s` clears it", t.ID, reason, t.ID)
+		e.tell(t, report.Blocker{State: "blocked", Reason: reason, ByControl: true, ByPerson: true})
 	}
 }
 
@@ -125,7 +124,7 @@ func (e *engine) applyControl(board *tasks.Board, active map[string]bool, c cont
 			return id, " (others go first)", ""
 		}
 		if t == nil {
-			t = &TaskRecord{ID: id, Title: story.Title, Branch: branchName(e.reg.RunID, id)}
+			t = &TaskRecord{ID: id, Title: story.Title, Branch: landing.Branch(e.reg.RunID, id)}
 			e.reg.Tasks[id] = t
 		}
 		t.State, t.Reason = landing.Blocked, reason
@@ -163,5 +162,5 @@ func (e *engine) heldBlock(t *TaskRecord) {
 	}
 	delete(e.held, t.ID)
 	t.State, t.Reason = landing.Blocked, reason
-	e.sayTask(t, report.KindBlocker, report.Blocker{State: "blocked", Reason: reason, ByControl: true, Branch: t.Branch}, "[%s %s] ⛔ %s (its work stays on branch %s)", t.Worker, t.ID, reason, t.Branch)
+	e.tell(t, report.Blocker{State: "blocked", Reason: reason, ByControl: true, Branch: t.Branch})
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/landing"
@@ -31,17 +30,15 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 		if err != nil {
 			return nil, loop.Options{}, err
 		}
-		ref := fmt.Sprintf("refs/ralph/attempts/%s/%s/%d", e.reg.RunID, t.ID, t.Attempt-1)
-		if err := landing.Cut(ctx, e.repo, t.Worktree, t.Branch, tip, ref, e.marker(t)); err != nil {
+		if err := e.worker(t).Cut(ctx, tip); err != nil {
 			return nil, loop.Options{}, err
 		}
 		t.Base = tip
-		t.Home = filepath.Join(e.home, "runs", e.reg.RunID, "workers", t.ID, strconv.Itoa(t.Attempt))
+		t.Home = landing.Home(e.home, e.reg.RunID, t.ID, t.Attempt)
 	} else if err := e.ensureWorktree(ctx, t); err != nil {
 		return nil, loop.Options{}, err
-	}
-	if _, err := worktree.CopyIncluded(e.o.WS.Root, t.Worktree); err != nil {
-		return nil, loop.Options{}, fmt.Errorf("copying the files .worktreeinclude names: %w", err)
+	} else if err := e.worker(t).Include(); err != nil {
+		return nil, loop.Options{}, err
 	}
 	ws, err := workspace.Open(ctx, t.Worktree)
 	if err != nil {
@@ -57,16 +54,12 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	} else {
 		src = tasks.Open(e.o.Source.Kind(), filepath.Join(t.Worktree, filepath.FromSlash(e.prdRel)))
 	}
-	opts := e.o.LoopOptions(ws, src)
-	opts.Source = src
+	// Not the command line's N, which a resume may lack: the run's own.
+	opts := e.worker(t).Loop(e.o.LoopOptions(ws, src), src, t.Home, e.home, resume,
+		"the parallel run's limit, which its workers share", landing.Sink(e.em, t.Worker, t.ID, nil))
 	if !sharedStore(e.o.Source) {
 		opts.PRDPath = src.Path()
 	}
-	opts.Home = t.Home
-	opts.OnlyStory = t.ID
-	opts.SharedHome = e.home
-	opts.Terminal = false
-	opts.Sink = workerSink{em: e.em, worker: t.Worker, task: t.ID}
 	// Every worker pauses with the run; the scheduler alone takes the
 	// task commands, between workers.
 	opts.Control, opts.ControlPauseOnly = e.o.Control, true
@@ -76,9 +69,6 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	// limit, so iterations a crash cut short (which a resumed loop counts
 	// and runs again) never use up a task's attempts.
 	opts.MaxIterations = max(e.o.MaxIterations, 1)
-	opts.IterationsGiven = resume
-	// Not the command line's N, which a resume may lack: the run's own.
-	opts.IterationsFrom = "the parallel run's limit, which its workers share"
 	opts.Ledger = e.ledger
 	if t.Reason != "" && !resume {
 		opts.Feedback = verify.SentBack(t.ID, e.reg.Target, t.Reason, t.Feedback)
@@ -96,10 +86,9 @@ func (e *engine) prepare(ctx context.Context, t *TaskRecord) (*workspace.Workspa
 	return ws, opts, nil
 }
 
-// marker is ralph's mark on t's worktree, so that ralph refuses to run
-// from it.
-func (e *engine) marker(t *TaskRecord) worktree.Marker {
-	return worktree.Marker{Repo: e.o.WS.Root, Run: e.reg.RunID, Task: t.ID}
+// worker is t's attempt in its worktree, as the parallel core prepares it.
+func (e *engine) worker(t *TaskRecord) landing.Worker {
+	return landing.Worker{Repo: e.repo, Root: e.o.WS.Root, Run: e.reg.RunID, Task: t.ID, Attempt: t.Attempt, Path: t.Worktree, Branch: t.Branch}
 }
 
 // ensureWorktree re-creates t's worktree from its branch when the folder
@@ -114,7 +103,7 @@ func (e *engine) ensureWorktree(ctx context.Context, t *TaskRecord) error {
 	if err := e.repo.AddWorktree(ctx, t.Worktree, t.Branch, e.reg.Target); err != nil {
 		return err
 	}
-	return worktree.Mark(t.Worktree, e.marker(t))
+	return worktree.Mark(t.Worktree, e.worker(t).Marker())
 }
 
 // foreignFolder refuses a worktree path that exists and is not ralph's:
@@ -131,22 +120,6 @@ func (e *engine) foreignFolder(path string) error {
 		return nil
 	}
 	return fmt.Errorf("%s exists and is not one of ralph's worktrees: move it away or set [build] worktree_root to another folder", path)
-}
-
-// workerSink passes a worker's loop events into the run's stream, marked
-// with the worker and its task and numbered in the run's one sequence.
-type workerSink struct {
-	em     *report.Emitter
-	worker string
-	task   string
-}
-
-func (s workerSink) Emit(ev report.Event) {
-	ev.Worker = s.worker
-	if ev.Task == "" {
-		ev.Task = s.task
-	}
-	s.em.Forward(ev)
 }
 
 // WorkerText renders a parallel run on a terminal: each line of a

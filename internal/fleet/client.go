@@ -107,18 +107,14 @@ var ErrAlreadyRunning = errors.New("a build of this branch is already running on
 // while one runs is refused with ErrAlreadyRunning.
 func Start(ctx context.Context, c client.Client, in BuildInput) (client.WorkflowRun, error) {
 	id := BuildID(in.Shared, in.Target)
-	run, running, err := startOnce(ctx, c, id, in.Shared, BuildWorkflow, in)
-	if running {
-		return nil, fmt.Errorf("%w: %s (see it: ralph status; stop it: ralph stop)", ErrAlreadyRunning, id)
-	}
-	return run, err
+	return startOnce(ctx, c, id, in.Shared, BuildWorkflow, in, fmt.Errorf("%w: %s (see it: ralph status; stop it: ralph stop)", ErrAlreadyRunning, id))
 }
 
 // startOnce starts workflow name under id on queue, unless a workflow with
-// that id runs already (running is then true): ids are builds', threads'
+// that id runs already: it then returns running. Ids are builds', threads'
 // and sessions', so nothing is started twice.
-func startOnce(ctx context.Context, c client.Client, id, queue, name string, in any) (run client.WorkflowRun, running bool, err error) {
-	run, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+func startOnce(ctx context.Context, c client.Client, id, queue, name string, in any, running error) (client.WorkflowRun, error) {
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                queue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
@@ -129,9 +125,9 @@ func startOnce(ctx context.Context, c client.Client, id, queue, name string, in 
 	}, name, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		return nil, true, nil
+		return nil, running
 	}
-	return run, false, err
+	return run, err
 }
 
 // Running reports whether workflow id runs now (a stopped build runs on

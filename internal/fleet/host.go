@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,9 +82,6 @@ func (h *Host) fetch(ctx context.Context, branch string) (string, error) {
 // merge queue moves it, and every task branch is cut from it.
 func TipBranch(run, target string) string { return "ralph/" + run + "/" + target }
 
-// TaskBranch is the branch of one task.
-func TaskBranch(run, task string) string { return "ralph/" + run + "/" + task }
-
 func (h *Host) now() time.Time {
 	if h.Now != nil {
 		return h.Now()
@@ -107,14 +103,21 @@ func (h *Host) say(em *report.Emitter, task string, kind report.Kind, data repor
 	em.Emit(report.Event{Kind: kind, Worker: h.Name, Task: task, Data: data, Text: fmt.Sprintf(format, args...) + "\n"})
 }
 
+// tell emits a fact about task whose payload words its line.
+func (h *Host) tell(em *report.Emitter, task string, data report.Payload) {
+	em.Emit(report.Event{Worker: h.Name, Task: task, Data: data})
+}
+
 func (h *Host) worktreeBase() string { return worktree.Root(h.WS.Root, h.WorktreeRoot) }
 
 func (h *Host) taskPath(run, task string) string {
 	return worktree.PathUnder(h.worktreeBase(), run, task)
 }
 
-func (h *Host) home(run, task string, attempt int) string {
-	return filepath.Join(h.WS.Dir(), "runs", run, "workers", task, strconv.Itoa(attempt))
+// worker is a task's attempt in its worktree on this host, as the
+// parallel core prepares it.
+func (h *Host) worker(run, task string, attempt int) landing.Worker {
+	return landing.Worker{Repo: h.WS.Repo, Root: h.WS.Root, Run: run, Task: task, Attempt: attempt, Path: h.taskPath(run, task), Branch: landing.Branch(run, task)}
 }
 
 // Board returns the stories of the task file at the run's integrated tip.
@@ -161,8 +164,10 @@ func (h *Host) integration(ctx context.Context, run, target string) (*gitx.Repo,
 // keepAlive heartbeats an activity until the returned stop is called:
 // with a heartbeat timeout, Temporal retries the work of a host that died
 // during it after [engine] heartbeat, not after its start-to-close
-// timeout (the task would wait that long for nothing).
-func (h *Host) keepAlive(ctx context.Context) (stop func()) {
+// timeout (the task would wait that long for nothing). detail, when not
+// nil, gives each heartbeat's detail. stop waits for the last heartbeat,
+// so that none is recorded after the activity returned.
+func (h *Host) keepAlive(ctx context.Context, detail func() any) (stop func()) {
 	if !activity.IsActivity(ctx) {
 		return func() {}
 	}
@@ -171,11 +176,17 @@ func (h *Host) keepAlive(ctx context.Context) (stop func()) {
 		every = 5 * time.Second
 	}
 	hctx, cancel := context.WithCancel(ctx)
+	beating := make(chan struct{})
 	go func() {
+		defer close(beating)
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
-			activity.RecordHeartbeat(ctx)
+			if detail != nil {
+				activity.RecordHeartbeat(ctx, detail())
+			} else {
+				activity.RecordHeartbeat(ctx)
+			}
 			select {
 			case <-hctx.Done():
 				return
@@ -183,32 +194,28 @@ func (h *Host) keepAlive(ctx context.Context) (stop func()) {
 			}
 		}
 	}()
-	return cancel
+	return func() { cancel(); <-beating }
 }
 
 // Prepare makes the task's worktree on this host, its branch cut from the
 // run's tip on the exchange, and says which host holds it. Work of an
 // earlier attempt on this host is kept on a ref first.
 func (h *Host) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
-	defer h.keepAlive(ctx)()
+	defer h.keepAlive(ctx, nil)()
 	em := h.emitter(in.RunID)
 	tip, err := h.fetch(ctx, TipBranch(in.RunID, in.Target))
 	if err != nil {
 		return PrepareResult{}, err
 	}
-	path, branch := h.taskPath(in.RunID, in.Task), TaskBranch(in.RunID, in.Task)
-	ref := fmt.Sprintf("refs/ralph/attempts/%s/%s/%d", in.RunID, in.Task, in.Attempt-1)
+	w := h.worker(in.RunID, in.Task, in.Attempt)
 	h.refsMu.Lock()
-	err = landing.Cut(ctx, h.WS.Repo, path, branch, tip, ref, worktree.Marker{Repo: h.WS.Root, Run: in.RunID, Task: in.Task})
+	err = w.Cut(ctx, tip)
 	h.refsMu.Unlock()
 	if err != nil {
 		return PrepareResult{}, err
 	}
-	if _, err := worktree.CopyIncluded(h.WS.Root, path); err != nil {
-		return PrepareResult{}, fmt.Errorf("copying the files .worktreeinclude names: %w", err)
-	}
-	h.say(em, in.Task, report.KindRun, report.Run{Worktree: path, Branch: branch, Host: h.Name, Attempt: in.Attempt},
-		"▶ prepared attempt %d on %s from %s in %s", in.Attempt, branch, text.ShortHash(tip), path)
+	h.say(em, in.Task, report.KindRun, report.Run{Worktree: w.Path, Branch: w.Branch, Host: h.Name, Attempt: in.Attempt},
+		"▶ prepared attempt %d on %s from %s in %s", in.Attempt, w.Branch, text.ShortHash(tip), w.Path)
 	return PrepareResult{Host: h.Name, Base: tip}, nil
 }
 
@@ -230,26 +237,35 @@ func (h *Host) identity() string { return h.Name + "@" + process }
 // the heartbeat and stops the agent's process group, the loop saving its
 // state. A retry after a crash resumes the loop where it was.
 func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
-	path := h.taskPath(in.RunID, in.Task)
-	if _, err := os.Stat(filepath.Join(path, ".git")); err != nil {
-		return WorkResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("host %s no longer holds the worktree of %s (%s)", h.Name, in.Task, path), ErrTypeWorktreeGone, nil)
+	w := h.worker(in.RunID, in.Task, in.Attempt)
+	if _, err := os.Stat(filepath.Join(w.Path, ".git")); err != nil {
+		return WorkResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("host %s no longer holds the worktree of %s (%s)", h.Name, in.Task, w.Path), ErrTypeWorktreeGone, nil)
 	}
-	ws, err := workspace.Open(ctx, path)
+	ws, err := workspace.Open(ctx, w.Path)
 	if err != nil {
 		return WorkResult{}, err
 	}
 	em := h.emitter(in.RunID)
-	prd := in.PRD
-	src := tasks.Open(tasks.KindForPath(prd), filepath.Join(path, filepath.FromSlash(prd)))
-	opts := h.LoopOptions(ws, src)
-	opts.Source, opts.PRDPath = src, src.Path()
-	opts.OnlyStory = in.Task
-	home := h.home(in.RunID, in.Task, in.Attempt)
+	src := tasks.Open(tasks.KindForPath(in.PRD), filepath.Join(w.Path, filepath.FromSlash(in.PRD)))
+	home := landing.Home(h.WS.Dir(), in.RunID, in.Task, in.Attempt)
 	_, statErr := os.Stat(filepath.Join(home, "state.json"))
-	opts.Home, opts.SharedHome = home, h.WS.Dir()
-	opts.IterationsGiven = statErr == nil
-	opts.IterationsFrom = "the workflow's limit for this task"
-	opts.Terminal = false
+	var logBytes, iteration atomic.Int64
+	// blocker is the reason of the loop's last blocker of the task: what
+	// a blocked story's outcome says, rather than the run's summary.
+	var blocker atomic.Value
+	opts := w.Loop(h.LoopOptions(ws, src), src, home, h.WS.Dir(), statErr == nil, "the workflow's limit for this task",
+		landing.Sink(em, h.Name, in.Task, func(ev report.Event) {
+			if b, ok := ev.Data.(report.Blocker); ok && b.State == "blocked" && b.Reason != "" {
+				blocker.Store(b.Reason)
+			}
+			if ev.Kind == report.KindAgentOutput {
+				logBytes.Add(int64(len(ev.Text)))
+			}
+			if it, ok := ev.Data.(report.Iteration); ok && it.End == nil {
+				iteration.Add(1) // an iteration's banner, not its closing record
+			}
+		}))
+	opts.PRDPath = src.Path()
 	opts.Feedback = in.Feedback
 	// A usage limit ends the activity at once: the workflow waits for the
 	// reset on a durable timer, so no host sits idle for hours.
@@ -259,26 +275,6 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 	} else {
 		opts.MaxIterations = max(opts.MaxRetries, 0) + 1
 	}
-	var logBytes, iteration atomic.Int64
-	// blocker is the reason of the loop's last blocker of the task: what
-	// a blocked story's outcome says, rather than the run's summary.
-	var blocker atomic.Value
-	opts.Sink = sinkFunc(func(ev report.Event) {
-		if b, ok := ev.Data.(report.Blocker); ok && b.State == "blocked" && b.Reason != "" {
-			blocker.Store(b.Reason)
-		}
-		ev.Worker = h.Name
-		if ev.Task == "" {
-			ev.Task = in.Task
-		}
-		if ev.Kind == report.KindAgentOutput {
-			logBytes.Add(int64(len(ev.Text)))
-		}
-		if it, ok := ev.Data.(report.Iteration); ok && it.End == nil {
-			iteration.Add(1) // an iteration's banner, not its closing record
-		}
-		em.Forward(ev)
-	})
 	if prev := activity.HasHeartbeatDetails(ctx); prev {
 		var hb Heartbeat
 		if activity.GetHeartbeatDetails(ctx, &hb) == nil {
@@ -288,37 +284,14 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 				// and the attempt ended some other way (its timeout, an
 				// error Temporal retries).
 				data.WorkerAlive = true
-				h.say(em, in.Task, report.KindRun, data,
-					"↻ retried at iteration %d (%d bytes of agent output): its worker %s is alive, the attempt itself did not finish (a timeout or an error); the loop resumes from its saved state", hb.Iteration, hb.LogBytes, h.Name)
-			} else {
-				h.say(em, in.Task, report.KindRun, data,
-					"↻ retried after its worker was lost at iteration %d (%d bytes of agent output): the loop resumes from its saved state", hb.Iteration, hb.LogBytes)
 			}
+			h.tell(em, in.Task, data)
 		}
 	}
-	hctx, cancelBeat := context.WithCancel(ctx)
-	beating := make(chan struct{})
-	// stopBeat ends the heartbeats and waits for the last one, so that none
-	// is recorded after the activity returned.
-	stopBeat := func() { cancelBeat(); <-beating }
-	defer cancelBeat()
-	go func() {
-		defer close(beating)
-		every := h.HeartbeatEvery
-		if every <= 0 {
-			every = 5 * time.Second
-		}
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			activity.RecordHeartbeat(ctx, Heartbeat{Iteration: int(iteration.Load()), LogBytes: logBytes.Load(), Worker: h.identity()})
-			select {
-			case <-hctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	stopBeat := h.keepAlive(ctx, func() any {
+		return Heartbeat{Iteration: int(iteration.Load()), LogBytes: logBytes.Load(), Worker: h.identity()}
+	})
+	defer stopBeat()
 	build := h.Build
 	if build == nil {
 		build = loop.Build
@@ -376,11 +349,10 @@ func (h *Host) Work(ctx context.Context, in WorkInput) (WorkResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if err := ws.Repo.PushBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task), head, "", false); err != nil {
+	if err := ws.Repo.PushBranch(ctx, h.Exchange, landing.Branch(in.RunID, in.Task), head, "", false); err != nil {
 		return res, err
 	}
-	h.say(em, in.Task, report.KindRun, report.Run{Head: head, Branch: TaskBranch(in.RunID, in.Task)},
-		"✓ verified on its branch · %s pushed to the exchange", text.ShortHash(head))
+	h.tell(em, in.Task, report.Run{Head: head, Branch: landing.Branch(in.RunID, in.Task)})
 	res.Outcome, res.Head = WorkVerified, head
 	return res, nil
 }
@@ -408,7 +380,7 @@ func (h *Host) earliestReset() time.Time {
 func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	// Heartbeats let Temporal notice a dead integration host within
 	// [engine] heartbeat, not the landing's one-hour timeout.
-	defer h.keepAlive(ctx)()
+	defer h.keepAlive(ctx, nil)()
 	h.landMu.Lock()
 	defer h.landMu.Unlock()
 	em := h.emitter(in.RunID)
@@ -421,10 +393,10 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	}
 	records := filepath.Join(h.WS.Dir(), "runs", in.RunID)
 	if _, ok := landing.LandedBefore(ctx, h.WS.Repo, tip, in.Token); ok {
-		say(report.KindCommit, report.Commit{Commit: tip, BeforeRestart: true}, "landed before the restart · commit "+text.ShortHash(tip))
+		h.tell(em, in.Task, report.Commit{Commit: tip, BeforeRestart: true})
 		h.catchUp(ctx, em, in, tip)
 		// The crash may have come before the task branch was deleted.
-		_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
+		_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, landing.Branch(in.RunID, in.Task))
 		var failing []string
 		if t := verify.LoadTip(landing.TipChecks(records)); t != nil && t.Commit == tip {
 			failing = t.Failing()
@@ -443,12 +415,12 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	} else if err != nil {
 		return LandResult{}, err
 	}
-	head, err := h.fetch(ctx, TaskBranch(in.RunID, in.Task))
+	head, err := h.fetch(ctx, landing.Branch(in.RunID, in.Task))
 	switch {
 	case errors.Is(err, gitx.ErrNoSuchRemoteBranch):
 		// Only a branch that is truly gone sends the task back; any
 		// other failure of the fetch is retried by Temporal.
-		out, err = landing.SendBack("its branch "+TaskBranch(in.RunID, in.Task)+" is gone from the exchange remote (deleted by hand?)", "", nil), nil
+		out, err = landing.SendBack("its branch "+landing.Branch(in.RunID, in.Task)+" is gone from the exchange remote (deleted by hand?)", "", nil), nil
 	case err != nil:
 		return LandResult{}, err
 	default:
@@ -463,14 +435,13 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 	case err != nil:
 		return LandResult{}, err
 	case !out.Landed:
-		say(report.KindBlocker, report.Blocker{State: "sent_back", Reason: out.Reason, Conflicts: report.Ptr(out.Conflicts)}, "↻ sent back: "+out.Reason)
+		h.tell(em, in.Task, report.Blocker{State: "sent_back", Reason: out.Reason, Conflicts: report.Ptr(out.Conflicts)})
 		return out, nil
 	}
 	h.catchUp(ctx, em, in, out.Commit)
 	// The task's work is on the tip now, in its one commit.
-	_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, TaskBranch(in.RunID, in.Task))
-	say(report.KindCommit, report.Commit{State: "landed", Commit: out.Commit, Branch: in.Target},
-		fmt.Sprintf("✓ landed on %s · commit %s", in.Target, text.ShortHash(out.Commit)))
+	_ = h.WS.Repo.DeleteRemoteBranch(ctx, h.Exchange, landing.Branch(in.RunID, in.Task))
+	h.tell(em, in.Task, report.Commit{State: "landed", Commit: out.Commit, Branch: in.Target})
 	return out, nil
 }
 
@@ -532,11 +503,6 @@ func usage(err error) error {
 	return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUsage, err)
 }
 
-// sinkFunc is a report.Sink of one function.
-type sinkFunc func(report.Event)
-
-func (f sinkFunc) Emit(ev report.Event) { f(ev) }
-
 // CleanupInput names a landed task whose worktree and branch a host
 // removes.
 type CleanupInput struct {
@@ -549,7 +515,7 @@ func (h *Host) Cleanup(ctx context.Context, in CleanupInput) error {
 	h.refsMu.Lock()
 	defer h.refsMu.Unlock()
 	path := h.taskPath(in.RunID, in.Task)
-	if err := landing.RemoveWork(ctx, h.WS.Repo, path, TaskBranch(in.RunID, in.Task)); err != nil {
+	if err := landing.RemoveWork(ctx, h.WS.Repo, path, landing.Branch(in.RunID, in.Task)); err != nil {
 		return err
 	}
 	_ = os.Remove(filepath.Dir(path)) // the run's folder, once its last worktree is gone

@@ -24,6 +24,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/control"
+	"github.com/ralphloop/ralph/internal/landing"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
@@ -380,8 +381,8 @@ func TestHostPrepareCutsFromTheTipAndKeepsEarlierAttempts(t *testing.T) {
 	if got := hostGit(t, path, "rev-parse", "--show-toplevel"); got != path {
 		t.Fatalf("the worktree is at %s; want %s under b's worktree root", got, path)
 	}
-	if br := hostGit(t, path, "rev-parse", "--abbrev-ref", "HEAD"); br != TaskBranch(hostRun, "US-001") {
-		t.Errorf("the worktree is on %s; want %s", br, TaskBranch(hostRun, "US-001"))
+	if br := hostGit(t, path, "rev-parse", "--abbrev-ref", "HEAD"); br != landing.Branch(hostRun, "US-001") {
+		t.Errorf("the worktree is on %s; want %s", br, landing.Branch(hostRun, "US-001"))
 	}
 	if head := hostGit(t, path, "rev-parse", "HEAD"); head != r.tip {
 		t.Errorf("the worktree is at %s; want the tip %s", head, r.tip)
@@ -411,8 +412,8 @@ func TestHostPrepareCutsFromTheTipAndKeepsEarlierAttempts(t *testing.T) {
 	if head := hostGit(t, path, "rev-parse", "HEAD"); head != newTip {
 		t.Errorf("attempt 2 starts at %s; want the new tip %s", head, newTip)
 	}
-	if br := hostGit(t, path, "rev-parse", "--abbrev-ref", "HEAD"); br != TaskBranch(hostRun, "US-001") {
-		t.Errorf("attempt 2 is on %s; want %s", br, TaskBranch(hostRun, "US-001"))
+	if br := hostGit(t, path, "rev-parse", "--abbrev-ref", "HEAD"); br != landing.Branch(hostRun, "US-001") {
+		t.Errorf("attempt 2 is on %s; want %s", br, landing.Branch(hostRun, "US-001"))
 	}
 	for _, f := range []string{"first.txt", "wip.txt"} {
 		if _, err := os.Stat(filepath.Join(path, f)); err == nil {
@@ -442,8 +443,8 @@ func TestHostWorkVerifiedPushesTheBranch(t *testing.T) {
 	if head := hostGit(t, path, "rev-parse", "HEAD"); res.Head != head || head == r.tip {
 		t.Errorf("Head = %s; want the worktree's new commit %s", res.Head, head)
 	}
-	if got := r.exchangeRef(TaskBranch(hostRun, "US-002")); got != res.Head {
-		t.Errorf("the exchange has %s at %q; want %s", TaskBranch(hostRun, "US-002"), got, res.Head)
+	if got := r.exchangeRef(landing.Branch(hostRun, "US-002")); got != res.Head {
+		t.Errorf("the exchange has %s at %q; want %s", landing.Branch(hostRun, "US-002"), got, res.Head)
 	}
 	opts := r.lastOptions()
 	if opts.OnlyStory != "US-002" {
@@ -492,7 +493,7 @@ func TestHostWorkLimitedReturnsTheEarliestReset(t *testing.T) {
 	if res.Outcome != WorkLimited || !res.Until.Equal(soon) {
 		t.Fatalf("Work = %+v; want limited until %s (codex's reset, the earliest)", res, soon)
 	}
-	if r.exchangeRef(TaskBranch(hostRun, "US-001")) != "" {
+	if r.exchangeRef(landing.Branch(hostRun, "US-001")) != "" {
 		t.Error("a limited attempt pushed its branch")
 	}
 }
@@ -543,7 +544,7 @@ func TestHostWorkCancelStopsTheLoop(t *testing.T) {
 	if !temporal.IsCanceledError(err) && !strings.Contains(err.Error(), context.Canceled.Error()) {
 		t.Errorf("Work's error = %v; want a cancellation", err)
 	}
-	if r.exchangeRef(TaskBranch(hostRun, "US-001")) != "" {
+	if r.exchangeRef(landing.Branch(hostRun, "US-001")) != "" {
 		t.Error("a cancelled attempt pushed its branch")
 	}
 }
@@ -713,7 +714,7 @@ func TestHostLandOneCommitOnceAndOnlyRalphBranches(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(r.a.WS.Root, "us-001.txt")); err != nil {
 		t.Errorf("a's checkout of main lacks the landed file: %v", err)
 	}
-	if got := r.exchangeRef(TaskBranch(hostRun, "US-001")); got != "" {
+	if got := r.exchangeRef(landing.Branch(hostRun, "US-001")); got != "" {
 		t.Errorf("the task branch is still on the exchange at %s", got)
 	}
 	for _, ref := range strings.Fields(hostGit(t, r.exchange, "for-each-ref", "--format=%(refname)", "refs/heads/")) {
@@ -738,14 +739,14 @@ func TestHostLandOneCommitOnceAndOnlyRalphBranches(t *testing.T) {
 func TestHostLandRetryAfterCrashFinishesTheLanding(t *testing.T) {
 	r := newHostRig(t)
 	in := r.verified(r.b, "US-001")
-	head := r.exchangeRef(TaskBranch(hostRun, "US-001"))
+	head := r.exchangeRef(landing.Branch(hostRun, "US-001"))
 	res := r.land(r.a, in)
 	if !res.Landed {
 		t.Fatalf("Land = %+v", res)
 	}
 	// Back to the moment of the crash.
 	hostGit(t, r.a.WS.Root, "reset", "-q", "--hard", r.tip)
-	hostGit(t, r.exchange, "update-ref", "refs/heads/"+TaskBranch(hostRun, "US-001"), head)
+	hostGit(t, r.exchange, "update-ref", "refs/heads/"+landing.Branch(hostRun, "US-001"), head)
 
 	again := r.land(r.a, in)
 	if !again.Landed || again.Commit != res.Commit || r.exchangeTip() != res.Commit {
@@ -754,7 +755,7 @@ func TestHostLandRetryAfterCrashFinishesTheLanding(t *testing.T) {
 	if main := hostGit(t, r.a.WS.Root, "rev-parse", "main"); main != res.Commit {
 		t.Errorf("a's main is %s after the retry; want %s", main, res.Commit)
 	}
-	if got := r.exchangeRef(TaskBranch(hostRun, "US-001")); got != "" {
+	if got := r.exchangeRef(landing.Branch(hostRun, "US-001")); got != "" {
 		t.Errorf("the task branch is left on the exchange at %s after the retried landing", got)
 	}
 }
@@ -765,9 +766,9 @@ func TestHostLandRetryAfterCrashFinishesTheLanding(t *testing.T) {
 func TestHostLandBranchGoneSendsBack(t *testing.T) {
 	r := newHostRig(t)
 	in := r.verified(r.b, "US-001")
-	hostGit(t, r.exchange, "update-ref", "-d", "refs/heads/"+TaskBranch(hostRun, "US-001"))
+	hostGit(t, r.exchange, "update-ref", "-d", "refs/heads/"+landing.Branch(hostRun, "US-001"))
 	res := r.land(r.a, in)
-	if res.Landed || !strings.Contains(res.Reason, TaskBranch(hostRun, "US-001")) {
+	if res.Landed || !strings.Contains(res.Reason, landing.Branch(hostRun, "US-001")) {
 		t.Fatalf("Land = %+v; want sent back, naming the missing branch", res)
 	}
 	if tip := r.exchangeTip(); tip != r.tip {
@@ -793,7 +794,7 @@ func TestHostPrepareSideBySide(t *testing.T) {
 			t.Errorf("Prepare %s beside the others: %v", id, errs[i])
 			continue
 		}
-		if br := hostGit(t, filepath.Join(r.bWT, hostRun, id), "rev-parse", "--abbrev-ref", "HEAD"); br != TaskBranch(hostRun, id) {
+		if br := hostGit(t, filepath.Join(r.bWT, hostRun, id), "rev-parse", "--abbrev-ref", "HEAD"); br != landing.Branch(hostRun, id) {
 			t.Errorf("%s's worktree is on %s", id, br)
 		}
 	}
@@ -926,7 +927,7 @@ func TestHostCleanupRemovesWorktreeAndBranch(t *testing.T) {
 	if strings.Contains(hostGit(t, r.b.WS.Root, "worktree", "list"), path) {
 		t.Error("git still lists the task's worktree")
 	}
-	if _, ok := hostGitOK(r.b.WS.Root, "rev-parse", "--verify", "-q", "refs/heads/"+TaskBranch(hostRun, "US-001")); ok {
+	if _, ok := hostGitOK(r.b.WS.Root, "rev-parse", "--verify", "-q", "refs/heads/"+landing.Branch(hostRun, "US-001")); ok {
 		t.Error("the task branch is still on host b")
 	}
 	// Cleaning up twice (a retried activity) is no error.
@@ -1015,7 +1016,7 @@ func TestHostWorkFailingAgentBlocksTheStory(t *testing.T) {
 	if !blocked {
 		t.Error("the host's journal does not say the story was blocked")
 	}
-	if r.exchangeRef(TaskBranch(hostRun, "US-001")) != "" {
+	if r.exchangeRef(landing.Branch(hostRun, "US-001")) != "" {
 		t.Error("a blocked story's branch was pushed to the exchange")
 	}
 }

@@ -8,31 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ralphloop/ralph/internal/session"
-)
-
-// Names of the session workflow (seed 002 on Temporal), its activities,
-// Update and Signal. Like the build's, they are part of the recorded
-// histories. The status Query is QueryStatus, shared with the build.
-const (
-	SessionWorkflow = "ralph.session"
-
-	// ActivitySessionRun runs the session with the session runner in the
-	// checkout that holds it, until it waits for answers or ends;
-	// ActivitySessionAnswer records a person's answer there.
-	ActivitySessionRun    = "ralph.session.run"
-	ActivitySessionAnswer = "ralph.session.answer"
-
-	// UpdateAnswer carries a person's answer to a queued question;
-	// SignalSessionProgress the states the session passes while a run of
-	// it works on its host.
-	UpdateAnswer          = "answer"
-	SignalSessionProgress = "session-progress"
 )
 
 // How a run of the session on its host ended (SessionStep.Outcome).
@@ -53,18 +33,10 @@ const (
 	SessionStopped = "stopped"
 )
 
-// SessionWorkflowID is the workflow id of session id: one workflow per
-// session, so a second start while it runs is refused. The prefix keeps
-// session ids apart from the threads' and builds' in a namespace.
-func SessionWorkflowID(id string) string { return "ralph-session-" + id }
-
 // SessionInput starts a session workflow.
 type SessionInput struct {
 	SessionID string
-	// Host holds the session's folder: all its work goes to
-	// HostQueue(Shared, Host).
-	Host   string
-	Shared string
+	Placement
 	// Agent is `ralph run --agent`: the agent of every role without
 	// [roles.NAME] agent on the host.
 	Agent string
@@ -74,9 +46,6 @@ type SessionInput struct {
 	Title string
 	State session.OrchestratorState
 	Open  []session.Question
-	// Heartbeat is how long a run may be silent before Temporal takes its
-	// worker for dead and retries it (0: 1m).
-	Heartbeat time.Duration
 }
 
 // SessionRunInput asks the host to run the session.
@@ -155,6 +124,7 @@ type SessionStatus struct {
 
 // sessionRun is the session workflow's working memory.
 type sessionRun struct {
+	hostedRun
 	in      SessionInput
 	st      session.OrchestratorState
 	title   string
@@ -162,7 +132,6 @@ type sessionRun struct {
 	tasks   int
 	done    int
 	working bool
-	seq     int
 	runs    int
 	until   time.Time
 	outcome string
@@ -171,7 +140,6 @@ type sessionRun struct {
 	// answered it; recording to who is answering it now.
 	answered  map[string]string
 	recording map[string]string
-	log       []string
 }
 
 // Session is the session workflow: the session of seed 002, its runs
@@ -184,29 +152,17 @@ type sessionRun struct {
 // open the workflow runs the session again. It ends when the session is
 // Complete or Failed, or stopped for a reason a person fixes on the host.
 func Session(ctx workflow.Context, in SessionInput) (SessionStatus, error) {
-	w := &sessionRun{in: in, st: in.State, title: in.Title, open: slices.Clone(in.Open),
-		answered: map[string]string{}, recording: map[string]string{}}
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (SessionStatus, error) {
-		return w.status(workflow.GetInfo(ctx).GetCurrentHistoryLength()), nil
+	w := &sessionRun{hostedRun: hostedRun{Placement: in.Placement}, in: in, st: in.State, title: in.Title,
+		open: slices.Clone(in.Open), answered: map[string]string{}, recording: map[string]string{}}
+	if err := serve(ctx, w.status, UpdateAnswer, w.answer, w.validate, SignalSessionProgress, func(p SessionProgress) {
+		// Progress of a run that ended already is older than its
+		// result: only the running one's is taken.
+		if w.working && p.Seq == w.seq {
+			w.st, w.tasks, w.done = p.State, p.Tasks, p.TasksDone
+		}
 	}); err != nil {
 		return w.status(0), err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAnswer, w.answer,
-		workflow.UpdateHandlerOptions{Validator: w.validate}); err != nil {
-		return w.status(0), err
-	}
-	progress := workflow.GetSignalChannel(ctx, SignalSessionProgress)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			var p SessionProgress
-			progress.Receive(ctx, &p)
-			// Progress of a run that ended already is older than its
-			// result: only the running one's is taken.
-			if w.working && p.Seq == w.seq {
-				w.st, w.tasks, w.done = p.State, p.Tasks, p.TasksDone
-			}
-		}
-	})
 	var runErr error
 	for {
 		if len(w.open) > 0 {
@@ -235,11 +191,10 @@ func Session(ctx workflow.Context, in SessionInput) (SessionStatus, error) {
 			break
 		}
 	}
-	// Every accepted answer has its reply before the workflow ends.
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+	if err := handlersFinished(ctx); err != nil {
 		return w.status(0), err
 	}
-	st := w.status(workflow.GetInfo(ctx).GetCurrentHistoryLength())
+	st := w.status(historyLength(ctx))
 	if runErr != nil {
 		return st, temporal.NewNonRetryableApplicationError(fmt.Sprintf("session %s stopped on host %s: %s", w.in.SessionID, w.in.Host, w.lastErr), ErrTypeUsage, runErr)
 	}
@@ -252,36 +207,22 @@ func (w *sessionRun) run(ctx workflow.Context) (SessionStep, error) {
 	w.runs++
 	w.working, w.open = true, nil
 	defer func() { w.working = false }()
-	hb := w.in.Heartbeat
-	if hb <= 0 {
-		hb = time.Minute
-	}
-	// No schedule-to-start timeout: the session lives in one checkout,
-	// no other host can run it, so it waits for its host's worker. A
-	// worker lost in a run is found by the heartbeat, and the retry
-	// resumes the session where progress.md says (the runner's resume).
-	ao := workflow.ActivityOptions{
-		TaskQueue:           HostQueue(w.in.Shared, w.in.Host),
-		StartToCloseTimeout: 7 * 24 * time.Hour,
-		HeartbeatTimeout:    hb,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			MaximumAttempts: 10, NonRetryableErrorTypes: []string{ErrTypeUsage, ErrTypeAgentCannotRun}},
-	}
+	// A retry resumes the session where progress.md says.
+	ao := w.runOptions(ErrTypeUsage, ErrTypeAgentCannotRun)
 	in := SessionRunInput{SessionID: w.in.SessionID, Agent: w.in.Agent, Seq: w.seq}
 	var step SessionStep
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), ActivitySessionRun, in).Get(ctx, &step); err != nil {
 		return step, err
 	}
-	w.take(step)
+	w.st, w.open, w.tasks, w.done = step.State, step.Open, step.Tasks, step.TasksDone
+	if step.Title != "" {
+		w.title = step.Title
+	}
 	w.outcome, w.lastErr = step.Outcome, step.Error
 	line := fmt.Sprintf("run %d on %s → %s", w.runs, w.in.Host, w.st.Resumes())
 	switch step.Outcome {
 	case SessionWaiting:
-		ids := make([]string, len(step.Open))
-		for i, q := range step.Open {
-			ids[i] = q.ID
-		}
-		line += ", waits for answers to " + strings.Join(ids, ", ")
+		line += ", waits for answers to " + questionIDs(step.Open)
 		if len(step.Open) == 0 {
 			// The runner saw questions that were answered meanwhile (on
 			// the host, by `ralph answer` there): nothing to wait for.
@@ -300,13 +241,6 @@ func (w *sessionRun) run(ctx workflow.Context) (SessionStep, error) {
 	}
 	w.note(line)
 	return step, nil
-}
-
-func (w *sessionRun) take(step SessionStep) {
-	w.st, w.open, w.tasks, w.done = step.State, step.Open, step.Tasks, step.TasksDone
-	if step.Title != "" {
-		w.title = step.Title
-	}
 }
 
 // validate refuses, before it is accepted, an answer the session cannot
@@ -334,23 +268,18 @@ func (w *sessionRun) validate(a SessionAnswer) error {
 		}
 		return fmt.Errorf("session %s waits for no answer (%s)", w.in.SessionID, w.st.Resumes())
 	}
-	for _, q := range w.open {
-		if q.ID == id {
-			return nil
-		}
+	if slices.ContainsFunc(w.open, func(q session.Question) bool { return q.ID == id }) {
+		return nil
 	}
-	ids := make([]string, len(w.open))
-	for i, q := range w.open {
-		ids[i] = q.ID
-	}
-	return fmt.Errorf("there is no open question %q in session %s: answer one of the open questions, %s", id, w.in.SessionID, strings.Join(ids, ", "))
+	return fmt.Errorf("there is no open question %q in session %s: answer one of the open questions, %s", id, w.in.SessionID, questionIDs(w.open))
 }
 
-func orPerson(by string) string {
-	if by == "" {
-		return "a person"
+func questionIDs(qs []session.Question) string {
+	ids := make([]string, len(qs))
+	for i, q := range qs {
+		ids[i] = q.ID
 	}
-	return by
+	return strings.Join(ids, ", ")
 }
 
 // answer is the Update's handler: it records the answer on the host (the
@@ -381,14 +310,7 @@ func (w *sessionRun) answer(ctx workflow.Context, a SessionAnswer) (SessionStatu
 	}
 	w.answered[id] = a.By
 	w.note(fmt.Sprintf("%s answered by %s", id, orPerson(a.By)))
-	return w.status(workflow.GetInfo(ctx).GetCurrentHistoryLength()), nil
-}
-
-func (w *sessionRun) note(s string) {
-	w.log = append(w.log, s)
-	if len(w.log) > 50 {
-		w.log = w.log[len(w.log)-50:]
-	}
+	return w.status(historyLength(ctx)), nil
 }
 
 func (w *sessionRun) status(history int) SessionStatus {
@@ -403,72 +325,16 @@ func (w *sessionRun) status(history int) SessionStatus {
 	return st
 }
 
-// ErrSessionRunning is returned by StartSession when the session's
-// workflow runs already.
-var ErrSessionRunning = errors.New("the session runs on Temporal already")
-
-// ErrNoSessionWorkflow is returned by SendAnswer and QuerySession when
-// the session's workflow is not running (it ended, or never started).
-var ErrNoSessionWorkflow = errors.New("the session's workflow is not running on Temporal")
-
-// StartSession starts the session's workflow. Its id is the session's
-// (SessionWorkflowID), so a second start while it runs is refused with
-// ErrSessionRunning.
-func StartSession(ctx context.Context, c client.Client, in SessionInput) (client.WorkflowRun, error) {
-	id := SessionWorkflowID(in.SessionID)
-	run, running, err := startOnce(ctx, c, id, in.Shared, SessionWorkflow, in)
-	if running {
-		return nil, fmt.Errorf("%w: session %s is workflow %s; answer its questions with `ralph answer --session %s ID \"...\"`",
-			ErrSessionRunning, in.SessionID, id, in.SessionID)
-	}
-	return run, err
-}
-
-// QuerySession returns the status of session id's workflow.
-func QuerySession(ctx context.Context, c client.Client, id string) (SessionStatus, error) {
-	return queryWorkflowStatus[SessionStatus](ctx, c, SessionWorkflowID(id), ErrNoSessionWorkflow)
-}
-
-// AnswerRefused is an answer the session's validator refused: nothing
-// changed.
-type AnswerRefused struct{ Reason string }
-
-func (e *AnswerRefused) Error() string { return e.Reason }
-
 // SendAnswer sends a person's answer to session id as an Update and
 // waits up to wait for the host to record it. An answer the session
-// cannot take is refused by the validator (*AnswerRefused, with its
-// reason). recorded is false when the answer was accepted but its host
-// did not record it within wait (its worker is down): the workflow
-// records it once the host's worker runs.
+// cannot take is refused by the validator (*Refused, with its reason).
+// recorded is false when the answer was accepted but its host did not
+// record it within wait (its worker is down): the workflow records it
+// once the host's worker runs.
 func SendAnswer(ctx context.Context, c client.Client, id string, a SessionAnswer, wait time.Duration) (st SessionStatus, recorded bool, err error) {
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: SessionWorkflowID(id), UpdateName: UpdateAnswer,
-		Args: []any{a}, WaitForStage: client.WorkflowUpdateStageAccepted})
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return st, false, fmt.Errorf("%w: %v", ErrNoSessionWorkflow, err)
-		}
-		return st, false, refusedAnswer(err)
+	_, waited, err := sendUpdate(ctx, c, SessionWorkflowID(id), UpdateAnswer, a, ErrNoSessionWorkflow, wait, &st)
+	if waited && ctx.Err() == nil {
+		return st, false, nil
 	}
-	// A rejected Update comes back as a completed one whose result is the
-	// validator's error, at once; an accepted one completes when the host
-	// recorded the answer.
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	if err := (patientUpdate{h}).Get(wctx, &st); err != nil {
-		if wctx.Err() != nil && ctx.Err() == nil {
-			return st, false, nil
-		}
-		return st, false, refusedAnswer(err)
-	}
-	return st, true, nil
-}
-
-func refusedAnswer(err error) error {
-	var ae *temporal.ApplicationError
-	if errors.As(err, &ae) {
-		return &AnswerRefused{Reason: ae.Message()}
-	}
-	return err
+	return st, err == nil, err
 }

@@ -100,14 +100,14 @@ func (s *scriptedRoles) prompts(r string) []string {
 	return out
 }
 
-// sessionRig is a repository with a new session in it and a SessionHost
-// whose Do runs the real session runner over it.
+// sessionRig is a repository with a new session in it and a CheckoutHost
+// whose RunSession runs the real session runner over it.
 type sessionRig struct {
 	ws    *workspace.Workspace
 	id    string
 	dir   string
 	roles *scriptedRoles
-	host  *SessionHost
+	host  *CheckoutHost
 	// runs counts the host's runs of the session.
 	mu   sync.Mutex
 	runs int
@@ -154,8 +154,12 @@ func newSessionRig(t *testing.T) *sessionRig {
 		t.Fatal(err)
 	}
 	r := &sessionRig{ws: ws, id: id, dir: dir, roles: &scriptedRoles{t: t, root: root}}
-	r.host = &SessionHost{Name: "h1", RalphDir: ws.Dir(), Poll: 5 * time.Millisecond,
-		Do: func(ctx context.Context, in SessionRunInput) error {
+	r.host = &CheckoutHost{Name: "h1", RalphDir: ws.Dir(), Poll: 5 * time.Millisecond,
+		RecordAnswer: func(_ context.Context, a SessionAnswer) error {
+			_, err := session.AnswerQuestion(SessionDir(ws.Dir(), a.SessionID), a.QuestionID, a.Text, time.Now())
+			return err
+		},
+		RunSession: func(ctx context.Context, in SessionRunInput) error {
 			r.mu.Lock()
 			r.runs++
 			r.mu.Unlock()
@@ -196,7 +200,7 @@ func (r *sessionRig) input() SessionInput {
 	if err != nil {
 		panic(err)
 	}
-	return SessionInput{SessionID: r.id, Host: "h1", Shared: "ralph", Title: p.Title, State: p.State, Heartbeat: time.Second}
+	return SessionInput{SessionID: r.id, Placement: Placement{Host: "h1", Shared: "ralph", Heartbeat: time.Second}, Title: p.Title, State: p.State}
 }
 
 // questionsOnDisk are the host's questions, by id, with their answers.
@@ -213,37 +217,15 @@ func (r *sessionRig) questionsOnDisk(t *testing.T) map[string]string {
 	return out
 }
 
-type answerResult struct {
-	rejected error
-	accepted bool
-	status   SessionStatus
-	err      error
-}
+type answerResult = hostedUpdate[SessionStatus]
 
 func sendAnswer(env *testsuite.TestWorkflowEnvironment, uid string, a SessionAnswer, res *answerResult) {
-	env.UpdateWorkflow(UpdateAnswer, uid, &testsuite.TestUpdateCallback{
-		OnReject: func(err error) { res.rejected = err },
-		OnAccept: func() { res.accepted = true },
-		OnComplete: func(v any, err error) {
-			res.err = err
-			if st, ok := v.(SessionStatus); ok {
-				res.status = st
-			}
-		},
-	}, a)
+	res.send(env, UpdateAnswer, uid, a)
 }
 
 func querySession(t *testing.T, env *testsuite.TestWorkflowEnvironment) SessionStatus {
 	t.Helper()
-	v, err := env.QueryWorkflow(QueryStatus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st SessionStatus
-	if err := v.Get(&st); err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return queryHosted[SessionStatus](t, env)
 }
 
 func openIDs(qs []session.Question) []string {
@@ -268,8 +250,8 @@ func TestSessionAnswerUpdate(t *testing.T) {
 	g := newSessionRig(t)
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	g.host.Progress = func(_ context.Context, p SessionProgress) { env.SignalWorkflow(SignalSessionProgress, p) }
-	RegisterSession(env, g.host)
+	g.host.Signal = func(_ context.Context, name string, p any) { env.SignalWorkflow(name, p) }
+	RegisterHosted(env, g.host)
 	env.SetTestTimeout(time.Minute)
 
 	executing := make(chan struct{})
@@ -381,7 +363,7 @@ func TestSessionAnswerUpdate(t *testing.T) {
 // The validator alone: with no question open the session waits for
 // none, whatever the id.
 func TestSessionValidatorWithNothingOpen(t *testing.T) {
-	w := &sessionRun{in: SessionInput{SessionID: "s1", Host: "h1"}, st: session.OrchestratorState{Current: session.Complete, Done: true},
+	w := &sessionRun{in: SessionInput{SessionID: "s1", Placement: Placement{Host: "h1"}}, st: session.OrchestratorState{Current: session.Complete, Done: true},
 		answered: map[string]string{}, recording: map[string]string{}}
 	err := w.validate(SessionAnswer{QuestionID: "q-1", Text: "x"})
 	if err == nil || !strings.Contains(err.Error(), "waits for no answer: it has ended") {
@@ -408,9 +390,9 @@ func TestSessionOnDevServer(t *testing.T) {
 	g.host.Client = c
 	shared := "ralph-session-test"
 	ws := worker.New(c, shared, worker.Options{})
-	RegisterSession(ws, nil)
+	RegisterHosted(ws, nil)
 	wh := worker.New(c, HostQueue(shared, "h1"), worker.Options{})
-	RegisterSession(wh, g.host)
+	RegisterHosted(wh, g.host)
 	for _, w := range []worker.Worker{ws, wh} {
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
@@ -433,11 +415,12 @@ func TestSessionOnDevServer(t *testing.T) {
 	if !slices.Equal(openIDs(st.OpenQuestions), []string{"q-1", "q-2"}) || st.State != session.Planning {
 		t.Errorf("status while the session waits: %+v", st)
 	}
-	if _, err := StartSession(ctx, c, in); !errors.Is(err, ErrSessionRunning) {
-		t.Errorf("a second start of the session: %v, want ErrSessionRunning", err)
+	if _, err := StartSession(ctx, c, in); !errors.Is(err, ErrSessionRunning) || !strings.Contains(err.Error(),
+		"session "+g.id+" is workflow ralph-session-"+g.id+"; answer its questions with `ralph answer --session "+g.id+" ID \"...\"`") {
+		t.Errorf("a second start of the session: %v, want ErrSessionRunning saying how to answer it", err)
 	}
 	_, _, err = SendAnswer(ctx, c, g.id, SessionAnswer{QuestionID: "q-7", Text: "x"}, 10*time.Second)
-	var refused *AnswerRefused
+	var refused *Refused
 	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, `no open question "q-7"`) {
 		t.Fatalf("an answer to q-7: %v", err)
 	}
@@ -472,7 +455,7 @@ func TestSessionUsageLimitIsADurableTimer(t *testing.T) {
 	g := newSessionRig(t)
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	RegisterSession(env, g.host)
+	RegisterHosted(env, g.host)
 	env.SetTestTimeout(time.Minute)
 	g.now = env.Now
 	until := env.Now().Add(5 * time.Hour)

@@ -8,37 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ralphloop/ralph/internal/thread"
 )
-
-// Names of the thread workflow (seed 003 on Temporal), its activities,
-// its Query, Update and Signal. Like the build's, they are part of the
-// recorded histories.
-const (
-	ThreadWorkflow = "ralph.thread"
-
-	// ActivityThreadCommand runs one human command on the thread in the
-	// checkout that holds it, and the work it leads to, until the thread
-	// waits for a person again; ActivityThreadLoad reads the thread there.
-	ActivityThreadCommand = "ralph.thread.command"
-	ActivityThreadLoad    = "ralph.thread.load"
-
-	// UpdateCheckpoint carries a person's command; QueryStatus (shared
-	// with the build) the thread's status; SignalThreadProgress the
-	// phases the thread passes while a command's work runs on its host.
-	UpdateCheckpoint     = "checkpoint"
-	SignalThreadProgress = "thread-progress"
-)
-
-// ThreadWorkflowID is the workflow id of thread id: one workflow per
-// thread, so a second start of a thread that runs already is refused.
-// The prefix keeps thread ids apart from the builds' ids in a namespace.
-func ThreadWorkflowID(id string) string { return "ralph-thread-" + id }
 
 // ThreadCommand is a person's command on a thread: a checkpoint Update,
 // or the command a thread workflow starts with.
@@ -64,18 +39,12 @@ type ThreadCommand struct {
 // ThreadInput starts a thread workflow.
 type ThreadInput struct {
 	ThreadID string
-	// Host holds the thread: a thread lives in one checkout, so all its
-	// work goes to HostQueue(Shared, Host).
-	Host   string
-	Shared string
+	Placement
 	// Thread is the thread as the starting command read it: the phase the
 	// first command is checked against.
 	Thread thread.Thread
 	// Start is the command the workflow begins with (start).
 	Start ThreadCommand
-	// Heartbeat is how long the host's work may be silent before Temporal
-	// takes its worker for dead and retries it there (0: 1m).
-	Heartbeat time.Duration
 }
 
 // ThreadCommandInput asks the host to run one command on the thread.
@@ -138,16 +107,13 @@ type ThreadStatus struct {
 
 // threadRun is the thread workflow's working memory.
 type threadRun struct {
-	in thread.Thread
-	ti ThreadInput
-	t  thread.Thread
-	// working names the command whose activity runs; seq numbers it;
-	// cancel stops it (pause, abandon).
+	hostedRun
+	t thread.Thread
+	// working names the command whose activity runs; cancel stops it
+	// (pause, abandon).
 	working string
-	seq     int
 	cancel  workflow.CancelFunc
 	lastErr string
-	log     []string
 }
 
 // Thread is the thread workflow: the thread of seed 003 with its phase
@@ -165,28 +131,16 @@ type threadRun struct {
 // learns each phase the work passes through from the host's progress
 // Signals.
 func Thread(ctx workflow.Context, in ThreadInput) (thread.Thread, error) {
-	w := &threadRun{ti: in, t: in.Thread}
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (ThreadStatus, error) {
-		return w.status(workflow.GetInfo(ctx).GetCurrentHistoryLength()), nil
+	w := &threadRun{hostedRun: hostedRun{Placement: in.Placement}, t: in.Thread}
+	if err := serve(ctx, w.status, UpdateCheckpoint, w.checkpoint, w.validate, SignalThreadProgress, func(p ThreadProgress) {
+		// Progress of a command that ended already is older than its
+		// result: only the running command's is taken.
+		if w.working != "" && p.Seq == w.seq && p.Thread.ID == w.t.ID {
+			w.t = p.Thread
+		}
 	}); err != nil {
 		return w.t, err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCheckpoint, w.checkpoint,
-		workflow.UpdateHandlerOptions{Validator: w.validate}); err != nil {
-		return w.t, err
-	}
-	progress := workflow.GetSignalChannel(ctx, SignalThreadProgress)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			var p ThreadProgress
-			progress.Receive(ctx, &p)
-			// Progress of a command that ended already is older than its
-			// result: only the running command's is taken.
-			if w.working != "" && p.Seq == w.seq && p.Thread.ID == w.t.ID {
-				w.t = p.Thread
-			}
-		}
-	})
 	if in.Start.Verb != "" {
 		if err := w.validate(in.Start); err != nil {
 			return w.t, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUsage, nil)
@@ -197,7 +151,7 @@ func Thread(ctx workflow.Context, in ThreadInput) (thread.Thread, error) {
 		return w.t, err
 	}
 	// Every accepted command has its answer before the workflow ends.
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+	if err := handlersFinished(ctx); err != nil {
 		return w.t, err
 	}
 	return w.t, nil
@@ -224,7 +178,7 @@ func resolve(p thread.Phase, verb string) (string, thread.Verb, bool) {
 // allowedNow are the commands a person can give in p: those of
 // thread.Commands that raise a verb of the table there.
 func allowedNow(p thread.Phase) []string {
-	var out []string
+	out := []string{}
 	for _, c := range thread.Commands {
 		if _, ok := c.Phases[p]; ok {
 			out = append(out, c.Name)
@@ -236,7 +190,7 @@ func allowedNow(p thread.Phase) []string {
 
 // humanVerbs are the table's verbs with a human actor in p.
 func humanVerbs(p thread.Phase) []string {
-	var out []string
+	out := []string{}
 	for _, v := range thread.AllowedVerbs(p) {
 		if r, ok := thread.Lookup(p, thread.Verb(v)); ok && r.With.Actor == thread.ActorHuman {
 			out = append(out, v)
@@ -258,7 +212,7 @@ func (w *threadRun) validate(cmd ThreadCommand) error {
 	}
 	if w.working != "" && name != "pause" && name != "abandon" {
 		return fmt.Errorf("thread %s is %s and ralph is working on it (%s) on host %s: wait until it waits for you, or pause or abandon it",
-			w.t.ID, p, w.working, w.ti.Host)
+			w.t.ID, p, w.working, w.Host)
 	}
 	if _, _, err := thread.Next(w.t, thread.Event{Verb: mv, Source: thread.SourceHuman}); err != nil {
 		var te *thread.TransitionError
@@ -305,14 +259,14 @@ func (w *threadRun) checkpoint(ctx workflow.Context, cmd ThreadCommand) (ThreadS
 	if name == "pause" && w.t.Phase.Type == thread.PhasePaused {
 		// Stopping the loop paused the thread: its runner took the
 		// interrupt as Ctrl+C makes it.
-		w.note("pause: the loop was stopped on " + w.ti.Host)
-		return w.status(workflow.GetInfo(ctx).GetCurrentHistoryLength()), nil
+		w.note("pause: the loop was stopped on " + w.Host)
+		return w.status(historyLength(ctx)), nil
 	}
 	if err := w.validate(cmd); err != nil {
 		return w.status(0), err
 	}
 	w.run(ctx, cmd)
-	return w.status(workflow.GetInfo(ctx).GetCurrentHistoryLength()), nil
+	return w.status(historyLength(ctx)), nil
 }
 
 // run runs cmd on the thread's host and takes the thread as it settled.
@@ -323,29 +277,13 @@ func (w *threadRun) run(ctx workflow.Context, cmd ThreadCommand) {
 	w.working = name
 	cctx, cancel := workflow.WithCancel(ctx)
 	w.cancel = cancel
-	hb := w.ti.Heartbeat
-	if hb <= 0 {
-		hb = time.Minute
-	}
-	// No schedule-to-start timeout: the thread lives in one checkout,
-	// no other host can do its work, so it waits for its host's worker.
-	ao := workflow.ActivityOptions{
-		TaskQueue:           HostQueue(w.ti.Shared, w.ti.Host),
-		StartToCloseTimeout: 7 * 24 * time.Hour,
-		HeartbeatTimeout:    hb,
-		// A pause or abandon waits for the host to stop the work and
-		// save the thread, so that the next command finds it settled.
-		WaitForCancellation: true,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			MaximumAttempts: 10, NonRetryableErrorTypes: []string{ErrTypeUsage}},
-	}
+	ao := w.runOptions(ErrTypeUsage)
+	// A pause or abandon waits for the host to stop the work and save
+	// the thread, so that the next command finds it settled.
+	ao.WaitForCancellation = true
 	in := ThreadCommandInput{ThreadID: w.t.ID, Name: name, Verb: mv, From: from, Seq: w.seq, Command: cmd}
 	var step ThreadStep
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(cctx, ao), ActivityThreadCommand, in).Get(ctx, &step)
-	by := cmd.By
-	if by == "" {
-		by = "a person"
-	}
 	switch {
 	case err == nil:
 		w.t, w.lastErr = step.Thread, step.Error
@@ -364,7 +302,7 @@ func (w *threadRun) run(ctx workflow.Context, cmd ThreadCommand) {
 			w.t = t
 		}
 	}
-	line := fmt.Sprintf("%s by %s in %s → %s", name, by, from, w.t.Phase.Type)
+	line := fmt.Sprintf("%s by %s in %s → %s", name, orPerson(cmd.By), from, w.t.Phase.Type)
 	if w.lastErr != "" {
 		line += ": " + w.lastErr
 	}
@@ -372,26 +310,13 @@ func (w *threadRun) run(ctx workflow.Context, cmd ThreadCommand) {
 	w.working, w.cancel = "", nil
 }
 
-func (w *threadRun) note(s string) {
-	w.log = append(w.log, s)
-	if len(w.log) > 50 {
-		w.log = w.log[len(w.log)-50:]
-	}
-}
-
 func (w *threadRun) status(history int) ThreadStatus {
 	p := w.t.Phase.Type
-	st := ThreadStatus{ThreadID: w.t.ID, Host: w.ti.Host, Title: w.t.Title, Phase: p, Iteration: w.t.Phase.Iteration, Mode: w.t.Mode,
+	st := ThreadStatus{ThreadID: w.t.ID, Host: w.Host, Title: w.t.Title, Phase: p, Iteration: w.t.Phase.Iteration, Mode: w.t.Mode,
 		Working: w.working, LastError: w.lastErr, Commands: slices.Clone(w.log), HistoryLength: history, Thread: w.t,
 		Allowed: []string{}, Verbs: []string{}}
 	if w.working == "" {
 		st.Allowed, st.Verbs = allowedNow(p), humanVerbs(p)
-		if st.Allowed == nil {
-			st.Allowed = []string{}
-		}
-		if st.Verbs == nil {
-			st.Verbs = []string{}
-		}
 		for _, r := range thread.Table {
 			if r.From == p && r.With.Checkpoint != thread.CheckpointNone && r.On != thread.VerbAbandon {
 				st.WaitsFor = string(r.With.Checkpoint)
@@ -408,69 +333,18 @@ func (w *threadRun) status(history int) ThreadStatus {
 	return st
 }
 
-// ErrThreadRunning is returned by StartThread when the thread's workflow
-// runs already.
-var ErrThreadRunning = errors.New("the thread runs on Temporal already")
-
-// ErrNoThreadWorkflow is returned by SendCheckpoint and QueryThread when
-// the thread's workflow is not running (it ended, or never started).
-var ErrNoThreadWorkflow = errors.New("the thread's workflow is not running on Temporal")
-
-// StartThread starts the thread's workflow. Its id is the thread's
-// (ThreadWorkflowID), so a second start while it runs is refused with
-// ErrThreadRunning.
-func StartThread(ctx context.Context, c client.Client, in ThreadInput) (client.WorkflowRun, error) {
-	id := ThreadWorkflowID(in.ThreadID)
-	run, running, err := startOnce(ctx, c, id, in.Shared, ThreadWorkflow, in)
-	if running {
-		return nil, fmt.Errorf("%w: thread %s is workflow %s; give it commands with `ralph thread approve|pause|abandon|... %s` (see it: ralph thread show %s)",
-			ErrThreadRunning, in.ThreadID, id, in.ThreadID, in.ThreadID)
-	}
-	return run, err
-}
-
-// QueryThread returns the status of thread id's workflow.
-func QueryThread(ctx context.Context, c client.Client, id string) (ThreadStatus, error) {
-	return queryWorkflowStatus[ThreadStatus](ctx, c, ThreadWorkflowID(id), ErrNoThreadWorkflow)
-}
-
 // SendCheckpoint sends a person's command to thread id as a checkpoint
 // Update and returns once the workflow accepted it (the work it leads to
 // goes on; QueryThread follows it). A command the thread's phase does
-// not allow is refused by the validator: the error is a *CheckpointRefused
-// with its reason, and nothing changed.
+// not allow is refused by the validator: the error is a *Refused with its
+// reason, and nothing changed.
 func SendCheckpoint(ctx context.Context, c client.Client, id string, cmd ThreadCommand) (client.WorkflowUpdateHandle, error) {
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: ThreadWorkflowID(id), UpdateName: UpdateCheckpoint,
-		Args: []any{cmd}, WaitForStage: client.WorkflowUpdateStageAccepted})
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return nil, fmt.Errorf("%w: %v", ErrNoThreadWorkflow, err)
-		}
-		return nil, refusedCheckpoint(err)
-	}
-	// A rejected Update comes back as a completed one whose result is the
-	// validator's error, at once; an accepted one completes only when its
-	// command settled, which this does not wait for.
-	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
+	// An accepted command completes only when it settled, which this
+	// does not wait for.
 	var st ThreadStatus
-	patient := patientUpdate{h}
-	if err := patient.Get(wctx, &st); err != nil && wctx.Err() == nil {
-		return nil, refusedCheckpoint(err)
+	h, waited, err := sendUpdate(ctx, c, ThreadWorkflowID(id), UpdateCheckpoint, cmd, ErrNoThreadWorkflow, 300*time.Millisecond, &st)
+	if err != nil && !waited {
+		return nil, err
 	}
-	return patient, nil
+	return h, nil
 }
-
-func refusedCheckpoint(err error) error {
-	var ae *temporal.ApplicationError
-	if errors.As(err, &ae) {
-		return &CheckpointRefused{Reason: ae.Message()}
-	}
-	return err
-}
-
-// CheckpointRefused is a command the thread's validator refused.
-type CheckpointRefused struct{ Reason string }
-
-func (e *CheckpointRefused) Error() string { return e.Reason }

@@ -29,11 +29,11 @@ import (
 )
 
 // threadRig is a checkout with one thread, t1, saved in a given phase, and
-// a ThreadHost whose Do is the real thread runner over it (as `ralph
+// a CheckoutHost whose RunThread is the real thread runner over it (as `ralph
 // thread NAME` runs it), with a loop port the test scripts.
 type threadRig struct {
 	ws   *workspace.Workspace
-	host *ThreadHost
+	host *CheckoutHost
 	t    thread.Thread
 	loop *blockingLoop
 	// ran records the commands the host ran, in order.
@@ -98,8 +98,8 @@ func newThreadRig(t *testing.T, p thread.Phase) *threadRig {
 		t.Fatal(err)
 	}
 	g := &threadRig{ws: ws, t: th, loop: &blockingLoop{started: make(chan struct{}, 1)}}
-	g.host = &ThreadHost{Name: "h1", RalphDir: ws.Dir(), Poll: 10 * time.Millisecond,
-		Do: func(ctx context.Context, in ThreadCommandInput) error {
+	g.host = &CheckoutHost{Name: "h1", RalphDir: ws.Dir(), Poll: 10 * time.Millisecond,
+		RunThread: func(ctx context.Context, in ThreadCommandInput) error {
 			g.ran = append(g.ran, in.Name)
 			cur, err := thread.Load(ws.Dir(), in.ThreadID)
 			if err != nil {
@@ -148,45 +148,22 @@ func (g *threadRig) onDisk(t *testing.T) thread.Phase {
 
 func (g *threadRig) env(s *testsuite.WorkflowTestSuite) *testsuite.TestWorkflowEnvironment {
 	env := s.NewTestWorkflowEnvironment()
-	g.host.Progress = func(_ context.Context, p ThreadProgress) { env.SignalWorkflow(SignalThreadProgress, p) }
-	RegisterThread(env, g.host)
+	g.host.Signal = func(_ context.Context, name string, p any) { env.SignalWorkflow(name, p) }
+	RegisterHosted(env, g.host)
 	return env
 }
 
 // update sends a checkpoint Update and reports how it ended: refused by
 // the validator (rejected), or accepted with the status it completed with.
-type updateResult struct {
-	rejected error
-	accepted bool
-	status   ThreadStatus
-	err      error
-	done     bool
-}
+type updateResult = hostedUpdate[ThreadStatus]
 
 func sendCheckpoint(env *testsuite.TestWorkflowEnvironment, id string, cmd ThreadCommand, res *updateResult) {
-	env.UpdateWorkflow(UpdateCheckpoint, id, &testsuite.TestUpdateCallback{
-		OnReject: func(err error) { res.rejected, res.done = err, true },
-		OnAccept: func() { res.accepted = true },
-		OnComplete: func(v any, err error) {
-			res.done, res.err = true, err
-			if st, ok := v.(ThreadStatus); ok {
-				res.status = st
-			}
-		},
-	}, cmd)
+	res.send(env, UpdateCheckpoint, id, cmd)
 }
 
 func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) ThreadStatus {
 	t.Helper()
-	v, err := env.QueryWorkflow(QueryStatus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st ThreadStatus
-	if err := v.Get(&st); err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return queryHosted[ThreadStatus](t, env)
 }
 
 // A checkpoint Update is taken only in the phase that allows it: commit
@@ -214,7 +191,7 @@ func TestThreadCheckpointRefusedInTheWrongPhaseAcceptedInTheRight(t *testing.T) 
 		afterApprove = queryStatus(t, env)
 		sendCheckpoint(env, "u3", ThreadCommand{Verb: "abandon", By: "ann"}, &abandon)
 	}, time.Hour)
-	env.ExecuteWorkflow(ThreadWorkflow, ThreadInput{ThreadID: "t1", Host: "h1", Shared: "ralph", Thread: g.t})
+	env.ExecuteWorkflow(ThreadWorkflow, ThreadInput{ThreadID: "t1", Placement: Placement{Host: "h1", Shared: "ralph"}, Thread: g.t})
 
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("the workflow did not end after abandon")
@@ -268,7 +245,7 @@ func TestThreadStartRefusedInTheWrongPhase(t *testing.T) {
 	g := newThreadRig(t, thread.PhasePendingReview)
 	var s testsuite.WorkflowTestSuite
 	env := g.env(&s)
-	env.ExecuteWorkflow(ThreadWorkflow, ThreadInput{ThreadID: "t1", Host: "h1", Shared: "ralph", Thread: g.t, Start: ThreadCommand{Verb: "start"}})
+	env.ExecuteWorkflow(ThreadWorkflow, ThreadInput{ThreadID: "t1", Placement: Placement{Host: "h1", Shared: "ralph"}, Thread: g.t, Start: ThreadCommand{Verb: "start"}})
 	err := env.GetWorkflowError()
 	if err == nil || !strings.Contains(err.Error(), "does not accept \"start\"") {
 		t.Fatalf("start in PendingReview: %v", err)
@@ -301,7 +278,7 @@ func TestThreadPauseStopsTheLoopOnTheHost(t *testing.T) {
 		sendCheckpoint(env, "p2", ThreadCommand{Verb: "pause"}, &pauseEarly)
 		sendCheckpoint(env, "a", ThreadCommand{Verb: "abandon"}, &abandon)
 	}, time.Hour)
-	env.ExecuteWorkflow(ThreadWorkflow, ThreadInput{ThreadID: "t1", Host: "h1", Shared: "ralph", Thread: g.t, Heartbeat: time.Second})
+	env.ExecuteWorkflow(ThreadWorkflow, ThreadInput{ThreadID: "t1", Placement: Placement{Host: "h1", Shared: "ralph", Heartbeat: time.Second}, Thread: g.t})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -377,16 +354,16 @@ func TestThreadOnDevServer(t *testing.T) {
 	g.host.Client = c
 	shared := "ralph-thread-test"
 	ws := worker.New(c, shared, worker.Options{})
-	RegisterThread(ws, nil)
+	RegisterHosted(ws, nil)
 	wh := worker.New(c, HostQueue(shared, "h1"), worker.Options{})
-	RegisterThread(wh, g.host)
+	RegisterHosted(wh, g.host)
 	for _, w := range []worker.Worker{ws, wh} {
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
 		}
 		defer w.Stop()
 	}
-	in := ThreadInput{ThreadID: "t1", Host: "h1", Shared: shared, Thread: g.t, Heartbeat: 2 * time.Second, Start: ThreadCommand{Verb: "resume", By: "ann"}}
+	in := ThreadInput{ThreadID: "t1", Placement: Placement{Host: "h1", Shared: shared, Heartbeat: 2 * time.Second}, Thread: g.t, Start: ThreadCommand{Verb: "resume", By: "ann"}}
 	run, err := StartThread(ctx, c, in)
 	if err != nil {
 		t.Fatal(err)
@@ -404,11 +381,12 @@ func TestThreadOnDevServer(t *testing.T) {
 	if st.Working != "resume" || !slices.Equal(st.Allowed, []string{"abandon", "pause"}) {
 		t.Errorf("status while the loop runs: %+v", st)
 	}
-	if _, err := StartThread(ctx, c, in); !errors.Is(err, ErrThreadRunning) {
-		t.Errorf("a second start of the thread: %v, want ErrThreadRunning", err)
+	if _, err := StartThread(ctx, c, in); !errors.Is(err, ErrThreadRunning) || !strings.Contains(err.Error(),
+		"thread t1 is workflow ralph-thread-t1; give it commands with `ralph thread approve|pause|abandon|... t1` (see it: ralph thread show t1)") {
+		t.Errorf("a second start of the thread: %v, want ErrThreadRunning saying how to command it", err)
 	}
 	_, err = SendCheckpoint(ctx, c, "t1", ThreadCommand{Verb: "approve"})
-	var refused *CheckpointRefused
+	var refused *Refused
 	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, "Running") {
 		t.Fatalf("approve while the loop runs: %v", err)
 	}

@@ -36,12 +36,9 @@ type WorkerOptions struct {
 	Integrate bool
 	// Slots bounds the task loops this host runs at once (0: 4).
 	Slots int
-	// Thread runs the threads of this host's checkout (nil: threads are
-	// not worked here, though their workflows still run).
-	Thread *ThreadHost
-	// Session runs the sessions of this host's checkout (nil: sessions
-	// are not run here, though their workflows still run).
-	Session *SessionHost
+	// Checkout works the sessions and threads of this host's checkout
+	// (nil: they are not worked here, though their workflows still run).
+	Checkout *CheckoutHost
 }
 
 // workerStopTimeout bounds how long a stopping worker waits for its
@@ -88,8 +85,7 @@ func RunWorker(ctx context.Context, c client.Client, h *Host, o WorkerOptions) e
 		if h != nil {
 			RegisterHost(w, h)
 		}
-		RegisterThread(w, o.Thread)
-		RegisterSession(w, o.Session)
+		RegisterHosted(w, o.Checkout)
 		workers = append(workers, w)
 	}
 	for _, w := range workers {
@@ -105,36 +101,4 @@ func RunWorker(ctx context.Context, c client.Client, h *Host, o WorkerOptions) e
 		w.Stop()
 	}
 	return nil
-}
-
-// watchProgress heartbeats the activity of ctx every poll until done and,
-// each time look reads a state whose key changed, reports it: to local
-// when set (the SDK's test environment), else as signal to the activity's
-// workflow, so that its Query shows what the host's runner does while the
-// activity runs. The key is also the heartbeat's detail.
-func watchProgress[P any](ctx context.Context, poll time.Duration, done <-chan struct{}, key string, look func() (string, P, bool),
-	local func(context.Context, P), c client.Client, signal string) {
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-	info := activity.GetInfo(ctx)
-	for {
-		activity.RecordHeartbeat(ctx, key)
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		k, p, ok := look()
-		if !ok || k == key {
-			continue
-		}
-		key = k
-		if local != nil {
-			local(ctx, p)
-		} else if c != nil {
-			_ = c.SignalWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, signal, p)
-		}
-	}
 }

@@ -21,7 +21,7 @@ func TestRunWorkerWithoutBuildsTakesNoSharedActivity(t *testing.T) {
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- RunWorker(wctx, c, nil, WorkerOptions{Name: "s1", Shared: "nobuild", Integrate: true, Session: &SessionHost{Name: "s1"}})
+		done <- RunWorker(wctx, c, nil, WorkerOptions{Name: "s1", Shared: "nobuild", Integrate: true, Checkout: &CheckoutHost{Name: "s1"}})
 	}()
 	pollers := func(queue string, kind enumspb.TaskQueueType) int {
 		d, err := c.DescribeTaskQueue(ctx, queue, kind)

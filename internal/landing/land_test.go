@@ -254,16 +254,27 @@ func TestLandNoticesATargetMovedOutsideRalph(t *testing.T) {
 	}
 }
 
-// A new attempt starts on the tip in the task's worktree; what the
-// earlier attempt left, its commits and its uncommitted changes, is kept
-// on the attempt's ref. A branch deleted by hand gets a fresh worktree.
-func TestCutKeepsTheEarlierAttempt(t *testing.T) {
+// A new attempt, as either executor's worker cuts it, starts on the tip
+// in the task's worktree, with the ignored files .worktreeinclude names;
+// what the earlier attempt left, its commits and its uncommitted changes,
+// is kept on the attempt's ref. A branch deleted by hand gets a fresh
+// worktree.
+func TestWorkerCutKeepsTheEarlierAttempt(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
+	write(t, filepath.Join(f.root, ".git", "info", "exclude"), ".env\n") // for every worktree
+	write(t, filepath.Join(f.root, worktree.IncludeFile), ".env\n")
+	write(t, filepath.Join(f.root, ".env"), "TOKEN=local\n")
 	path := filepath.Join(filepath.Dir(f.root), "worktrees", "r1", "US-002")
-	mark := worktree.Marker{Repo: f.root, Run: "r1", Task: "US-002"}
-	if err := Cut(ctx, f.q.Repo, path, "ralph/r1/US-002", f.base, "refs/ralph/attempts/r1/US-002/0", mark); err != nil {
+	w := Worker{Repo: f.q.Repo, Root: f.root, Run: "r1", Task: "US-002", Attempt: 1, Path: path, Branch: Branch("r1", "US-002")}
+	if err := w.Cut(ctx, f.base); err != nil {
 		t.Fatal(err)
+	}
+	if env, err := os.ReadFile(filepath.Join(path, ".env")); err != nil || string(env) != "TOKEN=local\n" {
+		t.Errorf("the worktree's .env = %q, %v; want the checkout's, as .worktreeinclude names it", env, err)
+	}
+	if !worktree.IsInside(path) {
+		t.Error("the worktree is not marked as ralph's")
 	}
 	write(t, filepath.Join(path, "b.txt"), "b\n")
 	git(t, path, "add", "b.txt")
@@ -275,7 +286,8 @@ func TestCutKeepsTheEarlierAttempt(t *testing.T) {
 	git(t, f.root, "commit", "-qm", "landed meanwhile")
 	tip := git(t, f.root, "rev-parse", "main")
 
-	if err := Cut(ctx, f.q.Repo, path, "ralph/r1/US-002", tip, "refs/ralph/attempts/r1/US-002/1", mark); err != nil {
+	w.Attempt = 2
+	if err := w.Cut(ctx, tip); err != nil {
 		t.Fatal(err)
 	}
 	if head := git(t, path, "rev-parse", "HEAD"); head != tip {
@@ -299,7 +311,8 @@ func TestCutKeepsTheEarlierAttempt(t *testing.T) {
 	second := git(t, path, "rev-parse", "HEAD")
 	git(t, path, "switch", "-q", "--detach")
 	git(t, f.root, "branch", "-D", "ralph/r1/US-002")
-	if err := Cut(ctx, f.q.Repo, path, "ralph/r1/US-002", tip, "refs/ralph/attempts/r1/US-002/2", mark); err != nil {
+	w.Attempt = 3
+	if err := w.Cut(ctx, tip); err != nil {
 		t.Fatal(err)
 	}
 	if head := git(t, path, "rev-parse", "HEAD"); head != tip {

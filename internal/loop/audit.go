@@ -29,9 +29,10 @@ func (b *builder) auditKey() string {
 	return fmt.Sprintf("run %s iteration %d", b.id, b.st.Machine.Iteration)
 }
 
-// audit hands the iteration's summary to an Auditor source.
-func (b *builder) audit(ctx context.Context, a Auditor, storyID, hash string) {
-	if err := a.Audit(ctx, storyID, b.auditKey(), b.auditSummary(hash)); err != nil {
+// audit hands the summary of iteration it to an Auditor source.
+func (b *builder) audit(ctx context.Context, a Auditor, it iteration, hash string) {
+	storyID := it.sel.Story.ID
+	if err := a.Audit(ctx, storyID, b.auditKey(), b.auditSummary(it, hash)); err != nil {
 		b.log.Warn("task source audit failed", "task", storyID, "err", err)
 		b.sayf(report.KindWarning, "  ⚠ could not record the audit note for %s in %s: %s\n", storyID, b.src.Kind(), clip(err.Error(), 300))
 	}
@@ -41,7 +42,7 @@ func (b *builder) audit(ctx context.Context, a Auditor, storyID, hash string) {
 // "ralph: rl-a done and verified at 2026-11-22T10:00:00Z · run r1
 // iteration 2 · agent claude · 41.2s · checks passed: test, lint · commit
 // 3f2a9c1d0b7e".
-func (b *builder) auditSummary(hash string) string {
+func (b *builder) auditSummary(it iteration, hash string) string {
 	now := b.opts.now()
 	var sb strings.Builder
 	j := b.judgement()
@@ -49,31 +50,30 @@ func (b *builder) auditSummary(hash string) string {
 	if j.Outcome == verify.AgentWord {
 		how = b.agentWordHow()
 	}
-	fmt.Fprintf(&sb, "ralph: %s %s at %s · %s", b.sel.TaskID(), how, now.UTC().Format(time.RFC3339), b.auditKey())
+	fmt.Fprintf(&sb, "ralph: %s %s at %s · %s", it.sel.TaskID(), how, now.UTC().Format(time.RFC3339), b.auditKey())
 	if len(j.Evidence) > 0 {
 		fmt.Fprintf(&sb, " · evidence: %s", strings.Join(clipList(j.Evidence, 3), "; "))
 	}
 	if len(j.Failing) > 0 {
 		fmt.Fprintf(&sb, " · still failing, as before: %s", strings.Join(j.Failing, ", "))
 	}
-	if b.rec != nil {
-		if b.rec.Agent != "" {
-			fmt.Fprintf(&sb, " · agent %s", b.rec.Agent)
+	rec := it.rec
+	if rec.Agent != "" {
+		fmt.Fprintf(&sb, " · agent %s", rec.Agent)
+	}
+	if !rec.StartedAt.IsZero() {
+		fmt.Fprintf(&sb, " · %s", now.Sub(rec.StartedAt).Round(100*time.Millisecond))
+	}
+	var passed []string
+	for _, c := range rec.Checks {
+		if c.Passed {
+			passed = append(passed, c.Name)
 		}
-		if !b.rec.StartedAt.IsZero() {
-			fmt.Fprintf(&sb, " · %s", now.Sub(b.rec.StartedAt).Round(100*time.Millisecond))
-		}
-		var passed []string
-		for _, c := range b.rec.Checks {
-			if c.Passed {
-				passed = append(passed, c.Name)
-			}
-		}
-		if len(passed) > 0 {
-			fmt.Fprintf(&sb, " · checks passed: %s", strings.Join(passed, ", "))
-		} else {
-			sb.WriteString(" · no checks configured")
-		}
+	}
+	if len(passed) > 0 {
+		fmt.Fprintf(&sb, " · checks passed: %s", strings.Join(passed, ", "))
+	} else {
+		sb.WriteString(" · no checks configured")
 	}
 	if hash != "" {
 		fmt.Fprintf(&sb, " · commit %s", hash)

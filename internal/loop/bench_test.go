@@ -63,7 +63,7 @@ func BenchmarkBuildOverhead(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// Each run starts afresh: retry counts outlive runs in state.json.
-		os.Remove(StatePath(ws))
+		os.Remove(HomeOf(ws).StatePath())
 		start := time.Now()
 		rep, err := Build(context.Background(), ws, opts)
 		if err != nil || rep.Outcome != OutcomeMaxIterations || rep.Iterations != iterations {

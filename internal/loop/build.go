@@ -14,7 +14,6 @@ import (
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/memory"
-	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/prompt"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
@@ -75,9 +74,10 @@ func agentInstalled(s agent.Spec) error {
 	return agent.CheckInstalled(s, argv)
 }
 
-// builder is one build run: the loop machine's runner. Its steps hand
-// what one learns to the next in the run's state (st) and the iteration's
-// record (rec); what it knows of the work tree is the trees'.
+// builder is one build run: the loop machine's runner. What it keeps is
+// the run's: the saved state (st), the board, the brief; what one step of
+// an iteration learns reaches the next as a value (iteration), handed on
+// by Build's loop. What it knows of the work tree is the trees'.
 type builder struct {
 	*run
 	trees // embedded for the transition, which sets its commit tokens
@@ -85,10 +85,7 @@ type builder struct {
 	board *tasks.Board
 	st    *LoopState
 	mem   memory.Store
-	sel   tasks.Selection
-	rec   *IterationRecord
 	brief brief
-	carry carried
 	// notesWritten says this run appended to progress.md: EXIT commits
 	// what no task's commit took along (a blocker noted last).
 	notesWritten bool
@@ -102,18 +99,17 @@ type brief struct {
 	projectNotes []string
 }
 
-// carried is what one attempt leaves the next: stoppedFirst, what Build
-// stopped of a killed run's agent before it read anything
-// (stopLeftoversFirst); resumedFrom, the interrupted attempt a resumed
-// IMPLEMENT continues, whose start is the one "did the agent change
-// anything" compares with; own, the copies of ralph's own files this
-// process made before its last agent (saveOwnFiles); clearedLock, git's
-// index.lock a killed run left in a worker's worktree, which Build removed.
-type carried struct {
-	stoppedFirst proc.Stopped
-	clearedLock  string
-	resumedFrom  *Attempt
-	own          *ownCopies
+// iteration is what one iteration's steps hand on, each to the next,
+// through Build's loop: the task STORY_SELECT chose; the record IMPLEMENT
+// opens with what the agent did, which TEST, VALIDATE and COMMIT fill in
+// and the step that ends the iteration writes; and resumedFrom, the
+// interrupted attempt a resumed IMPLEMENT continues, whose start is the
+// one "did the agent change anything" compares with. A run resumed after
+// IMPLEMENT rebuilds it from the saved state (continued).
+type iteration struct {
+	sel         tasks.Selection
+	rec         *IterationRecord
+	resumedFrom *Attempt
 }
 
 // Build runs the loop machine until every task is done and verified, only
@@ -218,8 +214,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 	if opts.OnlyStory != "" {
 		board.Stories = onlyStory(board.Stories, opts.OnlyStory)
 	}
-	b := &builder{run: r, trees: newTrees(r.git, r.dir), src: src, board: board, mem: opts.Memory,
-		brief: brief{tpl: tpl}, carry: carried{stoppedFirst: stoppedFirst, clearedLock: clearedLock}}
+	b := &builder{run: r, trees: newTrees(r.git, r.dir), src: src, board: board, mem: opts.Memory, brief: brief{tpl: tpl}}
 	if b.mem == nil {
 		b.mem = &memory.FileStore{Path: ws.Path("memory.jsonl"), Now: opts.Now}
 	}
@@ -231,6 +226,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 		r.finish(&rep, reason)
 	}()
 	now := opts.now()
+	var it iteration
 	if resume {
 		b.st = prior
 		if err := b.repairJournal(b.home.EventsPath(), b.home.StatePath()); err != nil {
@@ -253,7 +249,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			}
 		}
 		r.event("run %s resumed in %s", r.id, b.st.Machine.State)
-		b.resumeInterrupted()
+		it.resumedFrom = b.resumeInterrupted(stoppedFirst, clearedLock)
 	} else {
 		b.st = &LoopState{
 			SchemaVersion: StateSchemaVersion, RunID: r.id, TaskSource: string(src.Kind()), TaskFile: ws.Rel(src.Path()),
@@ -320,7 +316,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 			}
 			b.st.Machine.Iteration = min(m.Iteration-1, b.st.MaxIterations)
 			rep.Iterations, rep.Outcome, reason = b.st.Machine.Iteration, OutcomeMaxIterations, b.st.Reason
-			b.sayLimit("■ "+reason+"\n", OutcomeMaxIterations, reason)
+			b.sayLimit("", OutcomeMaxIterations, reason)
 			return rep, b.transition(Event{Trigger: TrigIterationLimit, Detail: reason})
 		}
 		if m.State == StateImplement {
@@ -328,7 +324,7 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 				b.st.Finished, b.st.Outcome = true, OutcomeBudget
 				b.st.Reason = "budget reached: " + why
 				rep.Iterations, rep.Outcome, reason = m.Iteration-1, OutcomeBudget, b.st.Reason
-				b.sayLimit("■ "+reason+"\n", OutcomeBudget, reason)
+				b.sayLimit("", OutcomeBudget, reason)
 				return rep, b.transition(Event{Trigger: TrigBudgetExhausted, Detail: reason})
 			}
 			if err := b.breakerGate(ctx); err != nil {
@@ -337,7 +333,8 @@ func Build(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repo
 				return rep, b.stop(TrigInterrupted, reason, err)
 			}
 		}
-		ev, err := b.perform(ctx, m.State)
+		ev, next, err := b.perform(ctx, m.State, it)
+		it = next
 		if err != nil {
 			trig := TrigError
 			rep.Outcome, reason = OutcomeError, err.Error()

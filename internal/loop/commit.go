@@ -13,23 +13,21 @@ import (
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
-	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/verify"
 )
 
-func (b *builder) commit(ctx context.Context) (Event, error) {
-	if err := b.ensureSelection(); err != nil {
-		return Event{}, err
-	}
-	b.ensureRecord()
+// commit is COMMIT's action: the accepted attempt (or the partial work
+// of an exhausted context) committed with its trailers, the task marked
+// done, and the iteration's record written.
+func (b *builder) commit(ctx context.Context, it iteration) (Event, error) {
 	bg := context.WithoutCancel(ctx)
-	m := b.st.Machine
-	story := b.sel.Story
-	taskID := b.sel.TaskID()
+	m, rec := b.st.Machine, it.rec
+	story := it.sel.Story
+	taskID := it.sel.TaskID()
 	now := b.opts.now()
 	subtaskID := ""
-	if b.sel.Subtask != nil {
-		subtaskID = b.sel.Subtask.ID
+	if it.sel.Subtask != nil {
+		subtaskID = it.sel.Subtask.ID
 	}
 	// COMMIT may run again after a crash: every step below is idempotent,
 	// and a commit that already landed for this iteration is recognised by
@@ -40,15 +38,15 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	if committed {
 		// A crash may have come between the commit and the audit note.
 		if a, ok := b.src.(Auditor); ok && !m.Partial {
-			b.audit(bg, a, story.ID, hash)
+			b.audit(bg, a, it, hash)
 		}
-		b.rec.Status, b.rec.Progress = StatusDone, true // a commit is progress, whichever run made it
+		rec.Status, rec.Progress = StatusDone, true // a commit is progress, whichever run made it
 		if m.Partial {
-			b.rec.Status = StatusPartial
+			rec.Status = StatusPartial
 		}
 		b.say(report.KindCommit, fmt.Sprintf("✓ iteration %d: %s was committed before the restart · commit %s\n", m.Iteration, taskID, short(hash)),
-			report.Commit{Iteration: m.Iteration, Commit: hash, Status: b.rec.Status, BeforeRestart: true})
-		b.closeIteration()
+			report.Commit{Iteration: m.Iteration, Commit: hash, Status: rec.Status, BeforeRestart: true})
+		b.closeIteration(rec)
 		return Event{Trigger: TrigCommitted}, nil
 	}
 	eventID := ""
@@ -57,7 +55,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	taskBytes, _ := inputlimit.ReadFile(b.src.Path())
 	if !m.Partial {
 		if err := b.src.MarkDone(story.ID, subtaskID, now); err != nil {
-			return b.fail(TrigCommitFailed, "could not mark the task done: "+err.Error(), "", "permanent")
+			return b.fail(it, TrigCommitFailed, "could not mark the task done: "+err.Error(), "", "permanent"), nil
 		}
 		id, err := b.mem.Add(bg, memory.Node{ID: fmt.Sprintf("evt-%s-%d", b.id, m.Iteration), Name: taskID + " complete: " + story.Title, MemoryType: memory.TypeEvent,
 			Props: map[string]string{"event": memory.EventTaskComplete, "task": taskID, "run": b.id}})
@@ -74,7 +72,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	var c treeCommit
 	if !b.st.NoCommit {
 		var saveErr, err error
-		msg := b.commitMessage(taskID, story, m.Partial, eventID)
+		msg := b.commitMessage(it, m.Partial, eventID)
 		c, err = b.trees.commit(bg, m.Iteration, b.st.Branch, b.attemptHead(), msg, func(token string) error {
 			b.st.CommitToken = token
 			saveErr = b.saveState()
@@ -87,9 +85,9 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			// would be made again after a crash.
 			return Event{}, saveErr
 		case errors.As(err, &refused) && refused.what == "git":
-			return b.fail(TrigCommitFailed, err.Error(), "", "permanent")
+			return b.fail(it, TrigCommitFailed, err.Error(), "", "permanent"), nil
 		case errors.As(err, &refused):
-			return b.commitFailed(taskBytes, refused.what, refused.err)
+			return b.commitFailed(it, taskBytes, refused.what, refused.err), nil
 		case err != nil:
 			// Never commit on another branch, or over lost commits.
 			return Event{}, err
@@ -109,7 +107,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	a, audits := b.src.(Auditor)
 	audits = audits && !m.Partial
 	if audits {
-		b.audit(bg, a, story.ID, hash)
+		b.audit(bg, a, it, hash)
 	}
 	// The audit note may have changed files of the tree (bd's own): the
 	// tree is read again. Sources that write outside the task file on the
@@ -118,18 +116,18 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 	if _, claims := b.src.(Claimer); !claims && !audits && !b.st.NoCommit {
 		done.taskFile = b.src.Path()
 	}
-	b.trees.recordCommit(bg, b.rec, c, done)
+	b.trees.recordCommit(bg, rec, c, done)
 	if hash != "" && hash != b.attemptHead() {
-		b.rec.Progress = true
+		rec.Progress = true
 	}
 	if m.Partial {
-		b.rec.Status = StatusPartial
+		rec.Status = StatusPartial
 		b.say(report.KindCommit, fmt.Sprintf("◐ iteration %d: %s partial work committed (%s); a fresh agent continues\n", m.Iteration, taskID, short(hash)),
 			report.Commit{Iteration: m.Iteration, Commit: hash, Status: StatusPartial})
 	} else {
-		b.rec.Status = StatusDone
+		rec.Status = StatusDone
 		j := b.judgement()
-		b.rec.Verdict, b.rec.Evidence = string(j.Outcome), j.Evidence
+		rec.Verdict, rec.Evidence = string(j.Outcome), j.Evidence
 		b.st.task(taskID).Done = &DoneRecord{Outcome: j.Outcome, Evidence: j.Evidence, Commit: hash, Run: b.id}
 		b.moveBaseline(hash)
 		how := "done and verified"
@@ -140,7 +138,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 			report.Commit{Iteration: m.Iteration, Commit: hash, Status: StatusDone, Judged: &report.Judged{Verdict: string(j.Outcome), Evidence: j.Evidence, Failing: j.Failing}})
 	}
 	b.st.TaskBase, b.st.TaskBaseFor = "", ""
-	b.closeIteration()
+	b.closeIteration(rec)
 	return Event{Trigger: TrigCommitted}, nil
 }
 
@@ -149,7 +147,7 @@ func (b *builder) commit(ctx context.Context) (Event, error) {
 // task's failure: the task file loses the done mark ralph had just set,
 // and the reason says what failed (what) and what git and the hook said,
 // so the person who unblocks the task knows what to fix.
-func (b *builder) commitFailed(taskBytes []byte, what string, err error) (Event, error) {
+func (b *builder) commitFailed(it iteration, taskBytes []byte, what string, err error) Event {
 	if taskBytes != nil {
 		if werr := store.WriteFileAtomic(b.src.Path(), taskBytes, 0o644); werr != nil {
 			b.logError("could not put back %s after the failed commit: %v", b.ws.Rel(b.src.Path()), werr)
@@ -161,22 +159,24 @@ func (b *builder) commitFailed(taskBytes []byte, what string, err error) (Event,
 		said = ee.Stderr
 	}
 	b.git.Unstage(context.Background()) // unstage; the work stays in the tree
-	return b.fail(TrigCommitFailed, what+": "+clip(strings.Join(strings.Fields(said), " "), 200), said, "permanent")
+	return b.fail(it, TrigCommitFailed, what+": "+clip(strings.Join(strings.Fields(said), " "), 200), said, "permanent")
 }
 
-// commitMessage is the message of a task's commit: the subject, the
-// acceptance criteria report, and the trailers that tie the commit to
-// ralph's records. runkit.Commit adds the Ralph-Commit token last.
-func (b *builder) commitMessage(taskID string, story tasks.Story, partial bool, eventID string) runkit.Message {
+// commitMessage is the message of the commit of iteration it: the
+// subject, the acceptance criteria report, and the trailers that tie the
+// commit to ralph's records. runkit.Commit adds the Ralph-Commit token
+// last.
+func (b *builder) commitMessage(it iteration, partial bool, eventID string) runkit.Message {
+	taskID, story := it.sel.TaskID(), it.sel.Story
 	m := runkit.Message{Subject: taskID + ": " + story.Title}
-	if b.sel.Subtask != nil {
-		m.Subject = taskID + ": " + b.sel.Subtask.Title
+	if it.sel.Subtask != nil {
+		m.Subject = taskID + ": " + it.sel.Subtask.Title
 	}
 	if partial {
 		m.Subject = taskID + ": partial work (context exhausted)"
 	}
-	if b.rec != nil && b.rec.ACReport != "" {
-		m.Body = "Acceptance criteria:\n" + b.rec.ACReport
+	if it.rec.ACReport != "" {
+		m.Body = "Acceptance criteria:\n" + it.rec.ACReport
 	}
 	if !partial {
 		j := b.judgement()

@@ -231,11 +231,7 @@ func (b *builder) openVerifyCommands() []verifyCommand {
 // broke ends the run of checks (cheap checks run first). A check that
 // failed at the start and still fails does not end it: VALIDATE then asks
 // the story for evidence of its own.
-func (b *builder) test(ctx context.Context) (Event, error) {
-	if err := b.ensureSelection(); err != nil {
-		return Event{}, err
-	}
-	b.ensureRecord()
+func (b *builder) test(ctx context.Context, it iteration) (Event, error) {
 	bg := context.WithoutCancel(ctx)
 	start := b.startRuns()
 	ar := attemptRun{SchemaVersion: 1, Complete: true}
@@ -249,7 +245,7 @@ func (b *builder) test(ctx context.Context) (Event, error) {
 		run := checkRun(res)
 		d := verify.Compare(start[c.Name+"\x00"+c.Run], run)
 		ar.Now, ar.Diffs = append(ar.Now, run), append(ar.Diffs, d)
-		b.recordCheck(res, d)
+		it.rec.Checks = append(it.rec.Checks, checkRecord(res, d))
 		b.printCheck(res, &d, false)
 		if d.Regressed() || res.Missing {
 			broke, brokeDiff = &res, d
@@ -258,17 +254,17 @@ func (b *builder) test(ctx context.Context) (Event, error) {
 		}
 	}
 	if broke == nil {
-		protected, err := b.protectedChanges(bg)
+		protected, err := b.protectedChanges(bg, it.rec)
 		if err != nil {
 			return Event{}, err
 		}
 		if len(protected) > 0 {
-			if err := b.runWithStartFiles(ctx, &ar, protected, start); err != nil {
+			if err := b.runWithStartFiles(ctx, it, &ar, protected, start); err != nil {
 				return Event{}, err
 			}
 		}
 		if b.opts.RedGreen {
-			if err := b.runRedGreen(ctx, &ar, start); err != nil {
+			if err := b.runRedGreen(ctx, it.rec, &ar, start); err != nil {
 				return Event{}, err
 			}
 		}
@@ -279,46 +275,46 @@ func (b *builder) test(ctx context.Context) (Event, error) {
 	if broke == nil {
 		for _, d := range ar.WithStartDiffs {
 			if d.Regressed() {
-				j := verify.Judge(b.judgeInput(ar, nil, nil))
-				return b.judgedFailure(j, StatusTestsFailed, TrigTestsFailed)
+				j := verify.Judge(b.judgeInput(it.sel.Story, ar, nil, nil))
+				return b.judgedFailure(it, j, StatusTestsFailed, TrigTestsFailed), nil
 			}
 		}
 		return Event{Trigger: TrigTestsPassed}, nil
 	}
-	b.rec.Status = StatusTestsFailed
+	it.rec.Status = StatusTestsFailed
 	if out := check.Tail(broke.Output, CheckOutputTail); out != "" {
 		b.logError("iteration %d (%s): output of check %q, last lines: %s", b.st.Machine.Iteration, b.st.Machine.TaskID, broke.Check.Name, out)
 	}
 	if broke.Missing {
-		return b.failWith(TrigRunnerMissing, "test runner missing: "+describeFailure(*broke), check.Feedback(*broke), "permanent")
+		return b.failWith(it, TrigRunnerMissing, "test runner missing: "+describeFailure(*broke), check.Feedback(*broke), "permanent"), nil
 	}
-	j := verify.Judge(b.judgeInput(ar, nil, nil))
+	j := verify.Judge(b.judgeInput(it.sel.Story, ar, nil, nil))
 	if j.Outcome == verify.Review {
-		return b.judgedFailure(j, StatusTestsFailed, TrigTestsFailed)
+		return b.judgedFailure(it, j, StatusTestsFailed, TrigTestsFailed), nil
 	}
 	why := "tests failed: " + describeFailure(*broke)
 	if regs := brokeDiff.Regressions(); brokeDiff.PerTest && len(regs) > 0 {
 		why = "tests failed: " + strings.Join(clipList(regs, 5), "; ")
 	}
-	return b.failWith(TrigTestsFailed, why, check.Feedback(*broke), classify(broke.Output, broke.TimedOut))
+	return b.failWith(it, TrigTestsFailed, why, check.Feedback(*broke), classify(broke.Output, broke.TimedOut)), nil
 }
 
 // judgedFailure sends the attempt back, or to review, on j.
-func (b *builder) judgedFailure(j verify.Judgement, status string, trig Trigger) (Event, error) {
-	b.rec.Status = status
+func (b *builder) judgedFailure(it iteration, j verify.Judgement, status string, trig Trigger) Event {
+	it.rec.Status = status
 	for _, p := range j.Problems {
 		b.sayf(report.KindVerdict, "  ✗ %s\n", p)
 	}
 	why := strings.Join(j.Problems, "; ")
 	if j.Outcome == verify.Review {
-		b.rec.Status = StatusNeedsReview
-		return b.fail(TrigNeedsReview, "needs review: "+why, strings.Join(j.Problems, "\n"), "review")
+		it.rec.Status = StatusNeedsReview
+		return b.fail(it, TrigNeedsReview, "needs review: "+why, strings.Join(j.Problems, "\n"), "review")
 	}
-	return b.fail(trig, why, strings.Join(j.Problems, "\n"), "permanent")
+	return b.fail(it, trig, why, strings.Join(j.Problems, "\n"), "permanent")
 }
 
-// recordCheck adds a check's outcome to the iteration's record.
-func (b *builder) recordCheck(res check.Result, d verify.Diff) {
+// checkRecord is a check's outcome as the iteration's record keeps it.
+func checkRecord(res check.Result, d verify.Diff) CheckRecord {
 	rec := CheckRecord{
 		Name: res.Check.Name, Passed: res.Passed(), ExitCode: res.ExitCode,
 		DurationMillis: res.Duration.Milliseconds(), TimedOut: res.TimedOut, Missing: res.Missing,
@@ -330,7 +326,7 @@ func (b *builder) recordCheck(res check.Result, d verify.Diff) {
 	if !res.Passed() {
 		rec.Output = check.Tail(res.Output, CheckOutputTail)
 	}
-	b.rec.Checks = append(b.rec.Checks, rec)
+	return rec
 }
 
 // printCheck shows one check's outcome: what it fixed and broke where it
@@ -409,9 +405,9 @@ func storyForJudge(s tasks.Story) verify.Story {
 	return out
 }
 
-// judgeInput assembles what verify.Judge reads of the current attempt.
-func (b *builder) judgeInput(ar attemptRun, cmds []verify.CommandRun, reviewer *bool) verify.Input {
-	in := verify.Input{Story: storyForJudge(b.sel.Story), Diffs: ar.Diffs, ProtectedChanged: ar.Protected,
+// judgeInput assembles what verify.Judge reads of the attempt at story.
+func (b *builder) judgeInput(story tasks.Story, ar attemptRun, cmds []verify.CommandRun, reviewer *bool) verify.Input {
+	in := verify.Input{Story: storyForJudge(story), Diffs: ar.Diffs, ProtectedChanged: ar.Protected,
 		Commands: cmds, Reviewer: reviewer, RequireEvidence: b.opts.RequireEvidence}
 	if ar.WithStart != nil {
 		in.WithStartTests = ar.WithStartDiffs
@@ -554,11 +550,6 @@ func (t Tally) String() string {
 		parts = append(parts, fmt.Sprintf("%d done before ralph verified them", t.Before))
 	}
 	return " (" + strings.Join(parts, ", ") + ")"
-}
-
-// tally counts the board's done stories by how ralph accepted them.
-func (b *builder) tally() Tally {
-	return TallyOf(b.board, b.st)
 }
 
 // TallyOf counts board's done stories by the acceptances st records.

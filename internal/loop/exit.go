@@ -62,7 +62,7 @@ func (b *builder) exit(allDone bool) error {
 		// The tag is printed by ralph, never taken from the agent.
 		text.WriteString("<promise>COMPLETED</promise>\n\n")
 	}
-	tally := b.tally()
+	tally := TallyOf(b.board, b.st)
 	final := short(head)
 	if metricsCommit != "" {
 		final += fmt.Sprintf(" (then %s: ralph's metrics in %s)", short(metricsCommit), b.ws.Rel(b.src.Path()))

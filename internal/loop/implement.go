@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,48 +17,53 @@ import (
 	"github.com/ralphloop/ralph/internal/tasks"
 )
 
-func (b *builder) implement(ctx context.Context) (Event, error) {
-	if err := b.ensureSelection(); err != nil {
-		return Event{}, err
+// implement is IMPLEMENT's action: one agent run on the selected task. It
+// hands on the iteration with its record, what the agent did, which the
+// checks and the judgement fill in; a failure's reason goes in the event.
+func (b *builder) implement(ctx context.Context, it iteration) (Event, iteration, error) {
+	sel, err := b.selection(it.sel)
+	if err != nil {
+		return Event{}, it, err
 	}
+	next := iteration{sel: sel, resumedFrom: it.resumedFrom}
 	m := b.st.Machine
 	n := m.Iteration
-	story := b.sel.Story
-	taskID := b.sel.TaskID()
-	text, err := b.prompt(n, taskID)
+	story := sel.Story
+	taskID := sel.TaskID()
+	text, err := b.prompt(n, sel)
 	if err != nil {
-		return Event{}, err
+		return Event{}, next, err
 	}
 	before, err := b.trees.before(context.WithoutCancel(ctx), n, b.src.Path())
 	if err != nil {
-		return b.fail(TrigUnresolvable, "git: "+err.Error(), "", "permanent")
+		return b.fail(next, TrigUnresolvable, "git: "+err.Error(), "", "permanent"), next, nil
 	}
 	treeBefore := worktreeDigest(b.ws.Root, before)
 	headBefore := before.Head
-	if r := b.carry.resumedFrom; r != nil && r.TaskID == taskID && r.TreeBefore != "" {
+	if r := next.resumedFrom; r != nil && r.TaskID == taskID && r.TreeBefore != "" {
 		treeBefore, headBefore = r.TreeBefore, r.HeadBefore
 		before.Head = r.HeadBefore
 	}
-	b.carry.resumedFrom = nil
+	next.resumedFrom = nil
 	if b.st.TaskBaseFor != taskID {
 		b.st.TaskBase, b.st.TaskBaseFor = headBefore, taskID
 	}
 	own, err := b.saveOwnFiles(n)
 	if err != nil {
-		return Event{}, fmt.Errorf("copying ralph's own files before the agent: %w", err)
+		return Event{}, next, fmt.Errorf("copying ralph's own files before the agent: %w", err)
 	}
 	// A task store outside the tree (beads) has no file to put back: its
 	// statuses are read before the agent and set back after it.
 	statuses := b.storeStatuses(taskID)
 	started := b.opts.now()
-	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: headBefore, TreeBefore: treeBefore, Own: own}
+	b.st.Attempt = &Attempt{Iteration: n, TaskID: taskID, StartedAt: started.UTC(), HeadBefore: headBefore, TreeBefore: treeBefore, Own: own.name}
 	// The attempt, and with it the token that tags the agent's processes,
 	// is on disk before the agent starts, so that a crash at any instant
 	// leaves what finds and stops the agent. The transition into
 	// IMPLEMENT, when it is still in memory, is saved with it and
 	// journaled before the iteration's heading, as it always was.
 	if err := b.saveState(); err != nil {
-		return Event{}, err
+		return Event{}, next, err
 	}
 	attempt := fmt.Sprintf("attempt %d/%d", m.RetryCount+1, b.maxRetries())
 	b.say(report.KindIteration, fmt.Sprintf("\n── iteration %d/%d · %s: %s · %s · agent %s ──\n", n, b.st.MaxIterations, taskID, story.Title, attempt, b.opts.Agent.Name),
@@ -87,13 +93,13 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		var err error
 		spec, ok, until, err = b.availableAgent(b.opts.now())
 		if err != nil {
-			return Event{}, err
+			return Event{}, next, err
 		}
 		if !ok && b.opts.MaxLimitWait > 0 && until.Sub(b.opts.now()) > b.opts.MaxLimitWait {
 			err := fmt.Errorf("%w: every agent is cooling down after a usage limit (%s)", ErrAllLimited, b.cooldownSummary())
 			b.sayf(report.KindLimit, "  ⏸ %v; not waiting longer than %s\n", err, b.opts.MaxLimitWait)
 			b.event("%v", err)
-			return Event{}, err
+			return Event{}, next, err
 		}
 		if !ok {
 			msg := "all agents are limited (" + b.cooldownSummary() + "); waiting for the earliest reset"
@@ -102,7 +108,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 			b.event("%s", msg)
 			waitStart := b.opts.now()
 			if err := b.waitUntil(ctx, until, WaitLimit, "waiting for a usage limit to reset"); err != nil {
-				return Event{}, err
+				return Event{}, next, err
 			}
 			waited := b.opts.now().Sub(waitStart)
 			b.say(report.KindWait, fmt.Sprintf("  ▶ the usage-limit wait is over after %s: going on\n", waited.Round(time.Second)),
@@ -131,7 +137,7 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		tree()
 		wait, err := b.coolDown(spec, res.Limit, res.LimitSource, b.opts.now())
 		if err != nil {
-			return Event{}, err
+			return Event{}, next, err
 		}
 		waits = append(waits, wait)
 		b.event("iteration %d: %s hit a usage limit; the same task runs again", n, spec.Name)
@@ -157,28 +163,28 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 		b.saveIteration(rec)
 		b.st.Attempt = nil
 		if err := b.saveState(); err != nil {
-			return Event{}, err
+			return Event{}, next, err
 		}
-		return Event{}, envErr
+		return Event{}, next, envErr
 	}
 	b.st.Attempt.AgentDone, b.st.Attempt.ExitCode, b.st.Attempt.Millis = true, out.ExitCode, out.Duration.Milliseconds()
 	b.st.Attempt.PGID = 0
 	b.st.Attempt.Prompt, b.st.Attempt.Log = b.ws.Rel(promptFile), b.ws.Rel(logFile)
 	rec.LimitWaits = waits
 	rec.MemoryConnected, rec.Neo4jConnected = b.st.MemoryConnected, b.st.Neo4jConnected
-	b.rec = rec
+	next.rec = rec
 	if runErr != nil && !out.Interrupted {
 		rec.Status, rec.Reason = StatusAgentError, runErr.Error()
 		b.saveIteration(rec)
-		return Event{}, runErr
+		return Event{}, next, runErr
 	}
 	bg := context.WithoutCancel(ctx)
 	after, gerr := b.trees.afterAgent(bg, rec, before, afterAgent)
 	if out.Interrupted {
 		rec.Status, rec.Reason = StatusInterrupted, "interrupted by the user"
-		b.reopenClaim("interrupted before verification")
+		b.reopenClaim(story.ID, "interrupted before verification")
 		b.saveIteration(rec)
-		return Event{}, ErrInterrupted
+		return Event{}, next, ErrInterrupted
 	}
 	if gerr == nil {
 		if err := b.trees.history(bg, b.st.Branch, headBefore, after); err != nil {
@@ -186,20 +192,20 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 			b.saveIteration(rec)
 			b.logError("iteration %d (%s): %v", n, taskID, err)
 			if serr := b.saveState(); serr != nil {
-				return Event{}, serr
+				return Event{}, next, serr
 			}
-			return Event{}, err
+			return Event{}, next, err
 		}
 	}
-	claim, err := b.putBackOwnFiles(own, story.ID)
+	claim, err := b.putBackOwnFiles(own.files, story.ID)
 	if err != nil {
-		return Event{}, err
+		return Event{}, next, err
 	}
 	b.putBackStoreStatuses(statuses, taskID)
 	b.st.Attempt.Claim = claim
 	if len(after.Dirty) > 0 {
 		// What ralph put back is no change of the agent's.
-		after = b.withoutRestored(after, before, own)
+		after = b.withoutRestored(after, before, own.files)
 		b.trees.restored(after)
 	}
 	changed := after.Head != headBefore || worktreeDigest(b.ws.Root, after) != treeBefore
@@ -207,14 +213,14 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 	if len(after.Unmerged) > 0 {
 		// A merge conflict is not something another attempt fixes.
 		rec.Status = StatusFailed
-		return b.fail(TrigUnresolvable, "merge conflict in "+strings.Join(clipList(after.Unmerged, 5), ", "), "", "permanent")
+		return b.fail(next, TrigUnresolvable, "merge conflict in "+strings.Join(clipList(after.Unmerged, 5), ", "), "", "permanent"), next, nil
 	}
 	if status, why := b.agentStatus(out); status != "" {
 		rec.Status = status
 		// What the agent printed last says whether a retry may help: a
 		// refused connection heals, a syntax error does not.
 		tail := tailOfFile(logFile, 4<<10) + "\n" + strings.Join(out.Result.Errors, "\n")
-		return b.fail(TrigImplementFailed, why, tail, classify(why+"\n"+tail, out.TimedOut))
+		return b.fail(next, TrigImplementFailed, why, tail, classify(why+"\n"+tail, out.TimedOut)), next, nil
 	}
 	if pct := rec.ContextPercent; pct >= 0 {
 		hard := b.opts.ContextHard
@@ -225,42 +231,37 @@ func (b *builder) implement(ctx context.Context) (Event, error) {
 			b.logError("iteration %d (%s): the agent ended with %d%% of its context window in use (hard limit %d%%)", n, taskID, pct, hard)
 		}
 	}
-	if hasSignal(rec.Signals, "CONTEXT_EXHAUSTED") {
+	if slices.Contains(rec.Signals, "CONTEXT_EXHAUSTED") {
 		rec.Status, rec.Reason = StatusPartial, "context exhausted: partial work is committed and a fresh agent continues"
-		return Event{Trigger: TrigContextExhausted}, nil
+		return Event{Trigger: TrigContextExhausted}, next, nil
 	}
 	if !changed {
 		rec.Status = StatusNoChanges
-		return b.fail(TrigImplementFailed, "the agent made no changes", clip(out.Result.FinalMessage, 2000), "permanent")
+		return b.fail(next, TrigImplementFailed, "the agent made no changes", clip(out.Result.FinalMessage, 2000), "permanent"), next, nil
 	}
-	return Event{Trigger: TrigCodeWritten}, nil
+	return Event{Trigger: TrigCodeWritten}, next, nil
 }
 
-// fail records why the current attempt failed and returns the event
-// trig that carries it; the machine decides whether that means a retry or
-// a blocker.
-func (b *builder) fail(trig Trigger, reason, output, typ string) (Event, error) {
+// fail ends the iteration it on a failed attempt, its record written, and
+// returns the event trig that carries why; the machine decides whether
+// that means a retry or a blocker.
+func (b *builder) fail(it iteration, trig Trigger, reason, output, typ string) Event {
 	if strings.TrimSpace(output) != "" {
 		output = check.Excerpt(output)
 	}
-	return b.failWith(trig, reason, output, typ)
+	return b.failWith(it, trig, reason, output, typ)
 }
 
 // failWith is fail with what the next prompt gets already in the one
 // feedback format (check.Feedback for a failed check).
-func (b *builder) failWith(trig Trigger, reason, feedback, typ string) (Event, error) {
-	if b.rec != nil {
-		b.rec.Reason = reason
-		if b.rec.Status == "" {
-			b.rec.Status = StatusFailed
-		}
-	}
+func (b *builder) failWith(it iteration, trig Trigger, reason, feedback, typ string) Event {
 	b.logError("iteration %d (%s): %s", b.st.Machine.Iteration, b.st.Machine.TaskID, reason)
-	b.reopenClaim(reason)
-	if b.rec != nil {
-		b.closeIteration()
+	b.reopenClaim(it.sel.Story.ID, reason)
+	if rec := it.rec; rec != nil {
+		rec.Reason = reason
+		b.closeIteration(rec)
 	}
-	return Event{Trigger: trig, Failure: &Failure{Reason: reason, Feedback: feedback, Type: typ}}, nil
+	return Event{Trigger: trig, Failure: &Failure{Reason: reason, Feedback: feedback, Type: typ}}
 }
 
 // agentTicks reports whether the agent ticks the task file's checkboxes
@@ -270,15 +271,14 @@ func agentTicks(src tasks.Source) bool {
 	return ok
 }
 
-// reopenClaim unchecks a markdown story the agent checked but ralph did not
-// accept, criteria included: the PRD must never show a story done that was
-// not verified, and marks from a rejected attempt must not count as the next
-// attempt's claim.
-func (b *builder) reopenClaim(why string) {
-	if !agentTicks(b.src) || b.sel.Story.ID == "" {
+// reopenClaim unchecks markdown story id if the agent checked it but ralph
+// did not accept it, criteria included: the PRD must never show a story
+// done that was not verified, and marks from a rejected attempt must not
+// count as the next attempt's claim.
+func (b *builder) reopenClaim(id, why string) {
+	if !agentTicks(b.src) || id == "" {
 		return
 	}
-	id := b.sel.Story.ID
 	data, err := inputlimit.ReadFile(b.src.Path())
 	if err != nil {
 		return

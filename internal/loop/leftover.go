@@ -26,14 +26,15 @@ func attemptToken(runID string, a *Attempt) string {
 // died (runkit.StopLeftover): every process carrying the attempt's token,
 // wherever it went, and the recorded process group when one of its members
 // is tagged or is the leader recorded (with its start time), never a group
-// number reused by an unrelated program, wherever that works. It says what it stopped; a process that had left the
-// group (setsid) is named, because it shows the agent tried to outlive its
-// run.
-func (b *builder) stopLeftoverAgent(a *Attempt) {
+// number reused by an unrelated program, wherever that works. It says what
+// it stopped, or what Build stopped first (stoppedFirst); a process that
+// had left the group (setsid) is named, because it shows the agent tried
+// to outlive its run.
+func (b *builder) stopLeftoverAgent(a *Attempt, stoppedFirst proc.Stopped) {
 	st := stopAttemptAgent(b.id, a)
 	if !st.Any() {
 		// Build stopped it already, before it read anything.
-		st = b.carry.stoppedFirst
+		st = stoppedFirst
 	}
 	if !st.Any() {
 		return

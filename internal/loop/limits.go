@@ -164,8 +164,7 @@ func (b *builder) coolDown(spec agent.Spec, l *agent.Limit, source string, now t
 		reset = until
 	}
 	b.logError("agent %s hit a usage limit (%s): cooling down until %s", spec.Name, clip(msg, 200), reset.Local().Format("2006-01-02 15:04:05"))
-	b.say(report.KindLimit, fmt.Sprintf("  ⏸ %s hit a usage limit: cooling down until %s\n", spec.Name, reset.Local().Format("15:04:05")),
-		report.Limit{Agent: spec.Name, Until: reset.UTC().Format(time.RFC3339)})
+	b.say(report.KindLimit, "", report.Limit{Agent: spec.Name, Until: reset.UTC().Format(time.RFC3339)})
 	return LimitWait{Agent: spec.Name, Message: clip(msg, 300), ResetsAt: reset.UTC(), Source: source}, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/ralphloop/ralph/internal/machine"
 )
@@ -384,18 +383,4 @@ func Mermaid() string {
 		machine.Arrow{From: string(StateError), To: machine.Pseudo},
 		machine.Arrow{From: string(StateStopped), To: machine.Pseudo, Label: "until the next ralph build"})
 	return machine.Mermaid(arrows)
-}
-
-// Pairs returns the distinct (from, to) edges of the table, sorted.
-func Pairs() []string {
-	seen := map[string]bool{}
-	for _, t := range Table {
-		seen[string(t.From)+" -> "+string(t.To)] = true
-	}
-	out := make([]string, 0, len(seen))
-	for p := range seen {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
 }

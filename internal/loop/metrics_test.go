@@ -13,6 +13,7 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
@@ -35,6 +36,9 @@ func TestBreakerCooldownCountsAsWaitingNotAsState(t *testing.T) {
 		Metrics: Metrics{StateMillis: map[State]int64{StateMemoryLoad: 10}},
 		Breaker: Breaker{State: BreakerOpen, Reason: "2 iterations without progress", OpenedAt: now},
 	}
+	// The gate waits until the breaker's cooldown ends, counted from when
+	// it opened (now): at least what is left of it when the gate starts.
+	left := now.Add(cooldown).Sub(time.Now())
 	if err := b.breakerGate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +49,8 @@ func TestBreakerCooldownCountsAsWaitingNotAsState(t *testing.T) {
 	if got := m.StateMillis[StateImplement]; got < 50 || got >= 300 {
 		t.Errorf("IMPLEMENT = %dms, want about the 50ms before the gate: the %s cooldown is not implementing", got, cooldown)
 	}
-	if got := m.WaitMillis[WaitBreaker]; got < cooldown.Milliseconds() || got > 5000 {
-		t.Errorf("waiting for the breaker = %dms, want the %s cooldown", got, cooldown)
+	if got := m.WaitMillis[WaitBreaker]; got < left.Milliseconds() || got > 5000 {
+		t.Errorf("waiting for the breaker = %dms, want the %s of the %s cooldown left when the gate started", got, left, cooldown)
 	}
 	if want := m.StateMillis[StateImplement] + m.StateMillis[StateMemoryLoad] + m.WaitMillis[WaitBreaker]; m.TotalMillis != want {
 		t.Errorf("total = %dms, want %dms: states plus waits, the run's wall time", m.TotalMillis, want)
@@ -94,7 +98,7 @@ func TestOldStateNeo4jConnectedLoadsAsMemoryConnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := `{"schema_version": 1, "run_id": "r1", "machine": {"state": "STORY_SELECT"}, "neo4j_connected": true, "memory_store": "sqlite", "metrics": {}}`
-	if err := os.WriteFile(StatePath(ws), []byte(old), 0o644); err != nil {
+	if err := os.WriteFile(HomeOf(ws).StatePath(), []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	st, err := HomeOf(ws).Load()
@@ -130,7 +134,7 @@ func TestPauseCountsAsWaitingNotAsState(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	evs := &events{}
 	b := &builder{run: &run{ws: ws, home: HomeOf(ws), id: "r1", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		em: report.NewEmitter(MachineName, "r1", 0, nil, evs), opts: Options{Control: att, Now: clock}}}
+		em: report.NewEmitter(MachineName, "r1", 0, nil, evs), opts: Options{Control: att, Now: clock}}, board: &tasks.Board{}}
 	b.st = &LoopState{
 		SchemaVersion: StateSchemaVersion, RunID: "r1",
 		Machine:   Machine{State: StateTest, Iteration: 1, TaskID: "US-001"},

@@ -39,7 +39,8 @@ type ownFile struct {
 	data []byte
 }
 
-// ownCopies are the copies this process made before its last agent.
+// ownCopies are the copies made before an agent, named by their folder in
+// the run's.
 type ownCopies struct {
 	name  string
 	files []ownFile
@@ -73,15 +74,16 @@ func (b *builder) taskFileGuarded() bool {
 }
 
 // saveOwnFiles copies ralph's files into the run's folder before
-// iteration n's agent starts and returns that folder's name.
-func (b *builder) saveOwnFiles(n int) (string, error) {
+// iteration n's agent starts and returns the copies, which IMPLEMENT
+// puts back from memory.
+func (b *builder) saveOwnFiles(n int) (*ownCopies, error) {
 	name := fmt.Sprintf("iter-%d.own", n)
 	dir := filepath.Join(b.dir, name)
 	if err := os.RemoveAll(dir); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
+		return nil, err
 	}
 	var list []string
 	mem := &ownCopies{name: name}
@@ -93,25 +95,21 @@ func (b *builder) saveOwnFiles(n int) (string, error) {
 			continue
 		}
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		copyPath := filepath.Join(dir, fmt.Sprint(i))
 		if err := store.WriteRecord(copyPath, data, 0o600); err != nil {
-			return "", err
+			return nil, err
 		}
 		list = append(list, rel)
 		mem.files = append(mem.files, ownFile{rel: rel, copy: copyPath, data: data})
 	}
-	b.carry.own = mem
-	return name, store.WriteRecord(filepath.Join(dir, "list"), []byte(strings.Join(list, "\n")), 0o600)
+	return mem, store.WriteRecord(filepath.Join(dir, "list"), []byte(strings.Join(list, "\n")), 0o600)
 }
 
-// readOwnFiles returns the copies saved before the agent: from memory,
-// or, after a kill, from the run's folder.
+// readOwnFiles reads back the copies saved before an agent a kill cut
+// short, from the run's folder.
 func (b *builder) readOwnFiles(name string) ([]ownFile, error) {
-	if b.carry.own != nil && b.carry.own.name == name {
-		return b.carry.own.files, nil
-	}
 	dir := filepath.Join(b.dir, name)
 	data, err := os.ReadFile(filepath.Join(dir, "list"))
 	if err != nil {
@@ -135,11 +133,7 @@ func (b *builder) readOwnFiles(name string) ([]ownFile, error) {
 // after reading the agent's claim on storyID from the markdown PRD, and
 // says what the agent had changed. It returns the claim (nil when the task
 // file has no boxes for the agent).
-func (b *builder) putBackOwnFiles(name, storyID string) (*Claim, error) {
-	files, err := b.readOwnFiles(name)
-	if err != nil {
-		return nil, err
-	}
+func (b *builder) putBackOwnFiles(files []ownFile, storyID string) (*Claim, error) {
 	taskRel := ""
 	if b.taskFileGuarded() {
 		taskRel = b.ws.Rel(b.src.Path())
@@ -158,6 +152,7 @@ func (b *builder) putBackOwnFiles(name, storyID string) (*Claim, error) {
 		}
 		before := f.data
 		if before == nil {
+			var err error
 			if before, err = os.ReadFile(f.copy); err != nil {
 				return nil, err
 			}
@@ -214,7 +209,11 @@ func (b *builder) restoreOwnFilesAfterCrash(a *Attempt) {
 	if a == nil || a.Own == "" || a.AgentDone {
 		return
 	}
-	if _, err := b.putBackOwnFiles(a.Own, ""); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	files, err := b.readOwnFiles(a.Own)
+	if err == nil {
+		_, err = b.putBackOwnFiles(files, "")
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		b.logError("could not put back ralph's files after the interrupted agent: %v", err)
 	}
 }
@@ -330,9 +329,8 @@ func onlyOwnTicks(a, b *tasks.PRD, own string) bool {
 // withoutRestored drops from the tree read after the agent the files of
 // ralph's that were clean before it and that ralph has just put back: the
 // agent's change to them is undone, and they are clean again.
-func (b *builder) withoutRestored(after, before gitx.Snapshot, own string) gitx.Snapshot {
+func (b *builder) withoutRestored(after, before gitx.Snapshot, files []ownFile) gitx.Snapshot {
 	guarded := map[string]bool{}
-	files, _ := b.readOwnFiles(own)
 	for _, f := range files {
 		now, err := os.ReadFile(filepath.Join(b.ws.Root, f.rel))
 		was := f.data

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -124,7 +125,7 @@ func Plan(ctx context.Context, ws *workspace.Workspace, opts Options) (rep Repor
 			status = StatusPlanned
 		}
 		rec.Status, rec.Reason = status, why
-		done := status == StatusPlanned && hasSignal(rec.Signals, "COMPLETE") && exists(opts.PlanPath)
+		done := status == StatusPlanned && slices.Contains(rec.Signals, "COMPLETE") && exists(opts.PlanPath)
 		rec.SignalAccepted = done
 		r.saveIteration(rec)
 		r.event("planning iteration %d ended: %s", n, status)

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/ralphloop/ralph/internal/agent"
-	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/runkit"
 )
@@ -28,11 +27,10 @@ type AgentPort interface {
 }
 
 // GitPort is the part of a git repository the loop uses: *gitx.Repo, plus
-// Unstage. Committing and reading the tree around a commit are what every
-// runner's commit needs (runkit.ListingGit); trees is what asks them.
+// Unstage. Every runner's git (runkit.Git) with the listing commit that
+// reads the tree around it (runkit.ListingGit); trees is what asks them.
 type GitPort interface {
 	runkit.ListingGit
-	Head(ctx context.Context) (string, error)
 	CommitsBetween(ctx context.Context, from, to string) ([]gitx.Commit, error)
 	ChangedFiles(ctx context.Context, from, to string) ([]string, error)
 	// Range tells the commits, the files they changed and whether to
@@ -57,11 +55,6 @@ type GitPort interface {
 	MoveBranchBack(ctx context.Context, base string, keep ...string) error
 }
 
-// CheckPort runs one of ralph's checks in dir.
-type CheckPort interface {
-	RunCheck(ctx context.Context, dir string, c check.Check) check.Result
-}
-
 // repoGit is the real GitPort.
 type repoGit struct{ *gitx.Repo }
 
@@ -70,13 +63,6 @@ func (g repoGit) HeadFiles() (head, branch string, ok bool) { return gitx.ReadHe
 func (g repoGit) Unstage(ctx context.Context) error {
 	_, err := g.Runner.Git(ctx, g.Dir, "reset", "-q")
 	return err
-}
-
-// execChecks is the real CheckPort: the check's command as a process.
-type execChecks struct{}
-
-func (execChecks) RunCheck(ctx context.Context, dir string, c check.Check) check.Result {
-	return check.Run(ctx, dir, c)
 }
 
 // runAgentPort is the real AgentPort: runkit.Attempt with the run's prompt
@@ -95,9 +81,9 @@ func (o *Options) gitPort(repo *gitx.Repo) GitPort {
 	return repoGit{repo}
 }
 
-func (o *Options) checkPort() CheckPort {
+func (o *Options) checkPort() runkit.CheckPort {
 	if o.Checker != nil {
 		return o.Checker
 	}
-	return execChecks{}
+	return runkit.ExecChecks{}
 }

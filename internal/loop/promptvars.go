@@ -9,6 +9,7 @@ import (
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/inputlimit"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
@@ -52,22 +53,23 @@ func (b *builder) consumeContext(taskID string) (string, error) {
 	return strings.TrimSpace(string(data)), nil
 }
 
-// prompt is iteration n's prompt for taskID: the template with the run's
-// variables and the hints queued for it (each reaches one prompt).
-func (b *builder) prompt(n int, taskID string) (string, error) {
-	hints, err := b.consumeContext(taskID)
+// prompt is iteration n's prompt for the task at sel: the template with
+// the run's variables and the hints queued for it (each reaches one
+// prompt).
+func (b *builder) prompt(n int, sel tasks.Selection) (string, error) {
+	hints, err := b.consumeContext(sel.TaskID())
 	if err != nil {
 		return "", err
 	}
-	return b.brief.tpl.Render(b.vars(n, taskID, hints))
+	return b.brief.tpl.Render(b.vars(n, sel, hints))
 }
 
-func (b *builder) vars(n int, taskID, hints string) map[string]string {
+func (b *builder) vars(n int, sel tasks.Selection, hints string) map[string]string {
 	ws, o := b.ws, b.opts
-	story := b.sel.Story
+	story, taskID := sel.Story, sel.TaskID()
 	subtask := ""
-	if b.sel.Subtask != nil {
-		subtask = fmt.Sprintf("Subtask: %s: %s (only this subtask; the story's other subtasks come later)", b.sel.Subtask.ID, b.sel.Subtask.Title)
+	if sel.Subtask != nil {
+		subtask = fmt.Sprintf("Subtask: %s: %s (only this subtask; the story's other subtasks come later)", sel.Subtask.ID, sel.Subtask.Title)
 	}
 	feedback := b.st.Feedback[taskID]
 	if feedback == "" {

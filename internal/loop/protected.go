@@ -29,12 +29,12 @@ import (
 // existed, the files that define the checks, the user's globs, and any
 // test runner configuration. A test the attempt added is not one: it is
 // the attempt's own evidence.
-func (b *builder) protectedChanges(ctx context.Context) ([]string, error) {
+func (b *builder) protectedChanges(ctx context.Context, rec *IterationRecord) ([]string, error) {
 	bl := b.st.Baseline
 	if bl == nil {
 		return nil, nil
 	}
-	changed, err := b.changedSinceStart(ctx)
+	changed, err := b.changedSinceStart(ctx, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -70,9 +70,9 @@ func (b *builder) protectedChanges(ctx context.Context) ([]string, error) {
 // the baseline's HEAD, ralph's own files left out: what the agent
 // committed and what it left in the tree. When HEAD is still the
 // baseline's (the agent did not commit), the tree read after the agent
-// says it all, with no git process.
-func (b *builder) changedSinceStart(ctx context.Context) ([]string, error) {
-	files, err := b.trees.changedSince(ctx, b.st.Baseline.Head, b.rec)
+// of rec says it all, with no git process.
+func (b *builder) changedSinceStart(ctx context.Context, rec *IterationRecord) ([]string, error) {
+	files, err := b.trees.changedSince(ctx, b.st.Baseline.Head, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -111,9 +111,9 @@ func (b *builder) overlay() verify.Overlay {
 // A test that passed at the start must still pass so, and a fix counts
 // only if it holds with the start's test. One extra run of the checks,
 // only when a protected file changed.
-func (b *builder) runWithStartFiles(ctx context.Context, ar *attemptRun, protected []string, start map[string]*verify.CheckRun) error {
+func (b *builder) runWithStartFiles(ctx context.Context, it iteration, ar *attemptRun, protected []string, start map[string]*verify.CheckRun) error {
 	bl := b.st.Baseline
-	changed, err := b.changedSinceStart(context.WithoutCancel(ctx))
+	changed, err := b.changedSinceStart(context.WithoutCancel(ctx), it.rec)
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func (b *builder) runWithStartFiles(ctx context.Context, ar *attemptRun, protect
 	}
 	ar.Protected = protected
 	b.sayf(report.KindCheck, "  ralph: %s changed %s; running the checks again with the start's %s against the new code\n",
-		b.sel.TaskID(), strings.Join(clipList(protected, 5), ", "), words.Plural(len(protected), "version", "versions"))
+		it.sel.TaskID(), strings.Join(clipList(protected, 5), ", "), words.Plural(len(protected), "version", "versions"))
 	return b.withOverlay(ctx, files, func() error {
 		for _, c := range b.opts.Checks {
 			res := b.runCheck(context.WithoutCancel(ctx), c)
@@ -150,7 +150,7 @@ func (b *builder) runWithStartFiles(ctx context.Context, ar *attemptRun, protect
 			b.say(report.KindCheck, line+"\n", report.Check{Name: c.Name, Passed: report.Ptr(res.Passed()), WithStartTests: true})
 		}
 		ar.WithStartVerify = map[string]bool{}
-		for _, c := range b.sel.Story.Criteria {
+		for _, c := range it.sel.Story.Criteria {
 			if c.Verify == "" {
 				continue
 			}
@@ -168,7 +168,7 @@ func (b *builder) runWithStartFiles(ctx context.Context, ar *attemptRun, protect
 // start's code with the attempt's tests ([verify] red_green): a new test
 // counts only if it fails there. The attempt's changes outside its test
 // side are taken back for the run.
-func (b *builder) runRedGreen(ctx context.Context, ar *attemptRun, start map[string]*verify.CheckRun) error {
+func (b *builder) runRedGreen(ctx context.Context, rec *IterationRecord, ar *attemptRun, start map[string]*verify.CheckRun) error {
 	var want []check.Check
 	for i, d := range ar.Diffs {
 		if len(d.New) > 0 {
@@ -178,7 +178,7 @@ func (b *builder) runRedGreen(ctx context.Context, ar *attemptRun, start map[str
 	if len(want) == 0 {
 		return nil
 	}
-	changed, err := b.changedSinceStart(context.WithoutCancel(ctx))
+	changed, err := b.changedSinceStart(context.WithoutCancel(ctx), rec)
 	if err != nil {
 		return err
 	}

@@ -6,11 +6,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
+	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
 )
 
@@ -27,12 +30,9 @@ func closeRunRecord(home *Home, st *LoopState) {
 	store.WriteJSONRecord(p, rec)
 }
 
-// ensureRecord rebuilds the iteration record after a resume into TEST,
-// VALIDATE or COMMIT.
-func (b *builder) ensureRecord() {
-	if b.rec != nil && b.rec.Iteration == b.st.Machine.Iteration {
-		return
-	}
+// rebuiltRecord is the record of the iteration at sel that a resume into
+// TEST, VALIDATE or COMMIT continues, rebuilt from the saved attempt.
+func (b *builder) rebuiltRecord(sel tasks.Selection) *IterationRecord {
 	a := b.st.Attempt
 	rec := &IterationRecord{SchemaVersion: 1, RunID: b.id, Iteration: b.st.Machine.Iteration, Kind: "build",
 		TaskID: b.st.Machine.TaskID, Agent: b.opts.Agent.Name, StartedAt: b.opts.now().UTC()}
@@ -45,53 +45,45 @@ func (b *builder) ensureRecord() {
 			rec.Progress = snap.Head != a.HeadBefore || (a.TreeBefore != "" && worktreeDigest(b.ws.Root, snap) != a.TreeBefore)
 		}
 	}
-	rec.StoryID, rec.StoryTitle = b.sel.Story.ID, b.sel.Story.Title
-	b.rec = rec
+	rec.StoryID, rec.StoryTitle = sel.Story.ID, sel.Story.Title
+	return rec
 }
 
 // closeIteration writes the iteration's record once its outcome is known.
-func (b *builder) closeIteration() {
-	if b.rec == nil {
-		return
+func (b *builder) closeIteration(rec *IterationRecord) {
+	if rec.Status == "" {
+		rec.Status = StatusFailed
 	}
-	if b.rec.Status == "" {
-		b.rec.Status = StatusFailed
-	}
-	b.rec.UncommittedFiles = b.trees.last.Dirty
-	if b.rec.UncommittedFiles == nil {
-		b.rec.UncommittedFiles = []string{}
+	rec.UncommittedFiles = b.trees.last.Dirty
+	if rec.UncommittedFiles == nil {
+		rec.UncommittedFiles = []string{}
 	}
 	// The completion signal is a claim; the task file is the truth.
-	if hasSignal(b.rec.Signals, "COMPLETE") {
+	if slices.Contains(rec.Signals, "COMPLETE") {
 		if err := b.reloadBoard(); err == nil && b.board.Remaining() == 0 {
-			b.rec.SignalAccepted = true
+			rec.SignalAccepted = true
 		} else {
 			msg := fmt.Sprintf("signal rejected: the agent said COMPLETE but %s not done", words.Count(b.board.Remaining(), "story is", "stories are"))
-			b.logError("iteration %d (%s): %s", b.rec.Iteration, b.rec.TaskID, msg)
-			b.event("iteration %d: %s", b.rec.Iteration, msg)
+			b.logError("iteration %d (%s): %s", rec.Iteration, rec.TaskID, msg)
+			b.event("iteration %d: %s", rec.Iteration, msg)
 			b.sayf(report.KindWarning, "  ! %s\n", msg)
 		}
 	}
-	if b.st.Breaker.observe(b.opts.Breaker, b.rec, b.opts.now()) {
+	if b.st.Breaker.observe(b.opts.Breaker, rec, b.opts.now()) {
 		msg := fmt.Sprintf("circuit breaker OPEN: %s; it lets one iteration try again after %s", b.st.Breaker.Reason, b.breakerCooldown())
 		b.logError("%s", msg)
 		b.event("%s", msg)
 		b.say(report.KindWait, "  ⚡ "+msg+"\n", report.Wait{Breaker: "open", Reason: b.st.Breaker.Reason,
 			CooldownMS: report.Ptr(b.breakerCooldown().Milliseconds())})
 	}
-	b.saveIteration(b.rec)
-	if b.rec.Status != StatusDone && b.rec.Status != StatusPartial {
-		b.printIteration(b.rec, b.rec.Reason)
+	b.saveIteration(rec)
+	if rec.Status != StatusDone && rec.Status != StatusPartial {
+		b.printIteration(rec, rec.Reason)
 	} else {
 		// The commit line told the person; programs still get the one
 		// closing event every iteration has, with no text of its own.
-		id := b.rec.TaskID
-		if id == "" {
-			id = b.rec.StoryID
-		}
-		b.say(report.KindIteration, "", iterationEnd(b.rec, id, b.rec.Reason))
+		b.say(report.KindIteration, "", iterationEnd(rec, text.OrNone(rec.TaskID, rec.StoryID), rec.Reason))
 	}
-	b.rec = nil
 }
 
 func (b *builder) appendProgress(line string) {
@@ -126,10 +118,7 @@ func (r *run) printIteration(rec *IterationRecord, why string) {
 	if mark == "" {
 		mark = "✗"
 	}
-	id := rec.TaskID
-	if id == "" {
-		id = rec.StoryID
-	}
+	id := text.OrNone(rec.TaskID, rec.StoryID)
 	what := rec.Status
 	if id != "" { // planning iterations have no task
 		what = id + " " + what
@@ -165,13 +154,4 @@ func iterationEnd(rec *IterationRecord, task, why string) report.Iteration {
 		end.Failed = &report.Failed{FailingChecks: failing, FailedAtStartToo: atStart}
 	}
 	return report.Iteration{Turn: &report.Turn{Iteration: rec.Iteration, Task: task}, End: end}
-}
-
-func hasSignal(signals []string, name string) bool {
-	for _, s := range signals {
-		if s == name {
-			return true
-		}
-	}
-	return false
 }

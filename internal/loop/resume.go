@@ -6,12 +6,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/report"
 )
 
-// resumeInterrupted records the iteration a crash or interrupt cut short.
-func (b *builder) resumeInterrupted() {
-	if lock := b.carry.clearedLock; lock != "" {
+// resumeInterrupted records the iteration a crash or interrupt cut short
+// and returns the attempt the resumed IMPLEMENT continues, if any.
+// stoppedFirst is what Build stopped of the killed run's agent before it
+// read anything; clearedLock the index.lock it removed from a worker's
+// worktree.
+func (b *builder) resumeInterrupted(stoppedFirst proc.Stopped, clearedLock string) *Attempt {
+	if lock := clearedLock; lock != "" {
 		b.sayf(report.KindRun, "ralph: removed %s, which the killed run left in this worker's worktree\n", lock)
 		b.event("removed git's index.lock left by a crash (%s)", lock)
 	}
@@ -20,10 +25,10 @@ func (b *builder) resumeInterrupted() {
 		// A crash of ralph does not stop the agent's processes; an agent
 		// still editing the tree would race the resumed run, and what it
 		// writes would land in the next story's commit.
-		b.stopLeftoverAgent(a)
+		b.stopLeftoverAgent(a, stoppedFirst)
 	}
 	if a == nil || b.st.Machine.State != StateImplement {
-		return
+		return nil
 	}
 	b.restoreOwnFilesAfterCrash(a)
 	if a.Iteration == b.st.Machine.Iteration-1 && a.TaskID == b.st.Machine.TaskID {
@@ -32,13 +37,11 @@ func (b *builder) resumeInterrupted() {
 		// continues it, so that work the first agent left (it may have
 		// outlived ralph) counts as this attempt's, not as the tree the
 		// rerun started from.
-		b.carry.resumedFrom = a
-		return
+		return a
 	}
 	if a.Iteration != b.st.Machine.Iteration {
-		return
+		return nil
 	}
-	b.carry.resumedFrom = a
 	rec := &IterationRecord{SchemaVersion: 1, RunID: b.id, Iteration: a.Iteration, Kind: "build", TaskID: a.TaskID,
 		Agent: b.opts.Agent.Name, StartedAt: a.StartedAt, HeadBefore: a.HeadBefore, Status: StatusInterrupted,
 		Reason: "ralph stopped during this iteration; it is run again", ExitCode: -1, PromptFile: a.Prompt, LogFile: a.Log}
@@ -50,6 +53,7 @@ func (b *builder) resumeInterrupted() {
 	b.st.Metrics.Iterations = b.st.Machine.Iteration
 	b.saveState()
 	CrashPoint("interrupted-recorded")
+	return a
 }
 
 func (b *builder) breakerCooldown() time.Duration {

@@ -177,7 +177,7 @@ type Options struct {
 	// Git is the repository; nil means the workspace's own (ws.Repo).
 	Git GitPort
 	// Checker runs ralph's checks; nil means each check's command.
-	Checker CheckPort
+	Checker runkit.CheckPort
 }
 
 func (o *Options) now() time.Time {
@@ -392,7 +392,7 @@ type run struct {
 	agentToken string
 	// The ports (see ports.go): git, checks and agent attempts.
 	git    GitPort
-	checks CheckPort
+	checks runkit.CheckPort
 	agents AgentPort
 }
 

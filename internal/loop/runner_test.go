@@ -1032,7 +1032,7 @@ func TestRunnerOlderStateCooldownsMoveToTheSharedRecord(t *testing.T) {
 	if err := os.MkdirAll(r.ws.Dir(), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(StatePath(r.ws), []byte(old), 0o644); err != nil {
+	if err := os.WriteFile(HomeOf(r.ws).StatePath(), []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := r.build()
@@ -1046,7 +1046,7 @@ func TestRunnerOlderStateCooldownsMoveToTheSharedRecord(t *testing.T) {
 	if err != nil || len(all) != 1 || !all["main"].Until.Equal(reset) {
 		t.Errorf("shared record = %v, %v; want main until %s, and no rest long past", all, err, reset)
 	}
-	if b, _ := os.ReadFile(StatePath(r.ws)); strings.Contains(string(b), `"cooldowns"`) {
+	if b, _ := os.ReadFile(HomeOf(r.ws).StatePath()); strings.Contains(string(b), `"cooldowns"`) {
 		t.Errorf("state.json still has cooldowns:\n%s", b)
 	}
 }

@@ -94,21 +94,24 @@ func storyTaskIDs(s tasks.Story) []string {
 	return ids
 }
 
-func (b *builder) selectTask() (Event, error) {
+// selectTask is STORY_SELECT's action: the next task, or the end of the
+// run when there is none.
+func (b *builder) selectTask() (Event, tasks.Selection, error) {
+	var none tasks.Selection
 	if err := b.reloadBoard(); err != nil {
-		return Event{}, err
+		return Event{}, none, err
 	}
 	b.reviveTransient()
 	sel, finished, ok, why := b.board.Select()
 	for _, id := range finished {
 		if err := b.src.MarkDone(id, "", b.opts.now()); err != nil {
-			return Event{}, err
+			return Event{}, none, err
 		}
 		b.event("story %s complete: all its subtasks are done", id)
 	}
 	if len(finished) > 0 {
 		if err := b.reloadBoard(); err != nil {
-			return Event{}, err
+			return Event{}, none, err
 		}
 		sel, _, ok, why = b.board.Select()
 	}
@@ -131,7 +134,7 @@ func (b *builder) selectTask() (Event, error) {
 			}
 			b.revive(id, "now, as nothing else is left")
 			if err := b.reloadBoard(); err != nil {
-				return Event{}, err
+				return Event{}, none, err
 			}
 			sel, _, ok, why = b.board.Select()
 		}
@@ -144,36 +147,35 @@ func (b *builder) selectTask() (Event, error) {
 				b.st.Outcome = OutcomeChecksFailing
 				b.st.Reason = fmt.Sprintf("every story is done, but %s %s on the final tree", strings.Join(quoteChecks(failing), ", "), words.Plural(len(failing), "fails", "fail"))
 				b.sayLimit("■ "+b.st.Reason+"\n", OutcomeChecksFailing, b.st.Reason)
-				return Event{Trigger: TrigAllComplete}, b.exit(false)
+				return Event{Trigger: TrigAllComplete}, none, b.exit(false)
 			}
 			b.st.Outcome, b.st.Reason = OutcomeComplete, "all stories complete"
-			return Event{Trigger: TrigAllComplete}, b.exit(true)
+			return Event{Trigger: TrigAllComplete}, none, b.exit(true)
 		}
 		b.st.Outcome, b.st.Reason = OutcomeNeedsHuman, why
-		return Event{Trigger: TrigNoneSelectable}, b.exit(false)
+		return Event{Trigger: TrigNoneSelectable}, none, b.exit(false)
 	}
 	if why := b.budgetExceeded(); why != "" {
 		b.st.Outcome, b.st.Reason = OutcomeBudget, "budget reached: "+why
 		b.sayLimit("■ "+b.st.Reason+"\n", OutcomeBudget, b.st.Reason)
-		return Event{Trigger: TrigBudgetExhausted}, b.exit(false)
+		return Event{Trigger: TrigBudgetExhausted}, none, b.exit(false)
 	}
 	if b.st.Machine.Iteration >= b.st.MaxIterations {
 		return b.limitReached()
 	}
 	sel = b.pick(sel)
-	b.sel = sel
 	id := sel.TaskID()
 	b.claim(context.Background(), id) // sources that track assignees (bd update --claim)
-	return Event{Trigger: TrigTaskSelected, TaskID: id, RetryCount: b.st.task(id).RetryCount}, nil
+	return Event{Trigger: TrigTaskSelected, TaskID: id, RetryCount: b.st.task(id).RetryCount}, sel, nil
 }
 
-func (b *builder) limitReached() (Event, error) {
+func (b *builder) limitReached() (Event, tasks.Selection, error) {
 	b.st.Outcome = OutcomeMaxIterations
 	b.st.Reason = fmt.Sprintf("reached %s with %s left", words.Count(b.st.MaxIterations, "iteration", "iterations"), words.Count(b.board.Remaining(), "story", "stories"))
 	b.sayLimit("■ "+b.st.Reason+"\n", OutcomeMaxIterations, b.st.Reason)
 	// The table's edge out of STORY_SELECT at the limit is the seed's
 	// budget_exhausted; the line's data says it is the iteration limit.
-	return Event{Trigger: TrigBudgetExhausted}, b.exit(false)
+	return Event{Trigger: TrigBudgetExhausted}, tasks.Selection{}, b.exit(false)
 }
 
 // sayLimit says why the run ends at a limit or an interrupt (the "■"
@@ -248,18 +250,19 @@ func (b *builder) findSelection(id string) (tasks.Selection, bool) {
 	return tasks.Selection{}, false
 }
 
-func (b *builder) ensureSelection() error {
+// selection is the selection of the machine's task: sel, handed on by
+// the steps before, or after a resume, found again on the task file.
+func (b *builder) selection(sel tasks.Selection) (tasks.Selection, error) {
 	id := b.st.Machine.TaskID
-	if b.sel.Story.ID != "" && b.sel.TaskID() == id {
-		return nil
+	if sel.Story.ID != "" && sel.TaskID() == id {
+		return sel, nil
 	}
 	if err := b.reloadBoard(); err != nil {
-		return err
+		return sel, err
 	}
 	sel, ok := b.findSelection(id)
 	if !ok {
-		return fmt.Errorf("task %s is no longer in %s", id, b.ws.Rel(b.src.Path()))
+		return sel, fmt.Errorf("task %s is no longer in %s", id, b.ws.Rel(b.src.Path()))
 	}
-	b.sel = sel
-	return nil
+	return sel, nil
 }

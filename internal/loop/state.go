@@ -280,9 +280,6 @@ const (
 	WaitPause   = "pause"
 )
 
-// StatePath is where the loop state of the work tree ws lives by default.
-func StatePath(ws *workspace.Workspace) string { return HomeOf(ws).StatePath() }
-
 // EventsPath is the transition log of the work tree ws by default.
 func EventsPath(ws *workspace.Workspace) string { return HomeOf(ws).EventsPath() }
 

@@ -41,7 +41,7 @@ func (b *builder) steer(ctx context.Context) error {
 		b.say(report.KindWait, fmt.Sprintf("⏸ paused by %s at %s: `ralph resume` goes on\n", p.By, p.Time.Local().Format("15:04:05")),
 			report.Wait{Paused: true, By: p.By, ID: p.ID, State: string(b.st.Machine.State)})
 	}, func() {
-		b.say(report.KindNote, "▶ resumed\n", report.Note{Paused: report.Ptr(false)})
+		b.say(report.KindNote, "", report.Note{Paused: report.Ptr(false)})
 	})
 	if saveErr != nil {
 		return saveErr
@@ -193,16 +193,18 @@ func (b *builder) applyControl(c control.Command) (string, string) {
 }
 
 // ControlEvent is what became of a command a build took on task: the
-// front end that gave it sees "taken" (note added to the line), or why
-// it was refused, in the journal.
+// front end that gave it sees "taken" (note, which the payload does not
+// hold, added to the line), or why it was refused, in the journal.
 func ControlEvent(c control.Command, task, note, why string) report.Event {
 	data := report.Control{ID: c.ID, Command: string(c.Kind), By: c.By, Status: "taken", Task: &task, Text: c.Text}
-	text := fmt.Sprintf("  ⇢ %s %s by %s: taken%s\n", c.Kind, task, c.By, note)
 	if why != "" {
 		data.Status, data.Why = "refused", why
-		text = fmt.Sprintf("  ⇢ %s %s by %s: refused: %s\n", c.Kind, task, c.By, why)
 	}
-	return report.Event{Kind: report.KindControl, Task: task, Data: data, Text: text}
+	ev := report.Event{Task: task, Data: data}
+	if note != "" && why == "" {
+		ev.Text = fmt.Sprintf("  ⇢ %s %s by %s: taken%s\n", c.Kind, task, c.By, note)
+	}
+	return ev
 }
 
 // stopMessage says why ctx ended: a stop command names who gave it.

@@ -151,15 +151,17 @@ func (b *builder) waitsForSave(m, next Machine) bool {
 	case StateImplement, StateCommit, StateMemoryLoad, StateStorySelect:
 		return true
 	case StateValidate:
-		return b.opts.Reviewer == nil && !b.criteriaRunCommands()
+		return b.opts.Reviewer == nil && !b.criteriaRunCommands(next.TaskID)
 	}
 	return false
 }
 
 // criteriaRunCommands reports whether VALIDATE runs a command for one of
-// the selected story's criteria.
-func (b *builder) criteriaRunCommands() bool {
-	for _, c := range b.sel.Story.Criteria {
+// the criteria of task id's story, as the board read at its selection has
+// them.
+func (b *builder) criteriaRunCommands(id string) bool {
+	sel, _ := b.findSelection(id)
+	for _, c := range sel.Story.Criteria {
 		if c.Verify != "" {
 			return true
 		}
@@ -219,42 +221,76 @@ func (b *builder) transitionPerformers() map[Action]func(context.Context, *trans
 	}
 }
 
-// perform runs the entry action of state s and returns what happened.
-func (b *builder) perform(ctx context.Context, s State) (Event, error) {
+// perform runs the entry action of state s on the iteration the steps
+// before it handed on, and returns what happened and what it hands on.
+func (b *builder) perform(ctx context.Context, s State, it iteration) (Event, iteration, error) {
 	if p := b.entryPerformers()[EntryAction(s)]; p != nil {
-		return p(ctx)
+		return p(ctx, it)
 	}
-	return Event{}, fmt.Errorf("no action for state %s", s)
+	return Event{}, it, fmt.Errorf("no action for state %s", s)
 }
+
+// performer performs a state's entry action on the iteration handed on.
+type performer = func(context.Context, iteration) (Event, iteration, error)
 
 // entryPerformers perform the entry action of each state and turn its
 // outcome into the next event.
-func (b *builder) entryPerformers() map[Action]func(context.Context) (Event, error) {
-	return map[Action]func(context.Context) (Event, error){
+func (b *builder) entryPerformers() map[Action]performer {
+	// alone is an action that takes nothing of the iteration: it hands
+	// on what it was given.
+	alone := func(f func(context.Context) (Event, error)) performer {
+		return func(ctx context.Context, it iteration) (Event, iteration, error) {
+			ev, err := f(ctx)
+			return ev, it, err
+		}
+	}
+	nothing := alone(func(context.Context) (Event, error) { return Event{}, nil })
+	return map[Action]performer{
 		// INIT's prerequisites (task file, plan, agent, clean tree) are
 		// verified by Build before anything is written; reaching INIT means
 		// they hold.
-		ActVerifyInit: func(context.Context) (Event, error) { return Event{Trigger: TrigProgressFound}, nil },
-		ActLoadMemory: b.memoryLoad,
-		ActLoadFiles: func(context.Context) (Event, error) {
+		ActVerifyInit: alone(func(context.Context) (Event, error) { return Event{Trigger: TrigProgressFound}, nil }),
+		ActLoadMemory: alone(b.memoryLoad),
+		ActLoadFiles: alone(func(context.Context) (Event, error) {
 			b.say(report.KindWarning, "  ! memory unavailable, using file-only context\n", nil)
 			b.logError("memory (%s) unavailable, using file-only context", b.mem.Name())
 			return Event{Trigger: TrigFilesLoaded}, nil
+		}),
+		ActSelectTask: func(_ context.Context, it iteration) (Event, iteration, error) {
+			ev, sel, err := b.selectTask()
+			return ev, iteration{sel: sel, resumedFrom: it.resumedFrom}, err
 		},
-		ActSelectTask: func(context.Context) (Event, error) { return b.selectTask() },
 		ActRunAgent:   b.implement,
-		ActRunChecks:  b.test,
-		ActValidate:   b.validate,
-		ActCommit:     b.commit,
-		ActLogBlocker: func(ctx context.Context) (Event, error) { return Event{Trigger: TrigBlockerLogged}, b.logBlocker(ctx) },
+		ActRunChecks:  b.continued(b.test),
+		ActValidate:   b.continued(b.validate),
+		ActCommit:     b.continued(b.commit),
+		ActLogBlocker: alone(func(ctx context.Context) (Event, error) { return Event{Trigger: TrigBlockerLogged}, b.logBlocker(ctx) }),
 		// The terminal states' actions run ahead of the transition into
 		// them: STORY_SELECT calls exit (the summary) so that it shows the
 		// final state, and a missing progress file is refused by Build as
 		// a SetupRequiredError before the run starts. No event follows.
-		ActSummarize:     func(context.Context) (Event, error) { return Event{}, nil },
-		ActSetupRequired: func(context.Context) (Event, error) { return Event{}, nil },
+		ActSummarize:     nothing,
+		ActSetupRequired: nothing,
 		// The run ends in STOPPED; Build has told the user why, and the
 		// next run takes the resumed edge out of it.
-		ActStop: func(context.Context) (Event, error) { return Event{}, nil },
+		ActStop: nothing,
+	}
+}
+
+// continued performs step, one of the steps after IMPLEMENT, on the
+// iteration handed on to it; a run resumed in TEST, VALIDATE or COMMIT
+// has none and rebuilds it from the saved state.
+func (b *builder) continued(step func(context.Context, iteration) (Event, error)) performer {
+	return func(ctx context.Context, it iteration) (Event, iteration, error) {
+		sel, err := b.selection(it.sel)
+		if err != nil {
+			return Event{}, it, err
+		}
+		it.sel = sel
+		if it.rec == nil || it.rec.Iteration != b.st.Machine.Iteration {
+			it.rec = b.rebuiltRecord(sel)
+		}
+		ev, err := step(ctx, it)
+		return ev, it, err
 	}
 }

@@ -20,17 +20,13 @@ import (
 // ran (verify.Judge). It accepts the attempt only with evidence ralph
 // produced itself, or, when every check passes and nothing could prove
 // the story, on the agent's word, labelled as such.
-func (b *builder) validate(ctx context.Context) (Event, error) {
-	if err := b.ensureSelection(); err != nil {
-		return Event{}, err
-	}
-	b.ensureRecord()
-	story := b.sel.Story
+func (b *builder) validate(ctx context.Context, it iteration) (Event, error) {
+	story := it.sel.Story
 	ar, _ := b.loadAttemptRun()
 	// A subtask that is not the story's last open one is done when its
 	// tests break nothing: the story's criteria are judged when it
 	// completes.
-	if b.sel.Subtask != nil {
+	if it.sel.Subtask != nil {
 		open := 0
 		for _, st := range story.Subtasks {
 			if !st.Done {
@@ -73,7 +69,7 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 	var reviewer *role.Verdict
 	var reviewed *bool
 	if b.opts.Reviewer != nil {
-		v, err := b.review(ctx, criteria)
+		v, err := b.review(ctx, it, criteria)
 		if err != nil {
 			return Event{}, err
 		}
@@ -82,7 +78,7 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 	if ctx.Err() != nil {
 		return Event{}, ErrInterrupted
 	}
-	j := verify.Judge(b.judgeInput(ar, runs, reviewed))
+	j := verify.Judge(b.judgeInput(story, ar, runs, reviewed))
 	switch {
 	case reviewer != nil:
 	case agentTicks(b.src) && (len(criteria) == 0 || len(cmds) < len(criteria)):
@@ -101,7 +97,7 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 	verdict := role.Combine(criteria, cmds, reviewer)
 	if acReport := verdict.Report(); acReport != "" {
 		b.say(report.KindVerdict, "  "+strings.ReplaceAll(strings.TrimRight(acReport, "\n"), "\n", "\n  ")+"\n", nil)
-		b.rec.ACReport = acReport
+		it.rec.ACReport = acReport
 	}
 	for _, r := range verdict.Reasons {
 		if r == role.ReasonNotConfigured {
@@ -114,10 +110,10 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 	}
 	if j.Outcome == verify.Review {
 		b.st.Attempt.Judgement = &j
-		return b.judgedFailure(j, StatusNeedsReview, TrigNeedsReview)
+		return b.judgedFailure(it, j, StatusNeedsReview, TrigNeedsReview), nil
 	}
 	if !verdict.Qualified || !j.Accepted() {
-		b.rec.Status = StatusACsFailed
+		it.rec.Status = StatusACsFailed
 		for _, p := range j.Problems {
 			b.sayf(report.KindVerdict, "  ✗ %s\n", p)
 		}
@@ -141,19 +137,19 @@ func (b *builder) validate(ctx context.Context) (Event, error) {
 		for _, fb := range failedCmds {
 			out += "\n" + fb
 		}
-		return b.failWith(TrigACsFailed, why, out, "permanent")
+		return b.failWith(it, TrigACsFailed, why, out, "permanent"), nil
 	}
 	b.st.Attempt.Judgement = &j
-	b.sayJudgement(j)
+	b.sayJudgement(it.sel.TaskID(), j)
 	return Event{Trigger: TrigACsMet}, nil
 }
 
-// sayJudgement tells how an accepted attempt was accepted: the evidence,
-// or that there is none but the agent's word.
-func (b *builder) sayJudgement(j verify.Judgement) {
+// sayJudgement tells how the attempt at taskID was accepted: the
+// evidence, or that there is none but the agent's word.
+func (b *builder) sayJudgement(taskID string, j verify.Judgement) {
 	data := report.Verdict{Outcome: string(j.Outcome), Evidence: j.Evidence, Failing: j.Failing}
 	if j.Outcome == verify.AgentWord {
-		b.say(report.KindVerdict, fmt.Sprintf("  ! done on the agent's word: %s, but nothing ralph ran shows %s done (no failing test fixed, no new test, no verify command that failed before the work, no reviewer)\n", b.checksState(), b.sel.TaskID()), data)
+		b.say(report.KindVerdict, fmt.Sprintf("  ! done on the agent's word: %s, but nothing ralph ran shows %s done (no failing test fixed, no new test, no verify command that failed before the work, no reviewer)\n", b.checksState(), taskID), data)
 		return
 	}
 	lines := make([]string, len(j.Evidence))
@@ -187,7 +183,7 @@ func failingChecks(ar attemptRun) []string {
 // attempt: a tick next to a failing check is no evidence of anything.
 func (b *builder) agentClaim(storyID string, criteria []role.Criterion, j verify.Judgement) role.Verdict {
 	v := role.Verdict{Qualified: true}
-	claim := b.agentsClaim()
+	claim := b.agentsClaim(storyID)
 	for i, c := range criteria {
 		if c.Verify != "" {
 			continue
@@ -220,10 +216,10 @@ func (b *builder) agentClaim(storyID string, criteria []role.Criterion, j verify
 	return v
 }
 
-// agentsClaim is the agent's claim on the current attempt: read after the agent
-// and kept in the state, or, for an attempt an older ralph started, read
-// from the PRD.
-func (b *builder) agentsClaim() *Claim {
+// agentsClaim is the agent's claim on the current attempt at storyID:
+// read after the agent and kept in the state, or, for an attempt an older
+// ralph started, read from the PRD.
+func (b *builder) agentsClaim(storyID string) *Claim {
 	if a := b.st.Attempt; a != nil && a.Claim != nil {
 		return a.Claim
 	}
@@ -231,7 +227,7 @@ func (b *builder) agentsClaim() *Claim {
 	if err != nil {
 		return nil
 	}
-	s, ok := prd.Find(b.sel.Story.ID)
+	s, ok := prd.Find(storyID)
 	if !ok {
 		return nil
 	}
@@ -266,15 +262,15 @@ func unjudgedClaim(criteria []role.Criterion, j verify.Judgement) role.Verdict {
 	return v
 }
 
-func (b *builder) review(ctx context.Context, criteria []role.Criterion) (*role.Verdict, error) {
+func (b *builder) review(ctx context.Context, it iteration, criteria []role.Criterion) (*role.Verdict, error) {
 	tpl, err := prompt.Load(prompt.Review, b.ws.PromptsDir())
 	if err != nil {
 		return nil, err
 	}
-	story := b.sel.Story
-	diff := strings.Join(append(append([]string{}, b.rec.ChangedFiles...), b.trees.last.Dirty...), "\n")
+	story := it.sel.Story
+	diff := strings.Join(append(append([]string{}, it.rec.ChangedFiles...), b.trees.last.Dirty...), "\n")
 	var checkOut strings.Builder
-	for _, c := range b.rec.Checks {
+	for _, c := range it.rec.Checks {
 		fmt.Fprintf(&checkOut, "%s: passed=%v exit=%d", c.Name, c.Passed, c.ExitCode)
 		if c.FailedAtStart {
 			// Without this a reviewer would blame the attempt for it.

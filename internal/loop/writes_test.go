@@ -12,8 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/store"
+	"github.com/ralphloop/ralph/internal/tasks"
 )
 
 // A build on the success path makes no more durable writes per iteration
@@ -178,4 +180,28 @@ func readIteration(t *testing.T, runDir string, n int) IterationRecord {
 		t.Fatal(err)
 	}
 	return rec
+}
+
+// The transition into VALIDATE waits for the next save only when VALIDATE
+// is quick work of ralph's own. A criterion's verify command (or a
+// reviewer) is not: the transition is saved at once, before the command
+// runs. The criteria are those of the machine's task on the board, the
+// story's for a subtask, as STORY_SELECT chose it or a resume found it.
+func TestIntoValidateWaitsForSaveOnlyWithoutCommands(t *testing.T) {
+	b := &builder{run: &run{}, board: &tasks.Board{Stories: []tasks.Story{
+		{ID: "US-001", Criteria: []tasks.Criterion{{Text: "it works"}}},
+		{ID: "US-002", Criteria: []tasks.Criterion{{Text: "it works", Verify: "make check"}}, Subtasks: []tasks.Subtask{{ID: "T1"}}},
+	}}}
+	waits := func(task string) bool {
+		return b.waitsForSave(Machine{State: StateTest, TaskID: task}, Machine{State: StateValidate, TaskID: task})
+	}
+	for task, want := range map[string]bool{"US-001": true, "US-002": false, "US-002/T1": false} {
+		if got := waits(task); got != want {
+			t.Errorf("into VALIDATE with %s: waits for the save = %v, want %v", task, got, want)
+		}
+	}
+	b.opts.Reviewer = &agent.Spec{Name: "reviewer"}
+	if waits("US-001") {
+		t.Error("into VALIDATE with a reviewer to run: the transition waits for the save")
+	}
 }

@@ -82,13 +82,13 @@ type Sink interface {
 	Emit(Event)
 }
 
-// Text writes each event's Text as it is: the terminal output.
+// Text writes each event's line (Render): the terminal output.
 type Text struct{ W io.Writer }
 
 // Emit implements Sink.
 func (t Text) Emit(ev Event) {
-	if ev.Text != "" {
-		io.WriteString(t.W, ev.Text)
+	if s := Render(ev); s != "" {
+		io.WriteString(t.W, s)
 	}
 }
 
@@ -104,9 +104,10 @@ func (j JSONLines) Emit(ev Event) {
 	j.W.Write(append(b, '\n'))
 }
 
-// Emitter stamps events (v, seq, time, run, machine, worker) and hands
-// them to its sinks. It is safe for concurrent use: agent output arrives
-// from other goroutines than the runner's.
+// Emitter stamps events (v, seq, time, run, machine, worker; the kind
+// of their payload and the line it renders to when the call site gave
+// none) and hands them to its sinks. It is safe for concurrent use:
+// agent output arrives from other goroutines than the runner's.
 type Emitter struct {
 	mu sync.Mutex
 	// journal, when one of the sinks is a journal, numbers the events:
@@ -218,6 +219,10 @@ func (e *Emitter) EmitAllAfter(evs []Event, persist func([]Event) error) ([]Even
 		if ev.Worker == "" {
 			ev.Worker = e.worker
 		}
+		if ev.Kind == "" && ev.Data != nil {
+			ev.Kind = ev.Data.Kind()
+		}
+		ev.Text = Render(*ev)
 		redactEvent(ev)
 	}
 	if persist != nil {

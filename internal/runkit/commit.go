@@ -85,24 +85,18 @@ func Commit(ctx context.Context, g CommitGit, m Message, save func(token string)
 	return g.Commit(ctx, text)
 }
 
-// SnapshotCommitGit is a CommitGit that can read the work tree right after
-// its commit (*gitx.Repo's CommitSnapshot).
-type SnapshotCommitGit interface {
-	CommitGit
-	CommitSnapshot(ctx context.Context, message string) (gitx.Snapshot, error)
-}
-
-// ListingGit is a SnapshotCommitGit whose staging also names the paths it
-// staged (*gitx.Repo's AddAllListed).
+// ListingGit is a runner's Git that can also read the work tree right
+// after its commit and whose staging names the paths it staged
+// (*gitx.Repo's AddAllListed).
 type ListingGit interface {
-	SnapshotCommitGit
+	Git
+	CommitSnapshot(ctx context.Context, message string) (gitx.Snapshot, error)
 	AddAllListed(ctx context.Context) ([]string, error)
 	// CommitAlone commits and says whether git ran no other program on
 	// the way (gitx.Repo.CommitAlone).
 	CommitAlone(ctx context.Context, message, trace string) (alone bool, err error)
 	// HeadFiles reads HEAD and the branch from git's files (gitx.ReadHead).
 	HeadFiles() (head, branch string, ok bool)
-	Snapshot(ctx context.Context) (gitx.Snapshot, error)
 }
 
 // CommitListed is CommitSnapshot that also returns the paths the staging

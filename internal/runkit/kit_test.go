@@ -292,3 +292,10 @@ func CommitSnapshot(ctx context.Context, g SnapshotCommitGit, m Message, save fu
 	}
 	return g.CommitSnapshot(ctx, text)
 }
+
+// SnapshotCommitGit is a CommitGit that can read the work tree right after
+// its commit (*gitx.Repo's CommitSnapshot).
+type SnapshotCommitGit interface {
+	CommitGit
+	CommitSnapshot(ctx context.Context, message string) (gitx.Snapshot, error)
+}

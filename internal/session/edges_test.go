@@ -122,18 +122,18 @@ type fakeChecks struct {
 	output string
 }
 
-func (c *fakeChecks) RunAll(_ context.Context, _ string, cs []check.Check) ([]check.Result, bool) {
+func (c *fakeChecks) RunCheck(_ context.Context, _ string, chk check.Check) check.Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.runs++
-	res := check.Result{Check: check.Check{Name: "files", Run: "sh check.sh"}, Duration: time.Millisecond}
+	res := check.Result{Check: chk, Duration: time.Millisecond}
 	if len(c.codes) > 0 {
 		res.ExitCode, c.codes = c.codes[0], c.codes[1:]
 	}
 	if res.ExitCode != 0 {
 		res.Output = cmp.Or(c.output, "greet.txt is empty\n")
 	}
-	return []check.Result{res}, res.ExitCode == 0
+	return res
 }
 
 // rig is one session with its scripted ports, run as ralph runs it: each
@@ -164,6 +164,7 @@ func newRig(t *testing.T) *rig {
 func (g *rig) run() (p session.Progress, err error, steps []string, crashed bool) {
 	r := g.e.runner(g.t, g.inv)
 	r.Checker, r.Policy, r.Budget, r.MaxAgentRetries = g.checks, g.policy, g.budget, 0
+	r.Checks = []check.Check{{Name: "files", Run: "sh check.sh"}}
 	if g.git != nil {
 		r.Git = g.git
 	}

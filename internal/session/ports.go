@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/check"
-	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/runkit"
 )
 
@@ -16,19 +15,10 @@ import (
 // drive the runner over the machine's edges without starting a process.
 
 // GitPort is the part of git the session uses; *gitx.Repo is the real one.
+// Besides every runner's git it reads the diff the reviewer judges.
 type GitPort interface {
-	Head(ctx context.Context) (string, error)
-	Snapshot(ctx context.Context) (gitx.Snapshot, error)
-	AddAll(ctx context.Context) error
-	Commit(ctx context.Context, message string) (string, error)
-	LastCommit(ctx context.Context) (hash, message string, err error)
+	runkit.Git
 	Diff(ctx context.Context, from string, stat bool, limit int) (string, error)
-}
-
-// CheckPort runs ralph's checks in dir in order, up to the first that
-// fails, and says whether all passed (check.RunAll is the real one).
-type CheckPort interface {
-	RunAll(ctx context.Context, dir string, checks []check.Check) ([]check.Result, bool)
 }
 
 // Clock is the runner's time.
@@ -38,12 +28,6 @@ type Clock interface {
 	// cancelled. show, when not nil, is told the time left at the start
 	// and then every so often, so that a long wait shows it is alive.
 	Wait(ctx context.Context, d time.Duration, show func(left time.Duration)) error
-}
-
-type execChecks struct{}
-
-func (execChecks) RunAll(ctx context.Context, dir string, checks []check.Check) ([]check.Result, bool) {
-	return check.RunAll(ctx, dir, checks)
 }
 
 type systemClock struct{}
@@ -61,11 +45,14 @@ func (r *Runner) git() GitPort {
 	return r.WS.Repo
 }
 
-func (r *Runner) checker() CheckPort {
+// runChecks runs ralph's checks in the work tree up to the first that
+// fails, and says whether all passed.
+func (r *Runner) runChecks(ctx context.Context) ([]check.Result, bool) {
+	var p runkit.CheckPort = runkit.ExecChecks{}
 	if r.Checker != nil {
-		return r.Checker
+		p = r.Checker
 	}
-	return execChecks{}
+	return runkit.RunAll(ctx, p, r.WS.Root, r.Checks)
 }
 
 func (r *Runner) clock() Clock {

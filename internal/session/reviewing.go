@@ -30,7 +30,7 @@ func (r *Runner) review(ctx context.Context) error {
 	if err != nil || gone {
 		return err
 	}
-	results, passed := r.checker().RunAll(ctx, r.WS.Root, r.Checks)
+	results, passed := r.runChecks(ctx)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

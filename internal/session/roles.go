@@ -220,10 +220,10 @@ func (r *Runner) reportLeftoverAgent(pgid int, st proc.Stopped, found bool) {
 		if len(st.Groups) > 0 {
 			g = st.Groups[0]
 		}
-		r.say(report.KindNote, report.Note{PGID: g}, "ralph: stopped the agent the killed session left running (process group %d)", g)
+		r.say(report.KindNote, report.Note{PGID: g}, "")
 	}
 	for _, p := range st.Escaped {
-		r.say(report.KindNote, report.Note{Process: p.String()}, "ralph: stopped %s, which had left the agent's process group", p)
+		r.say(report.KindNote, report.Note{Process: p.String()}, "")
 	}
 	if s := r.prog.State; s.CurrentTaskID != "" && (s.Resumes() == Executing || s.Resumes() == Reviewing) {
 		who := "Executor"

@@ -19,8 +19,6 @@ import (
 	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
-	"github.com/ralphloop/ralph/internal/text"
-	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -101,7 +99,7 @@ type Runner struct {
 	// (nil: as processes), Clock tells the time and waits (nil: the
 	// system's, with runkit.Wait).
 	Git     GitPort
-	Checker CheckPort
+	Checker runkit.CheckPort
 	Clock   Clock
 	Checks  []check.Check
 	Policy  Policy
@@ -189,11 +187,15 @@ func Request(dir string) string {
 func (r *Runner) now() time.Time { return r.clock().Now() }
 
 // say emits a line a person reads, with data for programs; the event
-// names the task the session is on.
+// names the task the session is on. Without a format, the data words
+// the line (report.Render).
 func (r *Runner) say(kind report.Kind, data report.Payload, format string, args ...any) {
 	s := r.prog.State
-	r.emit(report.Event{Kind: kind, Task: s.CurrentTaskID, Attempt: s.CurrentAttemptNumber,
-		Text: fmt.Sprintf(format, args...) + "\n", Data: data})
+	ev := report.Event{Kind: kind, Task: s.CurrentTaskID, Attempt: s.CurrentAttemptNumber, Data: data}
+	if format != "" {
+		ev.Text = fmt.Sprintf(format, args...) + "\n"
+	}
+	r.emit(ev)
 }
 
 func (r *Runner) emit(ev report.Event) {
@@ -237,8 +239,7 @@ func (r *Runner) Run(ctx context.Context) (Progress, error) {
 		return p, r.finalError()
 	}
 	if p.State.Current != Initializing {
-		r.say(report.KindRun, report.Run{Resumed: report.Ptr(true), State: string(p.State.Resumes())},
-			"ralph: resuming session %s at %s", p.State.SessionID, p.State.Resumes())
+		r.say(report.KindRun, report.Run{Resumed: report.Ptr(true), State: string(p.State.Resumes())}, "")
 	}
 	switch p.State.Current {
 	case Initializing:
@@ -286,7 +287,7 @@ func (r *Runner) paused(p control.Command) {
 }
 
 func (r *Runner) resumed() {
-	r.say(report.KindNote, report.Note{Paused: report.Ptr(false)}, "▶ resumed")
+	r.say(report.KindNote, report.Note{Paused: report.Ptr(false)}, "")
 }
 
 // stopErr ends a run of the session by trigger, with detail for the
@@ -343,10 +344,8 @@ func (r *Runner) finalError() error {
 
 // summary is ReturnSummary: the session's success, told.
 func (r *Runner) summary(context.Context) error {
-	s := r.prog.State
 	total, _ := r.prog.Counts()
-	r.say(report.KindSummary, report.Summary{Complete: report.Ptr(true), Tasks: total},
-		"✓ session %s complete: %s done, goal check passed", s.SessionID, words.Count(total, "task", "tasks"))
+	r.say(report.KindSummary, report.Summary{Complete: report.Ptr(true), Tasks: total}, "")
 	return nil
 }
 
@@ -501,20 +500,13 @@ func (r *Runner) kernel() *runkit.Kernel[OrchestratorState, Event, Action] {
 // transitionEvent is t in the journal's envelope, which reaches the
 // caller's sinks: its journal (.ralph/events.jsonl) and the terminal.
 func (r *Runner) transitionEvent(t *transition) report.Event {
-	task, detail := stepTask(t), t.Event.Detail
-	line := fmt.Sprintf("session %s: %s → %s (%s", t.To.SessionID, t.From.Current, t.To.Current, t.Event.Type)
-	if task != "" {
-		line += ", " + task
-	}
-	if detail != "" {
-		line += ": " + text.Clip(detail, 120)
-	}
+	task := stepTask(t)
 	attempt := t.From.CurrentAttemptNumber
 	if attempt == 0 {
 		attempt = t.To.CurrentAttemptNumber
 	}
 	return report.Event{Kind: report.KindTransition, From: string(t.From.Current), To: string(t.To.Current), Trigger: string(t.Event.Type),
-		Task: task, Attempt: attempt, Data: report.Transition{Detail: detail}, Text: line + ")\n"}
+		Task: task, Attempt: attempt, Data: report.Transition{Detail: t.Event.Detail}}
 }
 
 // save writes progress.md with the time spent so far.

@@ -88,12 +88,12 @@ func (r *Runner) startTestsHold(ctx context.Context) (reason, feedback string, e
 	if len(protected) == 0 {
 		return "", "", nil
 	}
-	r.say(report.KindCheck, report.Check{Protected: protected}, "ralph: the task changed %s; running the checks again with the start's versions against the new code", strings.Join(text.ClipList(protected, 5), ", "))
+	r.say(report.KindCheck, report.Check{Protected: protected}, "")
 	ov := r.startFiles()
 	if err := ov.Apply(files); err != nil {
 		return "", "", err
 	}
-	results, passed := r.checker().RunAll(ctx, r.WS.Root, r.Checks)
+	results, passed := r.runChecks(ctx)
 	if err := ov.Restore(); err != nil {
 		return "", "", err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/runkit"
@@ -19,10 +18,11 @@ import (
 
 // Ports are the runner's ways out; a nil field is the real one.
 type Ports struct {
-	Agent  AgentPort
-	Loop   LoopPort
-	Git    GitPort
-	Checks CheckPort
+	Agent AgentPort
+	Loop  LoopPort
+	Git   GitPort
+	// Checks runs a criterion's verify command and the verifiers.
+	Checks runkit.CheckPort
 }
 
 // AgentPort runs one headless attempt of a spec agent (the spec
@@ -39,23 +39,15 @@ type LoopPort interface {
 }
 
 // GitPort is the part of the workspace's repository the runner uses:
-// *gitx.Repo's methods, and any other git command in the work tree.
+// every runner's git, *gitx.Repo's ancestry and setting aside, and any
+// other git command in the work tree.
 type GitPort interface {
-	Snapshot(ctx context.Context) (gitx.Snapshot, error)
-	Head(ctx context.Context) (string, error)
-	AddAll(ctx context.Context) error
-	Commit(ctx context.Context, message string) (string, error)
+	runkit.Git
 	IsAncestor(ctx context.Context, a, b string) (bool, error)
 	SetAside(ctx context.Context, ref, message string, exclude ...string) (string, error)
 	// Git runs git with args in the work tree and returns its output
 	// without the surrounding white space.
 	Git(ctx context.Context, args ...string) (string, error)
-}
-
-// CheckPort runs one of ralph's checks (a criterion's verify command, a
-// verifier) in dir.
-type CheckPort interface {
-	RunCheck(ctx context.Context, dir string, c check.Check) check.Result
 }
 
 // attemptAgent is the real AgentPort.
@@ -80,26 +72,17 @@ func (g repoGit) Git(ctx context.Context, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// execChecks is the real CheckPort: the check's command as a process.
-type execChecks struct{}
-
-func (execChecks) RunCheck(ctx context.Context, dir string, c check.Check) check.Result {
-	return check.Run(ctx, dir, c)
-}
-
-// withDefaults fills the nil ports with the real ones for ws.
-func (p Ports) withDefaults(ws *workspace.Workspace) Ports {
+// withDefaults fills the nil ports with the real ones, but Git: its real
+// one is the repository of the work tree the runner chooses (chooseWork).
+func (p Ports) withDefaults() Ports {
 	if p.Agent == nil {
 		p.Agent = attemptAgent{}
 	}
 	if p.Loop == nil {
 		p.Loop = buildLoop{}
 	}
-	if p.Git == nil {
-		p.Git = repoGit{ws.Repo}
-	}
 	if p.Checks == nil {
-		p.Checks = execChecks{}
+		p.Checks = runkit.ExecChecks{}
 	}
 	return p
 }

@@ -120,7 +120,7 @@ type Runner struct {
 	agents  AgentPort
 	loops   LoopPort
 	repo    GitPort
-	checks  CheckPort
+	checks  runkit.CheckPort
 	gitPort GitPort
 }
 
@@ -133,7 +133,7 @@ func NewRunner(ctx context.Context, ws *workspace.Workspace, cfg Settings, t Thr
 	if env.Events == nil {
 		env.Events = report.NewEmitter(MachineName, t.ID, 0, env.Now)
 	}
-	p := env.Ports.withDefaults(ws)
+	p := env.Ports.withDefaults()
 	r := &Runner{ctx: ctx, ws: ws, cfg: cfg, env: env, opts: opts, dir: ws.Dir(), t: t,
 		agents: p.Agent, loops: p.Loop, checks: p.Checks, gitPort: env.Ports.Git}
 	r.chooseWork()
@@ -216,8 +216,7 @@ func (r *Runner) apply(ev Event, verb string) error {
 		Next:   Next,
 		Record: record,
 		Event: func(tr *transition) report.Event {
-			return r.transitionEvent(tr.From.Phase.Type, tr.To.Phase.Type, string(ev.Verb), ev,
-				fmt.Sprintf("thread %s: %s → %s\n", tr.To.ID, tr.From.Phase.Type, tr.To.Phase.Type))
+			return r.transitionEvent(tr.From.Phase.Type, tr.To.Phase.Type, string(ev.Verb), ev)
 		},
 		Store: func(tr []*transition, _ []report.Event) error {
 			if err := Save(r.dir, &tr[0].To); err != nil {
@@ -286,17 +285,18 @@ func (r *Runner) autoStep() (Event, error) {
 }
 
 // LogTransition records a thread transition that happened outside the
-// runner (thread new) as an event; it shows no line to a person.
+// runner (thread new, from no phase) as an event; it shows no line to a
+// person.
 func (r *Runner) LogTransition(from, to Phase, verb string, src Source) {
-	r.env.Events.Emit(r.transitionEvent(from, to, verb, Event{Source: src}, ""))
+	r.env.Events.Emit(r.transitionEvent(from, to, verb, Event{Source: src}))
 }
 
 // transitionEvent is the thread's move from one phase to another, caused
-// by ev; text is the line a person reads, "" for none. The journal records
-// it, one envelope like every machine's, with why ralph raised it; a
-// failed append is the journal's to report, never the thread's state.
-func (r *Runner) transitionEvent(from, to Phase, verb string, ev Event, text string) report.Event {
-	return report.Event{Kind: report.KindTransition, From: string(from), To: string(to), Trigger: verb, Text: text,
+// by ev. The journal records it, one envelope like every machine's, with
+// why ralph raised it; a failed append is the journal's to report, never
+// the thread's state.
+func (r *Runner) transitionEvent(from, to Phase, verb string, ev Event) report.Event {
+	return report.Event{Kind: report.KindTransition, From: string(from), To: string(to), Trigger: verb,
 		Data: report.Transition{Thread: r.t.ID, Source: string(ev.Source), Reason: ev.Reason}}
 }
 

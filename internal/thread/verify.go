@@ -149,12 +149,7 @@ func (r *Runner) verify() (Event, error) {
 		return Event{}, err
 	}
 	for _, it := range ev.Items {
-		mark := "✓"
-		if !it.Passed {
-			mark = "✗"
-		}
-		r.env.Events.Emit(report.Event{Kind: report.KindCheck, Text: fmt.Sprintf("  %s %s\n", mark, it.Name),
-			Data: report.Check{Name: it.Name, Passed: report.Ptr(it.Passed)}})
+		r.env.Events.Emit(report.Event{Data: report.Check{Name: it.Name, Passed: report.Ptr(it.Passed)}})
 	}
 	if len(passedUnticked) > 0 {
 		data := b

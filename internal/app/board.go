@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 // ralph still checks it is verifying, never done; a story in a worker's
 // hands or in the merge queue says so, and a blocked one carries its
 // blocker's reason. StoriesDone counts only what ralph accepted.
-func fillBoard(rep *StatusReport, board *tasks.Board, st *loop.LoopState) {
+func fillBoard(rep *status.Report, board *tasks.Board, st *loop.LoopState) {
 	rep.Board = []status.Story{}
 	if board == nil {
 		return
@@ -140,7 +140,7 @@ func storyOf(task string) string {
 
 // fillControl puts the pause in force, the runs that take commands and
 // what waits for a person on rep.
-func fillControl(ws *workspace.Workspace, rep *StatusReport) {
+func fillControl(ws *workspace.Workspace, rep *status.Report) {
 	f := control.Folder{Dir: ws.Path("control")}
 	rep.Steerable = f.Attached()
 	if rep.Steerable == nil {
@@ -156,7 +156,7 @@ func fillControl(ws *workspace.Workspace, rep *StatusReport) {
 		rep.Queued = []control.Command{}
 	}
 	rep.Waiting = []status.Waiting{}
-	if dir, err := sessionDir(ws, ""); err == nil && pathExists(activeSessionPath(ws)) {
+	if dir, err := SessionDir(ws, ""); err == nil && pathExists(ActiveSessionPath(ws)) {
 		qs, _ := session.LoadQuestions(dir)
 		sid := ""
 		if rep.Session != nil {
