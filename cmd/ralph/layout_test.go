@@ -22,6 +22,7 @@ var layer = map[string]int{
 	// tests' own packages sit on top
 	"internal/e2e/crash": 120, "internal/e2e/realagents": 120, "internal/e2e/beads": 120, "internal/e2e/watch": 120,
 	"internal/e2e/browser": 120, "internal/e2e/mcp": 120, "internal/e2e/fleet": 120, "internal/e2e/conformance": 120,
+	"internal/testing/harness": 112, // builds on clitest
 	"internal/testing/clitest": 110, "internal/testing/modelserver": 110, "internal/testing/journalgen": 110, "internal/testing/wait": 110, "internal/beads/beadstest": 110,
 	"cmd/ralph":    105,
 	"internal/cli": 100,

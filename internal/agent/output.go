@@ -175,7 +175,7 @@ type base struct {
 	now func() time.Time
 	res Result // FinalMessage and Signals are filled in by result
 	// echoed holds the prompt's lines when it has a signal line: a signal
-	// quoted from the prompt is not the agent's (see SignalsAfter).
+	// quoted from the prompt is not the agent's (see signalsNotIn).
 	echoed map[string]bool
 }
 

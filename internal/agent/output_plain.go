@@ -110,11 +110,6 @@ func (p *plainParser) lines() []string {
 	return out
 }
 
-// retainedBytes is the size of the retained output, for tests of the bound.
-func (p *plainParser) retainedBytes() int {
-	return p.size
-}
-
 // echoMatcher finds the prompt's non-empty lines as a consecutive run in a
 // stream of non-empty lines. It is Knuth-Morris-Pratt over lines instead of
 // characters, so it needs no buffer of the output and never backtracks.

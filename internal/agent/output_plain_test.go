@@ -215,3 +215,8 @@ func TestStripANSI(t *testing.T) {
 		}
 	}
 }
+
+// retainedBytes is the size of the retained output, for tests of the bound.
+func (p *plainParser) retainedBytes() int {
+	return p.size
+}

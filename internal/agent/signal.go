@@ -10,34 +10,6 @@ const (
 	promiseClose = "</promise>"
 )
 
-// Signals returns the names of the promise signals in a final message.
-//
-// A signal counts only when a whole line, trimmed of surrounding white space,
-// is exactly <promise>NAME</promise> where NAME matches [A-Z_]+. A tag inside
-// prose ("print <promise>COMPLETE</promise> when done") does not count, because
-// agents often quote their instructions back while explaining what they will
-// do. Names are returned in order of first appearance without duplicates; the
-// result is nil when there are none.
-func Signals(final string) []string {
-	return signalsNotIn(final, nil)
-}
-
-// SignalsAfter is Signals for a final message answering prompt: a signal
-// line that is part of an echo of the prompt is discarded. Task text is
-// rendered into the prompt, so a PRD holding
-// "<promise>CONTEXT_EXHAUSTED</promise>" on a line would otherwise let an
-// agent that quotes its story raise that signal without meaning it.
-//
-// A signal line counts as echoed when it also stands as a line of its own in
-// the prompt and the nearest other line before or after it in the final
-// message is a prompt line too: it sits inside quoted prompt text. The same
-// line written by the agent after its own words still counts, so that a
-// user's prompt template that shows the tag on a line of its own keeps
-// working.
-func SignalsAfter(final, prompt string) []string {
-	return signalsNotIn(final, promptLines(prompt))
-}
-
 // promptLines returns the set of trimmed lines of prompt when one of them
 // is a signal line, and nil otherwise (nothing can be echoed then).
 func promptLines(prompt string) map[string]bool {

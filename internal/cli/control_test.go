@@ -47,15 +47,15 @@ func steerDo(t *testing.T, dir string, cmd control.Command) (control.Result, err
 // controlEvents returns the journal's control records.
 func controlEvents(t *testing.T, dir string) []report.Event {
 	t.Helper()
-	evs, err := report.ReadJournal(filepath.Join(dir, ".ralph", "events.jsonl"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []report.Event
-	for _, ev := range evs {
+	err := (&report.JournalReader{Path: filepath.Join(dir, ".ralph", "events.jsonl")}).Scan(func(ev report.Event) error {
 		if ev.Kind == report.KindControl {
 			out = append(out, ev)
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -233,3 +233,45 @@ func TestToolInputShapes(t *testing.T) {
 		}
 	}
 }
+
+// ExitStep returns a step that exits at once with code.
+func ExitStep(code int) Step { return Step{Exit: &code} }
+
+// A step built in Go is checked as one read from JSON: exactly one
+// action, only that action's options, and a value the action can use.
+func TestStepActionRefusesWhatItCannotDo(t *testing.T) {
+	for _, c := range []struct {
+		step Step
+		want string
+	}{
+		{Step{}, "step has no action"},
+		{Step{Write: "a", Say: "b", Final: "c"}, "step has several actions (write, say, final)"},
+		{Step{Say: "x", Content: "c", Old: "o"}, `say step does not take option "content"`},
+		{Step{Tool: "Bash", Newlines: true}, `tool step does not take option "newlines"`},
+		{Step{Replace: "f"}, `replace step needs a non-empty "old"`},
+		{Step{Sleep: "soon"}, "sleep step: "},
+		{Step{Limit: "tomorrow"}, "limit step: want an RFC 3339 time"},
+		{Step{Flood: -1}, "flood step needs a byte count >= 0"},
+		{Step{kind: "hang"}, "hang step must be true"},
+		{Step{kind: "run"}, "run step needs a non-empty value"},
+	} {
+		if _, err := c.step.Action(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.step, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		step Step
+		want string
+	}{
+		{Step{Write: "f", Content: "x"}, "write"},
+		{Step{Tool: "Bash", Input: "ls", Output: "a"}, "tool"},
+		{Step{Flood: 10, Newlines: true}, "flood"},
+		{Step{IgnoreSigterm: true}, "ignore_sigterm"},
+		{ExitStep(0), "exit"},
+		{Step{kind: "final"}, "final"},
+	} {
+		if got, err := c.step.Action(); err != nil || got != c.want {
+			t.Errorf("%+v: %q %v, want %q", c.step, got, err, c.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -49,8 +50,7 @@ type Invocation struct {
 }
 
 // Step is one action. Exactly one action field is set; the others are that
-// action's options. In Go code use ExitStep for an exit step, because Exit
-// is a pointer (exit code 0 is meaningful).
+// action's options. Exit is a pointer: exit code 0 is meaningful.
 type Step struct {
 	Write      string `json:"write,omitempty"`
 	Append     string `json:"append,omitempty"`
@@ -85,9 +85,6 @@ type Step struct {
 	kind string
 }
 
-// ExitStep returns a step that exits at once with code.
-func ExitStep(code int) Step { return Step{Exit: &code} }
-
 // actionKeys lists every action key with the option keys it accepts.
 var actionKeys = map[string][]string{
 	"write":          {"content"},
@@ -109,38 +106,40 @@ var actionKeys = map[string][]string{
 	"exit":           nil,
 }
 
-// setActions lists the action keys whose field holds a non-zero value.
-func (s Step) setActions() []string {
+// setKeys lists, in field order, the JSON keys of the fields of s that
+// hold a non-zero value: its actions (actions true) or its options.
+func (s Step) setKeys(actions bool) []string {
+	v := reflect.ValueOf(s)
 	var keys []string
-	add := func(set bool, key string) {
-		if set {
+	for i := range v.NumField() {
+		key := jsonKey(v.Type().Field(i))
+		if _, action := actionKeys[key]; key != "" && action == actions && !v.Field(i).IsZero() {
 			keys = append(keys, key)
 		}
 	}
-	add(s.Write != "", "write")
-	add(s.Append != "", "append")
-	add(s.Replace != "", "replace")
-	add(s.CheckStory != "", "check_story")
-	add(s.Run != "", "run")
-	add(s.Commit != "", "commit")
-	add(s.Say != "", "say")
-	add(s.Tool != "", "tool")
-	add(s.EchoPrompt, "echo_prompt")
-	add(s.Stderr != "", "stderr")
-	add(s.Sleep != "", "sleep")
-	add(s.Hang, "hang")
-	add(s.Flood != 0, "flood")
-	add(s.IgnoreSigterm, "ignore_sigterm")
-	add(s.Limit != "", "limit")
-	add(s.Final != "", "final")
-	add(s.Exit != nil, "exit")
 	return keys
+}
+
+// field is the field of s whose JSON key is key.
+func (s Step) field(key string) reflect.Value {
+	v := reflect.ValueOf(s)
+	for i := range v.NumField() {
+		if jsonKey(v.Type().Field(i)) == key {
+			return v.Field(i)
+		}
+	}
+	return reflect.Value{}
+}
+
+func jsonKey(f reflect.StructField) string {
+	key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return key
 }
 
 // Action returns the step's action key ("write", "say", ...) or an error if
 // the step does not have exactly one action or its options are invalid.
 func (s Step) Action() (string, error) {
-	set := s.setActions()
+	set := s.setKeys(true)
 	kind := s.kind
 	if kind == "" {
 		switch len(set) {
@@ -163,18 +162,18 @@ func (s Step) Action() (string, error) {
 	for _, o := range actionKeys[kind] {
 		allowed[o] = true
 	}
-	for _, o := range s.setOptions() {
+	for _, o := range s.setKeys(false) {
 		if !allowed[o] {
 			return "", fmt.Errorf("%s step does not take option %q", kind, o)
 		}
 	}
 	switch kind {
 	case "write", "append", "replace", "check_story", "run", "commit", "tool", "sleep", "limit":
-		if s.stringValue(kind) == "" {
+		if s.field(kind).String() == "" {
 			return "", fmt.Errorf("%s step needs a non-empty value", kind)
 		}
 	case "echo_prompt", "hang", "ignore_sigterm":
-		if !(kind == "echo_prompt" && s.EchoPrompt || kind == "hang" && s.Hang || kind == "ignore_sigterm" && s.IgnoreSigterm) {
+		if !s.field(kind).Bool() {
 			return "", fmt.Errorf("%s step must be true", kind)
 		}
 	case "flood":
@@ -197,54 +196,6 @@ func (s Step) Action() (string, error) {
 		}
 	}
 	return kind, nil
-}
-
-func (s Step) setOptions() []string {
-	var keys []string
-	add := func(set bool, key string) {
-		if set {
-			keys = append(keys, key)
-		}
-	}
-	add(s.Content != "", "content")
-	add(s.Old != "", "old")
-	add(s.New != "", "new")
-	add(s.PRD != "", "prd")
-	add(s.IgnoreError, "ignore_error")
-	add(s.Input != "", "input")
-	add(s.Output != "", "output")
-	add(s.Newlines, "newlines")
-	return keys
-}
-
-func (s Step) stringValue(kind string) string {
-	switch kind {
-	case "write":
-		return s.Write
-	case "append":
-		return s.Append
-	case "replace":
-		return s.Replace
-	case "check_story":
-		return s.CheckStory
-	case "run":
-		return s.Run
-	case "commit":
-		return s.Commit
-	case "say":
-		return s.Say
-	case "tool":
-		return s.Tool
-	case "stderr":
-		return s.Stderr
-	case "sleep":
-		return s.Sleep
-	case "limit":
-		return s.Limit
-	case "final":
-		return s.Final
-	}
-	return ""
 }
 
 func sortedActionKeys() []string {

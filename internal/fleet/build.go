@@ -306,24 +306,16 @@ func (r *run) goWork(t *Task) {
 			// The worktree and the loop's state are on host already, from
 			// a run that was stopped: no Prepare, which would start over.
 			r.done.Send(ctx, stepDone{task: in.Task, event: landing.Prepared, prep: PrepareResult{Host: host, Base: base}})
-		} else if host == "" {
-			// Prepare heartbeats: a host that dies during it loses the
-			// task to another host after the heartbeat timeout.
-			ao := r.options(r.in.Shared, 10*time.Minute, 0, 5)
-			ao.HeartbeatTimeout = r.in.Heartbeat
-			actx := workflow.WithActivityOptions(ctx, ao)
-			var prep PrepareResult
-			err := workflow.ExecuteActivity(actx, ActivityPrepare, PrepareInput{RunID: in.RunID, Target: in.Target, Task: in.Task, Attempt: in.Attempt}).Get(ctx, &prep)
-			if err != nil {
-				r.done.Send(ctx, stepDone{task: in.Task, event: classify(err), err: err})
-				return
-			}
-			r.done.Send(ctx, stepDone{task: in.Task, event: landing.Prepared, prep: prep})
-			host = prep.Host
 		} else {
-			// A task sent back keeps its host and worktree: Prepare on
-			// that host resets its branch to the new tip.
-			ao := r.options(HostQueue(r.in.Shared, host), 10*time.Minute, r.in.HostTimeout, 5)
+			// Prepare heartbeats: a host that dies during it loses the
+			// task to another host after the heartbeat timeout. A task
+			// sent back keeps its host and worktree: Prepare on that host
+			// resets its branch to the new tip.
+			queue, wait := r.in.Shared, time.Duration(0)
+			if host != "" {
+				queue, wait = HostQueue(r.in.Shared, host), r.in.HostTimeout
+			}
+			ao := r.options(queue, 10*time.Minute, wait, 5)
 			ao.HeartbeatTimeout = r.in.Heartbeat
 			actx := workflow.WithActivityOptions(ctx, ao)
 			var prep PrepareResult
@@ -333,6 +325,9 @@ func (r *run) goWork(t *Task) {
 				return
 			}
 			r.done.Send(ctx, stepDone{task: in.Task, event: landing.Prepared, prep: prep})
+			if host == "" {
+				host = prep.Host
+			}
 		}
 		for {
 			// A task prepared while every agent is at its limit waits for

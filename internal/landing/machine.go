@@ -140,19 +140,6 @@ func Allowed(s TaskState) []string {
 	return out
 }
 
-// Edges returns the table as TaskEdges, for tests and the diagram.
-func Edges() []TaskEdge {
-	out := make([]TaskEdge, 0, len(taskTable))
-	for _, r := range taskTable {
-		e := TaskEdge{From: r.From, Event: r.On, To: r.To, Human: r.With}
-		if len(r.Do) > 0 {
-			e.Action = r.Do[0]
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
 // Mermaid renders the task machine as a Mermaid state diagram, generated
 // from the table (`ralph diagram fleet`).
 func Mermaid() string {

@@ -113,3 +113,16 @@ func TestMachineMermaidHasEveryEdge(t *testing.T) {
 		t.Errorf("the diagram has %d arrows, want %d (the table's and start and end)", got, want)
 	}
 }
+
+// Edges returns the table as TaskEdges, for tests and the diagram.
+func Edges() []TaskEdge {
+	out := make([]TaskEdge, 0, len(taskTable))
+	for _, r := range taskTable {
+		e := TaskEdge{From: r.From, Event: r.On, To: r.To, Human: r.With}
+		if len(r.Do) > 0 {
+			e.Action = r.Do[0]
+		}
+		out = append(out, e)
+	}
+	return out
+}

@@ -83,12 +83,6 @@ func Load(k Kind, overrideDir string) (Template, error) {
 	return Template{Kind: k, Source: "embedded", Text: string(b)}, nil
 }
 
-// Default returns the embedded text of kind k.
-func Default(k Kind) string {
-	b, _ := embedded.ReadFile("templates/" + k.FileName())
-	return string(b)
-}
-
 // Render replaces every {{NAME}} in the template with vars[NAME]. A
 // placeholder without a value is an error that names the template, so that a
 // typo in an override fails loudly instead of reaching the agent.

@@ -230,3 +230,9 @@ func TestLoadTakesASessionOverrideFromTheDirectory(t *testing.T) {
 		t.Errorf("goal-check: source %q, want the embedded template", tpl.Source)
 	}
 }
+
+// Default returns the embedded text of kind k.
+func Default(k Kind) string {
+	b, _ := embedded.ReadFile("templates/" + k.FileName())
+	return string(b)
+}

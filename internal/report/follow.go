@@ -157,19 +157,6 @@ func ParseLine(line []byte) (Event, bool) {
 	return ev, true
 }
 
-// ReadJournal returns the events of the journal at path whose seq is
-// greater than after, oldest first.
-func ReadJournal(path string, after int64) ([]Event, error) {
-	var out []Event
-	err := (&JournalReader{Path: path}).Scan(func(ev Event) error {
-		if ev.Seq > after {
-			out = append(out, ev)
-		}
-		return nil
-	})
-	return out, err
-}
-
 // Follow calls fn with every event of the journal at path whose seq is
 // greater than after, then with each one appended, polling every poll,
 // until ctx ends (nil) or fn fails (its error). Several runs may share a

@@ -207,7 +207,8 @@ func TestWritersOfOneJournalNeverShareASeq(t *testing.T) {
 		run.Emit(Event{Kind: KindNote})
 	}
 	wg.Wait()
-	evs, err := ReadJournal(p, 0)
+	var evs []Event
+	err := (&JournalReader{Path: p}).Scan(func(ev Event) error { evs = append(evs, ev); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

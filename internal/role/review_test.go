@@ -249,10 +249,14 @@ func TestReviewTemplateRendersWithReviewVars(t *testing.T) {
 }
 
 func TestReviewTemplateTextHasNoStandalonePromise(t *testing.T) {
-	if standaloneSignal.MatchString(prompt.Default(prompt.Review)) {
+	tmpl, err := prompt.Load(prompt.Review, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if standaloneSignal.MatchString(tmpl.Text) {
 		t.Fatal("PROMPT_review.md has a line that is only a promise tag")
 	}
-	if strings.Contains(prompt.Default(prompt.Review), "<promise>") {
+	if strings.Contains(tmpl.Text, "<promise>") {
 		t.Fatal("PROMPT_review.md mentions a promise tag; the reviewer has no signal to give")
 	}
 }

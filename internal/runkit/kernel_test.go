@@ -223,10 +223,10 @@ func TestKernelCrashPoints(t *testing.T) {
 		}
 		state, _ := os.ReadFile(filepath.Join(dir, "state"))
 		var texts []string
-		evs, _ := report.ReadJournal(filepath.Join(dir, "journal"), 0)
-		for _, e := range evs {
+		(&report.JournalReader{Path: filepath.Join(dir, "journal")}).Scan(func(e report.Event) error {
 			texts = append(texts, e.Text)
-		}
+			return nil
+		})
 		if string(state) != c.state || strings.Join(texts, " ") != c.journal {
 			t.Errorf("%s: state %q, journal %q; want %q and %q", c.env, state, texts, c.state, c.journal)
 		}

@@ -281,3 +281,21 @@ func TestAgentFileRoundTripsAndReadsAnOlderRecord(t *testing.T) {
 		t.Error("a cleared record is found")
 	}
 }
+
+// CommitSnapshot is Commit for a runner that reads the tree after its
+// commit anyway: it returns that snapshot, whose Head is the new commit,
+// one git process sooner than Commit and a Snapshot after it.
+func CommitSnapshot(ctx context.Context, g SnapshotCommitGit, m Message, save func(token string) error) (gitx.Snapshot, error) {
+	text, err := stage(ctx, g, m, save)
+	if err != nil {
+		return gitx.Snapshot{}, err
+	}
+	return g.CommitSnapshot(ctx, text)
+}
+
+// SnapshotCommitGit is a CommitGit that can read the work tree right after
+// its commit (*gitx.Repo's CommitSnapshot).
+type SnapshotCommitGit interface {
+	CommitGit
+	CommitSnapshot(ctx context.Context, message string) (gitx.Snapshot, error)
+}

@@ -253,31 +253,6 @@ func (a Action) Records() bool {
 	return false
 }
 
-// EntryActions is what a session entering or resuming in s does first:
-// the role of its state. A resume (after a crash or from Stopped) has no
-// other record of it.
-func EntryActions(s OrchestratorState) []Action {
-	switch s.Current {
-	case Planning:
-		if s.PendingQA {
-			return []Action{InvokeQuestioner, InvokePlanner}
-		}
-		return []Action{InvokePlanner}
-	case Executing:
-		if s.CurrentTaskID == "" {
-			return []Action{SelectTask}
-		}
-		return []Action{InvokeExecutor}
-	case Reviewing:
-		return []Action{InvokeReviewer}
-	case Complete:
-		if !s.Done {
-			return []Action{RunGoalCheck}
-		}
-	}
-	return nil
-}
-
 // IllegalError is an event that has no transition from the current state.
 type IllegalError struct {
 	From  State

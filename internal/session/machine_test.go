@@ -446,3 +446,28 @@ func TestEveryActionHasAPerformer(t *testing.T) {
 		t.Errorf("only %d actions seen; the enumeration is broken", len(seen))
 	}
 }
+
+// EntryActions is what a session entering or resuming in s does first:
+// the role of its state. A resume (after a crash or from Stopped) has no
+// other record of it.
+func EntryActions(s OrchestratorState) []Action {
+	switch s.Current {
+	case Planning:
+		if s.PendingQA {
+			return []Action{InvokeQuestioner, InvokePlanner}
+		}
+		return []Action{InvokePlanner}
+	case Executing:
+		if s.CurrentTaskID == "" {
+			return []Action{SelectTask}
+		}
+		return []Action{InvokeExecutor}
+	case Reviewing:
+		return []Action{InvokeReviewer}
+	case Complete:
+		if !s.Done {
+			return []Action{RunGoalCheck}
+		}
+	}
+	return nil
+}

@@ -88,15 +88,6 @@ func (p *jparser) newValue(kind jkind, start int) *jvalue {
 	return v
 }
 
-// parseJSON parses a complete JSON text (RFC 8259; a leading byte order
-// mark is tolerated) and rejects duplicate keys, which would make an edit
-// ambiguous. Errors are *jsonSyntaxError. The strings of the result share
-// one copy of data, so 10,000 stories do not cost 100,000 allocations.
-func parseJSON(data []byte, lines *lineIndex) (*jvalue, error) {
-	v, _, err := parseJSONText(data, lines)
-	return v, err
-}
-
 func (p *jparser) parse() (*jvalue, error) {
 	if bytes.HasPrefix(p.data, []byte(byteOrderMark)) {
 		p.pos = len(byteOrderMark)
@@ -481,8 +472,12 @@ func jsonString(s string) string {
 	return string(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }
 
-// parseJSONText is parseJSON that also returns the string copy of data its
-// values share, so callers can slice more text from it for free.
+// parseJSONText parses a complete JSON text (RFC 8259; a leading byte
+// order mark is tolerated) and rejects duplicate keys, which would make an
+// edit ambiguous. Errors are *jsonSyntaxError. The strings of the result
+// share one copy of data, so 10,000 stories do not cost 100,000
+// allocations; that copy is returned too, so callers can slice more text
+// from it for free.
 func parseJSONText(data []byte, lines *lineIndex) (*jvalue, string, error) {
 	p := &jparser{data: data, text: string(data), lines: lines}
 	v, err := p.parse()

@@ -372,3 +372,9 @@ func TestPRDJSONStatusWordsOfProgressTxt(t *testing.T) {
 		t.Fatalf("Select = %q, %v; want B", sel.TaskID(), ok)
 	}
 }
+
+// parseJSON is parseJSONText without the text.
+func parseJSON(data []byte, lines *lineIndex) (*jvalue, error) {
+	v, _, err := parseJSONText(data, lines)
+	return v, err
+}

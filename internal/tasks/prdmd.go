@@ -108,31 +108,15 @@ func ParseMarkdown(path string, data []byte) (*PRD, error) {
 // is better reported than edited; an id without a story heading yields an
 // error wrapping ErrStoryNotFound.
 func SetStoryDone(data []byte, id string, done bool) ([]byte, error) {
-	prd, boxes, err := parseMarkdown("", data)
-	if err != nil {
-		return nil, err
-	}
-	for i := range prd.Stories {
-		if prd.Stories[i].ID != id {
-			continue
-		}
-		updated := append([]byte(nil), data...)
-		switch at := boxes.story[i]; {
-		case !done:
-			updated[at] = ' '
-		case updated[at] == ' ':
-			updated[at] = 'x'
-		}
-		return updated, nil
-	}
-	return nil, fmt.Errorf("%w %q: no story heading in the PRD has that id", ErrStoryNotFound, id)
+	heading := func(b markdownBoxes, i int) []int { return []int{b.story[i]} }
+	return editBoxes(data, id, heading, func(int) (bool, bool) { return done, true })
 }
 
 // CheckCriteria ticks the checkbox of every acceptance criterion of the
 // story with the given id, as UncheckCriteria clears them: ralph ticks a
 // story's criteria itself when it accepts the story.
 func CheckCriteria(data []byte, id string) ([]byte, error) {
-	return editCriteria(data, id, func(int) (bool, bool) { return true, true })
+	return editBoxes(data, id, markdownBoxes.allCriteriaOf, func(int) (bool, bool) { return true, true })
 }
 
 // SetCriteriaMarks sets the checkbox of each acceptance criterion of the
@@ -141,7 +125,7 @@ func CheckCriteria(data []byte, id string) ([]byte, error) {
 // keep an agent's ticks on its own story, its claim, when it puts back
 // everything else the agent changed in the PRD.
 func SetCriteriaMarks(data []byte, id string, marks []bool) ([]byte, error) {
-	return editCriteria(data, id, func(j int) (bool, bool) {
+	return editBoxes(data, id, markdownBoxes.allCriteriaOf, func(j int) (bool, bool) {
 		if j >= len(marks) {
 			return false, false
 		}
@@ -156,13 +140,14 @@ func SetCriteriaMarks(data []byte, id string, marks []bool) ([]byte, error) {
 // it did not accept, so that marks from the rejected attempt cannot count as
 // the next attempt's claim.
 func UncheckCriteria(data []byte, id string) ([]byte, error) {
-	return editCriteria(data, id, func(int) (bool, bool) { return false, true })
+	return editBoxes(data, id, markdownBoxes.allCriteriaOf, func(int) (bool, bool) { return false, true })
 }
 
-// editCriteria sets the box of story id's criterion j to what mark says,
-// when it says to (set); an already ticked box keeps its "x" or "X". The
-// data must parse as a PRD; only box characters change.
-func editCriteria(data []byte, id string, mark func(j int) (ticked, set bool)) ([]byte, error) {
+// editBoxes sets the j-th of story id's boxes (its heading's or its
+// criteria's, as boxesOf picks them) to what mark says, when it says to
+// (set); an already ticked box keeps its "x" or "X". The data must parse
+// as a PRD; only box characters change.
+func editBoxes(data []byte, id string, boxesOf func(b markdownBoxes, i int) []int, mark func(j int) (ticked, set bool)) ([]byte, error) {
 	prd, boxes, err := parseMarkdown("", data)
 	if err != nil {
 		return nil, err
@@ -172,7 +157,7 @@ func editCriteria(data []byte, id string, mark func(j int) (ticked, set bool)) (
 			continue
 		}
 		updated := append([]byte(nil), data...)
-		for j, at := range boxes.allCriteriaOf(i) {
+		for j, at := range boxesOf(boxes, i) {
 			switch ticked, set := mark(j); {
 			case !set:
 			case !ticked:

@@ -638,3 +638,18 @@ func TestUncheckCriteriaLeavesBoxesInTheTextAlone(t *testing.T) {
 		t.Fatalf("SetStoryDone changed the text:\n%s\nwant:\n%s", open, want)
 	}
 }
+
+// Next returns the first story, in file order, that is not done. Authors order
+// stories by priority and dependency, so file order is the work order. It
+// reports false when every story is done.
+func (p *PRD) Next() (Story, bool) {
+	if p == nil {
+		return Story{}, false
+	}
+	for i := range p.Stories {
+		if !p.Stories[i].Done {
+			return p.Stories[i], true
+		}
+	}
+	return Story{}, false
+}

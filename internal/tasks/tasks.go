@@ -213,21 +213,6 @@ func (p *PRD) Remaining() int {
 	return remaining
 }
 
-// Next returns the first story, in file order, that is not done. Authors order
-// stories by priority and dependency, so file order is the work order. It
-// reports false when every story is done.
-func (p *PRD) Next() (Story, bool) {
-	if p == nil {
-		return Story{}, false
-	}
-	for i := range p.Stories {
-		if !p.Stories[i].Done {
-			return p.Stories[i], true
-		}
-	}
-	return Story{}, false
-}
-
 // Find returns the story whose ID equals id exactly (ids are case-sensitive)
 // and reports whether there is one.
 func (p *PRD) Find(id string) (Story, bool) {

@@ -231,23 +231,9 @@ func lastLine(n ast.Node) int {
 		}
 		return n.Start.Position.Line + 1 + strings.Count(content, "\n")
 	case *ast.MappingNode:
-		last := tokenLastLine(n.Start)
-		for _, v := range n.Values {
-			last = max(last, lastLine(v))
-		}
-		if n.IsFlowStyle {
-			last = max(last, tokenLastLine(n.End))
-		}
-		return last
+		return collectionLastLine(n.Start, n.End, n.IsFlowStyle, n.Values)
 	case *ast.SequenceNode:
-		last := tokenLastLine(n.Start)
-		for _, v := range n.Values {
-			last = max(last, lastLine(v))
-		}
-		if n.IsFlowStyle {
-			last = max(last, tokenLastLine(n.End))
-		}
-		return last
+		return collectionLastLine(n.Start, n.End, n.IsFlowStyle, n.Values)
 	case *ast.MappingValueNode:
 		return max(lastLine(n.Key), lastLine(n.Value))
 	case *ast.MappingKeyNode:
@@ -260,6 +246,19 @@ func lastLine(n ast.Node) int {
 		return max(tokenLastLine(n.Start), lastLine(n.Value))
 	}
 	return tokenLastLine(n.GetToken())
+}
+
+// collectionLastLine is lastLine of a mapping or a sequence: its last
+// value's, or its closing bracket's in flow style.
+func collectionLastLine[N ast.Node](start, end *token.Token, flow bool, values []N) int {
+	last := tokenLastLine(start)
+	for _, v := range values {
+		last = max(last, lastLine(v))
+	}
+	if flow {
+		last = max(last, tokenLastLine(end))
+	}
+	return last
 }
 
 // tokenLastLine is the last line of a token's text: its own line plus the

@@ -22,20 +22,6 @@ func Clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// ClipTail keeps at most the last n bytes of s, starting with "…" when it
-// cut: the end of a log is where the error is. Like Clip it never cuts
-// inside a UTF-8 sequence.
-func ClipTail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := len(s) - n
-	for i < len(s) && !utf8.RuneStart(s[i]) {
-		i++
-	}
-	return "…" + s[i:]
-}
-
 // OneLine collapses every run of white space in s, newlines included, to
 // one space and trims the ends.
 func OneLine(s string) string {

@@ -26,23 +26,6 @@ func TestClip(t *testing.T) {
 	}
 }
 
-func TestClipTail(t *testing.T) {
-	for _, c := range []struct {
-		s    string
-		n    int
-		want string
-	}{
-		{"short", 10, "short"},
-		{"error at the end", 7, "…the end"},
-		{"x✓✓", 4, "…✓"},
-	} {
-		got := ClipTail(c.s, c.n)
-		if got != c.want || !utf8.ValidString(got) {
-			t.Errorf("ClipTail(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
-		}
-	}
-}
-
 func TestOneLineOrNoneShortHash(t *testing.T) {
 	if got := OneLine("  two\n\tlines  here \n"); got != "two lines here" {
 		t.Errorf("OneLine = %q", got)

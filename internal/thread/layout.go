@@ -295,15 +295,6 @@ func SetActive(ralphDir, id string) error {
 	return store.WriteFileAtomic(ActivePath(ralphDir), []byte(id+"\n"), 0o644)
 }
 
-// ClearActive deselects the thread.
-func ClearActive(ralphDir string) error {
-	err := os.Remove(ActivePath(ralphDir))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	return err
-}
-
 // idAlphabet is Crockford's base32 in lower case. Its characters are in
 // ascending byte order, so fixed-width ids sort as their numbers do.
 const idAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"

@@ -214,3 +214,12 @@ func TestNewIDIsShortSortableAndUnique(t *testing.T) {
 		t.Fatalf("incrementID(0zz) = %s", got)
 	}
 }
+
+// ClearActive deselects the thread.
+func ClearActive(ralphDir string) error {
+	err := os.Remove(ActivePath(ralphDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}

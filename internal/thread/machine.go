@@ -311,17 +311,6 @@ const (
 // Valid reports whether m is a known mode.
 func (m Mode) Valid() bool { return m == ModeMethodical || m == ModeQuick }
 
-// ParseMode reads a mode name; the empty string is methodical.
-func ParseMode(s string) (Mode, error) {
-	switch Mode(strings.ToLower(strings.TrimSpace(s))) {
-	case "", ModeMethodical:
-		return ModeMethodical, nil
-	case ModeQuick:
-		return ModeQuick, nil
-	}
-	return "", fmt.Errorf("unknown mode %q: use %q or %q", s, ModeMethodical, ModeQuick)
-}
-
 // Source is who or what caused an event.
 type Source string
 
@@ -603,29 +592,6 @@ func AutoEvent(p Phase, mode Mode) (Event, bool) {
 	return Event{}, false
 }
 
-// AutoAdvance takes the automatic transitions from t's phase under mode
-// (normally t.Mode) until none is left, and returns the thread, the actions
-// of every step in order, and whether it moved. It stops at every phase that
-// waits for an outside event: a check's outcome, an agent's output or a
-// human command. In particular it stops at each human checkpoint and can
-// never pass one: quick mode auto-advances to the gates, not through them.
-func AutoAdvance(t Thread, mode Mode) (Thread, []Action, bool) {
-	var actions []Action
-	moved := false
-	for range len(Table) { // the automatic rows form no cycle; this bounds a broken table
-		ev, ok := AutoEvent(t.Phase.Type, mode)
-		if !ok {
-			break
-		}
-		n, acts, err := Next(t, ev)
-		if err != nil {
-			break
-		}
-		t, actions, moved = n, append(actions, acts...), true
-	}
-	return t, actions, moved
-}
-
 // Mermaid renders the table as a mermaid state diagram (`ralph diagram
 // thread`), so that the documentation is generated from the code and cannot
 // drift from it.
@@ -640,18 +606,4 @@ func Mermaid() string {
 		}
 	}
 	return machine.Mermaid(arrows)
-}
-
-// Pairs returns the distinct (from, to) edges of the table, sorted.
-func Pairs() []string {
-	seen := map[string]bool{}
-	for _, r := range Table {
-		seen[string(r.From)+" -> "+string(r.To)] = true
-	}
-	out := make([]string, 0, len(seen))
-	for p := range seen {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
 }

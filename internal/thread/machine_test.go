@@ -723,7 +723,7 @@ func TestPreflightFailuresAreKept(t *testing.T) {
 	}
 }
 
-func TestParsePhaseAndMode(t *testing.T) {
+func TestParsePhase(t *testing.T) {
 	for in, want := range map[string]Phase{"Running": PhaseRunning, "running": PhaseRunning,
 		"pending_review": PhasePendingReview, "ready-to-commit": PhaseReadyToCommit} {
 		if got, ok := ParsePhase(in); !ok || got != want {
@@ -733,12 +733,41 @@ func TestParsePhaseAndMode(t *testing.T) {
 	if _, ok := ParsePhase("Sleeping"); ok {
 		t.Error("ParsePhase accepted Sleeping")
 	}
-	for in, want := range map[string]Mode{"": ModeMethodical, "methodical": ModeMethodical, "Quick": ModeQuick} {
-		if got, err := ParseMode(in); err != nil || got != want {
-			t.Errorf("ParseMode(%q) = %q %v", in, got, err)
+}
+
+// AutoAdvance takes the automatic transitions from t's phase under mode
+// (normally t.Mode) until none is left, and returns the thread, the actions
+// of every step in order, and whether it moved. It stops at every phase that
+// waits for an outside event: a check's outcome, an agent's output or a
+// human command. In particular it stops at each human checkpoint and can
+// never pass one: quick mode auto-advances to the gates, not through them.
+func AutoAdvance(t Thread, mode Mode) (Thread, []Action, bool) {
+	var actions []Action
+	moved := false
+	for range len(Table) { // the automatic rows form no cycle; this bounds a broken table
+		ev, ok := AutoEvent(t.Phase.Type, mode)
+		if !ok {
+			break
 		}
+		n, acts, err := Next(t, ev)
+		if err != nil {
+			break
+		}
+		t, actions, moved = n, append(actions, acts...), true
 	}
-	if _, err := ParseMode("fast"); err == nil || !strings.Contains(err.Error(), "quick") {
-		t.Errorf("ParseMode(fast): %v", err)
+	return t, actions, moved
+}
+
+// Pairs returns the distinct (from, to) edges of the table, sorted.
+func Pairs() []string {
+	seen := map[string]bool{}
+	for _, r := range Table {
+		seen[string(r.From)+" -> "+string(r.To)] = true
 	}
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -47,11 +47,6 @@ func Root(repoRoot, override string) string {
 	return filepath.Join(repoRoot, override)
 }
 
-// Path is the worktree of task in run under DefaultRoot(repoRoot).
-func Path(repoRoot, run, task string) string {
-	return PathUnder(DefaultRoot(repoRoot), run, task)
-}
-
 // PathUnder is the worktree of task in run under root, as Root returns it.
 // Run and task ids become one folder name each, whatever they hold: a
 // subtask id's "/" or a leading "." could otherwise nest folders or climb

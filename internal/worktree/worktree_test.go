@@ -170,3 +170,8 @@ func TestClearLeftLockOnlyInRalphsWorktrees(t *testing.T) {
 		}
 	}
 }
+
+// Path is the worktree of task in run under DefaultRoot(repoRoot).
+func Path(repoRoot, run, task string) string {
+	return PathUnder(DefaultRoot(repoRoot), run, task)
+}

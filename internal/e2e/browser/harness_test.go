@@ -18,6 +18,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/fakeagent"
 	"github.com/ralphloop/ralph/internal/testing/clitest"
+	"github.com/ralphloop/ralph/internal/testing/harness"
 )
 
 const prd = `# PRD: serve test
@@ -103,16 +104,7 @@ func newRepo(t *testing.T, pause string) *repo {
 // env is the environment of ralph and git: nothing of the user's git
 // configuration, and no second of race-runtime sleep at each exit.
 func (r *repo) env() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "GIT_") || name == "HOME" || name == "XDG_CONFIG_HOME" || name == "GORACE" || name == fakeagent.EnvScenario || name == "AGENT_CMD" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "HOME="+r.home, "GIT_CONFIG_GLOBAL="+filepath.Join(r.home, "gitconfig"), "GIT_CONFIG_NOSYSTEM=1",
-		fakeagent.EnvScenario+"="+r.scenario, "GORACE="+clitest.NoExitSleep())
+	return harness.Env("HOME="+r.home, "GIT_CONFIG_GLOBAL="+filepath.Join(r.home, "gitconfig"), fakeagent.EnvScenario+"="+r.scenario)
 }
 
 func (r *repo) git(t *testing.T, args ...string) string {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/fakeagent"
+	"github.com/ralphloop/ralph/internal/testing/harness"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 	"github.com/ralphloop/ralph/internal/text"
 )
@@ -72,10 +73,10 @@ func dependencies(w *world, x executor) {
 	w.assertLandedOnce(stories)
 	landed := w.landed()
 	if strings.Index(strings.Join(landed, " "), "US-001") > strings.Index(strings.Join(landed, " "), "US-003") {
-		w.t.Errorf("main has %v: US-003 landed before US-001, which it depends on", landed)
+		w.T.Errorf("main has %v: US-003 landed before US-001, which it depends on", landed)
 	}
-	if saw := w.git(w.repo, "show", "main:saw-one.txt"); saw != "yes" {
-		w.t.Errorf("US-003's agent started without US-001's work in its worktree (saw-one.txt: %q): it started before what it depends on landed", saw)
+	if saw := w.Git(w.repo, "show", "main:saw-one.txt"); saw != "yes" {
+		w.T.Errorf("US-003's agent started without US-001's work in its worktree (saw-one.txt: %q): it started before what it depends on landed", saw)
 	}
 }
 
@@ -97,21 +98,21 @@ func conflict(w *world, x executor) {
 		agent: []fakeagent.Invocation{redo(a), redo(b), change(a), change(b)}})
 	w.complete(x.build(w, 2, ""))
 	w.assertLandedOnce([]story{a, b})
-	shared := w.git(w.repo, "show", "main:shared.txt")
+	shared := w.Git(w.repo, "show", "main:shared.txt")
 	var retried string
 	for _, s := range []story{a, b} {
 		if strings.Contains(shared, s.id+" was here too") {
 			if retried != "" {
-				w.t.Errorf("both tasks were redone after a conflict:\n%s", shared)
+				w.T.Errorf("both tasks were redone after a conflict:\n%s", shared)
 			}
 			retried = s.id
 		}
 	}
 	if retried == "" || !strings.Contains(shared, "two, says US-00") {
-		w.t.Fatalf("main's shared.txt is not one task's change plus the other's redo after the conflict:\n%s", shared)
+		w.T.Fatalf("main's shared.txt is not one task's change plus the other's redo after the conflict:\n%s", shared)
 	}
 	if evs := w.eventsOf(retried, "its changes conflict with work landed on main meanwhile, in shared.txt"); len(evs) == 0 {
-		w.t.Errorf("the journal has no event of %s sent back for its conflict in shared.txt", retried)
+		w.T.Errorf("the journal has no event of %s sent back for its conflict in shared.txt", retried)
 	}
 }
 
@@ -136,15 +137,15 @@ sed -i "/^### \[ \] $id:/{s/\[ \]/[x]/;n;s/- \[ \]/- [x]/}" .agents/tasks/prd.md
 	w.assertCheckedReflog()
 	var retried string
 	for _, s := range stories {
-		if _, code := w.run(w.repo, "git", "cat-file", "-e", "main:"+s.id+"-redone.txt"); code == 0 {
+		if _, code := w.Run(w.repo, "git", "cat-file", "-e", "main:"+s.id+"-redone.txt"); code == 0 {
 			retried = s.id
 		}
 	}
 	if retried == "" {
-		w.t.Fatalf("no task was redone after its integrated check failed:\n%s", w.git(w.repo, "log", "--stat", "main"))
+		w.T.Fatalf("no task was redone after its integrated check failed:\n%s", w.Git(w.repo, "log", "--stat", "main"))
 	}
 	if evs := w.eventsOf(retried, `check "checks" failed after integration on main`); len(evs) == 0 {
-		w.t.Errorf("the journal has no event of %s sent back for its check failing after integration", retried)
+		w.T.Errorf("the journal has no event of %s sent back for its check failing after integration", retried)
 	}
 }
 
@@ -166,22 +167,22 @@ echo "$c" > %q`, filepath.Dir(moved), moved)}
 		// judges its landing against the moved target.
 		agent: []fakeagent.Invocation{work(first(one), one, move), work(first(two), two, waitFlag(moved))}})
 	b := x.build(w, 2, "")
-	w.waitEnd(b, 3*time.Minute)
+	w.WaitEnd(b, 3*time.Minute)
 	to, err := os.ReadFile(moved)
 	if err != nil {
-		w.t.Fatalf("US-001's agent did not move main: %v", err)
+		w.T.Fatalf("US-001's agent did not move main: %v", err)
 	}
 	bad := strings.TrimSpace(string(to))
-	from := w.git(w.repo, "rev-parse", bad+"^")
-	out := b.output()
-	if !b.exited() || b.code() == 0 {
-		w.t.Errorf("the build went on to exit 0 after main was moved to %s, where the check fails; want it stopped:\n%s", text.ShortHash(bad), clip(out, 4000))
+	from := w.Git(w.repo, "rev-parse", bad+"^")
+	out := b.Output()
+	if !b.Exited() || b.Code() == 0 {
+		w.T.Errorf("the build went on to exit 0 after main was moved to %s, where the check fails; want it stopped:\n%s", text.ShortHash(bad), harness.Clip(out, 4000))
 	}
 	if !strings.Contains(out, "moved outside ralph from "+text.ShortHash(from)) || !strings.Contains(out, "to "+text.ShortHash(bad)) {
-		w.t.Errorf("the build's output does not name both commits (from %s to %s):\n%s", text.ShortHash(from), text.ShortHash(bad), clip(out, 4000))
+		w.T.Errorf("the build's output does not name both commits (from %s to %s):\n%s", text.ShortHash(from), text.ShortHash(bad), harness.Clip(out, 4000))
 	}
-	if tip := w.git(w.repo, "rev-parse", "main"); tip != bad {
-		w.t.Errorf("main is at %s; ralph leaves a target moved outside it where it is (%s)", text.ShortHash(tip), text.ShortHash(bad))
+	if tip := w.Git(w.repo, "rev-parse", "main"); tip != bad {
+		w.T.Errorf("main is at %s; ralph leaves a target moved outside it where it is (%s)", text.ShortHash(tip), text.ShortHash(bad))
 	}
 }
 
@@ -218,11 +219,11 @@ exit 0
 	w.complete(x.build(w, 2, ""))
 	id, err := os.ReadFile(deleted)
 	if err != nil {
-		w.t.Fatalf("no branch was deleted: the check did not run in the integration worktree while the first task landed (%v)", err)
+		w.T.Fatalf("no branch was deleted: the check did not run in the integration worktree while the first task landed (%v)", err)
 	}
 	w.assertLandedOnce(stories)
 	if gone := strings.TrimSpace(string(id)); len(w.eventsOf(gone, "is gone")) == 0 {
-		w.t.Errorf("the journal has no event of %s sent back because its branch is gone", gone)
+		w.T.Errorf("the journal has no event of %s sent back because its branch is gone", gone)
 	}
 }
 
@@ -236,19 +237,19 @@ func crashAt(point string) func(w *world, x executor) {
 		w.make(x, repo{stories: stories, agent: []fakeagent.Invocation{work(first(one), one), work(first(two), two), work(first(three), three)}})
 		b := x.build(w, 2, point)
 		lander := x.lander(w, b)
-		w.waitFor("the process that lands to be killed at "+point+" or the build to end", 3*time.Minute, func() (bool, string) {
-			return lander.exited() || b.exited(), clip(b.output(), 2000)
+		w.WaitFor("the process that lands to be killed at "+point+" or the build to end", 3*time.Minute, func() (bool, string) {
+			return lander.Exited() || b.Exited(), harness.Clip(b.Output(), 2000)
 		})
 		// The build may end in the same instant its lander is killed:
 		// the kill is looked for a little longer before it is missed.
-		wait.Within(w.within(10*time.Second), lander.exited)
-		if !lander.exited() || !lander.killed() {
+		wait.Within(w.Within(10*time.Second), lander.Exited)
+		if !lander.Exited() || !lander.Killed() {
 			state := "still runs"
-			if lander.exited() {
-				state = fmt.Sprint("exited: ", lander.err)
+			if lander.Exited() {
+				state = fmt.Sprint("exited: ", lander.Err)
 			}
-			w.t.Fatalf("RALPH_TEST_CRASH_AT=%s: %s (the process that lands) was not killed there (it %s); the build ended (%v) without the crash:\n%s",
-				point, lander.name, state, b.err, clip(b.output(), 3000))
+			w.T.Fatalf("RALPH_TEST_CRASH_AT=%s: %s (the process that lands) was not killed there (it %s); the build ended (%v) without the crash:\n%s",
+				point, lander.Name, state, b.Err, harness.Clip(b.Output(), 3000))
 		}
 		w.complete(x.resume(w, b))
 		w.assertLandedOnce(stories)
@@ -266,19 +267,19 @@ func stopResume(w *world, x executor) {
 	}
 	w.make(x, repo{stories: stories, agent: []fakeagent.Invocation{agent(one), agent(two)}})
 	b := x.build(w, 2, "")
-	w.waitFor("both agents to start", 2*time.Minute, func() (bool, string) {
-		return w.raised("started-US-001") && w.raised("started-US-002"), clip(b.output(), 2000)
+	w.WaitFor("both agents to start", 2*time.Minute, func() (bool, string) {
+		return w.raised("started-US-001") && w.raised("started-US-002"), harness.Clip(b.Output(), 2000)
 	})
-	out, code := w.run(w.repo, w.ralph, "stop")
+	out, code := w.Run(w.repo, w.Ralph, "stop")
 	if code != 0 {
-		w.t.Fatalf("ralph stop: exit %d\n%s", code, out)
+		w.T.Fatalf("ralph stop: exit %d\n%s", code, out)
 	}
-	w.waitEnd(b, 2*time.Minute)
-	if b.code() == 0 || strings.Contains(b.output(), "complete:") {
-		w.t.Errorf("the stopped build: exit %d, want it interrupted, not complete:\n%s", b.code(), clip(b.output(), 3000))
+	w.WaitEnd(b, 2*time.Minute)
+	if b.Code() == 0 || strings.Contains(b.Output(), "complete:") {
+		w.T.Errorf("the stopped build: exit %d, want it interrupted, not complete:\n%s", b.Code(), harness.Clip(b.Output(), 3000))
 	}
 	if landed := w.landed(); len(landed) != 0 {
-		w.t.Errorf("tasks landed although every agent waited when the run stopped: %v", landed)
+		w.T.Errorf("tasks landed although every agent waited when the run stopped: %v", landed)
 	}
 	w.raise("go")
 	w.complete(x.resume(w, b))

@@ -1,25 +1,15 @@
 package conformance
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
-
-	"github.com/ralphloop/ralph/internal/testing/clitest"
+	"github.com/ralphloop/ralph/internal/testing/harness"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
@@ -63,12 +53,12 @@ func (local) build(w *world, n int, crashAt string) *proc {
 	if crashAt != "" {
 		env = append(env, "RALPH_TEST_CRASH_AT="+crashAt)
 	}
-	return w.start("build", w.repo, env, w.ralph, "build", "--workers", strconv.Itoa(n))
+	return w.Start("build", w.repo, env, w.Ralph, "build", "--workers", strconv.Itoa(n))
 }
 
 func (l local) resume(w *world, b *proc) *proc {
-	w.waitEnd(b, time.Minute)
-	w.reap()
+	w.WaitEnd(b, time.Minute)
+	w.Reap()
 	return l.build(w, 2, "")
 }
 
@@ -80,22 +70,22 @@ type temporalExec struct{}
 
 func (*temporalExec) name() string { return "temporal" }
 
-func (*temporalExec) exchange(w *world) string { return filepath.Join(w.dir, "exchange.git") }
+func (*temporalExec) exchange(w *world) string { return filepath.Join(w.Dir, "exchange.git") }
 
 func (x *temporalExec) branches(w *world) string { return x.exchange(w) }
 
 // queue is the scenario's task queue: its own workflow id on the shared
 // server.
 func queue(w *world) string {
-	return "conf-" + strings.NewReplacer("/", "-", " ", "-", "@", "-").Replace(w.t.Name())
+	return "conf-" + strings.NewReplacer("/", "-", " ", "-", "@", "-").Replace(w.T.Name())
 }
 
 // config: a heartbeat of 2s timed out under -race on a loaded machine
 // (the attempt was run again, or blocked); 5s is the fleet tests' own.
 func (x *temporalExec) config(w *world) string {
-	addr := devServer.address(w.t)
+	addr := devServer.address(w.T)
 	if _, err := os.Stat(x.exchange(w)); err != nil {
-		w.git(w.dir, "init", "-q", "--bare", x.exchange(w))
+		w.Git(w.Dir, "init", "-q", "--bare", x.exchange(w))
 	}
 	return fmt.Sprintf("[engine]\nkind = \"temporal\"\naddress = %q\ntask_queue = %q\nexchange_remote = %q\nheartbeat = \"5s\"\nhost_timeout = \"30s\"\n",
 		addr, queue(w), x.exchange(w))
@@ -104,9 +94,9 @@ func (x *temporalExec) config(w *world) string {
 // worker is the scenario's running `ralph worker`, nil before the first
 // build.
 func (x *temporalExec) worker(w *world) *proc {
-	for i := len(w.procs) - 1; i >= 0; i-- {
-		if strings.HasPrefix(w.procs[i].name, "worker") {
-			return w.procs[i]
+	for i := len(w.Procs) - 1; i >= 0; i-- {
+		if strings.HasPrefix(w.Procs[i].Name, "worker") {
+			return w.Procs[i]
 		}
 	}
 	return nil
@@ -117,26 +107,25 @@ func (x *temporalExec) startWorker(w *world, crashAt string) *proc {
 	if crashAt != "" {
 		env = append(env, "RALPH_TEST_CRASH_AT="+crashAt)
 	}
-	p := w.start("worker", w.repo, env, w.ralph, "worker", "--host", "a", "--integrate")
-	w.waitLog(p, `ralph worker a: polling`, time.Minute)
+	p := w.Start("worker", w.repo, env, w.Ralph, "worker", "--host", "a", "--integrate")
+	w.WaitLog(p, `ralph worker a: polling`, time.Minute)
 	return p
 }
 
 func (x *temporalExec) build(w *world, n int, crashAt string) *proc {
-	if p := x.worker(w); p == nil || p.exited() || crashAt != "" {
-		if p != nil && !p.exited() {
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
+	if p := x.worker(w); p == nil || p.Exited() || crashAt != "" {
+		if p != nil {
+			p.Kill()
 		}
 		x.startWorker(w, crashAt)
 	}
 	// A build started while the hosts still save the attempts of a
 	// stopped run is told to wait: it is started again until it runs.
 	var b *proc
-	w.waitFor("ralph build to start on Temporal", 2*time.Minute, func() (bool, string) {
-		b = w.start("build", w.repo, nil, w.ralph, "build", "--workers", strconv.Itoa(n))
-		wait.Within(w.within(time.Minute), func() bool { return b.exited() || strings.Contains(b.output(), "started on Temporal") })
-		return strings.Contains(b.output(), "started on Temporal"), b.output()
+	w.WaitFor("ralph build to start on Temporal", 2*time.Minute, func() (bool, string) {
+		b = w.Start("build", w.repo, nil, w.Ralph, "build", "--workers", strconv.Itoa(n))
+		wait.Within(w.Within(time.Minute), func() bool { return b.Exited() || strings.Contains(b.Output(), "started on Temporal") })
+		return strings.Contains(b.Output(), "started on Temporal"), b.Output()
 	})
 	return b
 }
@@ -146,22 +135,13 @@ func (x *temporalExec) lander(w *world, b *proc) *proc { return x.worker(w) }
 func (x *temporalExec) resume(w *world, b *proc) *proc {
 	// The build follower goes on; what the killed worker left running
 	// is stopped by the restarted worker's resumed loops.
-	if p := x.worker(w); p == nil || p.exited() {
+	if p := x.worker(w); p == nil || p.Exited() {
 		x.startWorker(w, "")
 	}
-	if b.exited() {
+	if b.Exited() {
 		return x.build(w, 2, "")
 	}
 	return b
-}
-
-// reap kills what a killed ralph left running in the scenario's folder
-// (its agents, its checks): the resumed run stops leftovers itself; this
-// only keeps the machine's processes from piling up.
-func (w *world) reap() {
-	for _, pid := range processesIn(w.dir) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
 }
 
 // devServer is the Temporal dev server every scenario shares, started by
@@ -170,9 +150,8 @@ var devServer = &server{}
 
 type server struct {
 	once sync.Once
-	addr string
-	cmd  *exec.Cmd
 	dir  string
+	srv  *harness.DevServer
 	err  error
 }
 
@@ -183,91 +162,20 @@ func (s *server) address(t interface {
 	Fatalf(string, ...any)
 }) string {
 	t.Helper()
-	s.once.Do(func() { s.err = s.start() })
+	s.once.Do(func() {
+		if s.dir, s.err = os.MkdirTemp("", "ralph-conformance-temporal-"); s.err == nil {
+			s.srv, s.err = harness.StartDevServer(s.dir, harness.CleanEnv(), time.Minute)
+		}
+	})
 	if s.err != nil {
 		t.Fatalf("the Temporal executor needs the dev server: %v", s.err)
 	}
-	return s.addr
-}
-
-func (s *server) start() error {
-	root, err := clitest.RepoRoot()
-	if err != nil {
-		return err
-	}
-	bin := filepath.Join(root, ".tools", "temporal", "temporal")
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("no Temporal CLI at %s: run `make temporal` (scripts/install-temporal.sh builds the pinned one; `make test` runs it first): %v", bin, err)
-	}
-	if s.dir, err = os.MkdirTemp("", "ralph-conformance-temporal-"); err != nil {
-		return err
-	}
-	for try := 1; ; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		logf, err := os.Create(filepath.Join(s.dir, fmt.Sprintf("server-%d.log", try)))
-		if err != nil {
-			return err
-		}
-		cmd := exec.Command(bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", strconv.Itoa(port), "--ui-port", "0", "--log-level", "warn")
-		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = s.dir, cleanEnv(), logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			return err
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-		s.cmd = cmd
-		up := func() bool {
-			select {
-			case <-exited:
-				return true
-			default:
-			}
-			return answers(addr)
-		}
-		if wait.Within(time.Minute, up) {
-			select {
-			case <-exited:
-				// Another process may have taken the port: another try.
-				if try < 3 {
-					continue
-				}
-				out, _ := os.ReadFile(logf.Name())
-				return fmt.Errorf("the dev server exited:\n%s", clip(string(out), 4000))
-			default:
-				s.addr = addr
-				return nil
-			}
-		}
-		s.stop()
-		return fmt.Errorf("the dev server did not answer on %s within a minute", addr)
-	}
-}
-
-// answers reports whether the server's default namespace answers.
-func answers(addr string) bool {
-	quiet := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: quiet})
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
-	return err == nil
+	return s.srv.Addr
 }
 
 func (s *server) stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	if s.srv != nil {
+		s.srv.Proc.Kill()
 	}
 	if s.dir != "" {
 		os.RemoveAll(s.dir)

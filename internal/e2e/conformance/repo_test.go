@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/fakeagent"
+	"github.com/ralphloop/ralph/internal/testing/harness"
 )
 
 // story is one story of a scenario's PRD: its id, title, the file its
@@ -68,9 +69,9 @@ type repo struct {
 
 // make writes the repository for executor x and commits it on main.
 func (w *world) make(x executor, r repo) {
-	w.t.Helper()
+	w.T.Helper()
 	if err := fakeagent.WriteScenario(w.scenario, fakeagent.Scenario{Format: "claude", Invocations: r.agent}); err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	check := r.check
 	if check == "" {
@@ -90,33 +91,33 @@ format = "claude"
 [[checks]]
 name = "checks"
 run = "sh check.sh"
-`, w.ralph, w.scenario) + x.config(w)
+`, w.Ralph, w.scenario) + x.config(w)
 	files := map[string]string{".agents/tasks/prd.md": prd(r.stories), ".ralph/config.toml": config, "check.sh": check, "README.md": "# conformance\n"}
 	for k, v := range r.files {
 		files[k] = v
 	}
-	w.writeFiles(files)
-	w.git(w.repo, "init", "-q", "-b", "main")
-	w.git(w.repo, "add", "-A")
-	w.git(w.repo, "commit", "-q", "-m", "initial")
+	w.WriteFiles(w.repo, files)
+	w.Git(w.repo, "init", "-q", "-b", "main")
+	w.Git(w.repo, "add", "-A")
+	w.Git(w.repo, "commit", "-q", "-m", "initial")
 }
 
 // complete follows build b to its end and fails the scenario unless it
 // exits 0.
 func (w *world) complete(b *proc) string {
-	w.t.Helper()
-	w.waitEnd(b, 3*time.Minute)
-	if b.code() != 0 {
-		w.t.Fatalf("ralph build: %v, want exit 0 (every task landed):\n%s", b.err, clip(b.output(), 6000))
+	w.T.Helper()
+	w.WaitEnd(b, 3*time.Minute)
+	if b.Code() != 0 {
+		w.T.Fatalf("ralph build: %v, want exit 0 (every task landed):\n%s", b.Err, harness.Clip(b.Output(), 6000))
 	}
-	return b.output()
+	return b.Output()
 }
 
 // assertLandedOnce checks that the target holds exactly one commit for
 // each of the stories, that `ralph status --json` says each landed, and
 // that the checkout is clean on main.
 func (w *world) assertLandedOnce(stories []story) {
-	w.t.Helper()
+	w.T.Helper()
 	got := w.landed()
 	var want []string
 	for _, s := range stories {
@@ -124,44 +125,44 @@ func (w *world) assertLandedOnce(stories []story) {
 	}
 	sorted := slices.Sorted(slices.Values(got))
 	if !slices.Equal(sorted, want) {
-		w.t.Errorf("the commits on main are for %v; want each of %v exactly once:\n%s", got, want, w.git(w.repo, "log", "--format=%h %s", "main"))
+		w.T.Errorf("the commits on main are for %v; want each of %v exactly once:\n%s", got, want, w.Git(w.repo, "log", "--format=%h %s", "main"))
 	}
 	board, err := w.board()
 	if err != nil {
-		w.t.Error(err)
+		w.T.Error(err)
 	}
 	for _, s := range stories {
 		if st := board[s.id].State; st != "landed" {
-			w.t.Errorf("ralph status --json: %s is %q (%s), want landed", s.id, st, board[s.id].Reason)
+			w.T.Errorf("ralph status --json: %s is %q (%s), want landed", s.id, st, board[s.id].Reason)
 		}
 	}
-	if st := w.git(w.repo, "status", "--porcelain"); st != "" {
-		w.t.Errorf("the checkout is not clean after the run:\n%s", st)
+	if st := w.Git(w.repo, "status", "--porcelain"); st != "" {
+		w.T.Errorf("the checkout is not clean after the run:\n%s", st)
 	}
-	if b := w.git(w.repo, "branch", "--show-current"); b != "main" {
-		w.t.Errorf("the checkout is on %q, want main", b)
+	if b := w.Git(w.repo, "branch", "--show-current"); b != "main" {
+		w.T.Errorf("the checkout is on %q, want main", b)
 	}
 }
 
 // assertCheckedReflog runs the check on every commit main was ever at:
 // the target only ever moves to a commit whose checks passed.
 func (w *world) assertCheckedReflog() {
-	w.t.Helper()
-	tree := filepath.Join(w.dir, "reflog-tree")
-	for _, c := range strings.Fields(w.git(w.repo, "rev-list", "--reflog", "main")) {
+	w.T.Helper()
+	tree := filepath.Join(w.Dir, "reflog-tree")
+	for _, c := range strings.Fields(w.Git(w.repo, "rev-list", "--reflog", "main")) {
 		os.RemoveAll(tree)
-		w.git(w.repo, "worktree", "add", "-q", "--detach", tree, c)
-		out, code := w.run(tree, "sh", "check.sh")
-		w.git(w.repo, "worktree", "remove", "--force", tree)
+		w.Git(w.repo, "worktree", "add", "-q", "--detach", tree, c)
+		out, code := w.Run(tree, "sh", "check.sh")
+		w.Git(w.repo, "worktree", "remove", "--force", tree)
 		if code != 0 {
-			w.t.Errorf("main was at %s, where the check fails: %s", c[:12], strings.TrimSpace(out))
+			w.T.Errorf("main was at %s, where the check fails: %s", c[:12], strings.TrimSpace(out))
 		}
 	}
 }
 
 // eventsOf are the journal's events of task whose text holds s.
-func (w *world) eventsOf(task, s string) []event {
-	var out []event
+func (w *world) eventsOf(task, s string) []harness.Event {
+	var out []harness.Event
 	for _, ev := range w.journal() {
 		if ev.Task == task && strings.Contains(ev.Text, s) {
 			out = append(out, ev)
@@ -172,15 +173,15 @@ func (w *world) eventsOf(task, s string) []event {
 
 // flag is a file outside the repository that an agent or a check
 // touches, and the test or another agent waits on.
-func (w *world) flag(name string) string { return filepath.Join(w.dir, "flags", name) }
+func (w *world) flag(name string) string { return filepath.Join(w.Dir, "flags", name) }
 
 func (w *world) raise(name string) {
-	w.t.Helper()
+	w.T.Helper()
 	if err := os.MkdirAll(filepath.Dir(w.flag(name)), 0o755); err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	if err := os.WriteFile(w.flag(name), nil, 0o644); err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 }
 

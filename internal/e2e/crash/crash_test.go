@@ -32,7 +32,7 @@ import (
 	"github.com/ralphloop/ralph/internal/fakeagent"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/memory"
-	"github.com/ralphloop/ralph/internal/testing/clitest"
+	"github.com/ralphloop/ralph/internal/testing/harness"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
@@ -132,17 +132,7 @@ func newCrashHarness(t *testing.T) *crashHarness {
 // at the exit of every ralph and fake agent process, which added up to
 // most of these tests' time under -race.
 func (h *crashHarness) env(scenario string, crashAfter int) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "GIT_") || name == "HOME" || name == "XDG_CONFIG_HOME" || name == "GORACE" ||
-			name == "RALPH_TEST_CRASH_AFTER" || name == fakeagent.EnvScenario || name == "AGENT_CMD" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env, "HOME="+h.home, "GIT_CONFIG_GLOBAL="+h.gitconfig, "GIT_CONFIG_NOSYSTEM=1",
-		fakeagent.EnvScenario+"="+scenario, "GORACE="+clitest.NoExitSleep())
+	env := harness.Env("HOME="+h.home, "GIT_CONFIG_GLOBAL="+h.gitconfig, fakeagent.EnvScenario+"="+scenario)
 	if crashAfter > 0 {
 		env = append(env, "RALPH_TEST_CRASH_AFTER="+strconv.Itoa(crashAfter))
 	}
@@ -284,7 +274,7 @@ func (c *crashCase) reapLeftovers(t *testing.T) {
 	t.Helper()
 	seen := map[int]bool{}
 	gone := func() bool {
-		pids := processesIn(c.repo)
+		pids := harness.ProcessesIn(c.repo)
 		for _, p := range pids {
 			seen[p] = true
 		}
@@ -296,40 +286,11 @@ func (c *crashCase) reapLeftovers(t *testing.T) {
 		}
 		return
 	}
-	for _, p := range processesIn(c.repo) {
-		t.Logf("process %d outlived ralph by 5s (%s); killing it", p, cmdline(p))
+	for _, p := range harness.ProcessesIn(c.repo) {
+		t.Logf("process %d outlived ralph by 5s (%s); killing it", p, harness.Cmdline(p))
 		syscall.Kill(p, syscall.SIGKILL)
 	}
-	wait.Until(t, wait.Long, func() bool { return len(processesIn(c.repo)) == 0 }, "the leftover processes to die of SIGKILL")
-}
-
-// processesIn lists the processes whose working directory is dir or
-// below it (Linux; elsewhere it finds none).
-func processesIn(dir string) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-		if err != nil {
-			continue
-		}
-		if cwd == dir || strings.HasPrefix(cwd, dir+string(filepath.Separator)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-func cmdline(pid int) string {
-	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-	return strings.Join(strings.Fields(strings.ReplaceAll(string(b), "\x00", " ")), " ")
+	wait.Until(t, wait.Long, func() bool { return len(harness.ProcessesIn(c.repo)) == 0 }, "the leftover processes to die of SIGKILL")
 }
 
 // ralphFiles checks that every JSON file under .ralph parses and every

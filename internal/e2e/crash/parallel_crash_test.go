@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/fakeagent"
+	"github.com/ralphloop/ralph/internal/testing/harness"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
@@ -85,7 +86,7 @@ func (c *crashCase) buildParallel(t *testing.T, point string, killAfter time.Dur
 func (c *crashCase) reapParallel(t *testing.T) {
 	t.Helper()
 	wt := filepath.Join(filepath.Dir(c.repo), ".ralph-worktrees")
-	left := func() []int { return append(processesIn(c.repo), processesIn(wt)...) }
+	left := func() []int { return append(harness.ProcessesIn(c.repo), harness.ProcessesIn(wt)...) }
 	if wait.Within(5*time.Second, func() bool { return len(left()) == 0 }) {
 		return
 	}

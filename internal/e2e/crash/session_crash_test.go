@@ -35,6 +35,7 @@ import (
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/testing/clitest"
+	"github.com/ralphloop/ralph/internal/testing/harness"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 	"github.com/rogpeppe/go-internal/txtar"
 )
@@ -515,7 +516,7 @@ wait:
 	// group and its hang writes nothing, so no SIGPIPE reaches it. The
 	// resumed session must stop it (the group is recorded in the session's
 	// agent.pgid) before it runs the executor again.
-	if alive := processesIn(c.repo); !slices.Contains(alive, agentPID) {
+	if alive := harness.ProcessesIn(c.repo); !slices.Contains(alive, agentPID) {
 		t.Fatalf("the hanging agent (pid %d) ended with ralph; this test needs it alive (processes: %v)", agentPID, alive)
 	}
 	res := c.runSession(t, 0, "run", "--resume")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ralphloop/ralph/internal/fakeagent"
+	"github.com/ralphloop/ralph/internal/testing/harness"
 )
 
 // A story whose agent always exits 1, on a real dev server with two
@@ -31,10 +32,10 @@ func TestFleetBuildEndsWithAFailingStoryBlocked(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	wa := r.start("worker-a", r.a, r.ralph, "worker", "--host", "a", "--integrate")
-	wb := r.start("worker-b", r.b, r.ralph, "worker", "--host", "b")
-	r.waitLog(wa, `ralph worker a: polling ralph, ralph@a, ralph\.integration`, time.Minute)
-	r.waitLog(wb, `ralph worker b: polling ralph, ralph@b on`, time.Minute)
+	wa := r.Start("worker-a", r.a, nil, r.Ralph, "worker", "--host", "a", "--integrate")
+	wb := r.Start("worker-b", r.b, nil, r.Ralph, "worker", "--host", "b")
+	r.WaitLog(wa, `ralph worker a: polling ralph, ralph@a, ralph\.integration`, time.Minute)
+	r.WaitLog(wb, `ralph worker b: polling ralph, ralph@b on`, time.Minute)
 	began := time.Now()
 	out, code := r.ralphRun(r.a, "build", "--workers", "2")
 	t.Logf("the build ended after %v", time.Since(began).Round(time.Second))
@@ -66,7 +67,7 @@ func TestFleetBuildEndsWithAFailingStoryBlocked(t *testing.T) {
 	// Temporal never retried the failing story's Work: a retry says so in
 	// the host's journal.
 	for _, repo := range []string{r.a, r.b} {
-		for _, ev := range journal(repo) {
+		for _, ev := range harness.Journal(repo) {
 			if ev.Task == failing.id && strings.Contains(ev.Text, "retried after") {
 				t.Errorf("Temporal retried %s's Work: %s", failing.id, ev.Text)
 			}

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	rfleet "github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/landing"
+	"github.com/ralphloop/ralph/internal/testing/harness"
 )
 
 // Two hosts work a six-story build on a real Temporal server; the host
@@ -29,13 +29,13 @@ func TestFleetBuildSurvivesAKilledWorker(t *testing.T) {
 	r.startServer()
 	r.makeRepos()
 
-	wa := r.start("worker-a", r.a, r.ralph, "worker", "--host", "a", "--integrate")
-	wb := r.start("worker-b", r.b, r.ralph, "worker", "--host", "b")
-	r.waitLog(wa, `ralph worker a: polling ralph, ralph@a, ralph\.integration`, time.Minute)
-	r.waitLog(wb, `ralph worker b: polling ralph, ralph@b on`, time.Minute)
+	wa := r.Start("worker-a", r.a, nil, r.Ralph, "worker", "--host", "a", "--integrate")
+	wb := r.Start("worker-b", r.b, nil, r.Ralph, "worker", "--host", "b")
+	r.WaitLog(wa, `ralph worker a: polling ralph, ralph@a, ralph\.integration`, time.Minute)
+	r.WaitLog(wb, `ralph worker b: polling ralph, ralph@b on`, time.Minute)
 	start := time.Now()
-	build := r.start("build", r.a, r.ralph, "build", "--workers", "2")
-	runID := r.waitLog(build, `ralph: build (\S+) started on Temporal`, time.Minute)[1]
+	build := r.Start("build", r.a, nil, r.Ralph, "build", "--workers", "2")
+	runID := r.WaitLog(build, `ralph: build (\S+) started on Temporal`, time.Minute)[1]
 
 	// The status Query answers while the run goes, with the run's tasks.
 	st := r.waitStatus("ralph status --json to show the run's six tasks", time.Minute, func(st rfleet.Status) bool { return len(st.Tasks) == len(stories) })
@@ -56,12 +56,12 @@ func TestFleetBuildSurvivesAKilledWorker(t *testing.T) {
 	// Kill worker b while its agent works on a task: the task's iteration
 	// started in b's journal and the agent's process runs in b's worktree.
 	task, orphans := r.waitAgentOnB(build)
-	if err := syscall.Kill(wb.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(wb.Cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-wb.done
+	<-wb.Done
 	t.Logf("%s: killed worker b (SIGKILL) while its agent worked on %s (agent pids %v)", time.Since(start).Round(time.Millisecond), task, orphans)
-	for _, ev := range journal(r.b) {
+	for _, ev := range harness.Journal(r.b) {
 		if ev.Task == task && (ev.Kind == "commit" || ev.Kind == "verdict") {
 			t.Fatalf("b's journal shows %s %s before the kill (%q): the kill did not come in the middle of the agent's attempt", task, ev.Kind, ev.Text)
 		}
@@ -69,7 +69,7 @@ func TestFleetBuildSurvivesAKilledWorker(t *testing.T) {
 	// A moment later the host is back (a machine rebooted, a worker
 	// restarted by its supervisor). The sleep is that outage, not a sync.
 	time.Sleep(time.Second)
-	wb2 := r.start("worker-b-restarted", r.b, r.ralph, "worker", "--host", "b")
+	wb2 := r.Start("worker-b-restarted", r.b, nil, r.Ralph, "worker", "--host", "b")
 
 	// The control Update's validator refuses to block a landed task, with
 	// a message and a non-zero exit, and nothing changes.
@@ -96,19 +96,19 @@ func TestFleetBuildSurvivesAKilledWorker(t *testing.T) {
 	// The killed worker's task is retried on the restarted worker, which
 	// says so, and resumes the loop.
 	retry := regexp.MustCompile(`\[b ` + task + `\] ↻ retried after its worker was lost`)
-	r.waitFor("the restarted worker to retry "+task, 3*time.Minute, func() (bool, string) {
-		return retry.MatchString(wb2.output()) || build.exited(), clip(wb2.output(), 2000)
+	r.WaitFor("the restarted worker to retry "+task, 3*time.Minute, func() (bool, string) {
+		return retry.MatchString(wb2.Output()) || build.Exited(), harness.Clip(wb2.Output(), 2000)
 	})
-	if !retry.MatchString(wb2.output()) {
-		t.Fatalf("the build ended and the restarted worker b never retried %s, whose agent was killed with its worker:\n%s", task, wb2.output())
+	if !retry.MatchString(wb2.Output()) {
+		t.Fatalf("the build ended and the restarted worker b never retried %s, whose agent was killed with its worker:\n%s", task, wb2.Output())
 	}
 
 	// The build follows the run to its end and exits 0.
-	r.waitFor("the build to end", 5*time.Minute, func() (bool, string) { return build.exited(), clip(build.output(), 2000) })
+	r.WaitFor("the build to end", 5*time.Minute, func() (bool, string) { return build.Exited(), harness.Clip(build.Output(), 2000) })
 	t.Logf("%s: the build ended", time.Since(start).Round(time.Millisecond))
-	bout := build.output()
-	if build.err != nil || !strings.Contains(bout, "ralph: complete: 6 tasks landed") {
-		t.Fatalf("ralph build --workers 2: %v, want exit 0 and every task landed:\n%s", build.err, bout)
+	bout := build.Output()
+	if build.Err != nil || !strings.Contains(bout, "ralph: complete: 6 tasks landed") {
+		t.Fatalf("ralph build --workers 2: %v, want exit 0 and every task landed:\n%s", build.Err, bout)
 	}
 
 	r.assertLandedOnce(task)
@@ -119,15 +119,15 @@ func TestFleetBuildSurvivesAKilledWorker(t *testing.T) {
 	// Both workers outlived the run and stop on Ctrl+C (exit 0: a worker
 	// built with -race that saw a data race would exit 66).
 	for _, w := range []*proc{wa, wb2} {
-		if w.exited() {
-			t.Fatalf("%s ended during the run: %v\n%s", w.name, w.err, clip(w.output(), 4000))
+		if w.Exited() {
+			t.Fatalf("%s ended during the run: %v\n%s", w.Name, w.Err, harness.Clip(w.Output(), 4000))
 		}
-		_ = syscall.Kill(w.cmd.Process.Pid, syscall.SIGINT)
+		_ = syscall.Kill(w.Cmd.Process.Pid, syscall.SIGINT)
 	}
 	for _, w := range []*proc{wa, wb2} {
-		r.waitFor(w.name+" to stop on Ctrl+C", time.Minute, func() (bool, string) { return w.exited(), "" })
-		if w.err != nil || !strings.Contains(w.output(), "stopped") {
-			t.Errorf("%s on Ctrl+C: %v, want exit 0 and a word that it stopped:\n%s", w.name, w.err, clip(w.output(), 4000))
+		r.WaitFor(w.Name+" to stop on Ctrl+C", time.Minute, func() (bool, string) { return w.Exited(), "" })
+		if w.Err != nil || !strings.Contains(w.Output(), "stopped") {
+			t.Errorf("%s on Ctrl+C: %v, want exit 0 and a word that it stopped:\n%s", w.Name, w.Err, harness.Clip(w.Output(), 4000))
 		}
 	}
 }
@@ -136,25 +136,25 @@ func TestFleetBuildSurvivesAKilledWorker(t *testing.T) {
 // for a task and that task's agent runs in b's worktree, and returns the
 // task and the agent's processes.
 func (r *fleetRun) waitAgentOnB(build *proc) (string, []int) {
-	r.t.Helper()
-	worktrees := filepath.Join(r.dir, ".ralph-worktrees", "b")
+	r.T.Helper()
+	worktrees := filepath.Join(r.Dir, ".ralph-worktrees", "b")
 	var task string
 	var pids []int
-	r.waitFor("worker b to start an agent on a task", 3*time.Minute, func() (bool, string) {
-		for _, ev := range journal(r.b) {
+	r.WaitFor("worker b to start an agent on a task", 3*time.Minute, func() (bool, string) {
+		for _, ev := range harness.Journal(r.b) {
 			if ev.Kind == "iteration" && ev.Worker == "b" && strings.HasPrefix(strings.TrimSpace(ev.Text), "── iteration") {
 				task = ev.Task
 			}
 		}
 		if task == "" {
-			if build.exited() {
-				r.t.Fatalf("the build ended before worker b started an agent: the shared queue gave every task to a (%v)\n%s", build.err, build.output())
+			if build.Exited() {
+				r.T.Fatalf("the build ended before worker b started an agent: the shared queue gave every task to a (%v)\n%s", build.Err, build.Output())
 			}
 			return false, "b's journal shows no iteration yet"
 		}
 		pids = nil
-		for _, pid := range processesWith(r.scenario) {
-			if slices.Contains(processesIn(worktrees), pid) && strings.Contains(describe([]int{pid}), "/"+task) {
+		for _, pid := range harness.ProcessesWith(r.scenario) {
+			if slices.Contains(harness.ProcessesIn(worktrees), pid) && strings.Contains(describe([]int{pid}), "/"+task) {
 				pids = append(pids, pid)
 			}
 		}
@@ -186,10 +186,10 @@ func taskOf(st rfleet.Status, id string) *rfleet.Task {
 // landed from host b, and that the task file at the tip has every story
 // checked.
 func (r *fleetRun) assertLandedOnce(retried string) {
-	r.t.Helper()
+	r.T.Helper()
 	var tasks []string
 	worker := map[string]string{}
-	for _, msg := range strings.Split(r.git(r.a, "log", "--format=%B%x00", "main"), "\x00") {
+	for _, msg := range strings.Split(r.Git(r.a, "log", "--format=%B%x00", "main"), "\x00") {
 		var id, by string
 		for _, line := range strings.Split(msg, "\n") {
 			if v, ok := strings.CutPrefix(line, "Ralph-Task: "); ok {
@@ -210,15 +210,15 @@ func (r *fleetRun) assertLandedOnce(retried string) {
 		want = append(want, s.id)
 	}
 	if !slices.Equal(tasks, want) {
-		r.t.Errorf("the commits on main with a Ralph-Task trailer are for %v; want each of the six stories exactly once:\n%s", tasks, r.git(r.a, "log", "--format=%h %s", "main"))
+		r.T.Errorf("the commits on main with a Ralph-Task trailer are for %v; want each of the six stories exactly once:\n%s", tasks, r.Git(r.a, "log", "--format=%h %s", "main"))
 	}
 	if worker[retried] != "b" {
-		r.t.Errorf("%s landed from host %q, want b: it was retried on the restarted worker, not moved", retried, worker[retried])
+		r.T.Errorf("%s landed from host %q, want b: it was retried on the restarted worker, not moved", retried, worker[retried])
 	}
-	tip := r.git(r.a, "show", "main:.agents/tasks/prd.md")
+	tip := r.Git(r.a, "show", "main:.agents/tasks/prd.md")
 	for _, s := range stories {
 		if !strings.Contains(tip, "### [x] "+s.id+":") {
-			r.t.Errorf("the PRD at the tip of main does not have %s checked:\n%s", s.id, tip)
+			r.T.Errorf("the PRD at the tip of main does not have %s checked:\n%s", s.id, tip)
 		}
 	}
 }
@@ -227,33 +227,33 @@ func (r *fleetRun) assertLandedOnce(retried string) {
 // in a) passes the check, and that the check passes on a fresh clone of
 // the tip with every story's work there; and that a is clean, on main.
 func (r *fleetRun) assertCheckedTip() {
-	r.t.Helper()
-	for _, commit := range strings.Fields(r.git(r.a, "rev-list", "--reflog", "main")) {
-		prd := r.git(r.a, "show", commit+":.agents/tasks/prd.md")
+	r.T.Helper()
+	for _, commit := range strings.Fields(r.Git(r.a, "rev-list", "--reflog", "main")) {
+		prd := r.Git(r.a, "show", commit+":.agents/tasks/prd.md")
 		for _, s := range stories {
 			if !strings.Contains(prd, "### [x] "+s.id+":") {
 				continue
 			}
 			if got := r.gitMaybe(r.a, "show", commit+":"+s.file); got != s.id+"\n" {
-				r.t.Errorf("main was at %s, where %s is done but %s holds %q: a commit whose check fails", commit[:12], s.id, s.file, got)
+				r.T.Errorf("main was at %s, where %s is done but %s holds %q: a commit whose check fails", commit[:12], s.id, s.file, got)
 			}
 		}
 	}
-	fresh := filepath.Join(r.dir, "fresh")
-	r.git(r.dir, "clone", "-q", "--branch", "main", r.a, fresh)
-	if out, code := r.run(fresh, "sh", "check.sh"); code != 0 {
-		r.t.Errorf("the check (sh check.sh) fails on a fresh clone of main's tip: exit %d\n%s", code, out)
+	fresh := filepath.Join(r.Dir, "fresh")
+	r.Git(r.Dir, "clone", "-q", "--branch", "main", r.a, fresh)
+	if out, code := r.Run(fresh, "sh", "check.sh"); code != 0 {
+		r.T.Errorf("the check (sh check.sh) fails on a fresh clone of main's tip: exit %d\n%s", code, out)
 	}
 	for _, s := range stories {
 		if b, err := os.ReadFile(filepath.Join(fresh, s.file)); err != nil || string(b) != s.id+"\n" {
-			r.t.Errorf("main's tip lacks %s's work: %s holds %q (%v)", s.id, s.file, b, err)
+			r.T.Errorf("main's tip lacks %s's work: %s holds %q (%v)", s.id, s.file, b, err)
 		}
 	}
-	if st := strings.TrimSpace(r.git(r.a, "status", "--porcelain")); st != "" {
-		r.t.Errorf("the person's checkout is not clean after the run:\n%s", st)
+	if st := strings.TrimSpace(r.Git(r.a, "status", "--porcelain")); st != "" {
+		r.T.Errorf("the person's checkout is not clean after the run:\n%s", st)
 	}
-	if b := strings.TrimSpace(r.git(r.a, "branch", "--show-current")); b != "main" {
-		r.t.Errorf("the person's checkout is on %q, want main", b)
+	if b := strings.TrimSpace(r.Git(r.a, "branch", "--show-current")); b != "main" {
+		r.T.Errorf("the person's checkout is on %q, want main", b)
 	}
 }
 
@@ -261,25 +261,25 @@ func (r *fleetRun) assertCheckedTip() {
 // exchange remote (its update hook logged every ref), that every task's
 // branch travelled through it, and that it holds nothing else now.
 func (r *fleetRun) assertExchange() {
-	r.t.Helper()
+	r.T.Helper()
 	b, err := os.ReadFile(r.pushLog)
 	if err != nil {
-		r.t.Fatalf("the exchange's update hook logged no push: %v", err)
+		r.T.Fatalf("the exchange's update hook logged no push: %v", err)
 	}
 	pushed := strings.Fields(string(b))
 	for _, ref := range pushed {
 		if !strings.HasPrefix(ref, "refs/heads/ralph/") {
-			r.t.Errorf("%s was pushed to the exchange remote: ralph pushes only ralph/ branches there (push_target is off)", ref)
+			r.T.Errorf("%s was pushed to the exchange remote: ralph pushes only ralph/ branches there (push_target is off)", ref)
 		}
 	}
 	for _, s := range stories {
 		if !slices.ContainsFunc(pushed, func(ref string) bool { return strings.HasSuffix(ref, "/"+s.id) }) {
-			r.t.Errorf("%s's branch never went through the exchange; pushed: %v", s.id, pushed)
+			r.T.Errorf("%s's branch never went through the exchange; pushed: %v", s.id, pushed)
 		}
 	}
-	for _, ref := range strings.Fields(r.git(r.exchange, "for-each-ref", "--format=%(refname)")) {
+	for _, ref := range strings.Fields(r.Git(r.exchange, "for-each-ref", "--format=%(refname)")) {
 		if !strings.HasPrefix(ref, "refs/heads/ralph/") {
-			r.t.Errorf("the exchange remote holds %s: only ralph/ branches belong there", ref)
+			r.T.Errorf("the exchange remote holds %s: only ralph/ branches belong there", ref)
 		}
 	}
 }
@@ -287,35 +287,20 @@ func (r *fleetRun) assertExchange() {
 // assertNoAgentLeft checks that no agent process is left, in particular
 // not the one the killed worker left behind.
 func (r *fleetRun) assertNoAgentLeft(orphans []int) {
-	r.t.Helper()
+	r.T.Helper()
 	var left []int
-	r.waitFor("every agent to be gone", 15*time.Second, func() (bool, string) {
-		left = append(processesWith(r.scenario), processesIn(filepath.Join(r.dir, ".ralph-worktrees"))...)
+	r.WaitFor("every agent to be gone", 15*time.Second, func() (bool, string) {
+		left = append(harness.ProcessesWith(r.scenario), harness.ProcessesIn(filepath.Join(r.Dir, ".ralph-worktrees"))...)
 		return len(left) == 0, describe(left)
 	})
 	for _, pid := range orphans {
-		if alive(pid) {
-			r.t.Errorf("the agent the killed worker left (pid %d) still runs: %s", pid, cmdline(pid))
+		if harness.Alive(pid) {
+			r.T.Errorf("the agent the killed worker left (pid %d) still runs: %s", pid, harness.Cmdline(pid))
 		}
 	}
 }
 
 func (r *fleetRun) gitMaybe(dir string, args ...string) string {
-	out, _ := r.run(dir, "git", args...)
+	out, _ := r.Run(dir, "git", args...)
 	return out
-}
-
-// run runs a command to its end and returns its output and exit code (-1
-// when it could not start).
-func (r *fleetRun) run(dir, name string, args ...string) (string, int) {
-	cmd := exec.Command(name, args...)
-	cmd.Dir, cmd.Env = dir, r.env
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		if cmd.ProcessState == nil {
-			return err.Error(), -1
-		}
-		return string(out), cmd.ProcessState.ExitCode()
-	}
-	return string(out), 0
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ralphloop/ralph/internal/testing/harness"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
@@ -19,47 +20,47 @@ func TestFleetStopThenBuildResumes(t *testing.T) {
 	r := newFleetRun(t)
 	r.startServer()
 	r.makeRepos()
-	wa := r.start("worker-a", r.a, r.ralph, "worker", "--host", "a", "--integrate")
-	r.waitLog(wa, `ralph worker a: polling`, time.Minute)
-	build := r.start("build", r.a, r.ralph, "build", "--workers", "2")
-	runID := r.waitLog(build, `ralph: build (\S+) started on Temporal`, time.Minute)[1]
-	r.waitLog(wa, `── iteration 1/`, time.Minute)
+	wa := r.Start("worker-a", r.a, nil, r.Ralph, "worker", "--host", "a", "--integrate")
+	r.WaitLog(wa, `ralph worker a: polling`, time.Minute)
+	build := r.Start("build", r.a, nil, r.Ralph, "build", "--workers", "2")
+	runID := r.WaitLog(build, `ralph: build (\S+) started on Temporal`, time.Minute)[1]
+	r.WaitLog(wa, `── iteration 1/`, time.Minute)
 
 	out, code := r.ralphRun(r.a, "stop")
 	if code != 0 || !strings.Contains(out, "stopping") {
 		t.Fatalf("ralph stop: exit %d, %q", code, out)
 	}
-	r.waitFor("the first build to end", time.Minute, func() (bool, string) { return build.exited(), build.output() })
-	if !strings.Contains(build.output(), "ralph: interrupted") {
-		t.Errorf("the stopped build's last words:\n%s", clip(build.output(), 3000))
+	r.WaitFor("the first build to end", time.Minute, func() (bool, string) { return build.Exited(), build.Output() })
+	if !strings.Contains(build.Output(), "ralph: interrupted") {
+		t.Errorf("the stopped build's last words:\n%s", harness.Clip(build.Output(), 3000))
 	}
-	interrupted := len(regexp.MustCompile(`■ interrupted: iteration 1 recorded as interrupted`).FindAllString(wa.output(), -1))
+	interrupted := len(regexp.MustCompile(`■ interrupted: iteration 1 recorded as interrupted`).FindAllString(wa.Output(), -1))
 	if interrupted == 0 {
-		t.Fatalf("worker a recorded no interrupted iteration: the stop did not reach an attempt in flight\n%s", clip(wa.output(), 4000))
+		t.Fatalf("worker a recorded no interrupted iteration: the stop did not reach an attempt in flight\n%s", harness.Clip(wa.Output(), 4000))
 	}
 
 	// The hosts may still be saving the attempts when the follower ends:
 	// a build started meanwhile is told to wait, then resumes.
 	var again *proc
-	r.waitFor("a second ralph build to start", time.Minute, func() (bool, string) {
-		p := r.start("build-again", r.a, r.ralph, "build", "--workers", "2")
-		wait.Within(r.within(time.Minute), func() bool { return p.exited() || strings.Contains(p.output(), "started on Temporal") })
-		if strings.Contains(p.output(), "started on Temporal") {
+	r.WaitFor("a second ralph build to start", time.Minute, func() (bool, string) {
+		p := r.Start("build-again", r.a, nil, r.Ralph, "build", "--workers", "2")
+		wait.Within(r.Within(time.Minute), func() bool { return p.Exited() || strings.Contains(p.Output(), "started on Temporal") })
+		if strings.Contains(p.Output(), "started on Temporal") {
 			again = p
 			return true, ""
 		}
-		return false, p.output()
+		return false, p.Output()
 	})
-	if !strings.Contains(again.output(), "ralph: resuming build "+runID) {
-		t.Errorf("the second build did not resume run %s:\n%s", runID, clip(again.output(), 3000))
+	if !strings.Contains(again.Output(), "ralph: resuming build "+runID) {
+		t.Errorf("the second build did not resume run %s:\n%s", runID, harness.Clip(again.Output(), 3000))
 	}
-	r.waitFor("the resumed build to end", 3*time.Minute, func() (bool, string) { return again.exited(), clip(again.output(), 2000) })
-	if again.err != nil || !strings.Contains(again.output(), "complete: 6 tasks landed") {
-		t.Fatalf("the resumed build: %v\n%s", again.err, clip(again.output(), 4000))
+	r.WaitFor("the resumed build to end", 3*time.Minute, func() (bool, string) { return again.Exited(), harness.Clip(again.Output(), 2000) })
+	if again.Err != nil || !strings.Contains(again.Output(), "complete: 6 tasks landed") {
+		t.Fatalf("the resumed build: %v\n%s", again.Err, harness.Clip(again.Output(), 4000))
 	}
-	log := wa.output()
+	log := wa.Output()
 	if n := len(regexp.MustCompile(`resuming run \S+ in IMPLEMENT`).FindAllString(log, -1)); n < interrupted {
-		t.Errorf("%d loops were interrupted but %d resumed from their saved state:\n%s", interrupted, n, clip(log, 6000))
+		t.Errorf("%d loops were interrupted but %d resumed from their saved state:\n%s", interrupted, n, harness.Clip(log, 6000))
 	}
 	prepared := map[string]int{}
 	for _, m := range regexp.MustCompile(`\[a (\S+)\] ▶ prepared attempt`).FindAllStringSubmatch(log, -1) {
@@ -67,11 +68,11 @@ func TestFleetStopThenBuildResumes(t *testing.T) {
 	}
 	for id, n := range prepared {
 		if n != 1 {
-			t.Errorf("%s was prepared %d times: a task stopped in flight must resume in its worktree, not be prepared (reset) again\n%s", id, n, clip(log, 6000))
+			t.Errorf("%s was prepared %d times: a task stopped in flight must resume in its worktree, not be prepared (reset) again\n%s", id, n, harness.Clip(log, 6000))
 		}
 	}
 	var tasks []string
-	for _, line := range strings.Split(r.git(r.a, "log", "--format=%(trailers:key=Ralph-Task,valueonly)", "main"), "\n") {
+	for _, line := range strings.Split(r.Git(r.a, "log", "--format=%(trailers:key=Ralph-Task,valueonly)", "main"), "\n") {
 		if line = strings.TrimSpace(line); line != "" {
 			tasks = append(tasks, line)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/status"
 	"github.com/ralphloop/ralph/internal/testing/clitest"
+	"github.com/ralphloop/ralph/internal/testing/harness"
 )
 
 const prd = `# PRD: mcp test
@@ -92,17 +93,7 @@ func newWorkspace(t *testing.T, agentSleep string) *workspace {
 // env is the environment of ralph and git: this process's, away from the
 // user's git configuration and agent settings.
 func (w *workspace) env() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "GIT_") || name == "HOME" || name == "XDG_CONFIG_HOME" || name == "GORACE" ||
-			name == fakeagent.EnvScenario || name == "AGENT_CMD" || name == "RALPH_CONTROL_BY" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "HOME="+w.home, "GIT_CONFIG_GLOBAL="+w.gitconfig, "GIT_CONFIG_NOSYSTEM=1",
-		fakeagent.EnvScenario+"="+w.scenario, "GORACE="+clitest.NoExitSleep())
+	return harness.Env("HOME="+w.home, "GIT_CONFIG_GLOBAL="+w.gitconfig, fakeagent.EnvScenario+"="+w.scenario)
 }
 
 // syncBuffer is a buffer that a process writes while the test reads it.

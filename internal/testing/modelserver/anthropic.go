@@ -1,6 +1,7 @@
 package modelserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -27,22 +28,14 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, req *Request) {
 			}
 		}
 	}
-	for i := len(msgs) - 1; i >= 0 && req.UserText == ""; i-- {
-		m := obj(msgs[i])
-		if str(m["role"]) == "user" {
-			req.UserText = anthropicText(m["content"])
-		}
-	}
+	req.UserText = userText(msgs, func(m map[string]any) string { return anthropicText(m["content"]) }, "user")
 
 	tu := s.record(req, true)
 	if tu.Status != 0 {
 		writeStatusTurn(w, tu, anthropicError(tu.Status))
 		return
 	}
-	model := req.Model
-	if model == "" {
-		model = "claude-opus-4-8"
-	}
+	model := cmp.Or(req.Model, "claude-opus-4-8")
 	n := s.id()
 	msgID := fmt.Sprintf("msg_stub_%d", n)
 	in := estimateTokens(req.Body)

@@ -42,18 +42,15 @@ func (s *Server) gemini(w http.ResponseWriter, req *Request) {
 			}
 		}
 	}
-	for i := len(contents) - 1; i >= 0 && req.UserText == ""; i-- {
-		c := obj(contents[i])
-		if str(c["role"]) == "user" || str(c["role"]) == "" {
-			var parts []string
-			for _, p := range arr(c["parts"]) {
-				if t, ok := obj(p)["text"].(string); ok && !injected(t) {
-					parts = append(parts, t)
-				}
+	req.UserText = userText(contents, func(c map[string]any) string {
+		var parts []string
+		for _, p := range arr(c["parts"]) {
+			if t, ok := obj(p)["text"].(string); ok && !injected(t) {
+				parts = append(parts, t)
 			}
-			req.UserText = strings.Join(parts, "\n")
 		}
-	}
+		return strings.Join(parts, "\n")
+	}, "user", "")
 
 	// JSON-mode requests are auxiliary (router, next-speaker and loop checks).
 	gc := obj(b["generationConfig"])

@@ -1,6 +1,7 @@
 package modelserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -36,12 +37,7 @@ func (s *Server) responses(w http.ResponseWriter, req *Request) {
 			t := str(obj(in[n-1])["type"])
 			req.ToolResult = strings.HasSuffix(t, "_call_output")
 		}
-		for i := len(in) - 1; i >= 0 && req.UserText == ""; i-- {
-			m := obj(in[i])
-			if str(m["role"]) == "user" {
-				req.UserText = openAIText(m["content"])
-			}
-		}
+		req.UserText = userText(in, messageText, "user")
 	}
 
 	tu := s.record(req, true)
@@ -49,10 +45,7 @@ func (s *Server) responses(w http.ResponseWriter, req *Request) {
 		writeStatusTurn(w, tu, openAIError(tu.Status))
 		return
 	}
-	model := req.Model
-	if model == "" {
-		model = "stub-model"
-	}
+	model := cmp.Or(req.Model, "stub-model")
 	n := s.id()
 	respID := fmt.Sprintf("resp_stub_%d", n)
 	in := estimateTokens(req.Body)
@@ -127,12 +120,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, req *Request) {
 	if n := len(msgs); n > 0 {
 		req.ToolResult = str(obj(msgs[n-1])["role"]) == "tool"
 	}
-	for i := len(msgs) - 1; i >= 0 && req.UserText == ""; i-- {
-		m := obj(msgs[i])
-		if str(m["role"]) == "user" {
-			req.UserText = openAIText(m["content"])
-		}
-	}
+	req.UserText = userText(msgs, messageText, "user")
 
 	// A request that offers no tools is auxiliary (opencode's title).
 	req.Auxiliary = len(req.Tools) == 0
@@ -144,10 +132,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, req *Request) {
 		writeStatusTurn(w, tu, openAIError(tu.Status))
 		return
 	}
-	model := req.Model
-	if model == "" {
-		model = "stub-model"
-	}
+	model := cmp.Or(req.Model, "stub-model")
 	n := s.id()
 	id := fmt.Sprintf("chatcmpl-stub-%d", n)
 	created := time.Now().Unix()
@@ -205,6 +190,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, req *Request) {
 
 // openAIText returns the text of an OpenAI message content: a string or a
 // list of parts ({"type":"text"|"input_text"|"output_text","text":...}).
+func messageText(m map[string]any) string { return openAIText(m["content"]) }
+
 func openAIText(content any) string {
 	if s, ok := content.(string); ok {
 		if injected(s) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -450,4 +451,18 @@ func decode(body []byte) map[string]any {
 	var m map[string]any
 	_ = json.Unmarshal(body, &m)
 	return m
+}
+
+// userText is the text of the last message in msgs from the user (its
+// role one of roles) that has any, as text reads a message: the request's
+// prompt, whatever the API's shape of a conversation.
+func userText(msgs []any, text func(m map[string]any) string, roles ...string) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if m := obj(msgs[i]); slices.Contains(roles, str(m["role"])) {
+			if t := text(m); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
 }
