@@ -353,7 +353,7 @@ func fleetStatus(cmd *cobra.Command, opts *StatusOptions, a *app.App) error {
 		// The one status document, as a local build has it, with the
 		// run's Query laid over it: a script reads one shape whichever
 		// engine runs the build.
-		rep, _, _, err := buildStatus(a, opts.Env, opts.Tasks)
+		rep, _, _, err := a.Status(opts.Tasks)
 		if err != nil {
 			return err
 		}

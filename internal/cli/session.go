@@ -102,7 +102,7 @@ func openSession(ctx context.Context, env *Env, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return sessionDir(ws, id)
+	return app.SessionDir(ws, id)
 }
 
 func runSession(ctx context.Context, opts *RunOptions) error {
@@ -119,7 +119,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	// ralph works, the changes in the tree are its own: the lock below
 	// says so better.
 	if opts.Resume {
-		if _, err := sessionDir(ws, opts.Session); err != nil {
+		if _, err := app.SessionDir(ws, opts.Session); err != nil {
 			return err
 		}
 	}
@@ -150,7 +150,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 
 	var dir, note string
 	if opts.Resume {
-		if dir, err = sessionDir(ws, opts.Session); err != nil {
+		if dir, err = app.SessionDir(ws, opts.Session); err != nil {
 			return err
 		}
 		p, err := session.Load(dir)
@@ -169,21 +169,21 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 		if err != nil {
 			return err
 		}
-		if prev, err := sessionDir(ws, ""); err == nil {
+		if prev, err := app.SessionDir(ws, ""); err == nil {
 			if p, err := session.Load(prev); err == nil && !p.State.Final() {
 				note = fmt.Sprintf("note: session %s was left at %s; ralph run --resume --session %s continues it\n", p.State.SessionID, p.State.Resumes(), p.State.SessionID)
 			}
 		}
 		id := session.NewID(env.Now())
-		dir = filepath.Join(sessionsDir(ws), id)
+		dir = filepath.Join(app.SessionsDir(ws), id)
 		for n := 2; pathExists(dir); n++ {
-			dir = filepath.Join(sessionsDir(ws), fmt.Sprintf("%s-%d", id, n))
+			dir = filepath.Join(app.SessionsDir(ws), fmt.Sprintf("%s-%d", id, n))
 		}
 		if err := session.Create(ws, dir, filepath.Base(dir), opts.Request, snap.Head, env.Now()); err != nil {
 			return err
 		}
 	}
-	if err := store.WriteFileAtomic(activeSessionPath(ws), []byte(filepath.Base(dir)+"\n"), 0o644); err != nil {
+	if err := store.WriteFileAtomic(app.ActiveSessionPath(ws), []byte(filepath.Base(dir)+"\n"), 0o644); err != nil {
 		return err
 	}
 	em, journal := sessionEvents(env, ws, filepath.Base(dir), opts.JSON, notifier(env, a))
@@ -354,7 +354,7 @@ func newQuestionsCmd(env *Env) *cobra.Command {
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := openSession(cmd.Context(), env, opts.Session)
-			if errors.Is(err, errNoSession) {
+			if errors.Is(err, app.ErrNoSession) {
 				// Nothing to answer is an empty list, as a script expects.
 				if opts.JSON {
 					return writeJSON(env, []session.Question{})
@@ -476,7 +476,7 @@ func metricsRun(ctx context.Context, opts *MetricsOptions) error {
 		return err
 	}
 	if !opts.Build {
-		dir, err := sessionDir(ws, opts.Session)
+		dir, err := app.SessionDir(ws, opts.Session)
 		switch {
 		case err == nil:
 			m, err := app.SessionMetrics(dir, env.Now())
@@ -488,7 +488,7 @@ func metricsRun(ctx context.Context, opts *MetricsOptions) error {
 			}
 			fmt.Fprint(env.IO.Out, m.Text())
 			return nil
-		case !errors.Is(err, errNoSession) || opts.Session != "":
+		case !errors.Is(err, app.ErrNoSession) || opts.Session != "":
 			return err
 		}
 	}
@@ -542,11 +542,3 @@ func printSessionStatus(env *Env, st *SessionStatus) {
 	fmt.Fprintf(out, "  metrics: %d succeeded, %d failed, %s, %s end to end (ralph metrics for more)\n",
 		m.TaskSuccesses, m.TaskFailures, words.Count(m.Reworks, "rework", "reworks"), (time.Duration(m.DurationMillis) * time.Millisecond).Round(time.Second))
 }
-
-// The sessions of a workspace are found by package app.
-var (
-	sessionsDir       = app.SessionsDir
-	activeSessionPath = app.ActiveSessionPath
-	sessionDir        = app.SessionDir
-	errNoSession      = app.ErrNoSession
-)

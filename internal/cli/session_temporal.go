@@ -54,7 +54,7 @@ func sessionOnTemporal(ctx context.Context, opts *RunOptions) (bool, error) {
 		if !opts.Resume {
 			return false, nil
 		}
-		dir, err := sessionDir(ws, opts.Session)
+		dir, err := app.SessionDir(ws, opts.Session)
 		if err != nil {
 			return false, nil
 		}
@@ -91,7 +91,7 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, a *app.App) e
 	}
 	var resumeDir string
 	if opts.Resume {
-		dir, err := sessionDir(ws, opts.Session)
+		dir, err := app.SessionDir(ws, opts.Session)
 		if err != nil {
 			return err
 		}
@@ -132,9 +132,9 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, a *app.App) e
 	dir := resumeDir
 	if dir == "" {
 		id := session.NewID(env.Now())
-		dir = filepath.Join(sessionsDir(ws), id)
+		dir = filepath.Join(app.SessionsDir(ws), id)
 		for n := 2; pathExists(dir); n++ {
-			dir = filepath.Join(sessionsDir(ws), fmt.Sprintf("%s-%d", id, n))
+			dir = filepath.Join(app.SessionsDir(ws), fmt.Sprintf("%s-%d", id, n))
 		}
 		if err := session.Create(ws, dir, filepath.Base(dir), opts.Request, snap, env.Now()); err != nil {
 			return err
@@ -158,7 +158,7 @@ func startSessionOnTemporal(ctx context.Context, opts *RunOptions, a *app.App) e
 		}
 		return err
 	}
-	if err := store.WriteFileAtomic(activeSessionPath(ws), []byte(id+"\n"), 0o644); err != nil {
+	if err := store.WriteFileAtomic(app.ActiveSessionPath(ws), []byte(id+"\n"), 0o644); err != nil {
 		return err
 	}
 	out := env.IO.Err
@@ -261,7 +261,7 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 		return false, nil
 	}
 	id := sessionID
-	dir, derr := sessionDir(ws, sessionID)
+	dir, derr := app.SessionDir(ws, sessionID)
 	var m *TemporalMarker
 	if derr == nil {
 		if m, err = readMarker(sessionMarkerPath(dir)); err != nil {
@@ -327,7 +327,7 @@ func runSessionHere(ctx context.Context, env *Env, in fleet.SessionRunInput) err
 	if err != nil {
 		return err
 	}
-	dir, err := sessionDir(ws, in.SessionID)
+	dir, err := app.SessionDir(ws, in.SessionID)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), fleet.ErrTypeUsage, err)
 	}

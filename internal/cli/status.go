@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/words"
@@ -220,10 +219,4 @@ func printBuildMetrics(out io.Writer, m loop.Metrics) {
 		}
 		fmt.Fprintf(out, "waiting: %s\n", strings.Join(parts, ", "))
 	}
-}
-
-// buildStatus is a's status document (app.Status); the status of a build
-// on Temporal lays its Query over it.
-func buildStatus(a *app.App, _ *Env, tasksFlag string) (StatusReport, *loop.LoopState, error, error) {
-	return a.Status(tasksFlag)
 }

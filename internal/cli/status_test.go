@@ -103,7 +103,7 @@ func TestStatusDocumentIsOneShapeOnTemporal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, _, _, err := buildStatus(a, env, "")
+	local, _, _, err := a.Status("")
 	if err != nil {
 		t.Fatal(err)
 	}
