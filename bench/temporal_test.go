@@ -29,6 +29,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/testing/clitest"
+	"github.com/ralphloop/ralph/internal/testing/harness"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
@@ -254,25 +255,25 @@ func startTemporalEnv(b *testing.B) *temporalEnv {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(srv.stop)
+		b.Cleanup(func() { stopProc(srv) })
 		if te.c, err = dialServer(te.addr, srv, time.Minute); err == nil {
 			b.Cleanup(te.c.Close)
 			return te
 		}
 		// The port may have been taken between Listen and the server's bind.
-		if srv.exited() && try < 3 {
+		if srv.Exited() && try < 3 {
 			continue
 		}
-		b.Fatalf("the Temporal dev server (%s) did not answer on %s: %v\n%s", te.temporal, te.addr, err, lastLines(srv.output(), 30))
+		b.Fatalf("the Temporal dev server (%s) did not answer on %s: %v\n%s", te.temporal, te.addr, err, lastLines(srv.Output(), 30))
 	}
 }
 
-func dialServer(addr string, srv *bgProc, limit time.Duration) (client.Client, error) {
+func dialServer(addr string, srv *harness.Proc, limit time.Duration) (client.Client, error) {
 	quiet := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	end := time.Now().Add(limit)
 	var last error
 	for time.Now().Before(end) {
-		if srv.exited() {
+		if srv.Exited() {
 			return nil, errors.New("the server exited")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -312,10 +313,10 @@ func (te *temporalEnv) build(b *testing.B, name, key string, n, historyLimit int
 	}
 	a := filepath.Join(dir, "a")
 	hosts := []string{a}
-	var procs []*bgProc
+	var procs []*harness.Proc
 	defer func() {
 		for _, p := range procs {
-			p.stop()
+			stopProc(p)
 		}
 	}()
 	if engine == "temporal" {
@@ -334,8 +335,8 @@ func (te *temporalEnv) build(b *testing.B, name, key string, n, historyLimit int
 				return r
 			}
 			procs = append(procs, p)
-			if err := p.waitOutput("polling", 30*time.Second); err != nil {
-				r.err = fmt.Errorf("ralph worker --host %s: %v\n%s", host, err, lastLines(p.output(), 20))
+			if err := waitOutput(p, "polling", 30*time.Second); err != nil {
+				r.err = fmt.Errorf("ralph worker --host %s: %v\n%s", host, err, lastLines(p.Output(), 20))
 				return r
 			}
 		}
@@ -377,17 +378,17 @@ func (te *temporalEnv) build(b *testing.B, name, key string, n, historyLimit int
 	// not at go test's timeout: a story takes well under a second here.
 	limit := 2*time.Minute + time.Duration(n)*3*time.Second
 	select {
-	case <-p.done:
+	case <-p.Done:
 	case <-time.After(limit):
-		p.stop()
-		r.err = fmt.Errorf("%s still running after %s:\n%s", strings.Join(argv[1:], " "), limit, lastLines(p.output(), 20))
+		stopProc(p)
+		r.err = fmt.Errorf("%s still running after %s:\n%s", strings.Join(argv[1:], " "), limit, lastLines(p.Output(), 20))
 		return r
 	}
 	r.wall = time.Since(began)
-	if p.err != nil {
-		r.err = fmt.Errorf("%s: %v:\n%s", strings.Join(argv[1:], " "), p.err, lastLines(p.output(), 20))
+	if p.Err != nil {
+		r.err = fmt.Errorf("%s: %v:\n%s", strings.Join(argv[1:], " "), p.Err, lastLines(p.Output(), 20))
 	}
-	r.sentBk = strings.Count(p.output(), "] sent_back")
+	r.sentBk = strings.Count(p.Output(), "] sent_back")
 
 	for _, h := range hosts {
 		ms, iters, err := agentTime(filepath.Join(h, ".ralph", "runs"))
@@ -401,7 +402,7 @@ func (te *temporalEnv) build(b *testing.B, name, key string, n, historyLimit int
 	if engine == "temporal" {
 		for _, q := range procs {
 			// The SDK logs a failed activity attempt that it retries.
-			r.retries += strings.Count(q.output(), `msg="Activity error."`)
+			r.retries += strings.Count(q.Output(), `msg="Activity error."`)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -429,7 +430,7 @@ func (te *temporalEnv) build(b *testing.B, name, key string, n, historyLimit int
 		r.gen = doc.Temporal.Generation
 	}
 	if r.err != nil || *flagKeep {
-		fmt.Printf("--- %s (%s): last lines of its output (%s)\n%s\n", name, key, logPath, lastLines(p.output(), 15))
+		fmt.Printf("--- %s (%s): last lines of its output (%s)\n%s\n", name, key, logPath, lastLines(p.Output(), 15))
 	}
 	return r
 }
@@ -828,71 +829,32 @@ func mustEval(p string) string {
 	return p
 }
 
-// bgProc is a process the benchmark started in a process group of its
-// own, its output in a file.
-type bgProc struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
-func startProc(dir string, env []string, logPath string, argv ...string) (*bgProc, error) {
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", argv[0], err)
-	}
-	p := &bgProc{cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *bgProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *bgProc) output() string {
-	data, _ := os.ReadFile(p.log)
-	return string(data)
+// startProc starts argv in its own process group, its output in logPath.
+func startProc(dir string, env []string, logPath string, argv ...string) (*harness.Proc, error) {
+	return harness.Start(filepath.Base(argv[0]), dir, env, logPath, argv[0], argv[1:]...)
 }
 
 // stop interrupts the process group (a ralph worker stops on Ctrl+C) and
 // kills it when it has not ended after 10 seconds.
-func (p *bgProc) stop() {
-	if p.exited() {
+func stopProc(p *harness.Proc) {
+	if p.Exited() {
 		return
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT)
+	_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGINT)
 	select {
-	case <-p.done:
+	case <-p.Done:
 	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
+		_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
+		<-p.Done
 	}
 }
 
-func (p *bgProc) waitOutput(s string, limit time.Duration) error {
-	if !wait.Within(limit, func() bool { return p.exited() || strings.Contains(p.output(), s) }) {
+func waitOutput(p *harness.Proc, s string, limit time.Duration) error {
+	if !wait.Within(limit, func() bool { return p.Exited() || strings.Contains(p.Output(), s) }) {
 		return fmt.Errorf("did not print %q in %s", s, limit)
 	}
-	if !strings.Contains(p.output(), s) {
-		return fmt.Errorf("exited (%v) before printing %q", p.err, s)
+	if !strings.Contains(p.Output(), s) {
+		return fmt.Errorf("exited (%v) before printing %q", p.Err, s)
 	}
 	return nil
 }
