@@ -1,0 +1,410 @@
+package sandbox
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Each hostile case first does its action without the sandbox and sees it
+// work, so that its failure inside says something about the sandbox and
+// not about the test.
+
+// needBwrap fails (never skips) a test that drives bubblewrap when it is
+// missing: a sandbox test that passes without a sandbox proves nothing.
+func needBwrap(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Fatal("bwrap is not installed: install bubblewrap (apt-get install bubblewrap); the sandbox tests run it for real")
+	}
+}
+
+// world is a repository, a worktree of it on branch ralph/run/US-001 and a
+// HOME with a planted SSH key, all in one temporary folder.
+type world struct {
+	root, home, repo, wt string
+}
+
+func newWorld(t *testing.T) world {
+	t.Helper()
+	needBwrap(t)
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := world{root: root, home: filepath.Join(root, "home"), repo: filepath.Join(root, "repo"), wt: filepath.Join(root, "wt")}
+	write(t, filepath.Join(w.home, ".ssh", "id_ed25519"), "PRIVATE KEY\n")
+	t.Setenv("HOME", w.home)
+	git(t, root, "init", "-q", "-b", "main", w.repo)
+	git(t, w.repo, "config", "user.name", "Test")
+	git(t, w.repo, "config", "user.email", "test@example.com")
+	write(t, filepath.Join(w.repo, "README.md"), "hello\n")
+	git(t, w.repo, "add", ".")
+	git(t, w.repo, "commit", "-q", "-m", "start")
+	git(t, w.repo, "worktree", "add", "-q", "-b", "ralph/run/US-001", w.wt)
+	return w
+}
+
+func write(t testing.TB, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func git(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// plain runs a shell script as the user, in dir.
+func plain(t *testing.T, dir, script string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// boxed runs a shell script under p.
+func boxed(t *testing.T, p Policy, script string) (string, error) {
+	t.Helper()
+	c, err := Wrap(p, []string{"bash", "-c", script})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(c.Args[0], c.Args[1:]...)
+	cmd.Env = c.Env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func TestWriteOutsideWorkTreeFails(t *testing.T) {
+	w := newWorld(t)
+	outside := filepath.Join(w.root, "outside")
+	hidden := filepath.Join(w.root, "hidden")
+	for _, d := range []string{outside, hidden} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := "echo owned > " + outside + "/f"
+	if out, err := plain(t, w.wt, script); err != nil || !exists(outside+"/f") {
+		t.Fatalf("without the sandbox the write should work: %v\n%s", err, out)
+	}
+	os.Remove(outside + "/f")
+
+	p := Policy{WorkTree: w.wt, Readable: []string{outside}}
+	out, err := boxed(t, p, script)
+	if err == nil || !strings.Contains(out, "Read-only file system") {
+		t.Errorf("a write to a readable folder outside the work tree: err %v, output %q; want Read-only file system", err, out)
+	}
+	// A folder that is not even visible: the write lands in the private
+	// tmpfs, never on the host.
+	boxed(t, p, "mkdir -p "+hidden+" && echo owned > "+hidden+"/f")
+	boxed(t, p, "echo owned > "+w.repo+"/README.md")
+	for _, f := range []string{outside + "/f", hidden + "/f"} {
+		if exists(f) {
+			t.Errorf("%s was written from inside the sandbox", f)
+		}
+	}
+	if b, _ := os.ReadFile(w.repo + "/README.md"); string(b) != "hello\n" {
+		t.Errorf("the user's checkout was written from inside the sandbox: %q", b)
+	}
+	// The work tree itself is writable, and what is written there stays.
+	if out, err := boxed(t, p, "echo mine > made.txt"); err != nil || !exists(w.wt+"/made.txt") {
+		t.Errorf("a write in the work tree: %v\n%s", err, out)
+	}
+}
+
+func TestHomeIsHidden(t *testing.T) {
+	w := newWorld(t)
+	key := filepath.Join(w.home, ".ssh", "id_ed25519")
+	if out, err := plain(t, w.wt, "cat "+key); err != nil || !strings.Contains(out, "PRIVATE KEY") {
+		t.Fatalf("without the sandbox the key should be readable: %v\n%s", err, out)
+	}
+	out, err := boxed(t, Policy{WorkTree: w.wt}, "cat "+key)
+	if err == nil || strings.Contains(out, "PRIVATE KEY") {
+		t.Errorf("the planted SSH key was read from inside the sandbox: err %v, output %q", err, out)
+	}
+
+	// A work tree and an agent's state folder under the home stay
+	// visible and writable above the hidden home; the key does not.
+	inHome := filepath.Join(w.home, "src", "wt")
+	git(t, w.repo, "worktree", "add", "-q", "-b", "ralph/run/US-002", inHome)
+	state := filepath.Join(w.home, ".agent")
+	write(t, filepath.Join(state, "login.json"), "{}")
+	p := Policy{WorkTree: inHome, State: []string{state, filepath.Join(w.home, ".missing")}}
+	out, err = boxed(t, p, "cat README.md && echo kept > made.txt && echo token > "+state+"/refreshed && ls -A $HOME")
+	if err != nil {
+		t.Fatalf("work in a work tree under the home: %v\n%s", err, out)
+	}
+	if strings.Contains(out, ".ssh") || !exists(inHome+"/made.txt") || !exists(state+"/refreshed") {
+		t.Errorf("home as the sandbox shows it: %q; made.txt kept %v, state written %v", out, exists(inHome+"/made.txt"), exists(state+"/refreshed"))
+	}
+}
+
+func TestPushToLocalRemoteFails(t *testing.T) {
+	w := newWorld(t)
+	remote := filepath.Join(w.root, "remote.git")
+	git(t, w.root, "init", "-q", "--bare", remote)
+	if out, err := plain(t, w.wt, "git push -q "+remote+" HEAD:refs/heads/by-user"); err != nil {
+		t.Fatalf("without the sandbox the push should work: %v\n%s", err, out)
+	}
+	p := Policy{WorkTree: w.wt, Readable: []string{remote}}
+	out, err := boxed(t, p, "git push -q "+remote+" HEAD:refs/heads/by-agent")
+	if err == nil {
+		t.Errorf("git push from inside the sandbox worked:\n%s", out)
+	}
+	if refs := git(t, remote, "for-each-ref", "--format=%(refname)"); refs != "refs/heads/by-user" {
+		t.Errorf("the remote's refs are %q, want only refs/heads/by-user", refs)
+	}
+}
+
+func TestHostProcessesCannotBeSignalled(t *testing.T) {
+	needBwrap(t)
+	sleeper := func() *exec.Cmd {
+		c := exec.Command("sleep", "60")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
+	}
+	first := sleeper()
+	if out, err := plain(t, "/", "kill "+strconv.Itoa(first.Process.Pid)); err != nil {
+		t.Fatalf("without the sandbox the kill should work: %v\n%s", err, out)
+	}
+	second := sleeper()
+	p := Policy{WorkTree: t.TempDir()}
+	for _, pid := range []int{second.Process.Pid, os.Getpid()} {
+		if out, err := boxed(t, p, "kill "+strconv.Itoa(pid)); err == nil {
+			t.Errorf("kill %d from inside the sandbox worked:\n%s", pid, out)
+		}
+	}
+	if err := second.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the host's process was stopped from inside the sandbox: %v", err)
+	}
+}
+
+func TestEnvironmentIsAllowListed(t *testing.T) {
+	needBwrap(t)
+	t.Setenv("RALPH_TEST_SECRET", "s3cret-value")
+	t.Setenv("RALPH_TEST_ALLOWED", "fine")
+	if out, _ := plain(t, "/", "printenv RALPH_TEST_SECRET"); !strings.Contains(out, "s3cret-value") {
+		t.Fatalf("without the sandbox the secret should be readable: %q", out)
+	}
+	p := Policy{WorkTree: t.TempDir(), Env: []string{"RALPH_TEST_ALLOWED"}}
+	out, _ := boxed(t, p, "env")
+	if strings.Contains(out, "s3cret-value") {
+		t.Errorf("the secret reached the sandbox:\n%s", out)
+	}
+	for _, want := range []string{"RALPH_TEST_ALLOWED=fine", "PATH=", "HOME=", "TMPDIR=/tmp"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the sandbox's environment lacks %s:\n%s", want, out)
+		}
+	}
+	c, err := Wrap(p, []string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.Join(c.Args, " "), "fine") {
+		t.Errorf("a variable's value is in bwrap's arguments, which every user can read: %q", c.Args)
+	}
+}
+
+func TestHostNetworkIsUnreachable(t *testing.T) {
+	needBwrap(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	connect := "exec 3<>/dev/tcp/127.0.0.1/" + port
+	if out, err := plain(t, "/", connect); err != nil {
+		t.Fatalf("without the sandbox the connection should work: %v\n%s", err, out)
+	}
+	p := Policy{WorkTree: t.TempDir()}
+	if out, err := boxed(t, p, connect); err == nil {
+		t.Errorf("the host's listener on 127.0.0.1:%s was reached from inside the sandbox:\n%s", port, out)
+	}
+	p.Network = NetOpen
+	if out, err := boxed(t, p, connect); err != nil {
+		t.Errorf("with network open the listener should be reachable: %v\n%s", err, out)
+	}
+}
+
+func TestPrivateTmpIsBounded(t *testing.T) {
+	needBwrap(t)
+	fill := "head -c 4000000 /dev/zero > $TMPDIR/fill"
+	if out, err := plain(t, "/", "TMPDIR="+t.TempDir()+"; "+fill); err != nil {
+		t.Fatalf("without the sandbox 4 MB should fit: %v\n%s", err, out)
+	}
+	p := Policy{WorkTree: t.TempDir(), TmpSize: 1 << 20}
+	out, err := boxed(t, p, fill)
+	if err == nil || !strings.Contains(out, "No space left on device") {
+		t.Errorf("4 MB into a 1 MB private /tmp: err %v, output %q; want No space left on device", err, out)
+	}
+	if out, err := boxed(t, p, "head -c 500000 /dev/zero > /tmp/small && test ! -e "+os.TempDir()+"/fill"); err != nil {
+		t.Errorf("a small file in the private /tmp: %v\n%s", err, out)
+	}
+}
+
+func TestCommitInWorktree(t *testing.T) {
+	w := newWorld(t)
+	p := Policy{WorkTree: w.wt}
+	out, err := boxed(t, p, "echo work > story.txt && git add story.txt && git commit -q -m 'agent commit'")
+	if err != nil {
+		t.Fatalf("git add and commit inside the sandbox: %v\n%s", err, out)
+	}
+	if got := git(t, w.repo, "log", "-1", "--format=%s", "ralph/run/US-001"); got != "agent commit" {
+		t.Errorf("the branch's last commit seen outside is %q, want agent commit", got)
+	}
+	// What commits do not need stays out of reach.
+	main := git(t, w.repo, "rev-parse", "main")
+	for _, script := range []string{
+		"git update-ref refs/heads/main HEAD",
+		"git config core.hooksPath /tmp",
+		"echo 'gitdir: /tmp/evil' > .git",
+		"echo /tmp/evil > $(git rev-parse --git-dir)/commondir",
+	} {
+		if out, err := boxed(t, p, script); err == nil {
+			t.Errorf("%s: worked inside the sandbox:\n%s", script, out)
+		}
+	}
+	if got := git(t, w.repo, "rev-parse", "main"); got != main {
+		t.Errorf("main moved from inside the sandbox: %s, was %s", got, main)
+	}
+	if out, err := exec.Command("git", "-C", w.wt, "config", "--get", "core.hooksPath").CombinedOutput(); err == nil {
+		t.Errorf("core.hooksPath was set from inside the sandbox: %q", out)
+	}
+}
+
+func TestCommitInRepositoryOfAnotherOwner(t *testing.T) {
+	w := newWorld(t)
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give the repository to another user")
+	}
+	if out, err := exec.Command("chown", "-R", "1000:1000", w.repo, w.wt).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v\n%s", err, out)
+	}
+	if out, err := plain(t, w.wt, "git status"); err == nil || !strings.Contains(out, "dubious ownership") {
+		t.Fatalf("without the sandbox git should refuse the repository: %v\n%s", err, out)
+	}
+	out, err := boxed(t, Policy{WorkTree: w.wt}, "echo work > story.txt && git add story.txt && git commit -q -m 'agent commit'")
+	if err != nil {
+		t.Errorf("commit in a repository of another owner inside the sandbox: %v\n%s", err, out)
+	}
+}
+
+func TestWrapRefusesBadPolicies(t *testing.T) {
+	dir := t.TempDir()
+	for name, p := range map[string]Policy{
+		"relative work tree":   {WorkTree: "wt"},
+		"missing work tree":    {WorkTree: filepath.Join(dir, "nope")},
+		"missing writable":     {WorkTree: dir, Writable: []string{filepath.Join(dir, "nope")}},
+		"unknown network":      {WorkTree: dir, Network: "wifi"},
+		"proxy (not built)":    {WorkTree: dir, Network: NetProxy},
+		"relative readable":    {WorkTree: dir, Readable: []string{"x"}},
+		"home is not absolute": {WorkTree: dir, Environ: []string{"HOME=home"}},
+	} {
+		if _, err := Wrap(p, []string{"true"}); err == nil {
+			t.Errorf("%s: Wrap took it", name)
+		}
+	}
+}
+
+func TestParseMode(t *testing.T) {
+	for _, s := range []string{"off", "bwrap", "auto", " auto "} {
+		if _, err := ParseMode(s); err != nil {
+			t.Errorf("ParseMode(%q): %v", s, err)
+		}
+	}
+	_, err := ParseMode("docker")
+	if err == nil || err.Error() != `sandbox mode "docker": want off, bwrap or auto` {
+		t.Errorf("ParseMode(docker): %v", err)
+	}
+	if _, err := ParseNetwork("proxy"); err != nil {
+		t.Errorf("ParseNetwork(proxy): %v", err)
+	}
+	if _, err := ParseNetwork("all"); err == nil {
+		t.Error("ParseNetwork(all) took it")
+	}
+}
+
+func TestProbe(t *testing.T) {
+	needBwrap(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := Probe(ctx); err != nil {
+		t.Fatalf("bwrap is installed and works here: %v", err)
+	}
+
+	t.Setenv("PATH", t.TempDir())
+	err := Probe(ctx)
+	if err == nil || !strings.Contains(err.Error(), "install bubblewrap (apt-get install bubblewrap)") {
+		t.Errorf("without bwrap: %v", err)
+	}
+
+	// A bwrap that fails as it does where user namespaces are disabled.
+	bin := t.TempDir()
+	write(t, filepath.Join(bin, "bwrap"), "#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n")
+	os.Chmod(filepath.Join(bin, "bwrap"), 0o755)
+	t.Setenv("PATH", bin)
+	err = Probe(ctx)
+	if err == nil || !strings.Contains(err.Error(), "No permissions to create new namespace") {
+		t.Errorf("with user namespaces disabled: %v", err)
+	}
+}
+
+// BenchmarkWrapTrue measures what the sandbox adds to starting a process.
+func BenchmarkWrapTrue(b *testing.B) {
+	needBwrap(b)
+	c, err := Wrap(Policy{WorkTree: b.TempDir()}, []string{"true"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		args []string
+	}{{"plain", []string{"true"}}, {"bwrap", c.Args}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				cmd := exec.Command(bc.args[0], bc.args[1:]...)
+				cmd.Env = c.Env
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("%v\n%s", err, out)
+				}
+			}
+		})
+	}
+}
