@@ -2,8 +2,9 @@
 # install-debs.sh installs the Debian packages the end-to-end tests drive
 # for real: tmux (`ralph watch`, driven with send-keys and read with
 # capture-pane), chromium (`ralph serve`'s page, driven headless through
-# the DevTools protocol) and pytest (a project whose checks ralph reads as
-# JUnit XML, test by test). make test runs it; it does nothing when they
+# the DevTools protocol), pytest (a project whose checks ralph reads as
+# JUnit XML, test by test) and bubblewrap (the agents' sandbox, whose
+# tests start it for real). make test runs it; it does nothing when they
 # are there already, and fails with what to do when they are missing and
 # cannot be installed.
 set -euo pipefail
@@ -12,6 +13,7 @@ need=()
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v pytest >/dev/null 2>&1 || need+=(python3-pytest)
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
 fi
@@ -32,6 +34,7 @@ $sudo apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null || {
 }
 for n in "${need[@]}"; do
 	[ "$n" = python3-pytest ] && n=pytest
+	[ "$n" = bubblewrap ] && n=bwrap
 	command -v "$n" >/dev/null 2>&1 || {
 		echo "install-debs: $n is still missing after apt-get install" >&2
 		exit 1

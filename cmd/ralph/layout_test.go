@@ -45,9 +45,10 @@ var layer = map[string]int{
 	"internal/report": 20, "internal/control": 20,
 	// the ports' materials
 	"internal/role": 12, "internal/prompt": 12, "internal/tasks": 12, "internal/memory": 12, "internal/check": 12,
-	"internal/agent": 12, "internal/workspace": 12, "internal/worktree": 12, "internal/sandbox": 12,
+	"internal/agent": 12, "internal/workspace": 12, "internal/worktree": 12,
 	"internal/beads": 10, "internal/gitx": 10, "internal/testreport": 10, "internal/config": 10,
-	"internal/store": 4, "internal/proc": 4,
+	// the sandbox sits with proc, below config: app hands it its policy
+	"internal/store": 4, "internal/proc": 4, "internal/sandbox": 4,
 	"internal/redact": 2, "internal/inputlimit": 2, "internal/text": 2, "internal/words": 2, "internal/errs": 2,
 	// the machines' table type and its one Mermaid writer: pure data,
 	// which Temporal's deterministic workflow code reads too

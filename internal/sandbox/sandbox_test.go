@@ -196,9 +196,11 @@ func TestHostProcessesCannotBeSignalled(t *testing.T) {
 	}
 	second := sleeper()
 	p := Policy{WorkTree: t.TempDir()}
-	for _, pid := range []int{second.Process.Pid, os.Getpid()} {
-		if out, err := boxed(t, p, "kill "+strconv.Itoa(pid)); err == nil {
-			t.Errorf("kill %d from inside the sandbox worked:\n%s", pid, out)
+	// The test's own process stands for ralph: "kill -0" asks whether it
+	// could be signalled without stopping the test when it could.
+	for _, script := range []string{"kill " + strconv.Itoa(second.Process.Pid), "kill -0 " + strconv.Itoa(os.Getpid())} {
+		if out, err := boxed(t, p, script); err == nil {
+			t.Errorf("%s from inside the sandbox worked:\n%s", script, out)
 		}
 	}
 	if err := second.Process.Signal(syscall.Signal(0)); err != nil {
@@ -306,6 +308,47 @@ func TestCommitInWorktree(t *testing.T) {
 	}
 	if out, err := exec.Command("git", "-C", w.wt, "config", "--get", "core.hooksPath").CombinedOutput(); err == nil {
 		t.Errorf("core.hooksPath was set from inside the sandbox: %q", out)
+	}
+}
+
+func TestCommitInPlainCheckout(t *testing.T) {
+	w := newWorld(t)
+	p := Policy{WorkTree: w.repo}
+	out, err := boxed(t, p, "echo work > story.txt && git add story.txt && git commit -q -m 'agent commit'")
+	if err != nil {
+		t.Fatalf("git add and commit inside the sandbox: %v\n%s", err, out)
+	}
+	if got := git(t, w.repo, "log", "-1", "--format=%s"); got != "agent commit" {
+		t.Errorf("the last commit seen outside is %q, want agent commit", got)
+	}
+	for _, script := range []string{"git config core.hooksPath /tmp", "echo 'exit 0' > .git/hooks/pre-commit"} {
+		if out, err := boxed(t, p, script); err == nil {
+			t.Errorf("%s: worked inside the sandbox:\n%s", script, out)
+		}
+	}
+}
+
+func TestOtherWorktreeIsReadOnly(t *testing.T) {
+	w := newWorld(t)
+	other := filepath.Join(w.root, "other")
+	git(t, w.repo, "worktree", "add", "-q", "-b", "ralph/run/US-002", other)
+	script := "echo owned > " + other + "/README.md"
+	if out, err := plain(t, w.wt, script); err != nil {
+		t.Fatalf("without the sandbox the write should work: %v\n%s", err, out)
+	}
+	git(t, other, "checkout", "-q", "README.md")
+	before := git(t, w.repo, "rev-parse", "ralph/run/US-002")
+	p := Policy{WorkTree: w.wt, Readable: []string{other}}
+	for _, s := range []string{script, "git -C " + other + " commit -q --allow-empty -m owned"} {
+		if out, err := boxed(t, p, s); err == nil {
+			t.Errorf("%s: worked inside the sandbox:\n%s", s, out)
+		}
+	}
+	if b, _ := os.ReadFile(other + "/README.md"); string(b) != "hello\n" {
+		t.Errorf("the other worker's worktree was written: %q", b)
+	}
+	if got := git(t, w.repo, "rev-parse", "ralph/run/US-002"); got != before {
+		t.Errorf("the other worker's branch moved: %s, was %s", got, before)
 	}
 }
 
