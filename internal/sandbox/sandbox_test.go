@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ralphloop/ralph/internal/proc"
+	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
 // Each hostile case first does its action without the sandbox and sees it
@@ -367,6 +370,50 @@ func TestCommitInRepositoryOfAnotherOwner(t *testing.T) {
 	if err != nil {
 		t.Errorf("commit in a repository of another owner inside the sandbox: %v\n%s", err, out)
 	}
+}
+
+// ralph stops an agent by its process group (proc): the sandboxed
+// processes are in a session of their own (--new-session), so it is
+// --die-with-parent and the PID namespace that must take them down with
+// bwrap.
+func TestTimeoutStopsEverythingInside(t *testing.T) {
+	needBwrap(t)
+	marker := "3" + strconv.Itoa(os.Getpid()%100000)
+	c, err := Wrap(Policy{WorkTree: t.TempDir()}, []string{"bash", "-c", "sleep " + marker + " & sleep " + marker + "; wait"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // what a failed test left behind
+		for _, pid := range running(t, "sleep "+marker) {
+			if n, err := strconv.Atoi(pid); err == nil {
+				syscall.Kill(n, syscall.SIGKILL)
+			}
+		}
+	})
+	out, err := proc.Run(context.Background(), proc.Spec{Args: c.Args, Env: c.Env, Timeout: 300 * time.Millisecond, Grace: 200 * time.Millisecond})
+	if err != nil || !out.TimedOut {
+		t.Fatalf("proc.Run: %+v, %v", out, err)
+	}
+	wait.Until(t, 5*time.Second, func() bool {
+		return len(running(t, "sleep "+marker)) == 0
+	}, "the sandbox's processes to be gone")
+}
+
+// running lists the pids whose command line is cmdline.
+func running(t *testing.T, cmdline string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []string
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ") == cmdline {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
 }
 
 func TestWrapRefusesBadPolicies(t *testing.T) {
