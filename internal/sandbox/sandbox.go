@@ -52,9 +52,10 @@ const (
 	NetNone Network = "none"
 	// NetOpen keeps the host's network (the filesystem limits stay).
 	NetOpen Network = "open"
-	// NetProxy is NetNone plus Policy.ProxySocket, a unix socket of an
-	// allow-list proxy that ralph runs outside, bound into the sandbox.
-	// Not built yet: the forwarder inside the sandbox is missing.
+	// NetProxy is NetNone plus Policy.ProxySocket, the unix socket of an
+	// allow-list proxy that ralph runs outside, bound into the sandbox at
+	// the same path. The agent CLIs speak TCP to a proxy, so a forwarder
+	// inside (a loopback listener to the socket) is still to be built.
 	NetProxy Network = "proxy"
 )
 
@@ -103,7 +104,8 @@ type Policy struct {
 	Environ []string
 	// Network is NetNone when empty.
 	Network Network
-	// ProxySocket is the allow-list proxy's unix socket (NetProxy only).
+	// ProxySocket is the allow-list proxy's unix socket (NetProxy only):
+	// the one way out of the sandbox's network.
 	ProxySocket string
 }
 
@@ -185,6 +187,14 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		}
 	}
 
+	if p.Network == NetProxy {
+		sock, err := canonical(p.ProxySocket, "proxy socket")
+		if err != nil {
+			return Cmd{}, err
+		}
+		add("rw", sock)
+	}
+
 	args := []string{"bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"}
 	// Mounts stack in the order given: a parent goes first so that a
 	// deeper path (the work tree under the hidden home, a protected file
@@ -216,7 +226,7 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		args = append(args, "--unshare-net")
 	case NetOpen:
 	case NetProxy:
-		return Cmd{}, errors.New("sandbox: network mode proxy is not built yet: use none or open")
+		args = append(args, "--unshare-net")
 	default:
 		return Cmd{}, fmt.Errorf("sandbox network %q: want none, open or proxy", p.Network)
 	}

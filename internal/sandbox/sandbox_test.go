@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +17,23 @@ import (
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 )
+
+// dialFlag makes the test binary a tiny client that the tests run inside
+// the sandbox: it dials NETWORK ADDRESS and copies what it reads.
+const dialFlag = "-sandbox-dial"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) == 4 && os.Args[1] == dialFlag {
+		c, err := net.DialTimeout(os.Args[2], os.Args[3], 5*time.Second)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		io.Copy(os.Stdout, c)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 // Each hostile case first does its action without the sandbox and sees it
 // work, so that its failure inside says something about the sandbox and
@@ -268,6 +287,57 @@ func TestHostNetworkIsUnreachable(t *testing.T) {
 	}
 }
 
+// In proxy mode the proxy's unix socket is the one way out: it is
+// reachable from inside (through the test binary, which dials it), and
+// the host's loopback is not.
+func TestProxySocketIsTheOneWayOut(t *testing.T) {
+	needBwrap(t)
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("proxy here\n"))
+			c.Close()
+		}
+	}()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	self, err := filepath.EvalSymlinks(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Policy{WorkTree: t.TempDir(), Network: NetProxy, ProxySocket: sock, Readable: []string{filepath.Dir(self)}}
+	c, err := Wrap(p, []string{self, dialFlag, "unix", sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(c.Args[0], c.Args[1:]...)
+	cmd.Env = c.Env
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "proxy here") {
+		t.Errorf("the proxy's socket from inside: %v\n%s", err, out)
+	}
+	c, err = Wrap(p, []string{self, dialFlag, "tcp", tcp.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(c.Args[0], c.Args[1:]...)
+	cmd.Env = c.Env
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Errorf("the host's loopback was reached in proxy mode:\n%s", out)
+	}
+}
+
 func TestPrivateTmpIsBounded(t *testing.T) {
 	needBwrap(t)
 	fill := "head -c 4000000 /dev/zero > $TMPDIR/fill"
@@ -423,7 +493,7 @@ func TestWrapRefusesBadPolicies(t *testing.T) {
 		"missing work tree":    {WorkTree: filepath.Join(dir, "nope")},
 		"missing writable":     {WorkTree: dir, Writable: []string{filepath.Join(dir, "nope")}},
 		"unknown network":      {WorkTree: dir, Network: "wifi"},
-		"proxy (not built)":    {WorkTree: dir, Network: NetProxy},
+		"proxy without socket": {WorkTree: dir, Network: NetProxy},
 		"relative readable":    {WorkTree: dir, Readable: []string{"x"}},
 		"home is not absolute": {WorkTree: dir, Environ: []string{"HOME=home"}},
 	} {
