@@ -157,6 +157,9 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 	}
 	add("tmpfs", "/tmp")
 	if h, err := filepath.EvalSymlinks(home); err == nil && h != "/" {
+		if h == wt {
+			return Cmd{}, fmt.Errorf("sandbox: the work tree is the home folder (%s): the sandbox could not hide ~/.ssh and the rest of it; work in a folder under it", wt)
+		}
 		add("tmpfs", h)
 	}
 	add("rw", wt)

@@ -488,17 +488,22 @@ func running(t *testing.T, cmdline string) []string {
 
 func TestWrapRefusesBadPolicies(t *testing.T) {
 	dir := t.TempDir()
-	for name, p := range map[string]Policy{
-		"relative work tree":   {WorkTree: "wt"},
-		"missing work tree":    {WorkTree: filepath.Join(dir, "nope")},
-		"missing writable":     {WorkTree: dir, Writable: []string{filepath.Join(dir, "nope")}},
-		"unknown network":      {WorkTree: dir, Network: "wifi"},
-		"proxy without socket": {WorkTree: dir, Network: NetProxy},
-		"relative readable":    {WorkTree: dir, Readable: []string{"x"}},
-		"home is not absolute": {WorkTree: dir, Environ: []string{"HOME=home"}},
+	for _, c := range []struct {
+		p    Policy
+		want string
+	}{
+		{Policy{WorkTree: "wt"}, `work tree "wt" is not an absolute path`},
+		{Policy{WorkTree: filepath.Join(dir, "nope")}, "no such file or directory"},
+		{Policy{WorkTree: dir, Writable: []string{filepath.Join(dir, "nope")}}, "writable path: lstat"},
+		{Policy{WorkTree: dir, Readable: []string{"x"}}, `readable path "x" is not an absolute path`},
+		{Policy{WorkTree: dir, Network: "wifi"}, `sandbox network "wifi": want none, open or proxy`},
+		{Policy{WorkTree: dir, Network: NetProxy}, `proxy socket "" is not an absolute path`},
+		{Policy{WorkTree: dir, Environ: []string{"HOME=home"}}, `HOME is "home": it must be an absolute path`},
+		{Policy{WorkTree: dir, Environ: []string{"HOME=" + dir}}, "the work tree is the home folder"},
 	} {
-		if _, err := Wrap(p, []string{"true"}); err == nil {
-			t.Errorf("%s: Wrap took it", name)
+		_, err := Wrap(c.p, []string{"true"})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Wrap(%+v): %v; want an error with %q", c.p, err, c.want)
 		}
 	}
 }
