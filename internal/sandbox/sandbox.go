@@ -120,17 +120,24 @@ type Cmd struct {
 
 // mount is one filesystem step of the sandbox.
 type mount struct {
-	kind string // "tmpfs", "ro", "rw"
+	// kind is "tmpfs" (hidden), "ro", "rw", or "protect": read-only
+	// inside a writable folder, whatever else asked for it.
+	kind string
 	path string
 }
 
-// rank orders the kinds a path can be given twice as: the stronger wins.
+// rank orders the kinds a path can be given twice as: the higher wins.
 var rank = map[string]int{"tmpfs": 0, "ro": 1, "rw": 2, "protect": 3}
 
 // Wrap returns the bwrap command that runs argv under p.
 func Wrap(p Policy, argv []string) (Cmd, error) {
 	if len(argv) == 0 {
 		return Cmd{}, errors.New("sandbox: nothing to run")
+	}
+	switch p.Network {
+	case "", NetNone, NetOpen, NetProxy:
+	default:
+		return Cmd{}, fmt.Errorf("sandbox network %q: want none, open or proxy", p.Network)
 	}
 	environ := p.Environ
 	if environ == nil {
@@ -224,14 +231,8 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		}
 	}
 
-	switch p.Network {
-	case "", NetNone:
+	if p.Network != NetOpen {
 		args = append(args, "--unshare-net")
-	case NetOpen:
-	case NetProxy:
-		args = append(args, "--unshare-net")
-	default:
-		return Cmd{}, fmt.Errorf("sandbox network %q: want none, open or proxy", p.Network)
 	}
 	args = append(args, "--unshare-pid", "--die-with-parent", "--new-session", "--chdir", wt, "--")
 	args = append(args, argv...)
