@@ -460,9 +460,20 @@ func TestTimeoutStopsEverythingInside(t *testing.T) {
 			}
 		}
 	})
-	out, err := proc.Run(context.Background(), proc.Spec{Args: c.Args, Env: c.Env, Timeout: 300 * time.Millisecond, Grace: 200 * time.Millisecond})
-	if err != nil || !out.TimedOut {
-		t.Fatalf("proc.Run: %+v, %v", out, err)
+	// The timeout must come while the sleeps run, or the test would pass
+	// having stopped nothing: they are seen running before it fires.
+	type result struct {
+		out proc.Outcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := proc.Run(context.Background(), proc.Spec{Args: c.Args, Env: c.Env, Timeout: 3 * time.Second, Grace: 200 * time.Millisecond})
+		done <- result{out, err}
+	}()
+	wait.Until(t, 3*time.Second, func() bool { return len(running(t, "sleep "+marker)) == 2 }, "the two sleeps to run inside the sandbox")
+	if r := <-done; r.err != nil || !r.out.TimedOut {
+		t.Fatalf("proc.Run: %+v, %v", r.out, r.err)
 	}
 	wait.Until(t, 5*time.Second, func() bool {
 		return len(running(t, "sleep "+marker)) == 0
