@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -37,6 +38,17 @@ type Spec struct {
 	// subcommand, so that it can never split another option from its value.
 	ModelFlag string
 	ModelAt   int
+	// State are the CLI's own files and folders (its login, settings,
+	// transcripts), relative to the home folder: a sandbox hides the
+	// home, so these are the parts of it the agent keeps writable.
+	State []string
+	// CredentialEnv names the variables that carry the CLI's credentials
+	// or point it at its API: a sandbox passes these on and no others
+	// besides its own short list.
+	CredentialEnv []string
+	// Hosts are the API hosts the CLI talks to by default, for a
+	// network allow list.
+	Hosts []string
 }
 
 // WithModel returns s set to run model. An empty model returns s as is; an
@@ -70,14 +82,17 @@ func StripEnv(names ...string) { proc.Withhold(names...) }
 // come from the final assistant message, not from raw text.
 var builtins = []Spec{
 	{
-		Name:        "codex",
-		ModelFlag:   "--model",
-		ModelAt:     2,
-		Headless:    []string{"codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "-"},
-		Interactive: []string{"codex", "--dangerously-bypass-approvals-and-sandbox", "Read the file " + PromptPlaceholder + " and follow its instructions."},
-		Format:      FormatCodex,
-		InstallHint: "npm install -g @openai/codex",
-		LoginHint:   "run `codex login`, or set OPENAI_API_KEY",
+		Name:          "codex",
+		ModelFlag:     "--model",
+		ModelAt:       2,
+		Headless:      []string{"codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "-"},
+		Interactive:   []string{"codex", "--dangerously-bypass-approvals-and-sandbox", "Read the file " + PromptPlaceholder + " and follow its instructions."},
+		Format:        FormatCodex,
+		InstallHint:   "npm install -g @openai/codex",
+		LoginHint:     "run `codex login`, or set OPENAI_API_KEY",
+		State:         []string{".codex"},
+		CredentialEnv: []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"},
+		Hosts:         []string{"api.openai.com", "chatgpt.com"},
 	},
 	{
 		Name:      "claude",
@@ -86,69 +101,90 @@ var builtins = []Spec{
 		// -p goes last: Claude Code 2.1.197 given -p as its first
 		// argument takes about 60 ms longer to reach its first request
 		// (measured in bench/argorder_test.go), the same work otherwise.
-		Headless:    []string{"claude", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions", "-p"},
-		Interactive: []string{"claude", "--dangerously-skip-permissions", "Read the file " + PromptPlaceholder + " and follow its instructions."},
-		Format:      FormatClaude,
-		InstallHint: "npm install -g @anthropic-ai/claude-code",
-		LoginHint:   "run `claude login` (or /login inside `claude`), or set ANTHROPIC_API_KEY",
+		Headless:      []string{"claude", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions", "-p"},
+		Interactive:   []string{"claude", "--dangerously-skip-permissions", "Read the file " + PromptPlaceholder + " and follow its instructions."},
+		Format:        FormatClaude,
+		InstallHint:   "npm install -g @anthropic-ai/claude-code",
+		LoginHint:     "run `claude login` (or /login inside `claude`), or set ANTHROPIC_API_KEY",
+		State:         []string{".claude", ".claude.json"},
+		CredentialEnv: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"},
+		Hosts:         []string{"api.anthropic.com"},
 	},
 	{
-		Name:        "droid",
-		ModelFlag:   "--model",
-		ModelAt:     2,
-		Headless:    []string{"droid", "exec", "--skip-permissions-unsafe", "-o", "stream-json", "-f", PromptPlaceholder},
-		Interactive: []string{"droid", "Read the file " + PromptPlaceholder + " and follow its instructions."},
-		Format:      FormatDroid,
-		InstallHint: "see docs.factory.ai/cli to install droid",
-		LoginHint:   "run `droid` once and log in, or set FACTORY_API_KEY",
+		Name:          "droid",
+		ModelFlag:     "--model",
+		ModelAt:       2,
+		Headless:      []string{"droid", "exec", "--skip-permissions-unsafe", "-o", "stream-json", "-f", PromptPlaceholder},
+		Interactive:   []string{"droid", "Read the file " + PromptPlaceholder + " and follow its instructions."},
+		Format:        FormatDroid,
+		InstallHint:   "see docs.factory.ai/cli to install droid",
+		LoginHint:     "run `droid` once and log in, or set FACTORY_API_KEY",
+		State:         []string{".factory"},
+		CredentialEnv: []string{"FACTORY_API_KEY"},
+		Hosts:         []string{"api.factory.ai"},
 	},
 	{
-		Name:        "opencode",
-		ModelFlag:   "--model",
-		ModelAt:     2,
-		Headless:    []string{"opencode", "run", "--format", "json", "--auto"},
-		Interactive: []string{"opencode", "--prompt", "Read the file " + PromptPlaceholder + " and follow its instructions."},
-		Format:      FormatOpencode,
-		InstallHint: "npm install -g opencode-ai",
-		LoginHint:   "run `opencode auth login`",
+		Name:          "opencode",
+		ModelFlag:     "--model",
+		ModelAt:       2,
+		Headless:      []string{"opencode", "run", "--format", "json", "--auto"},
+		Interactive:   []string{"opencode", "--prompt", "Read the file " + PromptPlaceholder + " and follow its instructions."},
+		Format:        FormatOpencode,
+		InstallHint:   "npm install -g opencode-ai",
+		LoginHint:     "run `opencode auth login`",
+		State:         []string{".config/opencode", ".local/share/opencode"},
+		CredentialEnv: []string{"OPENCODE_CONFIG", "OPENCODE_PERMISSION", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"},
+		Hosts:         []string{"api.anthropic.com", "api.openai.com"},
 	},
 	{
-		Name:        "gemini",
-		ModelFlag:   "--model",
-		ModelAt:     1,
-		Headless:    []string{"gemini", "-o", "stream-json", "--yolo", "--skip-trust"},
-		Interactive: []string{"gemini", "--yolo", "-i", "Read the file " + PromptPlaceholder + " and follow its instructions."},
-		Format:      FormatGemini,
-		InstallHint: "npm install -g @google/gemini-cli",
-		LoginHint:   "run `gemini` once and choose how to sign in, or set GEMINI_API_KEY",
+		Name:          "gemini",
+		ModelFlag:     "--model",
+		ModelAt:       1,
+		Headless:      []string{"gemini", "-o", "stream-json", "--yolo", "--skip-trust"},
+		Interactive:   []string{"gemini", "--yolo", "-i", "Read the file " + PromptPlaceholder + " and follow its instructions."},
+		Format:        FormatGemini,
+		InstallHint:   "npm install -g @google/gemini-cli",
+		LoginHint:     "run `gemini` once and choose how to sign in, or set GEMINI_API_KEY",
+		State:         []string{".gemini"},
+		CredentialEnv: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_CLI_HOME"},
+		Hosts:         []string{"generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com"},
 	},
 	{
-		Name:        "amp",
-		Headless:    []string{"amp", "-x", "--stream-json", "--dangerously-allow-all"},
-		Interactive: []string{"amp", "--dangerously-allow-all"},
-		Format:      FormatClaude,
-		InstallHint: "npm install -g @sourcegraph/amp",
-		LoginHint:   "run `amp login`, or set AMP_API_KEY",
+		Name:          "amp",
+		Headless:      []string{"amp", "-x", "--stream-json", "--dangerously-allow-all"},
+		Interactive:   []string{"amp", "--dangerously-allow-all"},
+		Format:        FormatClaude,
+		InstallHint:   "npm install -g @sourcegraph/amp",
+		LoginHint:     "run `amp login`, or set AMP_API_KEY",
+		State:         []string{".config/amp", ".local/share/amp"},
+		CredentialEnv: []string{"AMP_API_KEY"},
+		Hosts:         []string{"ampcode.com"},
 	},
 	{
-		Name:        "cursor-agent",
-		ModelFlag:   "--model",
-		ModelAt:     1,
-		Headless:    []string{"cursor-agent", "-p", "--force", "--output-format", "stream-json", "Read the file " + PromptPlaceholder + " and follow its instructions."},
-		Interactive: []string{"cursor-agent", "--force", "Read the file " + PromptPlaceholder + " and follow its instructions."},
-		Format:      FormatCursor,
-		InstallHint: "see cursor.com/cli to install cursor-agent",
-		LoginHint:   "run `cursor-agent login`, or set CURSOR_API_KEY",
+		Name:          "cursor-agent",
+		ModelFlag:     "--model",
+		ModelAt:       1,
+		Headless:      []string{"cursor-agent", "-p", "--force", "--output-format", "stream-json", "Read the file " + PromptPlaceholder + " and follow its instructions."},
+		Interactive:   []string{"cursor-agent", "--force", "Read the file " + PromptPlaceholder + " and follow its instructions."},
+		Format:        FormatCursor,
+		InstallHint:   "see cursor.com/cli to install cursor-agent",
+		LoginHint:     "run `cursor-agent login`, or set CURSOR_API_KEY",
+		State:         []string{".cursor", ".config/cursor"},
+		CredentialEnv: []string{"CURSOR_API_KEY"},
+		Hosts:         []string{"api2.cursor.sh"},
 	},
 	{
-		Name:        "copilot",
-		ModelFlag:   "--model",
-		ModelAt:     1,
-		Headless:    []string{"copilot", "--allow-all-tools", "--no-ask-user", "-p", "Read the file " + PromptPlaceholder + " and follow its instructions."},
-		Interactive: []string{"copilot", "--allow-all-tools", "-i", "Read the file " + PromptPlaceholder + " and follow its instructions."},
-		Format:      FormatPlain,
-		InstallHint: "npm install -g @github/copilot",
-		LoginHint:   "run `copilot` and /login, or set COPILOT_GITHUB_TOKEN",
+		Name:          "copilot",
+		ModelFlag:     "--model",
+		ModelAt:       1,
+		Headless:      []string{"copilot", "--allow-all-tools", "--no-ask-user", "-p", "Read the file " + PromptPlaceholder + " and follow its instructions."},
+		Interactive:   []string{"copilot", "--allow-all-tools", "-i", "Read the file " + PromptPlaceholder + " and follow its instructions."},
+		Format:        FormatPlain,
+		InstallHint:   "npm install -g @github/copilot",
+		LoginHint:     "run `copilot` and /login, or set COPILOT_GITHUB_TOKEN",
+		State:         []string{".copilot"},
+		CredentialEnv: []string{"COPILOT_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN"},
+		Hosts:         []string{"api.githubcopilot.com", "api.github.com"},
 	},
 }
 
@@ -370,3 +406,12 @@ func SplitCommand(s string) ([]string, error) {
 // Names lists the agents a name can pick: the built-in ones in their
 // order, then those config defines, sorted (shell completion offers them).
 func Names(custom map[string]Custom) []string { return names(custom) }
+
+// StateIn returns s's state files and folders under home, absolute.
+func (s Spec) StateIn(home string) []string {
+	out := make([]string, len(s.State))
+	for i, p := range s.State {
+		out[i] = filepath.Join(home, p)
+	}
+	return out
+}

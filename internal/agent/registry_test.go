@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -135,5 +136,36 @@ func TestClaudeHeadlessDoesNotStartWithPrint(t *testing.T) {
 		if !slices.Contains(s.Headless, "-p") {
 			t.Errorf("claude's headless argv %q lost -p", s.Headless)
 		}
+	}
+}
+
+// A sandbox hides the home folder: every built-in agent must name the
+// parts of it it keeps its login in, the variables that carry its
+// credentials, and the hosts it talks to, or it cannot run sandboxed.
+func TestBuiltinsNameTheirSandboxNeeds(t *testing.T) {
+	for _, s := range Builtins() {
+		if len(s.State) == 0 || len(s.CredentialEnv) == 0 || len(s.Hosts) == 0 {
+			t.Errorf("%s: state %v, credential env %v, hosts %v: name all three", s.Name, s.State, s.CredentialEnv, s.Hosts)
+		}
+		for _, p := range s.State {
+			if filepath.IsAbs(p) || strings.HasPrefix(p, "~") {
+				t.Errorf("%s: state %q must be relative to the home folder", s.Name, p)
+			}
+		}
+	}
+	claude, _, err := Resolve(Choice{Flag: "claude"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/home/u/.claude", "/home/u/.claude.json"}
+	if got := claude.StateIn("/home/u"); !slices.Equal(got, want) {
+		t.Errorf("claude state = %v, want %v", got, want)
+	}
+	if !slices.Contains(claude.CredentialEnv, "ANTHROPIC_API_KEY") {
+		t.Errorf("claude credential env %v lacks ANTHROPIC_API_KEY", claude.CredentialEnv)
+	}
+	custom, _, _ := Resolve(Choice{Flag: "mine", Custom: map[string]Custom{"mine": {Command: []string{"mine"}}}})
+	if len(custom.State) != 0 {
+		t.Errorf("a custom agent got state %v: it names none", custom.State)
 	}
 }
