@@ -15,6 +15,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/redact"
+	"github.com/ralphloop/ralph/internal/sandbox"
 )
 
 // MaxLineBytes bounds one line of agent output held in memory. Longer lines
@@ -52,6 +53,9 @@ type Invocation struct {
 	// MaxLogBytes bounds what Log receives: past it only the first and
 	// the last half are kept (0 means DefaultMaxLogBytes).
 	MaxLogBytes int64
+	// Sandbox, when set, runs the agent under it (Dir is its work tree
+	// unless it names one); nil runs the agent as the user.
+	Sandbox *sandbox.Policy
 }
 
 // TokenVar is the environment variable that carries Invocation.Token.
@@ -202,6 +206,12 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 	}
 	if useStdin {
 		spec.Stdin = strings.NewReader(inv.Prompt)
+	}
+	if inv.Sandbox != nil {
+		var err error
+		if spec.Args, spec.Env, err = sandboxed(*inv.Sandbox, inv.Spec, spec.Args, spec.Env, inv.Dir, inv.PromptFile); err != nil {
+			return Outcome{Outcome: proc.Outcome{ExitCode: -1}}, err
+		}
 	}
 	out, err := proc.Run(ctx, spec)
 	if inv.OnExit != nil && pgid > 0 {
