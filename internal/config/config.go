@@ -61,6 +61,7 @@ type Config struct {
 	Security      SecuritySection        `toml:"security"`
 	Notify        NotifySection          `toml:"notify"`
 	Engine        EngineSection          `toml:"engine"`
+	Sandbox       SandboxSection         `toml:"sandbox"`
 	// Roles picks the agent, and optionally the model, of each role of a
 	// `ralph run` session: planner, questioner, executor, reviewer,
 	// goal-check. A role without an entry uses the run's agent.
@@ -277,6 +278,7 @@ func Default() Config {
 		Memory:  MemorySection{Store: "sqlite", PasswordEnv: "NEO4J_PASSWORD"},
 		Notify:  NotifySection{Timeout: Duration{10 * time.Second}},
 		Engine:  DefaultEngine(),
+		Sandbox: DefaultSandbox(),
 		Session: SessionSection{MaxTaskAttempts: 3, MaxQACycles: 3, MaxPlanningRetries: 2, MaxGoalChecks: 3,
 			AgentRetries: 3, RetryBackoff: Duration{5 * time.Second}, MaxTasks: 30},
 	}
@@ -332,6 +334,9 @@ func Load(path string) (Config, error) {
 }
 
 func (c Config) validate() error {
+	if err := c.Sandbox.validate(); err != nil {
+		return err
+	}
 	if c.Build.MaxIterations < 0 || c.Plan.MaxIterations < 0 {
 		return errors.New("max_iterations must not be negative")
 	}

@@ -23,7 +23,8 @@ func TestTemplateLoadsBackWithChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Agent.Default != "codex" || cfg.Build.MaxIterations != 25 || cfg.Agent.Timeout.Duration != 30*time.Minute {
+	if cfg.Agent.Default != "codex" || cfg.Build.MaxIterations != 25 || cfg.Agent.Timeout.Duration != 30*time.Minute ||
+		cfg.Sandbox.Mode != "off" || cfg.Sandbox.Network != "open" || !cfg.Sandbox.Checks {
 		t.Fatalf("defaults not read back: %+v", cfg)
 	}
 	if len(cfg.Checks) != 1 || cfg.Checks[0].Run != "go test ./..." || cfg.Checks[0].Timeout.Duration != 10*time.Minute {
@@ -48,6 +49,12 @@ func TestLoadErrors(t *testing.T) {
 		{"bad kind", "[[checks]]\nname = \"x\"\nrun = \"true\"\nkind = \"smoke\"\n", "use typecheck, lint, test or e2e"},
 		{"agent without command", "[agents.mine]\nformat = \"plain\"\n", "needs command"},
 		{"redact a value", "[security]\nredact = [\"KEY=abc\"]\n", "names of environment variables"},
+		{"sandbox mode", "[sandbox]\nmode = \"docker\"\n", `[sandbox] mode = "docker": use off, bwrap or auto`},
+		{"sandbox network", "[sandbox]\nnetwork = \"some\"\n", `[sandbox] network = "some": use open or none`},
+		{"sandbox proxy", "[sandbox]\nnetwork = \"proxy\"\n", "proxy is not built yet"},
+		{"sandbox relative path", "[sandbox]\nwritable = [\"cache\"]\n", `[sandbox] writable = ["cache"]: give an absolute path`},
+		{"sandbox env value", "[sandbox]\nenv = [\"A=b\"]\n", "names of environment variables"},
+		{"sandbox host url", "[sandbox]\nallow_hosts = [\"https://x.org\"]\n", "without a scheme"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(write(t, tc.content))

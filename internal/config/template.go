@@ -131,6 +131,24 @@ database = ""
 # prompts, besides those named *_API_KEY, *_TOKEN, *SECRET* or *PASSWORD*.
 redact = []
 
+[sandbox]
+# Run each agent in a bubblewrap sandbox (Linux): the system read-only, its
+# work tree and its own state folders writable, the rest of your home
+# hidden (~/.ssh, cloud credentials), its own PID namespace, and only its
+# credential variables passed in. "off", "bwrap" (fail when it cannot start
+# here) or "auto" (bwrap when it works, else a warning). Off by default: an
+# agent that keeps its login or git identity elsewhere in the home behaves
+# differently inside. --sandbox MODE overrides this; ralph doctor says
+# whether it works here.
+mode = "off"
+# "open" keeps the network; "none" leaves only the sandbox's own loopback.
+network = "open"
+# More paths the agent may write or read (absolute, or "~/..."), and more
+# environment variables it gets.
+writable = []
+readable = []
+env = []
+
 [notify]
 # Tell people when a run needs them (docs/watching.md, Notifications). No channel is
 # set by default; uncomment the ones you use:

@@ -31,6 +31,7 @@ import (
 	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
+	"github.com/ralphloop/ralph/internal/sandbox"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/words"
@@ -109,6 +110,9 @@ type Options struct {
 	// message and reported errors only, when the CLI gave no structured
 	// limit event.
 	LimitPatterns []string
+	// Sandbox confines every agent the run starts to the run's work tree
+	// (internal/sandbox); nil runs them as the user.
+	Sandbox *sandbox.Policy
 	// IdleTimeout ends an agent run that prints nothing for this long.
 	IdleTimeout time.Duration
 	// MaxLogBytes bounds each raw agent log (0: agent.DefaultMaxLogBytes).
@@ -570,6 +574,7 @@ func (r *run) runAgentAs(ctx context.Context, spec agent.Spec, n int, prompt str
 		Events:        r.em,
 		Terminal:      r.opts.Terminal,
 		LimitPatterns: r.opts.LimitPatterns,
+		Sandbox:       r.opts.Sandbox,
 	}.Run(ctx)
 	r.agentT += res.Duration
 	return res, err

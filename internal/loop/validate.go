@@ -294,6 +294,7 @@ func (b *builder) review(ctx context.Context, it iteration, criteria []role.Crit
 			Events:      b.em,
 			Working:     "reviewer " + spec.Name + " working",
 			Terminal:    b.opts.Terminal,
+			Sandbox:     b.opts.Sandbox,
 		}.Run(ctx)
 		out := res.Outcome
 		// The reviewer is an agent run like the executor's: its time,

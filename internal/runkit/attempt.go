@@ -17,6 +17,7 @@ import (
 	"github.com/ralphloop/ralph/internal/heartbeat"
 	"github.com/ralphloop/ralph/internal/redact"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/sandbox"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/text"
 )
@@ -65,6 +66,9 @@ type Attempt struct {
 	// LimitPatterns are matched against a failed run's final message and
 	// errors when the agent gave no structured usage-limit event.
 	LimitPatterns []string
+	// Sandbox confines the agent (its work tree is Dir unless it names
+	// one); nil runs it as the user.
+	Sandbox *sandbox.Policy
 }
 
 // Result is what an attempt produced.
@@ -161,6 +165,7 @@ func (a Attempt) Run(ctx context.Context) (res Result, err error) {
 		OnStart:     a.OnStart,
 		OnExit:      a.OnExit,
 		Token:       res.Token,
+		Sandbox:     a.Sandbox,
 	})
 	res.Outcome = out
 	res.EnvFailure = agent.EnvironmentFailure(a.Spec, out, err)
