@@ -33,7 +33,7 @@ func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile str
 	p.Env = append(append(slices.Clone(s.CredentialEnv), TokenVar), p.Env...)
 	p.Environ = env
 	p.Readable = slices.Clone(p.Readable)
-	for _, path := range []string{program(argv[0]), promptFile} {
+	for _, path := range append(program(argv[0]), promptFile) {
 		if path == "" {
 			continue
 		}
@@ -45,19 +45,20 @@ func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile str
 	return cmd.Args, cmd.Env, err
 }
 
-// program is where argv[0] is found, with links followed ("" when not).
-func program(name string) string {
+// program is where argv[0] is found on PATH and, when that is a link,
+// the file it leads to: the sandbox must show both.
+func program(name string) []string {
 	path, err := exec.LookPath(name)
 	if err != nil {
-		return ""
+		return nil
 	}
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		return real
+	if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
+		return []string{path, real}
 	}
-	return path
+	return []string{path}
 }
 
 // hiddenIn reports whether the sandbox hides path: under the home or

@@ -12,6 +12,7 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/sandbox"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -42,6 +43,8 @@ type BuildOptions struct {
 	Engine string
 	// Detach returns once a build on Temporal started, without following it.
 	Detach bool
+	// Sandbox is --sandbox: off, bwrap or auto ("": [sandbox] mode).
+	Sandbox string
 }
 
 // progress is where the run's own lines go that are not events (the
@@ -113,6 +116,7 @@ func loopCmd(env *Env, runF func(*BuildOptions) error, run func(*cobra.Command, 
 	cmd.Flags().Int("max-iterations", 0, "the same as N (the name 'ralph thread start' uses)")
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "path of the PRD (default from config: .agents/tasks/prd.md)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the run's events on stdout, one JSON object per line (docs/events.md)")
+	cmd.Flags().StringVar(&opts.Sandbox, "sandbox", "", "run the agents in a sandbox: off, bwrap (fail when it cannot start) or auto (default [sandbox] mode: off)")
 	return cmd, opts
 }
 
@@ -120,6 +124,14 @@ func loopCmd(env *Env, runF func(*BuildOptions) error, run func(*cobra.Command, 
 // over config.
 func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSetup, error) {
 	env := opts.Env
+	var mode sandbox.Mode
+	if opts.Sandbox != "" {
+		m, err := sandbox.ParseMode(opts.Sandbox)
+		if err != nil {
+			return nil, usageErrorf("--sandbox %q: use off, bwrap or auto", opts.Sandbox)
+		}
+		mode = m
+	}
 	ws, a, err := openWorkspace(cmd.Context(), env)
 	if err != nil {
 		return nil, err
@@ -140,6 +152,9 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 		return nil, err
 	}
 	lo := a.LoopOptions(planning)
+	if lo.Sandbox, lo.SandboxWarning, err = a.Sandbox(cmd.Context(), mode); err != nil {
+		return nil, err
+	}
 	if opts.PRD != "" {
 		lo.PRDPath = ws.Abs(opts.PRD)
 	}

@@ -113,6 +113,9 @@ type Options struct {
 	// Sandbox confines every agent the run starts to the run's work tree
 	// (internal/sandbox); nil runs them as the user.
 	Sandbox *sandbox.Policy
+	// SandboxWarning is said once when the run starts: the sandbox asked
+	// for ("auto") cannot start here, so the agents run without it.
+	SandboxWarning string
 	// IdleTimeout ends an agent run that prints nothing for this long.
 	IdleTimeout time.Duration
 	// MaxLogBytes bounds each raw agent log (0: agent.DefaultMaxLogBytes).
@@ -479,6 +482,9 @@ func begin(ctx context.Context, ws *workspace.Workspace, kind string, opts Optio
 		"format", opts.Agent.Format, "max_iterations", opts.MaxIterations, "prd", opts.PRDPath, "no_commit", opts.NoCommit,
 		"checks", len(opts.Checks), "timeout", opts.AgentTimeout.String())
 	r.event("run %s started: %s with agent %s, at most %s", r.id, kind, opts.Agent.Name, words.Count(opts.MaxIterations, "iteration", "iterations"))
+	if opts.SandboxWarning != "" {
+		r.sayf(report.KindWarning, "%s\n", opts.SandboxWarning)
+	}
 	return r, nil
 }
 
