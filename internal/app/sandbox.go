@@ -58,3 +58,6 @@ func inHome(paths []string, home string) []string {
 	}
 	return out
 }
+
+// SandboxMode is [sandbox] mode.
+func (a *App) SandboxMode() sandbox.Mode { return sandbox.Mode(a.cfg.Sandbox.Mode) }

@@ -11,6 +11,7 @@ import (
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/gitx"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/sandbox"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/spf13/cobra"
 )
@@ -28,7 +29,18 @@ type DoctorOptions struct {
 // DoctorReport is what `ralph doctor --json` prints.
 type DoctorReport struct {
 	Agents   []DoctorAgent `json:"agents"`
+	Sandbox  DoctorSandbox `json:"sandbox"`
 	Problems int           `json:"problems"`
+}
+
+// DoctorSandbox says whether the agents' sandbox can start here.
+type DoctorSandbox struct {
+	// Mode is [sandbox] mode: off, bwrap or auto.
+	Mode  string `json:"mode"`
+	Works bool   `json:"works"`
+	// Missing is what keeps it from starting ("" when it works). It is a
+	// problem only in mode bwrap, where no agent could run.
+	Missing string `json:"missing,omitempty"`
 }
 
 // DoctorAgent is one checked agent and why it was checked.
@@ -54,7 +66,9 @@ For each agent doctor reports whether its program is on PATH, its version
 Each probe is killed after 10s. Only the programs of the built-in agents are
 run, for their --version and --help; any other command (AGENT_CMD or
 [agents.NAME]) is never run, since it may start a real agent run: doctor
-only checks that it exists and is executable. Every problem gets one line;
+only checks that it exists and is executable. Doctor also says whether the
+agents' sandbox ([sandbox] mode, --sandbox) can start here and what is
+missing; that is a problem only in mode bwrap. Every problem gets one line;
 the exit status is 0 without problems and 1 with any.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -99,12 +113,21 @@ func runDoctor(cmd *cobra.Command, opts *DoctorOptions) error {
 			rep.Agents[i] = DoctorAgent{Diagnosis: diagnose(ctx, t.Spec), Roles: t.Roles}
 		}()
 	}
+	rep.Sandbox.Mode = string(a.SandboxMode())
+	if err := sandbox.Probe(ctx); err != nil {
+		rep.Sandbox.Missing = err.Error()
+	} else {
+		rep.Sandbox.Works = true
+	}
 	wg.Wait()
 	if ctx.Err() != nil {
 		return loop.ErrInterrupted
 	}
 	for _, a := range rep.Agents {
 		rep.Problems += len(a.Problems)
+	}
+	if !rep.Sandbox.Works && rep.Sandbox.Mode == string(sandbox.Bwrap) {
+		rep.Problems++
 	}
 	out := env.IO.Out
 	if opts.JSON {
@@ -164,5 +187,18 @@ func printDoctor(w io.Writer, rep DoctorReport) {
 	if len(rep.Agents) > 0 {
 		fmt.Fprintln(w)
 	}
+	sb := rep.Sandbox
+	fmt.Fprintf(w, "sandbox ([sandbox] mode %s)\n", sb.Mode)
+	switch {
+	case sb.Works:
+		fmt.Fprintln(w, "  ✓ bwrap starts a sandbox here")
+	case sb.Mode == string(sandbox.Bwrap):
+		fmt.Fprintf(w, "  ✗ %s: no agent can run in mode bwrap\n", sb.Missing)
+	case sb.Mode == string(sandbox.Auto):
+		fmt.Fprintf(w, "  ! %s: agents run without a sandbox\n", sb.Missing)
+	default:
+		fmt.Fprintf(w, "  - %s\n", sb.Missing)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, words.Count(rep.Problems, "problem", "problems"))
 }
