@@ -8,6 +8,7 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/engine"
 	"github.com/ralphloop/ralph/internal/loop"
+	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/tasks"
 	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
@@ -35,9 +36,13 @@ func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers i
 	eo := s.app.Parallel(workers)
 	eo.Attach, eo.Source, eo.Checks, eo.PlanPath, eo.Memory = attach, base.Source, base.Checks, base.PlanPath, base.Memory
 	eo.MaxIterations, eo.MaxRetries, eo.Sink = base.MaxIterations, base.MaxRetries, sink
+	if base.SandboxWarning != "" {
+		// Said once for the run, not by every worker's loop.
+		sink.Emit(report.Event{Machine: "parallel build", Kind: report.KindWarning, Text: base.SandboxWarning + "\n"})
+	}
 	eo.LoopOptions = func(ws *workspace.Workspace, src tasks.Source) loop.Options {
 		o := base
-		o.Memory = nil
+		o.Memory, o.SandboxWarning = nil, ""
 		o.PlanPath = ws.Abs(s.ws.Rel(base.PlanPath))
 		return o
 	}
