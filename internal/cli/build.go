@@ -120,6 +120,25 @@ func loopCmd(env *Env, runF func(*BuildOptions) error, run func(*cobra.Command, 
 	return cmd, opts
 }
 
+// checkSandboxFlag refuses a --sandbox mode ralph does not know, and
+// bwrap where it cannot start, before a command changes anything (a
+// thread's loop reads the flag only once the thread has moved on).
+func checkSandboxFlag(ctx context.Context, flag string) error {
+	if flag == "" {
+		return nil
+	}
+	mode, err := sandbox.ParseMode(flag)
+	if err != nil {
+		return usageErrorf("--sandbox %q: use off, bwrap or auto", flag)
+	}
+	if mode == sandbox.Bwrap {
+		if err := sandbox.Probe(ctx); err != nil {
+			return fmt.Errorf("--sandbox bwrap: %w; or run with --sandbox off", err)
+		}
+	}
+	return nil
+}
+
 // loopOptions turns flags and config into the loop's options. Flags win
 // over config.
 func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSetup, error) {

@@ -33,6 +33,8 @@ type ThreadOptions struct {
 	// Engine, Host and Detach: start on Temporal (thread_temporal.go).
 	Engine, Host string
 	Detach       bool
+	// Sandbox is --sandbox for the thread's loop ("": [sandbox] mode).
+	Sandbox string
 }
 
 // threadCommandHelp is the one-line help of each thread.Commands entry.
@@ -303,6 +305,9 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 					return usageErrorf("%s takes at most one thread id", name)
 				}
 			}
+			if err := checkSandboxFlag(cmd.Context(), opts.Sandbox); err != nil {
+				return err
+			}
 			if done, err := threadOnTemporal(cmd, opts, name, idArgs, strings.TrimSpace(strings.Join(rest, " "))); done {
 				return threadExit(err)
 			}
@@ -329,6 +334,10 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 		f.StringArrayVar(&opts.Verifiers, "verify", nil, "a verifier command that must pass before the thread counts as implemented (repeatable)")
 	case "assess", "polish":
 		f.StringVar(&opts.Agent, "agent", "", "agent to run (default: the configured one)")
+	}
+	switch name {
+	case "start", "finalize", "resume", "retry":
+		f.StringVar(&opts.Sandbox, "sandbox", "", "run the loop's agents in a sandbox: off, bwrap (fail when it cannot start) or auto (default [sandbox] mode: off); local threads only")
 	}
 	switch name {
 	case "start", "finalize":

@@ -178,7 +178,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 			if _, err := a.NamedAgent(name, "thread agents"); err != nil {
 				name = ""
 			}
-			s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: name, PRD: prd, MaxIterations: maxIterations, JSON: tc.opts.JSON}, false)
+			s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: name, PRD: prd, MaxIterations: maxIterations, JSON: tc.opts.JSON, Sandbox: tc.opts.Sandbox}, false)
 			if err != nil {
 				return loop.Options{}, err
 			}

@@ -54,7 +54,13 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 		if !onTemporal {
 			return false, nil
 		}
+		if opts.Sandbox != "" {
+			return true, usageErrorf("--sandbox is for threads that run here: a thread on Temporal does not run in the sandbox yet")
+		}
 		return true, startThreadOnTemporal(cmd, tc, opts)
+	}
+	if opts.Sandbox != "" {
+		return true, usageErrorf("thread %s runs on Temporal (workflow %s): --sandbox is for threads that run here", t.ID, m.WorkflowID)
 	}
 	if opts.Engine == app.EngineLocal {
 		return true, usageErrorf("thread %s runs on Temporal (workflow %s): its commands go there; --engine local does not apply", t.ID, m.WorkflowID)
