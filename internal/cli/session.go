@@ -16,6 +16,7 @@ import (
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
+	"github.com/ralphloop/ralph/internal/sandbox"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/text"
@@ -39,6 +40,8 @@ type RunOptions struct {
 	// Engine, Host and Detach: run on Temporal (session_temporal.go).
 	Engine, Host string
 	Detach       bool
+	// Sandbox is --sandbox: off, bwrap or auto ("": [sandbox] mode).
+	Sandbox string
 }
 
 func newRunCmd(env *Env, runF func(*RunOptions) error) *cobra.Command {
@@ -90,6 +93,7 @@ model = "..." in .ralph/config.toml; the retry policy is under [session].`,
 	cmd.Flags().StringVar(&opts.Session, "session", "", "the session to resume (default: the active one)")
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent for every role without [roles.NAME] agent in config")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the session's events on stdout, one JSON object per line (docs/events.md)")
+	cmd.Flags().StringVar(&opts.Sandbox, "sandbox", "", "run the roles' agents in a sandbox: off, bwrap (fail when it cannot start) or auto (default [sandbox] mode: off); local sessions only")
 	addEngineFlags(cmd.Flags(), &opts.Engine, &opts.Host, &opts.Detach,
 		"where the session runs: local (in this process) or temporal (a workflow, run by the ralph worker of this checkout's host)")
 	return cmd
@@ -106,6 +110,9 @@ func openSession(ctx context.Context, env *Env, id string) (string, error) {
 }
 
 func runSession(ctx context.Context, opts *RunOptions) error {
+	if err := checkSandboxFlag(ctx, opts.Sandbox); err != nil {
+		return err
+	}
 	if done, err := sessionOnTemporal(ctx, opts); done {
 		return err
 	}
@@ -127,6 +134,10 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	// answer, whatever the agents. A mistake in the configuration comes
 	// before the state of the tree: it is what the person must fix first.
 	specs, err := a.SessionRoles(opts.Agent)
+	if err != nil {
+		return err
+	}
+	box, boxWarning, err := a.Sandbox(ctx, sandbox.Mode(opts.Sandbox))
 	if err != nil {
 		return err
 	}
@@ -195,10 +206,13 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	if note != "" {
 		em.Emit(report.Event{Kind: report.KindNote, Text: note})
 	}
+	if boxWarning != "" {
+		em.Emit(report.Event{Kind: report.KindWarning, Text: boxWarning + "\n"})
+	}
 	em.Emit(report.Event{Kind: report.KindRun, Text: fmt.Sprintf("session %s · %s · %s\n", filepath.Base(dir), describeRoles(specs), ws.Rel(dir)),
 		Data: report.Run{Dir: ws.Rel(dir), Resumed: report.Ptr(opts.Resume)}})
 	r := a.SessionRunner(dir)
-	r.Invoker = &agentInvoker{env: env, ws: ws, app: a, specs: specs, dir: dir, em: em,
+	r.Invoker = &agentInvoker{env: env, ws: ws, app: a, specs: specs, dir: dir, em: em, sandbox: box,
 		terminal: env.IO.OutTerminal && !opts.JSON} // JSON lines carry no terminal control characters
 	r.MaxLimitWait, r.Events, r.Control = sessionMaxLimitWait, em, att
 	p, err := r.Run(ctx)
@@ -286,6 +300,8 @@ type agentInvoker struct {
 	// heartbeat; terminal says whether the heartbeat may redraw a line.
 	em       *report.Emitter
 	terminal bool
+	// sandbox confines every role's agent to the checkout; nil: none.
+	sandbox *sandbox.Policy
 }
 
 // Agent names role's agent: its usage limits are recorded under that name.
@@ -304,6 +320,7 @@ func (a *agentInvoker) Invoke(ctx context.Context, c session.Call) (string, erro
 		PromptFile: filepath.Join(logs, c.Name+".prompt.md"), LogFile: logPath,
 		Token: c.Token, OnStart: c.OnStart,
 		Events: a.em, Working: c.Role + " " + spec.Name + " working", Terminal: a.terminal,
+		Sandbox: a.sandbox,
 	}).Run(ctx)
 	out := res.Outcome
 	if ctx.Err() != nil {

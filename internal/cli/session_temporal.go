@@ -50,6 +50,9 @@ func sessionOnTemporal(ctx context.Context, opts *RunOptions) (bool, error) {
 	if err != nil {
 		return true, err
 	}
+	if onTemporal && opts.Sandbox != "" {
+		return true, usageErrorf("--sandbox is for sessions that run here: a session on Temporal does not run in the sandbox yet")
+	}
 	if !onTemporal {
 		if !opts.Resume {
 			return false, nil
