@@ -23,6 +23,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/proc"
 	"github.com/ralphloop/ralph/internal/redact"
+	"github.com/ralphloop/ralph/internal/sandbox"
 	"github.com/ralphloop/ralph/internal/testreport"
 )
 
@@ -322,12 +323,24 @@ const reportLimit = 64 << 20
 // ExitCode -1. The runner's per-test results are read as c.Format and
 // c.Report say (see readTests).
 func Run(ctx context.Context, dir string, c Check) Result {
+	return RunIn(ctx, dir, c, nil)
+}
+
+// RunIn is Run confined by box when box is not nil: the check runs in
+// the agents' sandbox with dir as its work tree (see confined), so that a
+// test suite the agent wrote reaches no more than the agent could.
+func RunIn(ctx context.Context, dir string, c Check, box *sandbox.Policy) Result {
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
 	out := proc.NewTailBuffer(OutputLimit)
-	args := directArgv(dir, c.Run)
+	var args []string
+	if box == nil {
+		// A program found outside may be hidden in the sandbox, where sh
+		// says "not found" for it; so a sandboxed check always has sh.
+		args = directArgv(dir, c.Run)
+	}
 	if args == nil {
 		args = []string{"sh", "-c", c.Run}
 	}
@@ -342,7 +355,7 @@ func Run(ctx context.Context, dir string, c Check) Result {
 		streamed = &cappedBuffer{max: reportLimit}
 		output = io.MultiWriter(out, streamed)
 	}
-	o, err := proc.Run(ctx, proc.Spec{
+	spec := proc.Spec{
 		Args: args,
 		Dir:  dir,
 		// A check is code the agent could write: it gets no more of
@@ -351,7 +364,17 @@ func Run(ctx context.Context, dir string, c Check) Result {
 		Stdout:  output,
 		Stderr:  output,
 		Timeout: timeout,
-	})
+	}
+	var o proc.Outcome
+	var err error
+	if box != nil {
+		spec.Args, spec.Env, err = confined(*box, dir, spec.Args, spec.Env)
+	}
+	if err == nil {
+		o, err = proc.Run(ctx, spec)
+	} else {
+		o.ExitCode = -1
+	}
 	if err != nil {
 		fmt.Fprintf(out, "\nralph: running check %q: %v\n", c.Name, err)
 	}
@@ -372,6 +395,9 @@ func Run(ctx context.Context, dir string, c Check) Result {
 		stream = streamed.buf.Bytes()
 	}
 	res.readTests(dir, stream, reportNote)
+	if res.Missing && box != nil {
+		res.Output += "\n" + hiddenNote + "\n"
+	}
 	return res
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/gitx"
+	"github.com/ralphloop/ralph/internal/sandbox"
 )
 
 // Git is the part of a repository every runner (loop, session, thread)
@@ -23,11 +24,16 @@ type CheckPort interface {
 }
 
 // ExecChecks is the real CheckPort: the check's command as a process.
-type ExecChecks struct{}
+type ExecChecks struct {
+	// Sandbox, when set, confines every check to the folder it runs in
+	// ([sandbox] checks): the agents' policy, so that a check reaches no
+	// more than the agent that may have written it.
+	Sandbox *sandbox.Policy
+}
 
 // RunCheck implements CheckPort.
-func (ExecChecks) RunCheck(ctx context.Context, dir string, c check.Check) check.Result {
-	return check.Run(ctx, dir, c)
+func (e ExecChecks) RunCheck(ctx context.Context, dir string, c check.Check) check.Result {
+	return check.RunIn(ctx, dir, c, e.Sandbox)
 }
 
 // RunAll runs checks in dir through p in order and stops at the first
