@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/sandbox"
 )
 
@@ -45,6 +46,17 @@ func (a *App) Sandbox(ctx context.Context, flag sandbox.Mode) (p *sandbox.Policy
 		Writable: inHome(sc.Writable, home),
 		Readable: inHome(sc.Readable, home),
 	}, "", nil
+}
+
+// Checker is the port every runner runs ralph's checks through: inside
+// box, the agents' own policy, when box is set and [sandbox] checks is on
+// (the default), so that a test suite the agent wrote reaches no more
+// than the agent could; otherwise as the user.
+func (a *App) Checker(box *sandbox.Policy) runkit.CheckPort {
+	if box == nil || !a.cfg.Sandbox.Checks {
+		return runkit.ExecChecks{}
+	}
+	return runkit.ExecChecks{Sandbox: box}
 }
 
 // inHome turns "~/x" into a path in home.

@@ -174,6 +174,7 @@ func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSe
 	if lo.Sandbox, lo.SandboxWarning, err = a.Sandbox(cmd.Context(), mode); err != nil {
 		return nil, err
 	}
+	lo.Checker = a.Checker(lo.Sandbox)
 	if opts.PRD != "" {
 		lo.PRDPath = ws.Abs(opts.PRD)
 	}

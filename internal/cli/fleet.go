@@ -299,7 +299,7 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	defer c.Close()
 	base := s.opts
 	h := s.app.FleetHost(host)
-	h.Checks, h.Sink = base.Checks, engine.WorkerText{Out: report.Text{W: env.IO.Out}}
+	h.Checks, h.Checker, h.Sink = base.Checks, base.Checker, engine.WorkerText{Out: report.Text{W: env.IO.Out}}
 	h.LoopOptions = func(ws *workspace.Workspace, src tasks.Source) loop.Options {
 		o := base
 		o.PlanPath = ws.Abs(s.ws.Rel(base.PlanPath))

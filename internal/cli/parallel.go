@@ -34,7 +34,7 @@ func runParallel(cmd *cobra.Command, opts *BuildOptions, s *loopSetup, workers i
 	ctx, attach, detach := attachControl(cmd.Context(), opts.Env, s.ws, control.Run{Machine: "parallel build", Takes: []control.Kind{control.Skip, control.Block, control.Unblock}})
 	defer detach()
 	eo := s.app.Parallel(workers)
-	eo.Attach, eo.Source, eo.Checks, eo.PlanPath, eo.Memory = attach, base.Source, base.Checks, base.PlanPath, base.Memory
+	eo.Attach, eo.Source, eo.Checks, eo.Checker, eo.PlanPath, eo.Memory = attach, base.Source, base.Checks, base.Checker, base.PlanPath, base.Memory
 	eo.MaxIterations, eo.MaxRetries, eo.Sink = base.MaxIterations, base.MaxRetries, sink
 	if base.SandboxWarning != "" {
 		// Said once for the run, not by every worker's loop.

@@ -214,7 +214,7 @@ func runSession(ctx context.Context, opts *RunOptions) error {
 	r := a.SessionRunner(dir)
 	r.Invoker = &agentInvoker{env: env, ws: ws, app: a, specs: specs, dir: dir, em: em, sandbox: box,
 		terminal: env.IO.OutTerminal && !opts.JSON} // JSON lines carry no terminal control characters
-	r.MaxLimitWait, r.Events, r.Control = sessionMaxLimitWait, em, att
+	r.MaxLimitWait, r.Events, r.Control, r.Checker = sessionMaxLimitWait, em, att, a.Checker(box)
 	p, err := r.Run(ctx)
 	err = ws.Gone(err, `ralph run "REQUEST"`)
 	if jerr := journal.Err(); jerr != nil && err == nil {

@@ -8,13 +8,17 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/agent"
 	"github.com/ralphloop/ralph/internal/app"
+	"github.com/ralphloop/ralph/internal/check"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/runkit"
+	"github.com/ralphloop/ralph/internal/sandbox"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/thread"
 	"github.com/ralphloop/ralph/internal/words"
@@ -188,6 +192,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 			return s.opts, nil
 		},
 		Confirm: tc.confirm,
+		Ports:   thread.Ports{Checks: &threadChecks{tc: tc}},
 	}, thread.Options{
 		Agents:        tc.opts.Agents,
 		MaxIterations: tc.opts.MaxIterations,
@@ -195,6 +200,31 @@ func (tc *threadCmd) use(t thread.Thread) {
 		Agent:         tc.opts.Agent,
 		Worktree:      tc.opts.Worktree,
 	})
+}
+
+// threadChecks runs the thread's own checks (its criteria's verify
+// commands, ralph's checks and the verifiers) as its loop runs its: in the
+// sandbox of --sandbox or [sandbox] mode when [sandbox] checks is on. The
+// sandbox is decided at the first check, so that a command that runs
+// none does not start bwrap to see whether it works.
+type threadChecks struct {
+	tc   *threadCmd
+	once sync.Once
+	port runkit.CheckPort
+	err  error
+}
+
+func (c *threadChecks) RunCheck(ctx context.Context, dir string, chk check.Check) check.Result {
+	c.once.Do(func() {
+		var box *sandbox.Policy
+		box, _, c.err = c.tc.app.Sandbox(ctx, sandbox.Mode(c.tc.opts.Sandbox))
+		c.port = c.tc.app.Checker(box)
+	})
+	if c.err != nil {
+		// Never a pass: the check could not run where it must.
+		return check.Result{Check: chk, ExitCode: -1, Output: "ralph: running check " + chk.Name + ": " + c.err.Error()}
+	}
+	return c.port.RunCheck(ctx, dir, chk)
 }
 
 // runVerb runs the thread command name and, once the thread has settled,

@@ -32,8 +32,9 @@ type SandboxSection struct {
 	// AllowHosts are hosts the agent may reach besides its API hosts,
 	// for the allow-list proxy (not built yet).
 	AllowHosts []string `toml:"allow_hosts"`
-	// Checks runs the checks in the agent's sandbox too (not wired yet:
-	// checks still run as the user).
+	// Checks runs ralph's checks in the agents' sandbox too, whenever
+	// the agents run in one (default true): a test suite is code the
+	// agent could write.
 	Checks bool `toml:"checks"`
 }
 

@@ -65,6 +65,8 @@ type Options struct {
 	// Checks run on the integrated result before the target moves;
 	// CheckTimeout bounds each (0: none beyond the check's own).
 	Checks []check.Check
+	// Checker runs them in the integration worktree (nil: as the user).
+	Checker runkit.CheckPort
 	// WorktreeRoot holds the worktrees; "" is worktree.DefaultRoot.
 	WorktreeRoot string
 	// RetryLimit is how many attempts a task gets at landing (0:

@@ -40,7 +40,7 @@ func (e *engine) land(ctx context.Context, t *TaskRecord) error {
 	if err != nil {
 		return e.sendBack(bg, t, landing.SendBack("its branch "+t.Branch+" is gone (deleted by hand?)", "", nil))
 	}
-	q := &landing.Queue{Repo: e.repo, Integ: integ, Target: localTarget{e}, Name: e.reg.Target, Checks: e.o.Checks,
+	q := &landing.Queue{Repo: e.repo, Integ: integ, Target: localTarget{e}, Name: e.reg.Target, Checks: e.o.Checks, Checker: e.o.Checker,
 		Records: e.records(), Left: e.reg.Checkout, Now: e.o.Now,
 		Say: func(kind report.Kind, data report.Payload, line string) {
 			e.sayTask(t, kind, data, "[queue %s] %s", t.ID, line)

@@ -30,7 +30,7 @@ func (h *Host) checkoutMoved(ctx context.Context, in LandInput, integ *gitx.Repo
 		return err
 	}
 	defer integ.DetachAt(context.WithoutCancel(ctx), tip)
-	_, fresh, err := landing.JudgeMove(ctx, integ, records, h.Checks, tip, cur, "checkout-checks.json")
+	_, fresh, err := landing.JudgeMove(ctx, h.checker().RunCheck, integ, records, h.Checks, tip, cur, "checkout-checks.json")
 	if err != nil || len(fresh) == 0 {
 		return err
 	}

@@ -51,6 +51,8 @@ type Host struct {
 	PushTarget bool
 	// Checks run on an integrated result before the target moves.
 	Checks []check.Check
+	// Checker runs them in the integration worktree (nil: as the user).
+	Checker runkit.CheckPort
 	// WorktreeRoot holds the task worktrees ("" is worktree.DefaultRoot).
 	WorktreeRoot string
 	// LoopOptions wires a task's loop from the host's config, as `ralph
@@ -69,6 +71,14 @@ type Host struct {
 	// (fetches, worktree adds): activities run side by side here, and two
 	// gits updating refs at once fail on each other's locks.
 	refsMu sync.Mutex
+}
+
+// checker is h.Checker, or the checks as the user when it is nil.
+func (h *Host) checker() runkit.CheckPort {
+	if h.Checker == nil {
+		return runkit.ExecChecks{}
+	}
+	return h.Checker
 }
 
 // fetch fetches one exchange branch into this clone, one fetch at a time.
@@ -425,7 +435,7 @@ func (h *Host) Land(ctx context.Context, in LandInput) (LandResult, error) {
 		return LandResult{}, err
 	default:
 		q := &landing.Queue{Repo: h.WS.Repo, Integ: integ, Target: &exchangeTarget{h: h, in: in, first: tip}, Name: in.Target,
-			Checks: h.Checks, Records: records, Say: say, Now: h.now}
+			Checks: h.Checks, Checker: h.Checker, Records: records, Say: say, Now: h.now}
 		out, err = q.Land(ctx, landing.Job{Run: in.RunID, Task: in.Task, Title: in.Title, Worker: in.Host, Attempt: in.Attempt,
 			Base: in.Base, Head: head, PRD: in.PRD, Kind: tasks.KindForPath(in.PRD), Token: in.Token})
 	}

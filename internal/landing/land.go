@@ -47,6 +47,9 @@ type Queue struct {
 	// Name is the target's branch as the reasons of a send-back name it.
 	Name   string
 	Checks []check.Check
+	// Checker runs the checks in Integ (nil: runkit.ExecChecks{}, as the
+	// user); the agents' sandbox when [sandbox] checks is on.
+	Checker runkit.CheckPort
 	// Records is the run's folder: the checks' results on the tip
 	// (tip-checks.json) and on a moved target are kept there.
 	Records string
@@ -175,7 +178,7 @@ func (q *Queue) Land(ctx context.Context, j Job) (Outcome, error) {
 		}
 		runkit.CrashPoint("land-committed")
 		q.Say(report.KindCheck, nil, fmt.Sprintf("checking %s integrated on %s", j.Task, text.ShortHash(tip)))
-		landing := verify.JudgeLanding(ctx, check.Run, q.Integ.Dir, tipChecks, q.Checks)
+		landing := verify.JudgeLanding(ctx, q.runner(), q.Integ.Dir, tipChecks, q.Checks)
 		if ctx.Err() != nil {
 			_ = q.Integ.DetachAt(bg, tip)
 			return Outcome{}, ctx.Err()
@@ -202,6 +205,14 @@ func (q *Queue) Land(ctx context.Context, j Job) (Outcome, error) {
 	return Outcome{}, fmt.Errorf("%s kept moving outside ralph while %s was integrated; the task stays queued: run again once nobody else commits to it", q.Name, j.Task)
 }
 
+// runner runs one check in the integration worktree through Checker.
+func (q *Queue) runner() verify.Runner {
+	if q.Checker == nil {
+		return runkit.ExecChecks{}.RunCheck
+	}
+	return q.Checker.RunCheck
+}
+
 // tipChecks are what the checks say of the target's tip, run once per
 // tip: the landing is judged against them. A tip that is not where ralph
 // left the target (nor, on the exchange, the parent of a landing whose
@@ -225,9 +236,9 @@ func (q *Queue) tipChecks(ctx context.Context, tip string) (*verify.Tip, error) 
 	// integrated again on a moved target has saved its own checks.
 	q.Left = left
 	if left == "" || left == tip {
-		return verify.RunOnTip(ctx, check.Run, q.Integ.Dir, path, tip, q.Checks)
+		return verify.RunOnTip(ctx, q.runner(), q.Integ.Dir, path, tip, q.Checks)
 	}
-	now, fresh, err := JudgeMove(ctx, q.Integ, q.Records, q.Checks, left, tip, "moved-checks.json")
+	now, fresh, err := JudgeMove(ctx, q.runner(), q.Integ, q.Records, q.Checks, left, tip, "moved-checks.json")
 	if err != nil {
 		return nil, err
 	}
@@ -246,12 +257,13 @@ func (q *Queue) tipChecks(ctx context.Context, tip string) (*verify.Tip, error) 
 // JudgeMove judges a branch ralph left at from and found at to, with the
 // integration worktree integ detached at to: what the checks say of to
 // (kept in file under the run's records) and the checks that fail there
-// and passed at from. What the checks said at from is the tip's record
-// when it is from's, else they are run there (integ is put back at to).
+// and passed at from, each run by run. What the checks said at from is
+// the tip's record when it is from's, else they are run there (integ is
+// put back at to).
 // Every executor judges a move outside ralph by it: the target's tip, and
 // on Temporal the integrating host's own branch too.
-func JudgeMove(ctx context.Context, integ *gitx.Repo, records string, checks []check.Check, from, to, file string) (now *verify.Tip, fresh []string, err error) {
-	now, err = verify.RunOnTip(ctx, check.Run, integ.Dir, filepath.Join(records, file), to, checks)
+func JudgeMove(ctx context.Context, run verify.Runner, integ *gitx.Repo, records string, checks []check.Check, from, to, file string) (now *verify.Tip, fresh []string, err error) {
+	now, err = verify.RunOnTip(ctx, run, integ.Dir, filepath.Join(records, file), to, checks)
 	if err != nil || len(now.Failing()) == 0 {
 		return now, nil, err
 	}
@@ -260,7 +272,7 @@ func JudgeMove(ctx context.Context, integ *gitx.Repo, records string, checks []c
 		if err := integ.DetachAt(ctx, from); err != nil {
 			return nil, nil, err
 		}
-		if before, err = verify.RunOnTip(ctx, check.Run, integ.Dir, filepath.Join(records, "known-checks.json"), from, checks); err != nil {
+		if before, err = verify.RunOnTip(ctx, run, integ.Dir, filepath.Join(records, "known-checks.json"), from, checks); err != nil {
 			return nil, nil, err
 		}
 		if err := integ.DetachAt(ctx, to); err != nil {
