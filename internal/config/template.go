@@ -148,6 +148,11 @@ network = "open"
 writable = []
 readable = []
 env = []
+# Run ralph's checks in the same sandbox whenever the agents run in one,
+# with only PATH, HOME, LANG, TERM and env above: a test suite is code the
+# agent could write. Caches under the home (~/.cache/go-build, ~/go/pkg/mod,
+# ~/.npm) start empty inside; list them in writable to keep them.
+checks = true
 
 [notify]
 # Tell people when a run needs them (docs/watching.md, Notifications). No channel is
