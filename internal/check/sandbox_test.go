@@ -15,7 +15,7 @@ import (
 	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
-func needBwrap(t *testing.T) {
+func needBwrap(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Fatal("bwrap is not installed: install bubblewrap (apt-get install bubblewrap); the sandboxed checks' tests run it for real")
@@ -120,4 +120,21 @@ func sleeping(t *testing.T, marker string) []string {
 		}
 	}
 	return pids
+}
+
+// What the sandbox adds to a check: `true` as the user (through sh, as a
+// sandboxed check always is) and in the sandbox.
+func BenchmarkRunShTrue(b *testing.B) {
+	dir := b.TempDir()
+	for b.Loop() {
+		Run(context.Background(), dir, Check{Run: "true;", Format: FormatNone})
+	}
+}
+
+func BenchmarkRunInSandboxTrue(b *testing.B) {
+	needBwrap(b)
+	dir := b.TempDir()
+	for b.Loop() {
+		RunIn(context.Background(), dir, Check{Run: "true", Format: FormatNone}, &sandbox.Policy{})
+	}
 }
