@@ -14,13 +14,13 @@ import (
 )
 
 // The machine that runs the agents decides their containment: a `ralph
-// worker --sandbox bwrap` runs a build's task (the Work activity) and a
-// session on Temporal, whose agents each try to copy a planted
-// ~/.ssh/id_ed25519 into their work tree and to append to a file outside
-// it. Both fail, and the story and the session still land, since neither
-// depends on them. The same worker started again without --sandbox runs
-// one more story and one more session of the same agent, and both thefts
-// succeed: it is the worker's sandbox that stopped them.
+// worker --sandbox bwrap` runs a build's task (the Work activity), a
+// session and a thread on Temporal, whose agents each try to copy a
+// planted ~/.ssh/id_ed25519 into their work tree and to append to a file
+// outside it. Every try fails, and the story, the session and the thread
+// still get done, since none depends on them. The same worker started
+// again without --sandbox runs one more of each with the same agent, and
+// every theft succeeds: it is the worker's sandbox that stopped them.
 func TestFleetWorkerSandboxConfinesTheAgents(t *testing.T) {
 	r := newFleetRun(t)
 	r.startServer()
@@ -51,6 +51,8 @@ func TestFleetWorkerSandboxConfinesTheAgents(t *testing.T) {
 			fakeagent.Step{Write: s.file, Content: s.id + "\n"}, fakeagent.Step{CheckStory: s.id}, fakeagent.Step{Final: s.id + " done"})})
 	}
 	sc.Invocations = append(sc.Invocations,
+		fakeagent.Invocation{Match: "Story: TH-1:", Steps: append(steal("stolen-by-thread.txt"),
+			fakeagent.Step{Write: "th.txt", Content: "th\n"}, fakeagent.Step{CheckStory: "TH-1"}, fakeagent.Step{Final: "<promise>COMPLETE</promise>"})},
 		fakeagent.Invocation{Match: "Mode: INITIALIZE", Steps: []fakeagent.Step{
 			{Final: "```json\n{\"status\": \"completed\", \"tasks\": [{\"title\": \"Paint it\"}]}\n```"}}},
 		fakeagent.Invocation{Match: "Execute task-1", Steps: append(steal("stolen-by-session.txt"),
@@ -89,14 +91,16 @@ writable = [%q]
 		return b.String()
 	}
 	r.WriteFiles(r.a, map[string]string{".agents/tasks/prd.md": prd(1), ".ralph/config.toml": config, "README.md": "# sandbox on Temporal\n"})
+	r.WriteFiles(r.Dir, map[string]string{"spec.md": "# Write th\n\nPromise: COMPLETE\n\n### [ ] TH-1: Write th\n- [ ] th.txt exists (verify: `test -f th.txt`)\n"})
 	r.Git(r.a, "init", "-q", "-b", "main")
 	r.Git(r.a, "add", "-A")
 	r.Git(r.a, "commit", "-q", "-m", "initial")
 	r.Git(r.Dir, "init", "-q", "--bare", r.exchange)
 
-	// build runs the build and a session on Temporal with worker w, and
-	// returns what landed of story s and what the session left.
-	work := func(w *proc, s story, request string) (stolen, byStory, bySession string) {
+	// work runs a build of story s, a session and a thread on Temporal
+	// with worker w, and returns what each one's agent copied of the key
+	// (as committed, or left in the checkout) and the file outside.
+	work := func(w *proc, s story, request string) (stolen map[string]string, outside string) {
 		t.Helper()
 		out, code := r.ralphRun(r.a, "build")
 		if code != 0 || !strings.Contains(out, "["+s.id+"] landed") || !strings.Contains(out, "ralph: complete:") {
@@ -113,21 +117,38 @@ writable = [%q]
 		if !strings.Contains(string(fence), "blue") {
 			t.Errorf("the session's executor did not paint the fence (fence.txt %q)", fence)
 		}
-		landed := r.gitMaybe(r.a, "show", "main:stolen-"+s.file)
+		// A thread on Temporal, in a worktree of its own: its loop's agent.
+		id := "th-" + s.id
+		for _, args := range [][]string{{"thread", "new", "--id", id, "Write th"}, {"thread", "spec", id, filepath.Join(r.Dir, "spec.md")}, {"thread", "finalize", id}} {
+			if out, code := r.ralphRun(r.a, args...); code != 0 {
+				t.Fatalf("ralph %s: exit %d:\n%s", strings.Join(args, " "), code, out)
+			}
+		}
+		out, _ = r.ralphRun(r.a, "thread", "start", "--host", "a", "--worktree", id)
+		if !strings.Contains(out, "Implemented") {
+			t.Fatalf("ralph thread start %s on Temporal: the thread's loop did not implement it:\n%s\n──── worker ────\n%s", id, out, harness.Clip(w.Output(), 8000))
+		}
 		session, _ := os.ReadFile(filepath.Join(r.a, "stolen-by-session.txt"))
+		stolen = map[string]string{
+			"the build's task": r.gitMaybe(r.a, "show", "main:stolen-"+s.file),
+			"the session":      string(session),
+			"the thread":       r.gitMaybe(r.a, "show", "ralph/"+id+":stolen-by-thread.txt"),
+		}
 		v, err := os.ReadFile(victim)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return landed, string(v), string(session)
+		return stolen, string(v)
 	}
 
 	wa := r.Start("worker-sandboxed", r.a, nil, r.Ralph, "worker", "--host", "a", "--integrate", "--sandbox", "bwrap")
 	r.WaitLog(wa, `ralph worker a: every agent it runs is sandboxed \(bwrap\)`, time.Minute)
 	r.WaitLog(wa, `ralph worker a: polling ralph, ralph@a, ralph\.integration`, time.Minute)
-	stolen, outside, bySession := work(wa, stories[0], "Paint the fence")
-	if strings.Contains(stolen, "PRIVATE KEY") || strings.Contains(bySession, "PRIVATE KEY") {
-		t.Errorf("under the worker's sandbox an agent copied the planted key (build task: %q, session: %q)", stolen, bySession)
+	stolen, outside := work(wa, stories[0], "Paint the fence")
+	for who, got := range stolen {
+		if strings.Contains(got, "PRIVATE KEY") {
+			t.Errorf("under the worker's sandbox the agent of %s copied the planted key: %q", who, got)
+		}
 	}
 	if outside != "original\n" {
 		t.Errorf("under the worker's sandbox an agent wrote outside its work tree: %s holds %q", victim, outside)
@@ -146,11 +167,13 @@ writable = [%q]
 	if strings.Contains(wb.Output(), "sandboxed") {
 		t.Errorf("the worker without --sandbox says it is sandboxed:\n%s", wb.Output())
 	}
-	stolen, outside, bySession = work(wb, stories[1], "Paint the gate")
-	if !strings.Contains(stolen, "PRIVATE KEY") || !strings.Contains(bySession, "PRIVATE KEY") {
-		t.Errorf("without the sandbox the agents did not get the key (build task: %q, session: %q): the test's theft does not work, so it proves nothing", stolen, bySession)
+	stolen, outside = work(wb, stories[1], "Paint the gate")
+	for who, got := range stolen {
+		if !strings.Contains(got, "PRIVATE KEY") {
+			t.Errorf("without the sandbox the agent of %s did not get the key (%q): the test's theft does not work there, so it proves nothing", who, got)
+		}
 	}
-	if strings.Count(outside, "escaped") != 2 {
-		t.Errorf("without the sandbox the agents did not both write outside their work tree: %s holds %q", victim, outside)
+	if strings.Count(outside, "escaped") != 3 {
+		t.Errorf("without the sandbox the three agents did not all write outside their work tree: %s holds %q", victim, outside)
 	}
 }
