@@ -13,7 +13,6 @@ import (
 
 	"github.com/ralphloop/ralph/internal/fakeagent"
 	"github.com/ralphloop/ralph/internal/proc"
-	"github.com/ralphloop/ralph/internal/testing/harness"
 	"github.com/ralphloop/ralph/internal/testing/wait"
 )
 
@@ -143,11 +142,12 @@ func agentTokens(t *testing.T, scenario string) (string, []proc.Process) {
 	return token, proc.FindTagged(proc.Tag("RALPH_AGENT_TOKEN", token))
 }
 
-// countCmd counts the processes whose command line holds s.
+// countCmd counts the processes whose command line, as seen when they
+// were found, holds s.
 func countCmd(ps []proc.Process, s string) int {
 	n := 0
 	for _, p := range ps {
-		if strings.Contains(harness.Cmdline(p.PID), s) {
+		if strings.Contains(p.Cmd, s) {
 			n++
 		}
 	}
