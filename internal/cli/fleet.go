@@ -242,6 +242,9 @@ type WorkerOptions struct {
 	Integrate bool
 	Slots     int
 	Agent     string
+	// Sandbox is --sandbox ("": [sandbox] mode): it confines every agent
+	// this worker runs, whoever started the work.
+	Sandbox string
 }
 
 func newWorkerCmd(env *Env) *cobra.Command {
@@ -267,6 +270,7 @@ ralph serve here show it.`,
 	cmd.Flags().BoolVar(&opts.Integrate, "integrate", false, "also run the merge queue: land verified tasks on the target branch in this clone")
 	cmd.Flags().IntVar(&opts.Slots, "slots", 4, "task loops this host runs at once")
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run (see ralph build --help)")
+	cmd.Flags().StringVar(&opts.Sandbox, "sandbox", "", "run every agent this worker runs (build tasks, sessions, threads) in a sandbox: off, bwrap (refuse to start when it cannot) or auto (default [sandbox] mode: off)")
 	return cmd
 }
 
@@ -279,12 +283,22 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	if err != nil {
 		return err
 	}
-	s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: opts.Agent}, true)
+	// The machine that runs the agents decides how they are contained:
+	// the policy is found (or bwrap that cannot start refused) before the
+	// worker polls, and every build task, session and thread it runs gets
+	// it.
+	s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: opts.Agent, Sandbox: opts.Sandbox}, true)
 	if err != nil {
 		return err
 	}
 	s.opts.Memory.Close()
 	s.opts.Memory = nil
+	box := s.opts.Sandbox
+	if s.opts.SandboxWarning != "" {
+		// Said once for the worker, not again by each task's loop.
+		fmt.Fprintln(env.IO.Out, s.opts.SandboxWarning)
+		s.opts.SandboxWarning = ""
+	}
 	// Builds need the exchange remote; sessions and threads, which stay
 	// in this checkout, do not: without it the worker runs those only.
 	eng := s.app.Temporal()
@@ -311,11 +325,14 @@ func runWorker(cmd *cobra.Command, opts *WorkerOptions) error {
 	}
 	fmt.Fprintf(env.IO.Out, "ralph worker %s: polling %s on %s (namespace %s); Ctrl+C stops it (work in flight is retried)\n",
 		host, strings.Join(queues, ", "), eng.Address, eng.Namespace)
+	if box != nil {
+		fmt.Fprintf(env.IO.Out, "ralph worker %s: every agent it runs is sandboxed (bwrap): its work tree writable, the home hidden\n", host)
+	}
 	if !builds {
 		fmt.Fprintf(env.IO.Out, "ralph worker %s: no [engine] exchange_remote: it runs this checkout's sessions and threads, and no build's tasks (builds need it: docs/temporal.md)\n", host)
 		h = nil
 	}
-	ch, err := NewCheckoutHost(cmd.Context(), env, c, host)
+	ch, err := NewCheckoutHost(cmd.Context(), env, c, host, box)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/fleet"
+	"github.com/ralphloop/ralph/internal/sandbox"
 	"github.com/ralphloop/ralph/internal/store"
 )
 
@@ -133,8 +134,9 @@ func (f following[S]) follow(ctx context.Context, env *Env, ww *workerWatch) err
 // run` and `ralph thread` use, with no terminal (nothing asks a question
 // on the worker's), and c to report their states to the workflows.
 // Answers are recorded by the steerer, as `ralph answer` records them
-// here, journal line included.
-func NewCheckoutHost(ctx context.Context, env *Env, c client.Client, host string) (*fleet.CheckoutHost, error) {
+// here, journal line included. box is the worker's sandbox policy (nil:
+// none): every role's agent of a session and a thread's loop run in it.
+func NewCheckoutHost(ctx context.Context, env *Env, c client.Client, host string, box *sandbox.Policy) (*fleet.CheckoutHost, error) {
 	ws, a, err := openWorkspace(ctx, env)
 	if err != nil {
 		return nil, err
@@ -144,7 +146,7 @@ func NewCheckoutHost(ctx context.Context, env *Env, c client.Client, host string
 	plain := quiet // a session's events are plain lines on the worker's output
 	plain.IO.OutTerminal = false
 	return &fleet.CheckoutHost{Name: host, RalphDir: ws.Dir(), Client: c,
-		RunSession: func(ctx context.Context, in fleet.SessionRunInput) error { return runSessionHere(ctx, &plain, in) },
+		RunSession: func(ctx context.Context, in fleet.SessionRunInput) error { return runSessionHere(ctx, &plain, in, box) },
 		RecordAnswer: func(ctx context.Context, ans fleet.SessionAnswer) error {
 			cmd := control.New(control.Answer, ans.By, plain.Now())
 			cmd.Session, cmd.Question, cmd.Text = ans.SessionID, ans.QuestionID, ans.Text
@@ -155,7 +157,14 @@ func NewCheckoutHost(ctx context.Context, env *Env, c client.Client, host string
 			return err
 		},
 		RunThread: func(ctx context.Context, in fleet.ThreadCommandInput) error {
-			return runThreadCommandHere(ctx, &quiet, in)
+			// The thread's loop makes its policy from the mode the worker
+			// settled on: bwrap when it has a sandbox, off when it has none
+			// (auto that could not start warned once, at the start).
+			mode := sandbox.Off
+			if box != nil {
+				mode = sandbox.Bwrap
+			}
+			return runThreadCommandHere(ctx, &quiet, in, mode)
 		},
 	}, nil
 }

@@ -93,7 +93,7 @@ model = "..." in .ralph/config.toml; the retry policy is under [session].`,
 	cmd.Flags().StringVar(&opts.Session, "session", "", "the session to resume (default: the active one)")
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent for every role without [roles.NAME] agent in config")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "stream the session's events on stdout, one JSON object per line (docs/events.md)")
-	cmd.Flags().StringVar(&opts.Sandbox, "sandbox", "", "run the roles' agents in a sandbox: off, bwrap (fail when it cannot start) or auto (default [sandbox] mode: off); local sessions only")
+	cmd.Flags().StringVar(&opts.Sandbox, "sandbox", "", "run the roles' agents in a sandbox: off, bwrap (fail when it cannot start) or auto (default [sandbox] mode: off); on Temporal the worker's --sandbox decides")
 	addEngineFlags(cmd.Flags(), &opts.Engine, &opts.Host, &opts.Detach,
 		"where the session runs: local (in this process) or temporal (a workflow, run by the ralph worker of this checkout's host)")
 	return cmd

@@ -16,6 +16,7 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/fleet"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/sandbox"
 	"github.com/ralphloop/ralph/internal/session"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/words"
@@ -51,7 +52,7 @@ func sessionOnTemporal(ctx context.Context, opts *RunOptions) (bool, error) {
 		return true, err
 	}
 	if onTemporal && opts.Sandbox != "" {
-		return true, usageErrorf("--sandbox is for sessions that run here: a session on Temporal does not run in the sandbox yet")
+		return true, usageErrorf("--sandbox is for sessions that run here: a session on Temporal runs in the sandbox of the `ralph worker` that runs it (start that worker with --sandbox, or set [sandbox] mode in its checkout's config)")
 	}
 	if !onTemporal {
 		if !opts.Resume {
@@ -323,9 +324,10 @@ func answerOnTemporal(cmd *cobra.Command, env *Env, sessionID, qid, text string)
 // runSessionHere runs session in.SessionID in this checkout with the
 // session runner, as `ralph run --resume --session ID` does (without its
 // terminal and pause controls: the workflow is its control), its events
-// in this checkout's journal and on the worker's output. It returns the
-// runner's error for the activity to read.
-func runSessionHere(ctx context.Context, env *Env, in fleet.SessionRunInput) error {
+// in this checkout's journal and on the worker's output, every role's
+// agent in the worker's sandbox box (nil: none). It returns the runner's
+// error for the activity to read.
+func runSessionHere(ctx context.Context, env *Env, in fleet.SessionRunInput, box *sandbox.Policy) error {
 	ws, a, err := openWorkspace(ctx, env)
 	if err != nil {
 		return err
@@ -354,7 +356,7 @@ func runSessionHere(ctx context.Context, env *Env, in fleet.SessionRunInput) err
 		Data: report.Run{Dir: ws.Rel(dir), Resumed: report.Ptr(true), Temporal: true}})
 	// The runner as runSession makes it.
 	r := a.SessionRunner(dir)
-	r.Invoker = &agentInvoker{env: env, ws: ws, app: a, specs: specs, dir: dir, em: em}
+	r.Invoker = &agentInvoker{env: env, ws: ws, app: a, specs: specs, dir: dir, em: em, sandbox: box}
 	r.MaxLimitWait, r.Events = sessionMaxLimitWait, em
 	_, err = r.Run(ctx)
 	if jerr := journal.Err(); jerr != nil && err == nil {

@@ -337,7 +337,7 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 	}
 	switch name {
 	case "start", "finalize", "resume", "retry":
-		f.StringVar(&opts.Sandbox, "sandbox", "", "run the loop's agents in a sandbox: off, bwrap (fail when it cannot start) or auto (default [sandbox] mode: off); local threads only")
+		f.StringVar(&opts.Sandbox, "sandbox", "", "run the loop's agents in a sandbox: off, bwrap (fail when it cannot start) or auto (default [sandbox] mode: off); on Temporal the worker's --sandbox decides")
 	}
 	switch name {
 	case "start", "finalize":

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ralphloop/ralph/internal/app"
 	"github.com/ralphloop/ralph/internal/fleet"
+	"github.com/ralphloop/ralph/internal/sandbox"
 	"github.com/ralphloop/ralph/internal/thread"
 )
 
@@ -55,12 +56,12 @@ func threadOnTemporal(cmd *cobra.Command, opts *ThreadOptions, name string, idAr
 			return false, nil
 		}
 		if opts.Sandbox != "" {
-			return true, usageErrorf("--sandbox is for threads that run here: a thread on Temporal does not run in the sandbox yet")
+			return true, usageErrorf("--sandbox is for threads that run here: a thread on Temporal runs in the sandbox of the `ralph worker` that runs it (start that worker with --sandbox, or set [sandbox] mode in its checkout's config)")
 		}
 		return true, startThreadOnTemporal(cmd, tc, opts)
 	}
 	if opts.Sandbox != "" {
-		return true, usageErrorf("thread %s runs on Temporal (workflow %s): --sandbox is for threads that run here", t.ID, m.WorkflowID)
+		return true, usageErrorf("thread %s runs on Temporal (workflow %s): --sandbox is for threads that run here; its agents run in the sandbox of the `ralph worker --host %s` that runs it", t.ID, m.WorkflowID, m.Host)
 	}
 	if opts.Engine == app.EngineLocal {
 		return true, usageErrorf("thread %s runs on Temporal (workflow %s): its commands go there; --engine local does not apply", t.ID, m.WorkflowID)
@@ -246,13 +247,14 @@ func (opts *ThreadOptions) command(verb, text, by string) fleet.ThreadCommand {
 
 // runThreadCommandHere runs a thread command from the workflow in this
 // checkout, as `ralph thread NAME` does, its events in this checkout's
-// journal and on the worker's output.
-func runThreadCommandHere(ctx context.Context, env *Env, in fleet.ThreadCommandInput) error {
+// journal and on the worker's output, its loop's agents in the worker's
+// sandbox mode.
+func runThreadCommandHere(ctx context.Context, env *Env, in fleet.ThreadCommandInput, mode sandbox.Mode) error {
 	cmd := &cobra.Command{}
 	cmd.SetContext(ctx)
 	c := in.Command
 	opts := &ThreadOptions{Env: env, Agents: c.Agents, MaxIterations: c.MaxIterations, Verifiers: c.Verifiers,
-		Agent: c.Agent, Worktree: c.Worktree, Yes: c.Yes}
+		Agent: c.Agent, Worktree: c.Worktree, Yes: c.Yes, Sandbox: string(mode)}
 	tc, err := openThread(cmd, opts, []string{in.ThreadID})
 	if err != nil {
 		return err

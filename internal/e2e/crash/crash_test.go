@@ -231,6 +231,19 @@ func (c *crashCase) build(t *testing.T, crashAfter int, killAfter time.Duration)
 // after killAfter when that is set, and says how it ended.
 func (c *crashCase) runRalph(t *testing.T, args, env []string, killAfter time.Duration) buildResult {
 	t.Helper()
+	var kill chan struct{}
+	if killAfter > 0 {
+		kill = make(chan struct{})
+		timer := time.AfterFunc(killAfter, func() { close(kill) })
+		defer timer.Stop()
+	}
+	return c.runRalphUntil(t, args, env, kill)
+}
+
+// runRalphUntil runs ralph with args in the repository and env, sending
+// SIGKILL when kill closes (nil: never), and says how it ended.
+func (c *crashCase) runRalphUntil(t *testing.T, args, env []string, kill <-chan struct{}) buildResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.h.ralph, args...)
@@ -243,9 +256,16 @@ func (c *crashCase) runRalph(t *testing.T, args, env []string, killAfter time.Du
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start ralph: %v", err)
 	}
-	if killAfter > 0 {
-		timer := time.AfterFunc(killAfter, func() { cmd.Process.Signal(syscall.SIGKILL) })
-		defer timer.Stop()
+	done := make(chan struct{})
+	defer close(done)
+	if kill != nil {
+		go func() {
+			select {
+			case <-kill:
+				cmd.Process.Signal(syscall.SIGKILL)
+			case <-done:
+			}
+		}()
 	}
 	err := cmd.Wait()
 	res := buildResult{out: out.String(), dur: time.Since(start)}
