@@ -575,10 +575,21 @@ func BenchmarkWrapTrue(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Network proxy adds the proxy outside and the forwarder inside.
+	px, err := StartProxy(nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer px.Close()
+	self, _ := os.Executable()
+	cp, err := Wrap(Policy{WorkTree: b.TempDir(), Network: NetProxy, ProxySocket: px.Socket, Forwarder: []string{self, ForwardCommand}}, []string{"true"})
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, bc := range []struct {
 		name string
 		args []string
-	}{{"plain", []string{"true"}}, {"bwrap", c.Args}} {
+	}{{"plain", []string{"true"}}, {"bwrap", c.Args}, {"bwrap-proxy", cp.Args}} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
 				cmd := exec.Command(bc.args[0], bc.args[1:]...)
