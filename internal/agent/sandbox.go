@@ -3,7 +3,6 @@ package agent
 import (
 	"net"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -39,7 +38,7 @@ func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile str
 		if path == "" {
 			continue
 		}
-		if d := filepath.Dir(path); hiddenIn(d, home) && !inside(d, p.WorkTree) && !slices.Contains(p.Readable, d) {
+		if d := filepath.Dir(path); sandbox.Hides(d, home) && !sandbox.Inside(d, p.WorkTree) && !slices.Contains(p.Readable, d) {
 			p.Readable = append(p.Readable, d)
 		}
 	}
@@ -111,14 +110,3 @@ func program(name string) []string {
 	return []string{path}
 }
 
-// hiddenIn reports whether the sandbox hides path: under the home or
-// under /tmp, which it replaces with empty folders.
-func hiddenIn(path, home string) bool {
-	return (home != "" && inside(path, home)) || inside(path, os.TempDir()) || inside(path, "/tmp")
-}
-
-// inside reports whether path is dir or below it.
-func inside(path, dir string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
-}

@@ -177,9 +177,9 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		}
 	}
 	add("tmpfs", "/tmp")
-	hidden := []string{"/tmp", os.TempDir()}
+	realHome := home
 	if h, err := filepath.EvalSymlinks(home); err == nil && h != "/" {
-		hidden = append(hidden, h)
+		realHome = h
 		if h == wt {
 			return Cmd{}, fmt.Errorf("sandbox: the work tree is the home folder (%s): the sandbox could not hide ~/.ssh and the rest of it; work in a folder under it", wt)
 		}
@@ -234,7 +234,7 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		}
 		// ralph itself is often in the home (~/go/bin), which the
 		// sandbox hides; in the work tree it is shown already, writable.
-		if !inside(exe, wt) && slices.ContainsFunc(hidden, func(dir string) bool { return inside(exe, dir) }) {
+		if !Inside(exe, wt) && Hides(exe, realHome) {
 			add("ro", exe)
 		}
 		port, listens := proxyPort, []string{}
@@ -417,8 +417,14 @@ func canonical(path, what string) (string, error) {
 	return c, nil
 }
 
-// inside reports whether path is dir or below it.
-func inside(path, dir string) bool {
+// Hides reports whether a sandbox hides path: under the home or under
+// /tmp, which it replaces with empty folders.
+func Hides(path, home string) bool {
+	return (home != "" && Inside(path, home)) || Inside(path, os.TempDir()) || Inside(path, "/tmp")
+}
+
+// Inside reports whether path is dir or below it.
+func Inside(path, dir string) bool {
 	rel, err := filepath.Rel(dir, path)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
