@@ -109,4 +109,3 @@ func program(name string) []string {
 	}
 	return []string{path}
 }
-
