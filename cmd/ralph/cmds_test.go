@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -17,7 +19,22 @@ func withCmds(p testscript.Params) testscript.Params {
 		p.Cmds = map[string]func(*testscript.TestScript, bool, []string){}
 	}
 	p.Cmds["validjson"] = cmdValidJSON
+	p.Cmds["httpserve"] = cmdHTTPServe
 	return p
+}
+
+// cmdHTTPServe starts an HTTP server on the loopback that answers every
+// request with BODY, for the script's life: httpserve NAME BODY. It sets
+// NAME_URL (http://127.0.0.1:PORT) and NAME_ADDR (127.0.0.1:PORT).
+func cmdHTTPServe(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: httpserve NAME BODY")
+	}
+	body := args[1]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) }))
+	ts.Defer(srv.Close)
+	ts.Setenv(args[0]+"_URL", srv.URL)
+	ts.Setenv(args[0]+"_ADDR", srv.Listener.Addr().String())
 }
 
 // cmdValidJSON fails unless a file holds exactly one JSON document, or with

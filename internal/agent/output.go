@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ralphloop/ralph/internal/sandbox"
 )
 
 // Format names the shape of an agent CLI's standard output.
@@ -90,6 +92,9 @@ type Result struct {
 	// window, where the CLI reports them; 0 when unknown.
 	ContextTokens int64
 	ContextWindow int64
+	// Denied are the connections the sandbox's allow-list proxy refused
+	// (network "proxy"); Run sets them, not the parser.
+	Denied []sandbox.Denied
 }
 
 // ContextPercent is the share of the context window in use at the end of

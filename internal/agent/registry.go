@@ -46,9 +46,13 @@ type Spec struct {
 	// or point it at its API: a sandbox passes these on and no others
 	// besides its own short list.
 	CredentialEnv []string
-	// Hosts are the API hosts the CLI talks to by default, for a
-	// network allow list.
+	// Hosts are the API hosts the CLI talks to by default: the allow
+	// list of a sandbox with network "proxy".
 	Hosts []string
+	// BaseURLEnv name the variables that point the CLI at another API
+	// endpoint (a gateway, a local model server): when one is set, its
+	// URL's host and port replace Hosts in the allow list.
+	BaseURLEnv []string
 }
 
 // WithModel returns s set to run model. An empty model returns s as is; an
@@ -93,6 +97,7 @@ var builtins = []Spec{
 		State:         []string{".codex"},
 		CredentialEnv: []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"},
 		Hosts:         []string{"api.openai.com", "chatgpt.com"},
+		BaseURLEnv:    []string{"OPENAI_BASE_URL"},
 	},
 	{
 		Name:      "claude",
@@ -109,6 +114,7 @@ var builtins = []Spec{
 		State:         []string{".claude", ".claude.json"},
 		CredentialEnv: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"},
 		Hosts:         []string{"api.anthropic.com"},
+		BaseURLEnv:    []string{"ANTHROPIC_BASE_URL"},
 	},
 	{
 		Name:          "droid",
@@ -148,6 +154,7 @@ var builtins = []Spec{
 		State:         []string{".gemini"},
 		CredentialEnv: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_CLI_HOME"},
 		Hosts:         []string{"generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com"},
+		BaseURLEnv:    []string{"GOOGLE_GEMINI_BASE_URL", "CODE_ASSIST_ENDPOINT"},
 	},
 	{
 		Name:          "amp",

@@ -56,6 +56,10 @@ type Invocation struct {
 	// Sandbox, when set, runs the agent under it (Dir is its work tree
 	// unless it names one); nil runs the agent as the user.
 	Sandbox *sandbox.Policy
+	// OnDenied is told each connection the sandbox's allow-list proxy
+	// refused (network "proxy"), as it happens, from another goroutine;
+	// the Result lists them all.
+	OnDenied func(sandbox.Denied)
 }
 
 // TokenVar is the environment variable that carries Invocation.Token.
@@ -207,13 +211,29 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 	if useStdin {
 		spec.Stdin = strings.NewReader(inv.Prompt)
 	}
+	var denied []sandbox.Denied
+	stopProxy := func() {}
 	if inv.Sandbox != nil {
+		p := *inv.Sandbox
 		var err error
-		if spec.Args, spec.Env, err = sandboxed(*inv.Sandbox, inv.Spec, spec.Args, spec.Env, inv.Dir, inv.PromptFile); err != nil {
+		stopProxy, err = startProxy(&p, inv.Spec, spec.Env, func(d sandbox.Denied) {
+			mu.Lock()
+			denied = append(denied, d)
+			mu.Unlock()
+			if inv.OnDenied != nil {
+				inv.OnDenied(d)
+			}
+		})
+		if err != nil {
+			return Outcome{Outcome: proc.Outcome{ExitCode: -1}}, err
+		}
+		if spec.Args, spec.Env, err = sandboxed(p, inv.Spec, spec.Args, spec.Env, inv.Dir, inv.PromptFile); err != nil {
+			stopProxy()
 			return Outcome{Outcome: proc.Outcome{ExitCode: -1}}, err
 		}
 	}
 	out, err := proc.Run(ctx, spec)
+	stopProxy()
 	if inv.OnExit != nil && pgid > 0 {
 		inv.OnExit()
 	}
@@ -232,6 +252,7 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 		}
 	}
 	res := Outcome{Outcome: out, Result: parser.Result(), OutputBytes: total, LogCutBytes: logCut, StderrTail: string(errTail.Bytes())}
+	res.Result.Denied = denied
 	if pgid > 0 {
 		// Run stopped the agent's process group; what left the group
 		// (setsid) would go on changing the tree while ralph judges and

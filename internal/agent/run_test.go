@@ -10,11 +10,16 @@ import (
 	"testing"
 
 	"github.com/ralphloop/ralph/internal/fakeagent"
+	"github.com/ralphloop/ralph/internal/sandbox"
 )
 
 // TestMain lets this test binary play the agent: with the switch set, it
 // runs the scripted fake agent instead of the tests.
 func TestMain(m *testing.M) {
+	// A sandbox with network "proxy" starts this binary as its forwarder.
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ForwardCommand {
+		os.Exit(sandbox.ForwardMain(os.Args[2:]))
+	}
 	if os.Getenv("RALPH_AGENT_TEST_FAKE") == "1" {
 		os.Exit(fakeagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}

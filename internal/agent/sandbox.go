@@ -1,7 +1,8 @@
 package agent
 
 import (
-	"os"
+	"net"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -30,19 +31,67 @@ func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile str
 	}
 	// The token is how ralph finds the agent's processes again, so it
 	// crosses into the sandbox with the credentials.
-	p.Env = append(append(slices.Clone(s.CredentialEnv), TokenVar), p.Env...)
+	p.Env = append(append(append(slices.Clone(s.CredentialEnv), s.BaseURLEnv...), TokenVar), p.Env...)
 	p.Environ = env
 	p.Readable = slices.Clone(p.Readable)
 	for _, path := range append(program(argv[0]), promptFile) {
 		if path == "" {
 			continue
 		}
-		if d := filepath.Dir(path); hiddenIn(d, home) && !inside(d, p.WorkTree) && !slices.Contains(p.Readable, d) {
+		if d := filepath.Dir(path); sandbox.Hides(d, home) && !sandbox.Inside(d, p.WorkTree) && !slices.Contains(p.Readable, d) {
 			p.Readable = append(p.Readable, d)
 		}
 	}
 	cmd, err := sandbox.Wrap(p, argv)
 	return cmd.Args, cmd.Env, err
+}
+
+// startProxy starts the allow-list proxy of a run under p when its
+// network is "proxy", for as long as the run lasts (stop ends it), and
+// points p at it. onDenied is told each connection it refuses.
+func startProxy(p *sandbox.Policy, s Spec, env []string, onDenied func(sandbox.Denied)) (stop func(), err error) {
+	if p.Network != sandbox.NetProxy {
+		return func() {}, nil
+	}
+	p.Allow = allowList(s, env, p.Allow)
+	px, err := sandbox.StartProxy(p.Allow, onDenied)
+	if err != nil {
+		return nil, err
+	}
+	p.ProxySocket = px.Socket
+	return func() { px.Close() }, nil
+}
+
+// allowList is where an agent may connect through the proxy: its spec's
+// hosts or, when one of its base-URL variables is set in env (the user
+// pointed it at a gateway or a local server), the host and port of those
+// URLs instead; then extra ([sandbox] allow_hosts).
+func allowList(s Spec, env []string, extra []string) []string {
+	var hosts []string
+	for _, name := range s.BaseURLEnv {
+		v, ok := "", false
+		for _, kv := range env {
+			if x, found := strings.CutPrefix(kv, name+"="); found {
+				v, ok = x, true
+			}
+		}
+		u, err := url.Parse(strings.TrimSpace(v))
+		if !ok || err != nil || u.Hostname() == "" {
+			continue
+		}
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80"}[u.Scheme]
+		}
+		if port == "" {
+			port = "443"
+		}
+		hosts = append(hosts, net.JoinHostPort(u.Hostname(), port))
+	}
+	if len(hosts) == 0 {
+		hosts = slices.Clone(s.Hosts)
+	}
+	return append(hosts, extra...)
 }
 
 // program is where argv[0] is found on PATH and, when that is a link,
@@ -59,16 +108,4 @@ func program(name string) []string {
 		return []string{path, real}
 	}
 	return []string{path}
-}
-
-// hiddenIn reports whether the sandbox hides path: under the home or
-// under /tmp, which it replaces with empty folders.
-func hiddenIn(path, home string) bool {
-	return (home != "" && inside(path, home)) || inside(path, os.TempDir()) || inside(path, "/tmp")
-}
-
-// inside reports whether path is dir or below it.
-func inside(path, dir string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }

@@ -3,6 +3,10 @@ package agent
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,3 +61,52 @@ func TestRunUnderSandboxKeepsTheAgentInItsWorkTree(t *testing.T) {
 }
 
 func exists(path string) bool { _, err := os.Stat(path); return err == nil }
+
+// Under network "proxy" the agent reaches the endpoint its base-URL
+// variable names, at that URL, and nothing else: a second server on the
+// same loopback is refused, and the refusal is in the Result and told
+// to OnDenied as it happens.
+func TestRunUnderProxyReachesOnlyItsEndpoint(t *testing.T) {
+	if err := sandbox.Probe(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "model-ok") }))
+	defer model.Close()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "other-ok") }))
+	defer other.Close()
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("ANTHROPIC_BASE_URL", model.URL)
+	script := `curl -sS "$ANTHROPIC_BASE_URL/v1/messages"; echo; curl -sS --noproxy '' ` + other.URL + `; echo`
+	spec := Spec{Name: "claude", Headless: []string{"sh", "-c", script}, Format: FormatPlain, Hosts: []string{"api.anthropic.com"}, BaseURLEnv: []string{"ANTHROPIC_BASE_URL"}}
+	var told []sandbox.Denied
+	var log bytes.Buffer
+	out, err := Run(context.Background(), Invocation{Spec: spec, Dir: t.TempDir(), Log: &log,
+		Sandbox: &sandbox.Policy{Network: sandbox.NetProxy}, OnDenied: func(d sandbox.Denied) { told = append(told, d) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "model-ok") || strings.Contains(log.String(), "other-ok") {
+		t.Errorf("want the model reached and the other server not: %q", log.String())
+	}
+	port := other.Listener.Addr().(*net.TCPAddr).Port
+	if d := out.Result.Denied; len(d) != 1 || d[0].Host != "127.0.0.1" || d[0].Port != port || len(told) != 1 {
+		t.Errorf("Result.Denied = %+v, told %+v; want the other server's address once", d, told)
+	}
+}
+
+func TestAllowListFollowsTheBaseURL(t *testing.T) {
+	claude := Spec{Hosts: []string{"api.anthropic.com"}, BaseURLEnv: []string{"ANTHROPIC_BASE_URL"}}
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, "api.anthropic.com registry.npmjs.org"},
+		{[]string{"ANTHROPIC_BASE_URL=http://127.0.0.1:8787"}, "127.0.0.1:8787 registry.npmjs.org"},
+		{[]string{"ANTHROPIC_BASE_URL=https://gateway.example.com/anthropic"}, "gateway.example.com:443 registry.npmjs.org"},
+		{[]string{"ANTHROPIC_BASE_URL="}, "api.anthropic.com registry.npmjs.org"},
+	} {
+		if got := strings.Join(allowList(claude, c.env, []string{"registry.npmjs.org"}), " "); got != c.want {
+			t.Errorf("env %q: allow list %q, want %q", c.env, got, c.want)
+		}
+	}
+}

@@ -42,6 +42,7 @@ func (a *App) Sandbox(ctx context.Context, flag sandbox.Mode) (p *sandbox.Policy
 	home, _ := os.UserHomeDir()
 	return &sandbox.Policy{
 		Network:  sandbox.Network(sc.Network),
+		Allow:    sc.AllowHosts,
 		Env:      sc.Env,
 		Writable: inHome(sc.Writable, home),
 		Readable: inHome(sc.Readable, home),

@@ -24,7 +24,7 @@ func TestTemplateLoadsBackWithChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Agent.Default != "codex" || cfg.Build.MaxIterations != 25 || cfg.Agent.Timeout.Duration != 30*time.Minute ||
-		cfg.Sandbox.Mode != "off" || cfg.Sandbox.Network != "open" || !cfg.Sandbox.Checks {
+		cfg.Sandbox.Mode != "off" || cfg.Sandbox.Network != "proxy" || !cfg.Sandbox.Checks {
 		t.Fatalf("defaults not read back: %+v", cfg)
 	}
 	if len(cfg.Checks) != 1 || cfg.Checks[0].Run != "go test ./..." || cfg.Checks[0].Timeout.Duration != 10*time.Minute {
@@ -50,11 +50,11 @@ func TestLoadErrors(t *testing.T) {
 		{"agent without command", "[agents.mine]\nformat = \"plain\"\n", "needs command"},
 		{"redact a value", "[security]\nredact = [\"KEY=abc\"]\n", "names of environment variables"},
 		{"sandbox mode", "[sandbox]\nmode = \"docker\"\n", `[sandbox] mode = "docker": use off, bwrap or auto`},
-		{"sandbox network", "[sandbox]\nnetwork = \"some\"\n", `[sandbox] network = "some": use open or none`},
-		{"sandbox proxy", "[sandbox]\nnetwork = \"proxy\"\n", "proxy is not built yet"},
+		{"sandbox network", "[sandbox]\nnetwork = \"some\"\n", `[sandbox] network = "some": use proxy, none or open`},
 		{"sandbox relative path", "[sandbox]\nwritable = [\"cache\"]\n", `[sandbox] writable = ["cache"]: give an absolute path`},
 		{"sandbox env value", "[sandbox]\nenv = [\"A=b\"]\n", "names of environment variables"},
 		{"sandbox host url", "[sandbox]\nallow_hosts = [\"https://x.org\"]\n", "without a scheme"},
+		{"sandbox host port", "[sandbox]\nallow_hosts = [\"x.org:http\"]\n", `allow_hosts = ["x.org:http"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(write(t, tc.content))

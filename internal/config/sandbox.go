@@ -14,13 +14,13 @@ type SandboxSection struct {
 	// "auto" (bubblewrap when it works, else a warning and no sandbox).
 	// The default is "off": a sandbox hides the home, so an agent that
 	// keeps its login, its git identity or its own install there changes
-	// behaviour, and the network allow list is not built yet; a person
+	// behaviour, and the network is limited to its API hosts; a person
 	// turns it on knowing that (`--sandbox` overrides it per command).
 	Mode string `toml:"mode"`
-	// Network is "open" (the host's network; the filesystem limits stay)
-	// or "none". The default is "open" until the allow-list proxy that
-	// lets an agent reach only its model exists: with "none" no agent
-	// reaches its model. "proxy" is refused until then.
+	// Network is "proxy" (the default: only the agent's API hosts and
+	// AllowHosts, through ralph's allow-list proxy, which reports every
+	// other try), "none" (no network at all: no agent reaches its model)
+	// or "open" (the host's network; the filesystem limits stay).
 	Network string `toml:"network"`
 	// Writable and Readable add paths (absolute, or "~/..." in the home)
 	// to what the agent may write or read.
@@ -29,8 +29,9 @@ type SandboxSection struct {
 	// Env names more variables passed into the sandbox, besides PATH,
 	// HOME, LANG, TERM and the agent's own credential variables.
 	Env []string `toml:"env"`
-	// AllowHosts are hosts the agent may reach besides its API hosts,
-	// for the allow-list proxy (not built yet).
+	// AllowHosts are where the agent may connect besides its API hosts
+	// (network "proxy"): "host" (ports 80 and 443), "host:port",
+	// "*.domain" (its subdomains), IP addresses.
 	AllowHosts []string `toml:"allow_hosts"`
 	// Checks runs ralph's checks in the agents' sandbox too, whenever
 	// the agents run in one (default true): a test suite is code the
@@ -40,18 +41,15 @@ type SandboxSection struct {
 
 // DefaultSandbox is [sandbox] when the file says nothing.
 func DefaultSandbox() SandboxSection {
-	return SandboxSection{Mode: string(sandbox.Off), Network: string(sandbox.NetOpen), Checks: true}
+	return SandboxSection{Mode: string(sandbox.Off), Network: string(sandbox.NetProxy), Checks: true}
 }
 
 func (s SandboxSection) validate() error {
 	if _, err := sandbox.ParseMode(s.Mode); err != nil {
 		return fmt.Errorf("[sandbox] mode = %q: use off, bwrap or auto", s.Mode)
 	}
-	switch n, err := sandbox.ParseNetwork(s.Network); {
-	case err != nil:
-		return fmt.Errorf("[sandbox] network = %q: use open or none", s.Network)
-	case n == sandbox.NetProxy:
-		return fmt.Errorf("[sandbox] network = %q: the allow-list proxy is not built yet; use open or none", s.Network)
+	if _, err := sandbox.ParseNetwork(s.Network); err != nil {
+		return fmt.Errorf("[sandbox] network = %q: use proxy, none or open", s.Network)
 	}
 	for key, paths := range map[string][]string{"writable": s.Writable, "readable": s.Readable} {
 		for _, p := range paths {
@@ -66,8 +64,8 @@ func (s SandboxSection) validate() error {
 		}
 	}
 	for _, h := range s.AllowHosts {
-		if h == "" || strings.ContainsAny(h, "/: ") {
-			return fmt.Errorf("[sandbox] allow_hosts = [%q]: give host names, like \"registry.npmjs.org\", without a scheme, port or path", h)
+		if err := sandbox.CheckAllowed(h); err != nil {
+			return fmt.Errorf("[sandbox] allow_hosts = [%q]: give a host name, like \"registry.npmjs.org\", \"host:port\", \"*.domain\" or an IP address, without a scheme or path", h)
 		}
 	}
 	return nil

@@ -141,8 +141,13 @@ redact = []
 # differently inside. --sandbox MODE overrides this; ralph doctor says
 # whether it works here.
 mode = "off"
-# "open" keeps the network; "none" leaves only the sandbox's own loopback.
-network = "open"
+# "proxy": the agent reaches only its API hosts (or the host of its base URL,
+# like ANTHROPIC_BASE_URL) and allow_hosts, through ralph's allow-list proxy,
+# and every other connection is refused and shown as an event. "none": no
+# network at all. "open": the host's network (the filesystem limits stay).
+network = "proxy"
+# More destinations: "host" (ports 80 and 443), "host:port", "*.domain".
+allow_hosts = []
 # More paths the agent may write or read (absolute, or "~/..."), and more
 # environment variables it gets.
 writable = []

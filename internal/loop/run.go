@@ -301,6 +301,9 @@ type IterationRecord struct {
 	LogCutBytes int64  `json:"log_cut_bytes,omitempty"`
 	PromptFile  string `json:"prompt_file"`
 	LogFile     string `json:"log_file"`
+	// Denied are the connections the sandbox's allow-list proxy refused
+	// the agent (network "proxy").
+	Denied []sandbox.Denied `json:"denied,omitempty"`
 }
 
 // CheckRecord is the outcome of one check in an iteration.
@@ -594,6 +597,7 @@ func (r *run) newRecord(n int, started time.Time, out agent.Outcome, promptFile,
 		Signals: out.Result.Signals, Tokens: out.Result.Usage, FinalMessage: clip(out.Result.FinalMessage, 4096),
 		ContextPercent: out.Result.ContextPercent(), CostUSD: out.Result.CostUSD, PermissionDenials: out.Result.PermissionDenials,
 		OutputBytes: out.OutputBytes, LogCutBytes: out.LogCutBytes, PromptFile: r.ws.Rel(promptFile), LogFile: r.ws.Rel(logFile),
+		Denied: out.Result.Denied,
 	}
 }
 

@@ -314,6 +314,14 @@ type Control struct {
 	ContextAdded string  `json:"context_added,omitempty"` // the name add-context's journal line always had
 }
 
+// Denied: the allow-list proxy of a sandbox with network "proxy"
+// refused a connection of the agent.
+type Denied struct {
+	Host string    `json:"host"`
+	Port int       `json:"port"`
+	At   time.Time `json:"at"`
+}
+
 // Kind implements Payload.
 func (Transition) Kind() Kind  { return KindTransition }
 func (Run) Kind() Kind         { return KindRun }
@@ -330,6 +338,7 @@ func (Warning) Kind() Kind     { return KindWarning }
 func (Note) Kind() Kind        { return KindNote }
 func (Summary) Kind() Kind     { return KindSummary }
 func (Control) Kind() Kind     { return KindControl }
+func (Denied) Kind() Kind      { return KindDenied }
 
 // payloads decode each kind's data: the one list of kinds (Kinds is
 // made from it).
@@ -339,4 +348,5 @@ var payloads = map[Kind]func([]byte) (Payload, error){
 	KindVerdict: decodeAs[Verdict], KindCommit: decodeAs[Commit], KindBlocker: decodeAs[Blocker],
 	KindLimit: decodeAs[Limit], KindWait: decodeAs[Wait], KindWarning: decodeAs[Warning],
 	KindNote: decodeAs[Note], KindSummary: decodeAs[Summary], KindControl: decodeAs[Control],
+	KindDenied: decodeAs[Denied],
 }

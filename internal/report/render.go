@@ -2,6 +2,8 @@ package report
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +32,8 @@ func Render(ev Event) string {
 // transitions, a thread's summary).
 func render(ev Event, m string) string {
 	switch d := ev.Data.(type) {
+	case Denied:
+		return "⛔ sandbox: denied a connection to " + net.JoinHostPort(d.Host, strconv.Itoa(d.Port))
 	case Transition:
 		if m == "thread" && ev.From != "" { // a new thread comes from no phase, without a line
 			return "thread " + d.Thread + ": " + ev.From + " → " + ev.To

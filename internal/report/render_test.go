@@ -117,6 +117,8 @@ var renders = []struct {
 	{Event{Machine: "engine", Task: "T-1", Data: Control{Command: "block", By: "ann", Status: "refused", Why: "it landed", Task: Ptr("T-1")}},
 		"  ⇢ block T-1 by ann: refused: it landed\n"},
 	{Event{Machine: "control", Data: Control{Command: "hint", By: "ann", Status: "queued"}}, ""},
+	{Event{Machine: "loop", Data: Denied{Host: "evil.example", Port: 443}}, "⛔ sandbox: denied a connection to evil.example:443\n"},
+	{Event{Machine: "session", Data: Denied{Host: "::1", Port: 8080}}, "⛔ sandbox: denied a connection to [::1]:8080\n"},
 	{Event{Machine: "loop", Kind: KindNote, Text: "as the call site said\n", Data: Note{Paused: Ptr(false)}}, "as the call site said\n"},
 }
 

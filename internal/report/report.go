@@ -25,20 +25,21 @@ type Kind string
 
 // The kinds of events.
 const (
-	KindTransition  Kind = "transition"   // the machine moved: from, to, trigger
-	KindRun         Kind = "run"          // a run started, resumed or committed its setup
-	KindIteration   Kind = "iteration"    // an iteration started (the banner) or ended (data.iteration_end)
-	KindAgentOutput Kind = "agent_output" // one line the agent showed
-	KindHeartbeat   Kind = "heartbeat"    // a silent agent or check is still alive
-	KindCheck       Kind = "check"        // one of ralph's checks ran
-	KindVerdict     Kind = "verdict"      // a reviewer's judgement
-	KindCommit      Kind = "commit"       // ralph committed a task's work
-	KindBlocker     Kind = "blocker"      // a task was blocked or retried out of a block
-	KindLimit       Kind = "limit"        // an agent hit a usage limit, or a run limit ended the run
-	KindWait        Kind = "wait"         // the run waits (cooldown, breaker)
-	KindWarning     Kind = "warning"      // something went wrong but the run goes on
-	KindNote        Kind = "note"         // anything else a person is told
-	KindSummary     Kind = "summary"      // the end of a run
+	KindTransition  Kind = "transition"     // the machine moved: from, to, trigger
+	KindRun         Kind = "run"            // a run started, resumed or committed its setup
+	KindIteration   Kind = "iteration"      // an iteration started (the banner) or ended (data.iteration_end)
+	KindAgentOutput Kind = "agent_output"   // one line the agent showed
+	KindHeartbeat   Kind = "heartbeat"      // a silent agent or check is still alive
+	KindCheck       Kind = "check"          // one of ralph's checks ran
+	KindVerdict     Kind = "verdict"        // a reviewer's judgement
+	KindCommit      Kind = "commit"         // ralph committed a task's work
+	KindBlocker     Kind = "blocker"        // a task was blocked or retried out of a block
+	KindLimit       Kind = "limit"          // an agent hit a usage limit, or a run limit ended the run
+	KindWait        Kind = "wait"           // the run waits (cooldown, breaker)
+	KindWarning     Kind = "warning"        // something went wrong but the run goes on
+	KindNote        Kind = "note"           // anything else a person is told
+	KindSummary     Kind = "summary"        // the end of a run
+	KindDenied      Kind = "sandbox_denied" // the sandbox's proxy refused a connection
 )
 
 // Kinds are every kind of event, in the order above, then control: the
@@ -46,7 +47,7 @@ const (
 var Kinds = []Kind{
 	KindTransition, KindRun, KindIteration, KindAgentOutput, KindHeartbeat,
 	KindCheck, KindVerdict, KindCommit, KindBlocker, KindLimit,
-	KindWait, KindWarning, KindNote, KindSummary, KindControl,
+	KindWait, KindWarning, KindNote, KindSummary, KindControl, KindDenied,
 }
 
 // Event is one fact about a run, in the envelope every machine shares.

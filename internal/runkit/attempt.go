@@ -135,6 +135,7 @@ func (a Attempt) Run(ctx context.Context) (res Result, err error) {
 		}
 	}
 	display := io.Writer(io.Discard)
+	var denied func(sandbox.Denied)
 	if a.Events != nil {
 		// A thinking agent can be silent for minutes: the heartbeat
 		// shows it is alive.
@@ -151,6 +152,11 @@ func (a Attempt) Run(ctx context.Context) (res Result, err error) {
 		defer beat.Stop()
 		defer agentOut.Flush()
 		display = touchWriter{beat.Writer(), agentOut}
+		// Each refused connection is shown as it happens, on its own line.
+		denied = func(d sandbox.Denied) {
+			beat.Writer().Write(nil)
+			a.Events.Emit(report.Event{Kind: report.KindDenied, Data: report.Denied{Host: d.Host, Port: d.Port, At: d.At}})
+		}
 	}
 	out, err := agent.Run(ctx, agent.Invocation{
 		Spec:        a.Spec,
@@ -166,6 +172,7 @@ func (a Attempt) Run(ctx context.Context) (res Result, err error) {
 		OnExit:      a.OnExit,
 		Token:       res.Token,
 		Sandbox:     a.Sandbox,
+		OnDenied:    denied,
 	})
 	res.Outcome = out
 	res.EnvFailure = agent.EnvironmentFailure(a.Spec, out, err)

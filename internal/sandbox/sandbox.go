@@ -1,7 +1,8 @@
 // Package sandbox confines an agent (or a check) with bubblewrap: the
 // system read-only, its work tree and the agent's state folders writable,
 // the rest of the home hidden, its processes in their own PID namespace,
-// its environment from an allow list, and the network off or open.
+// its environment from an allow list, and the network off, open, or
+// reached only through an allow-list proxy (proxy.go, forward.go).
 //
 // It only builds the command line and probes that bwrap works here; who
 // runs the command (and stops it) is proc's job, and which paths and
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,9 +55,10 @@ const (
 	// NetOpen keeps the host's network (the filesystem limits stay).
 	NetOpen Network = "open"
 	// NetProxy is NetNone plus Policy.ProxySocket, the unix socket of an
-	// allow-list proxy that ralph runs outside, bound into the sandbox at
-	// the same path. The agent CLIs speak TCP to a proxy, so a forwarder
-	// inside (a loopback listener to the socket) is still to be built.
+	// allow-list proxy that ralph runs outside (StartProxy), bound into
+	// the sandbox at the same path. The agent CLIs speak TCP to a proxy,
+	// so the forwarder (ForwardMain) runs first inside and serves it on
+	// the sandbox's loopback.
 	NetProxy Network = "proxy"
 )
 
@@ -107,7 +110,18 @@ type Policy struct {
 	// ProxySocket is the allow-list proxy's unix socket (NetProxy only):
 	// the one way out of the sandbox's network.
 	ProxySocket string
+	// Allow is the proxy's allow list (NetProxy only): its loopback
+	// entries with a port are also served inside, at the same address.
+	Allow []string
+	// Forwarder is the program and leading arguments that run
+	// ForwardMain (NetProxy only); nil means this program with
+	// ForwardCommand.
+	Forwarder []string
 }
+
+// proxyPort is where the forwarder serves the proxy inside the sandbox
+// when no allowed loopback address takes it.
+const proxyPort = 3128
 
 // Cmd is a sandboxed command: run Args with exactly Env. The values of
 // the allowed variables travel in Env, not in Args, because a process's
@@ -163,7 +177,9 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		}
 	}
 	add("tmpfs", "/tmp")
+	realHome := home
 	if h, err := filepath.EvalSymlinks(home); err == nil && h != "/" {
+		realHome = h
 		if h == wt {
 			return Cmd{}, fmt.Errorf("sandbox: the work tree is the home folder (%s): the sandbox could not hide ~/.ssh and the rest of it; work in a folder under it", wt)
 		}
@@ -197,12 +213,52 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		}
 	}
 
+	var proxyEnv []string
 	if p.Network == NetProxy {
 		sock, err := canonical(p.ProxySocket, "proxy socket")
 		if err != nil {
 			return Cmd{}, err
 		}
 		add("rw", sock)
+		fwd := p.Forwarder
+		if len(fwd) == 0 {
+			exe, err := os.Executable()
+			if err != nil {
+				return Cmd{}, fmt.Errorf("sandbox: the forwarder: %w", err)
+			}
+			fwd = []string{exe, ForwardCommand}
+		}
+		exe, err := canonical(fwd[0], "forwarder")
+		if err != nil {
+			return Cmd{}, err
+		}
+		// ralph itself is often in the home (~/go/bin), which the
+		// sandbox hides; in the work tree it is shown already, writable.
+		if !Inside(exe, wt) && Hides(exe, realHome) {
+			add("ro", exe)
+		}
+		port, listens := proxyPort, []string{}
+		taken := map[int]bool{}
+		for _, s := range p.Allow {
+			a, err := parseAllowed(s)
+			if err != nil {
+				return Cmd{}, fmt.Errorf("sandbox: %w", err)
+			}
+			if a.loopback() {
+				listens = append(listens, "-listen", a.String())
+				taken[a.port] = true
+			}
+		}
+		for taken[port] {
+			port++
+		}
+		url := "http://127.0.0.1:" + strconv.Itoa(port)
+		for _, name := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"} {
+			proxyEnv = append(proxyEnv, name+"="+url)
+		}
+		proxyEnv = append(proxyEnv, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
+		fwd = append(append(slices.Clone(fwd), "-socket", sock, "-port", strconv.Itoa(port)), listens...)
+		argv = append(append(fwd, "--"), argv...)
 	}
 
 	args := []string{"bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"}
@@ -237,8 +293,13 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 	args = append(args, "--unshare-pid", "--die-with-parent", "--new-session", "--chdir", wt, "--")
 	args = append(args, argv...)
 
-	env := []string{"TMPDIR=/tmp"}
+	// The proxy's variables are the sandbox's own: the caller's would
+	// point at a proxy the sandbox cannot reach.
+	env := append([]string{"TMPDIR=/tmp"}, proxyEnv...)
 	seen := map[string]bool{"TMPDIR": true}
+	for _, kv := range proxyEnv {
+		seen[kv[:strings.IndexByte(kv, '=')]] = true
+	}
 	for _, name := range append(append([]string{}, alwaysEnv...), p.Env...) {
 		if v, ok := lookupOK(environ, name); ok && !seen[name] {
 			seen[name] = true
@@ -354,6 +415,18 @@ func canonical(path, what string) (string, error) {
 		return "", fmt.Errorf("sandbox: %s: %w", what, err)
 	}
 	return c, nil
+}
+
+// Hides reports whether a sandbox hides path: under the home or under
+// /tmp, which it replaces with empty folders.
+func Hides(path, home string) bool {
+	return (home != "" && Inside(path, home)) || Inside(path, os.TempDir()) || Inside(path, "/tmp")
+}
+
+// Inside reports whether path is dir or below it.
+func Inside(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // foreignOwner reports whether path belongs to another user than ours.

@@ -23,6 +23,11 @@ import (
 const dialFlag = "-sandbox-dial"
 
 func TestMain(m *testing.M) {
+	// The tests' sandboxes with network "proxy" start this binary as
+	// their forwarder, as ralph's start ralph.
+	if len(os.Args) > 1 && os.Args[1] == ForwardCommand {
+		os.Exit(ForwardMain(os.Args[2:]))
+	}
 	if len(os.Args) == 4 && os.Args[1] == dialFlag {
 		c, err := net.DialTimeout(os.Args[2], os.Args[3], 5*time.Second)
 		if err != nil {
@@ -509,6 +514,7 @@ func TestWrapRefusesBadPolicies(t *testing.T) {
 		{Policy{WorkTree: dir, Readable: []string{"x"}}, `readable path "x" is not an absolute path`},
 		{Policy{WorkTree: dir, Network: "wifi"}, `sandbox network "wifi": want none, open or proxy`},
 		{Policy{WorkTree: dir, Network: NetProxy}, `proxy socket "" is not an absolute path`},
+		{Policy{WorkTree: dir, Network: NetProxy, ProxySocket: dir, Allow: []string{"https://x.org"}}, `allowed host "https://x.org"`},
 		{Policy{WorkTree: dir, Environ: []string{"HOME=home"}}, `HOME is "home": it must be an absolute path`},
 		{Policy{WorkTree: dir, Environ: []string{"HOME=" + dir}}, "the work tree is the home folder"},
 	} {
@@ -569,10 +575,21 @@ func BenchmarkWrapTrue(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Network proxy adds the proxy outside and the forwarder inside.
+	px, err := StartProxy(nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer px.Close()
+	self, _ := os.Executable()
+	cp, err := Wrap(Policy{WorkTree: b.TempDir(), Network: NetProxy, ProxySocket: px.Socket, Forwarder: []string{self, ForwardCommand}}, []string{"true"})
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, bc := range []struct {
 		name string
 		args []string
-	}{{"plain", []string{"true"}}, {"bwrap", c.Args}} {
+	}{{"plain", []string{"true"}}, {"bwrap", c.Args}, {"bwrap-proxy", cp.Args}} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
 				cmd := exec.Command(bc.args[0], bc.args[1:]...)

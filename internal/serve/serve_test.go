@@ -416,3 +416,20 @@ func TestIsLoopback(t *testing.T) {
 		t.Errorf("IsLoopback(7777): %v", err)
 	}
 }
+
+// The page listens for each kind of event by name (EventSource delivers
+// only the names it was given): a kind missing from its list, such as
+// the sandbox's refused connections, would never reach the journal pane.
+func TestPageListensForEveryKind(t *testing.T) {
+	js, err := assets.ReadFile("assets/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, list, _ := strings.Cut(string(js), "const KINDS = [")
+	list, _, _ = strings.Cut(list, "];")
+	for _, k := range report.Kinds {
+		if !strings.Contains(list, `"`+string(k)+`"`) {
+			t.Errorf("app.js KINDS lacks %q: the dashboard would not show those events", k)
+		}
+	}
+}

@@ -6,7 +6,7 @@
 "use strict";
 
 const KINDS = ["transition", "run", "iteration", "agent_output", "heartbeat", "check", "verdict", "commit",
-  "blocker", "limit", "wait", "warning", "note", "summary", "control"];
+  "blocker", "limit", "wait", "warning", "note", "summary", "control", "sandbox_denied"];
 const KEEP_LINES = 400;
 
 const $ = (id) => document.getElementById(id);
