@@ -15,6 +15,7 @@ import (
 	"github.com/ralphloop/ralph/internal/control"
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
+	"github.com/ralphloop/ralph/internal/sandbox"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/thread"
 	"github.com/ralphloop/ralph/internal/words"
@@ -52,6 +53,10 @@ type threadCmd struct {
 	att    *control.Attachment
 	attach func(runID string) *control.Attachment
 	detach func()
+	// box confines the thread's agents (nil: none), and boxWarning says
+	// once that mode auto found no sandbox (see useSandbox).
+	box        *sandbox.Policy
+	boxWarning string
 }
 
 // openThreads opens the workspace for a command that writes threads (new):
@@ -91,7 +96,23 @@ func (tc *threadCmd) prepare() error {
 	if tc.r != nil {
 		tc.use(tc.r.Thread()) // its events go to the journal from now on
 	}
+	if tc.boxWarning != "" {
+		tc.em.Emit(report.Event{Kind: report.KindWarning, Text: tc.boxWarning + "\n"})
+	}
 	return nil
+}
+
+// useSandbox settles the sandbox of the command's agents (flag over
+// [sandbox] mode) before the thread moves: a bwrap that cannot start
+// fails here, with no record, worktree or branch made, rather than once
+// the loop begins.
+func (tc *threadCmd) useSandbox(flag string) error {
+	mode, err := sandboxFlag(flag)
+	if err != nil {
+		return err
+	}
+	tc.box, tc.boxWarning, err = tc.app.Sandbox(tc.ctx, mode)
+	return err
 }
 
 // openThread opens the thread args names, else the active one, for a
@@ -161,7 +182,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 		Events:     tc.em,
 		InTerminal: env.IO.InTerminal,
 		Interactive: func(ctx context.Context, s agent.Spec, promptFile, prompt, dir string) (int, error) {
-			return agent.RunInteractive(ctx, s, promptFile, prompt, dir, env.IO.In, tc.progress(), env.IO.Err)
+			return agent.RunInteractive(ctx, s, promptFile, prompt, dir, tc.box, env.IO.In, tc.progress(), env.IO.Err)
 		},
 		Now:          env.Now,
 		WorkDir:      env.WorkDir,
@@ -178,16 +199,20 @@ func (tc *threadCmd) use(t thread.Thread) {
 			if _, err := a.NamedAgent(name, "thread agents"); err != nil {
 				name = ""
 			}
-			s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: name, PRD: prd, MaxIterations: maxIterations, JSON: tc.opts.JSON, Sandbox: tc.opts.Sandbox}, false)
+			// The sandbox was settled when the command began (useSandbox):
+			// "off" keeps loopOptions from probing and warning again.
+			s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: name, PRD: prd, MaxIterations: maxIterations, JSON: tc.opts.JSON, Sandbox: string(sandbox.Off)}, false)
 			if err != nil {
 				return loop.Options{}, err
 			}
+			s.opts.Sandbox = tc.box
 			s.opts.Agent = spec
 			s.opts.Sink = withNotify(env, a, tc.sink())
 			s.opts.Control, s.opts.ControlPauseOnly = tc.att, true
 			return s.opts, nil
 		},
 		Confirm: tc.confirm,
+		Sandbox: tc.box,
 	}, thread.Options{
 		Agents:        tc.opts.Agents,
 		MaxIterations: tc.opts.MaxIterations,
