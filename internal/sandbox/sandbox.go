@@ -376,19 +376,19 @@ func gitMounts(wt string) ([]mount, *branchCopy, error) {
 	if err := os.RemoveAll(private); err != nil {
 		return nil, nil, fmt.Errorf("sandbox: %w", err)
 	}
-	for _, sub := range []string{"refs", "logs"} {
-		// The real folders are the mount points; git creates them on a
-		// branch's first commit, which inside it could not.
-		real := filepath.Join(common, filepath.Dir(ref))
-		if sub == "logs" {
-			real = filepath.Join(common, "logs", filepath.Dir(ref))
-		}
-		for _, dir := range []string{real, filepath.Join(private, sub)} {
+	folder := filepath.Dir(ref)
+	for _, m := range []struct{ real, copy string }{
+		{filepath.Join(common, folder), filepath.Join(private, "refs")},
+		{filepath.Join(common, "logs", folder), filepath.Join(private, "logs")},
+	} {
+		// The real folders are the mount points (git would make them on
+		// the branch's first commit, which inside it could not).
+		for _, dir := range []string{m.real, m.copy} {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, nil, fmt.Errorf("sandbox: %w", err)
 			}
 		}
-		ms = append(ms, mount{kind: "rw", path: real, from: filepath.Join(private, sub)})
+		ms = append(ms, mount{kind: "rw", path: m.real, from: m.copy})
 	}
 	// A packed (or unborn) branch has no file: git inside reads the
 	// read-only packed-refs, and its first commit writes the copy.
