@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -213,6 +215,7 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 	}
 	var denied []sandbox.Denied
 	stopProxy := func() {}
+	var box sandbox.Cmd
 	if inv.Sandbox != nil {
 		p := *inv.Sandbox
 		var err error
@@ -227,13 +230,18 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 		if err != nil {
 			return Outcome{Outcome: proc.Outcome{ExitCode: -1}}, err
 		}
-		if spec.Args, spec.Env, err = sandboxed(p, inv.Spec, spec.Args, spec.Env, inv.Dir, inv.PromptFile); err != nil {
+		if box, err = sandboxed(p, inv.Spec, spec.Args, spec.Env, inv.Dir, inv.PromptFile); err != nil {
 			stopProxy()
 			return Outcome{Outcome: proc.Outcome{ExitCode: -1}}, err
 		}
+		spec.Args, spec.Env = box.Args, box.Env
 	}
 	out, err := proc.Run(ctx, spec)
 	stopProxy()
+	// The agent's commits reach its branch before anyone reads it.
+	if lerr := box.Land(); lerr != nil && err == nil {
+		err = lerr
+	}
 	if inv.OnExit != nil && pgid > 0 {
 		inv.OnExit()
 	}
@@ -263,16 +271,37 @@ func Run(ctx context.Context, inv Invocation) (Outcome, error) {
 }
 
 // RunInteractive runs the agent's interactive argv attached to the
-// terminal. It is not put in its own process group: a background process
-// group may not read the terminal. Cancelling ctx still ends it.
-func RunInteractive(ctx context.Context, s Spec, promptFile, prompt, dir string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+// terminal, under box when it is not nil (keeping the terminal: see
+// sandbox.Policy.Terminal). It is not put in its own process group: a
+// background process group may not read the terminal. Cancelling ctx
+// still ends it.
+func RunInteractive(ctx context.Context, s Spec, promptFile, prompt, dir string, box *sandbox.Policy, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	argv, useStdin := Argv(s.Interactive, promptFile)
 	if err := CheckInstalled(s, argv); err != nil {
 		return -1, err
 	}
+	env := Env()
+	var boxed sandbox.Cmd
+	if box != nil {
+		p := *box
+		p.Terminal = true
+		// Nothing journals an interactive run: a refused connection is
+		// said on the terminal the person is watching.
+		stopProxy, err := startProxy(&p, s, env, func(d sandbox.Denied) {
+			fmt.Fprintf(stderr, "\nralph: ⛔ sandbox: denied a connection to %s\n", net.JoinHostPort(d.Host, strconv.Itoa(d.Port)))
+		})
+		if err != nil {
+			return -1, err
+		}
+		defer stopProxy()
+		if boxed, err = sandboxed(p, s, argv, env, dir, promptFile); err != nil {
+			return -1, err
+		}
+		argv, env = boxed.Args, boxed.Env
+	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = Env()
+	cmd.Env = env
 	cmd.Stdin = stdin
 	if useStdin {
 		cmd.Stdin = strings.NewReader(prompt)
@@ -281,6 +310,9 @@ func RunInteractive(ctx context.Context, s Spec, promptFile, prompt, dir string,
 	cmd.Stderr = stderr
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
+	if lerr := boxed.Land(); lerr != nil {
+		return -1, lerr
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode(), nil
 	}

@@ -11,12 +11,12 @@ import (
 	"github.com/ralphloop/ralph/internal/sandbox"
 )
 
-// sandboxed returns the command line and environment that run argv
-// under p instead: the agent works in dir (p's work tree unless p names
+// sandboxed returns the command that runs argv under p instead (its
+// Land is to be called once it has ended): the agent works in dir (p's work tree unless p names
 // one), keeps its own state under the hidden home, gets its credential
 // variables and its run's token, and can read its program and its prompt
 // file where the sandbox would hide them.
-func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile string) ([]string, []string, error) {
+func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile string) (sandbox.Cmd, error) {
 	home := ""
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
@@ -42,8 +42,7 @@ func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile str
 			p.Readable = append(p.Readable, d)
 		}
 	}
-	cmd, err := sandbox.Wrap(p, argv)
-	return cmd.Args, cmd.Env, err
+	return sandbox.Wrap(p, argv)
 }
 
 // startProxy starts the allow-list proxy of a run under p when its

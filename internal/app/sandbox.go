@@ -46,6 +46,7 @@ func (a *App) Sandbox(ctx context.Context, flag sandbox.Mode) (p *sandbox.Policy
 		Env:      sc.Env,
 		Writable: inHome(sc.Writable, home),
 		Readable: inHome(sc.Readable, home),
+		Set:      a.commitIdentity(ctx),
 	}, "", nil
 }
 
@@ -58,6 +59,45 @@ func (a *App) Checker(box *sandbox.Policy) runkit.CheckPort {
 		return runkit.ExecChecks{}
 	}
 	return runkit.ExecChecks{Sandbox: box}
+}
+
+// commitIdentity is who git outside says makes a commit in the workspace,
+// as GIT_AUTHOR_* and GIT_COMMITTER_* settings (only those it knows). The
+// sandbox hides ~/.gitconfig, where the identity usually is, so an
+// agent's own commits inside would have none, or one made up from the
+// host's names. Only the names and emails cross, never the rest of the
+// user's git configuration, which may hold credential helpers.
+func (a *App) commitIdentity(ctx context.Context) []string {
+	if a.WS == nil {
+		return nil
+	}
+	// Nothing configured is no error: git inside says what is missing.
+	out, _ := a.WS.Repo.Runner.Git(ctx, a.WS.Root, "config", "--get-regexp", `^(user|author|committer)\.(name|email)$`)
+	cfg := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if key, value, ok := strings.Cut(line, " "); ok {
+			cfg[key] = value // the last one wins, as in git
+		}
+	}
+	var set []string
+	for _, role := range []string{"author", "committer"} {
+		for _, field := range []string{"name", "email"} {
+			name := "GIT_" + strings.ToUpper(role) + "_" + strings.ToUpper(field)
+			// git's own order: the variable, then author.* or
+			// committer.*, then user.*.
+			v := a.getenv(name)
+			if v == "" {
+				v = cfg[role+"."+field]
+			}
+			if v == "" {
+				v = cfg["user."+field]
+			}
+			if v != "" {
+				set = append(set, name+"="+v)
+			}
+		}
+	}
+	return set
 }
 
 // inHome turns "~/x" into a path in home.

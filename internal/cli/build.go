@@ -124,12 +124,9 @@ func loopCmd(env *Env, runF func(*BuildOptions) error, run func(*cobra.Command, 
 // bwrap where it cannot start, before a command changes anything (a
 // thread's loop reads the flag only once the thread has moved on).
 func checkSandboxFlag(ctx context.Context, flag string) error {
-	if flag == "" {
-		return nil
-	}
-	mode, err := sandbox.ParseMode(flag)
+	mode, err := sandboxFlag(flag)
 	if err != nil {
-		return usageErrorf("--sandbox %q: use off, bwrap or auto", flag)
+		return err
 	}
 	if mode == sandbox.Bwrap {
 		if err := sandbox.Probe(ctx); err != nil {
@@ -139,17 +136,25 @@ func checkSandboxFlag(ctx context.Context, flag string) error {
 	return nil
 }
 
+// sandboxFlag reads --sandbox; "" is no flag (config's mode holds).
+func sandboxFlag(flag string) (sandbox.Mode, error) {
+	if flag == "" {
+		return "", nil
+	}
+	mode, err := sandbox.ParseMode(flag)
+	if err != nil {
+		return "", usageErrorf("--sandbox %q: use off, bwrap or auto", flag)
+	}
+	return mode, nil
+}
+
 // loopOptions turns flags and config into the loop's options. Flags win
 // over config.
 func loopOptions(cmd *cobra.Command, opts *BuildOptions, planning bool) (*loopSetup, error) {
 	env := opts.Env
-	var mode sandbox.Mode
-	if opts.Sandbox != "" {
-		m, err := sandbox.ParseMode(opts.Sandbox)
-		if err != nil {
-			return nil, usageErrorf("--sandbox %q: use off, bwrap or auto", opts.Sandbox)
-		}
-		mode = m
+	mode, err := sandboxFlag(opts.Sandbox)
+	if err != nil {
+		return nil, err
 	}
 	ws, a, err := openWorkspace(cmd.Context(), env)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/agent"
@@ -27,6 +29,8 @@ type PRDOptions struct {
 	// Force replaces an existing PRD without asking, keeping the old one
 	// as <file>.bak.
 	Force bool
+	// Sandbox is --sandbox: off, bwrap or auto ("": [sandbox] mode).
+	Sandbox string
 }
 
 func newPRDCmd(env *Env, runF func(*PRDOptions) error) *cobra.Command {
@@ -57,11 +61,16 @@ reported with a non-zero exit.`,
 	cmd.Flags().StringVar(&opts.Out, "out", "", "where the PRD is written (default from config: .agents/tasks/prd.md)")
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to run (see ralph build --help)")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "replace an existing PRD without asking (the old one is kept as <file>.bak)")
+	cmd.Flags().StringVar(&opts.Sandbox, "sandbox", "", "run the agent in a sandbox, keeping the terminal: off, bwrap (fail when it cannot start) or auto (default [sandbox] mode: off)")
 	return cmd
 }
 
 func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 	env := opts.Env
+	mode, err := sandboxFlag(opts.Sandbox)
+	if err != nil {
+		return err
+	}
 	ws, a, err := openWorkspace(cmd.Context(), env)
 	if err != nil {
 		return err
@@ -69,6 +78,15 @@ func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 	spec, err := a.Agent(opts.Agent)
 	if err != nil {
 		return err
+	}
+	// A sandbox that cannot start fails before the question and before
+	// anything is written.
+	box, warning, err := a.Sandbox(cmd.Context(), mode)
+	if err != nil {
+		return err
+	}
+	if warning != "" {
+		fmt.Fprintln(env.IO.Err, warning)
 	}
 	// One reader for every answer: a second one could miss what the first
 	// buffered.
@@ -95,6 +113,13 @@ func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 	outPath := a.LoopOptions(false).PRDPath
 	if opts.Out != "" {
 		outPath = ws.Abs(opts.Out)
+	}
+	if dir := filepath.Dir(outPath); box != nil && !insideDir(dir, ws.Root) {
+		// The agent works in the checkout; a PRD asked for elsewhere is
+		// the one other place it may write.
+		b := *box
+		b.Writable = append(slices.Clone(b.Writable), dir)
+		box = &b
 	}
 	before, err := os.ReadFile(outPath)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -132,7 +157,7 @@ func runPRD(cmd *cobra.Command, opts *PRDOptions) error {
 		return err
 	}
 	fmt.Fprintf(env.IO.Out, "ralph: starting %s interactively to write %s\n", spec.Name, ws.Rel(outPath))
-	code, err := agent.RunInteractive(cmd.Context(), spec, promptFile, text, ws.Root, env.IO.In, env.IO.Out, env.IO.Err)
+	code, err := agent.RunInteractive(cmd.Context(), spec, promptFile, text, ws.Root, box, env.IO.In, env.IO.Out, env.IO.Err)
 	if err != nil {
 		if cmd.Context().Err() != nil {
 			return &ExitError{Code: ExitInterrupted, Msg: "interrupted"}
@@ -199,4 +224,10 @@ func confirmReplacePRD(env *Env, in *bufio.Reader, rel string, old []byte, force
 	}
 	fmt.Fprintf(env.IO.Out, "kept %s; nothing was written\n", rel)
 	return false, nil
+}
+
+// insideDir reports whether path is dir or below it.
+func insideDir(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }

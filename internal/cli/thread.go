@@ -33,7 +33,8 @@ type ThreadOptions struct {
 	// Engine, Host and Detach: start on Temporal (thread_temporal.go).
 	Engine, Host string
 	Detach       bool
-	// Sandbox is --sandbox for the thread's loop ("": [sandbox] mode).
+	// Sandbox is --sandbox for the agents of the commands that run them
+	// ("": [sandbox] mode).
 	Sandbox string
 }
 
@@ -56,6 +57,12 @@ var threadCommandHelp = map[string]string{
 	"commit":          "Squash the approved work into one commit on the thread's branch, keeping the story commits at refs/ralph/threads/<id>/stories (human checkpoint)",
 	"abandon":         "Abandon the thread (its branch is kept)",
 }
+
+// threadAgentVerbs are the thread commands that can run an agent: a spec
+// agent (assess, polish) or the loop, directly or by the phases the
+// thread then goes through by itself.
+var threadAgentVerbs = map[string]bool{"assess": true, "finalize": true, "start": true, "retry": true,
+	"resume": true, "reconfigure": true, "assist": true, "polish": true, "request-changes": true}
 
 func newThreadCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
@@ -305,14 +312,22 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 					return usageErrorf("%s takes at most one thread id", name)
 				}
 			}
-			if err := checkSandboxFlag(cmd.Context(), opts.Sandbox); err != nil {
+			if _, err := sandboxFlag(opts.Sandbox); err != nil {
 				return err
 			}
 			if done, err := threadOnTemporal(cmd, opts, name, idArgs, strings.TrimSpace(strings.Join(rest, " "))); done {
 				return threadExit(err)
 			}
-			tc, err := openThread(cmd, opts, idArgs)
+			tc, err := readThread(cmd, opts, idArgs)
 			if err != nil {
+				return err
+			}
+			if threadAgentVerbs[name] {
+				if err := tc.useSandbox(opts.Sandbox); err != nil {
+					return err
+				}
+			}
+			if err := tc.prepare(); err != nil {
 				return err
 			}
 			if name == "retry" && tc.r.Thread().Mode != thread.ModeQuick && configFlagsSet(cmd) {
@@ -335,9 +350,8 @@ func newThreadVerbCmd(env *Env, name string) *cobra.Command {
 	case "assess", "polish":
 		f.StringVar(&opts.Agent, "agent", "", "agent to run (default: the configured one)")
 	}
-	switch name {
-	case "start", "finalize", "resume", "retry":
-		f.StringVar(&opts.Sandbox, "sandbox", "", "run the loop's agents in a sandbox: off, bwrap (fail when it cannot start) or auto (default [sandbox] mode: off); on Temporal the worker's --sandbox decides")
+	if threadAgentVerbs[name] {
+		f.StringVar(&opts.Sandbox, "sandbox", "", "run the agents in a sandbox: off, bwrap (fail when it cannot start) or auto (default [sandbox] mode: off); on Temporal the worker's --sandbox decides")
 	}
 	switch name {
 	case "start", "finalize":
@@ -422,17 +436,24 @@ the agent runs interactively. Finalize the draft with 'ralph thread finalize'.`,
 			if len(args) > 0 && threadExists(cmd, env, args[0]) {
 				idArgs, args = args[:1], args[1:]
 			}
-			tc, err := openThread(cmd, opts, idArgs)
+			tc, err := readThread(cmd, opts, idArgs)
 			if err != nil {
 				return err
 			}
 			if err := tc.r.Require("draft"); err != nil {
 				return err
 			}
+			if err := tc.useSandbox(opts.Sandbox); err != nil {
+				return err
+			}
+			if err := tc.prepare(); err != nil {
+				return err
+			}
 			return threadExit(tc.r.Draft(strings.TrimSpace(strings.Join(args, " "))))
 		},
 	}
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent to talk with (default: the configured one)")
+	cmd.Flags().StringVar(&opts.Sandbox, "sandbox", "", "run the agent in a sandbox (interactively: keeping the terminal): off, bwrap (fail when it cannot start) or auto (default [sandbox] mode: off)")
 	return cmd
 }
 

@@ -56,6 +56,10 @@ type threadCmd struct {
 	att    *control.Attachment
 	attach func(runID string) *control.Attachment
 	detach func()
+	// box confines the thread's agents (nil: none), and boxWarning says
+	// once that mode auto found no sandbox (see useSandbox).
+	box        *sandbox.Policy
+	boxWarning string
 }
 
 // openThreads opens the workspace for a command that writes threads (new):
@@ -95,7 +99,23 @@ func (tc *threadCmd) prepare() error {
 	if tc.r != nil {
 		tc.use(tc.r.Thread()) // its events go to the journal from now on
 	}
+	if tc.boxWarning != "" {
+		tc.em.Emit(report.Event{Kind: report.KindWarning, Text: tc.boxWarning + "\n"})
+	}
 	return nil
+}
+
+// useSandbox settles the sandbox of the command's agents (flag over
+// [sandbox] mode) before the thread moves: a bwrap that cannot start
+// fails here, with no record, worktree or branch made, rather than once
+// the loop begins.
+func (tc *threadCmd) useSandbox(flag string) error {
+	mode, err := sandboxFlag(flag)
+	if err != nil {
+		return err
+	}
+	tc.box, tc.boxWarning, err = tc.app.Sandbox(tc.ctx, mode)
+	return err
 }
 
 // openThread opens the thread args names, else the active one, for a
@@ -165,7 +185,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 		Events:     tc.em,
 		InTerminal: env.IO.InTerminal,
 		Interactive: func(ctx context.Context, s agent.Spec, promptFile, prompt, dir string) (int, error) {
-			return agent.RunInteractive(ctx, s, promptFile, prompt, dir, env.IO.In, tc.progress(), env.IO.Err)
+			return agent.RunInteractive(ctx, s, promptFile, prompt, dir, tc.box, env.IO.In, tc.progress(), env.IO.Err)
 		},
 		Now:          env.Now,
 		WorkDir:      env.WorkDir,
@@ -182,10 +202,13 @@ func (tc *threadCmd) use(t thread.Thread) {
 			if _, err := a.NamedAgent(name, "thread agents"); err != nil {
 				name = ""
 			}
-			s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: name, PRD: prd, MaxIterations: maxIterations, JSON: tc.opts.JSON, Sandbox: tc.opts.Sandbox}, false)
+			// The sandbox was settled when the command began (useSandbox):
+			// "off" keeps loopOptions from probing and warning again.
+			s, err := loopOptions(cmd, &BuildOptions{Env: env, Agent: name, PRD: prd, MaxIterations: maxIterations, JSON: tc.opts.JSON, Sandbox: string(sandbox.Off)}, false)
 			if err != nil {
 				return loop.Options{}, err
 			}
+			s.opts.Sandbox = tc.box
 			s.opts.Agent = spec
 			s.opts.Sink = withNotify(env, a, tc.sink())
 			s.opts.Control, s.opts.ControlPauseOnly = tc.att, true
@@ -193,6 +216,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 		},
 		Confirm: tc.confirm,
 		Ports:   thread.Ports{Checks: &threadChecks{tc: tc}},
+		Sandbox: tc.box,
 	}, thread.Options{
 		Agents:        tc.opts.Agents,
 		MaxIterations: tc.opts.MaxIterations,

@@ -117,6 +117,16 @@ type Policy struct {
 	// ForwardMain (NetProxy only); nil means this program with
 	// ForwardCommand.
 	Forwarder []string
+	// Set are variables (NAME=value) set inside whatever Env says: values
+	// ralph resolved outside, such as the commit identity that the hidden
+	// ~/.gitconfig would have given.
+	Set []string
+	// Terminal keeps the process in ralph's session, for an agent that a
+	// person talks to: without it the process has no controlling terminal
+	// (no /dev/tty, no job control, no window size changes). The cost is
+	// that the agent can push input into that terminal (TIOCSTI where the
+	// kernel allows it), which the shell reads after ralph ends.
+	Terminal bool
 }
 
 // proxyPort is where the forwarder serves the proxy inside the sandbox
@@ -130,6 +140,9 @@ const proxyPort = 3128
 type Cmd struct {
 	Args []string
 	Env  []string
+	// branch is the private folder the agent's branch is committed in
+	// (see gitMounts); Land brings it back.
+	branch *branchCopy
 }
 
 // mount is one filesystem step of the sandbox.
@@ -138,6 +151,8 @@ type mount struct {
 	// inside a writable folder, whatever else asked for it.
 	kind string
 	path string
+	// from, when set, is bound at path in place of path itself (rw).
+	from string
 }
 
 // rank orders the kinds a path can be given twice as: the higher wins.
@@ -171,6 +186,7 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 	}
 
 	mounts := map[string]string{}
+	from := map[string]string{}
 	add := func(kind, path string) {
 		if old, ok := mounts[path]; !ok || rank[kind] > rank[old] {
 			mounts[path] = kind
@@ -186,12 +202,15 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		add("tmpfs", h)
 	}
 	add("rw", wt)
-	git, err := gitMounts(wt)
+	git, branch, err := gitMounts(wt)
 	if err != nil {
 		return Cmd{}, err
 	}
 	for _, m := range git {
 		add(m.kind, m.path)
+		if m.from != "" {
+			from[m.path] = m.from
+		}
 	}
 	for _, s := range p.State {
 		if c, err := canonical(s, "agent state"); err == nil {
@@ -283,14 +302,23 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		case "ro", "protect":
 			args = append(args, "--ro-bind", path, path)
 		case "rw":
-			args = append(args, "--bind", path, path)
+			src := path
+			if f, ok := from[path]; ok {
+				src = f
+			}
+			args = append(args, "--bind", src, path)
 		}
 	}
 
 	if p.Network != NetOpen {
 		args = append(args, "--unshare-net")
 	}
-	args = append(args, "--unshare-pid", "--die-with-parent", "--new-session", "--chdir", wt, "--")
+	args = append(args, "--unshare-pid", "--die-with-parent")
+	if !p.Terminal {
+		// A process without ralph's terminal cannot push input into it.
+		args = append(args, "--new-session")
+	}
+	args = append(args, "--chdir", wt, "--")
 	args = append(args, argv...)
 
 	// The proxy's variables are the sandbox's own: the caller's would
@@ -299,6 +327,12 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 	seen := map[string]bool{"TMPDIR": true}
 	for _, kv := range proxyEnv {
 		seen[kv[:strings.IndexByte(kv, '=')]] = true
+	}
+	for _, kv := range p.Set {
+		if name, _, _ := strings.Cut(kv, "="); !seen[name] {
+			seen[name] = true
+			env = append(env, kv)
+		}
 	}
 	for _, name := range append(append([]string{}, alwaysEnv...), p.Env...) {
 		if v, ok := lookupOK(environ, name); ok && !seen[name] {
@@ -312,17 +346,20 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		// inside a user namespace; this is the one repository it may trust.
 		env = append(env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0="+wt)
 	}
-	return Cmd{Args: args, Env: env}, nil
+	return Cmd{Args: args, Env: env, branch: branch}, nil
 }
 
 // gitMounts opens the git metadata of the work tree wt just enough for
 // commits on its own branch. For a worktree (a .git file pointing into
 // another repository's .git/worktrees/NAME) that is:
-//   - writable: the worktree's own gitdir (index, HEAD, its logs), the
-//     common dir's objects, and the folder of its branch's ref and of
-//     that ref's log (so the branches next to it in that folder are
-//     writable too: a branch ralph/RUN/TASK shares refs/heads/ralph/RUN/
-//     with the other tasks of its run);
+//   - writable: the worktree's own gitdir (index, HEAD, its logs) and the
+//     common dir's objects;
+//   - its branch's ref (and that ref's log) in a private folder bound
+//     where the folder of the ref is: a branch ralph/RUN/TASK shares
+//     refs/heads/ralph/RUN/ with the other tasks of its run (and a
+//     thread's ralph/ID all of refs/heads/ralph/), so the real folder
+//     would let the agent move its siblings. Commits inside move the
+//     copy; Cmd.Land moves the real branch after;
 //   - read-only: everything else of the common dir — config and hooks
 //     (which would run code in ralph's own git calls outside the
 //     sandbox), packed-refs, the other branches and ralph's refs, the
@@ -334,37 +371,37 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 // For a plain checkout (.git a folder inside the writable work tree)
 // only .git/config and .git/hooks are kept read-only. A work tree that
 // is not in git needs nothing.
-func gitMounts(wt string) ([]mount, error) {
+func gitMounts(wt string) ([]mount, *branchCopy, error) {
 	dotgit := filepath.Join(wt, ".git")
 	fi, err := os.Lstat(dotgit)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return nil, nil
+		return nil, nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
 	case fi.IsDir():
 		var ms []mount
 		for _, name := range []string{"config", "hooks"} {
 			if _, err := os.Stat(filepath.Join(dotgit, name)); err == nil {
-				ms = append(ms, mount{"protect", filepath.Join(dotgit, name)})
+				ms = append(ms, mount{kind: "protect", path: filepath.Join(dotgit, name)})
 			}
 		}
-		return ms, nil
+		return ms, nil, nil
 	}
 	b, err := os.ReadFile(dotgit)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
 	}
 	gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
 	if !ok {
-		return nil, fmt.Errorf("sandbox: %s is not a git worktree's .git file", dotgit)
+		return nil, nil, fmt.Errorf("sandbox: %s is not a git worktree's .git file", dotgit)
 	}
 	gitdir = strings.TrimSpace(gitdir)
 	if !filepath.IsAbs(gitdir) {
 		gitdir = filepath.Join(wt, gitdir)
 	}
 	if gitdir, err = filepath.EvalSymlinks(gitdir); err != nil {
-		return nil, fmt.Errorf("sandbox: the gitdir of %s: %w", wt, err)
+		return nil, nil, fmt.Errorf("sandbox: the gitdir of %s: %w", wt, err)
 	}
 	common := gitdir
 	if b, err := os.ReadFile(filepath.Join(gitdir, "commondir")); err == nil {
@@ -373,35 +410,96 @@ func gitMounts(wt string) ([]mount, error) {
 			common = filepath.Join(gitdir, common)
 		}
 		if common, err = filepath.EvalSymlinks(common); err != nil {
-			return nil, fmt.Errorf("sandbox: the common git dir of %s: %w", wt, err)
+			return nil, nil, fmt.Errorf("sandbox: the common git dir of %s: %w", wt, err)
 		}
 	}
 	ms := []mount{
-		{"ro", common},
-		{"rw", filepath.Join(common, "objects")},
-		{"rw", gitdir},
-		{"protect", dotgit},
+		{kind: "ro", path: common},
+		{kind: "rw", path: filepath.Join(common, "objects")},
+		{kind: "rw", path: gitdir},
+		{kind: "protect", path: dotgit},
 	}
 	for _, name := range []string{"commondir", "gitdir"} {
 		if _, err := os.Stat(filepath.Join(gitdir, name)); err == nil {
-			ms = append(ms, mount{"protect", filepath.Join(gitdir, name)})
+			ms = append(ms, mount{kind: "protect", path: filepath.Join(gitdir, name)})
 		}
 	}
 	head, err := os.ReadFile(filepath.Join(gitdir, "HEAD"))
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
 	}
-	if ref, ok := strings.CutPrefix(strings.TrimSpace(string(head)), "ref: "); ok && strings.HasPrefix(ref, "refs/heads/") {
-		for _, dir := range []string{filepath.Join(common, filepath.Dir(ref)), filepath.Join(common, "logs", filepath.Dir(ref))} {
-			// git creates these on a branch's first commit; inside the
-			// sandbox it could not, so they are made here.
+	ref, ok := strings.CutPrefix(strings.TrimSpace(string(head)), "ref: ")
+	if !ok || !strings.HasPrefix(ref, "refs/heads/") {
+		return ms, nil, nil
+	}
+	private := filepath.Join(gitdir, "sandbox-branch")
+	bc := &branchCopy{wt: wt, ref: ref, dir: private, file: filepath.Join(private, "refs", filepath.Base(ref))}
+	if err := os.RemoveAll(private); err != nil {
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	folder := filepath.Dir(ref)
+	for _, m := range []struct{ real, copy string }{
+		{filepath.Join(common, folder), filepath.Join(private, "refs")},
+		{filepath.Join(common, "logs", folder), filepath.Join(private, "logs")},
+	} {
+		// The real folders are the mount points (git would make them on
+		// the branch's first commit, which inside it could not).
+		for _, dir := range []string{m.real, m.copy} {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, fmt.Errorf("sandbox: %w", err)
+				return nil, nil, fmt.Errorf("sandbox: %w", err)
 			}
-			ms = append(ms, mount{"rw", dir})
+		}
+		ms = append(ms, mount{kind: "rw", path: m.real, from: m.copy})
+	}
+	// A packed (or unborn) branch has no file: git inside reads the
+	// read-only packed-refs, and its first commit writes the copy.
+	if b, err := os.ReadFile(filepath.Join(common, ref)); err == nil {
+		bc.before = b
+		if err := os.WriteFile(bc.file, b, 0o644); err != nil {
+			return nil, nil, fmt.Errorf("sandbox: %w", err)
 		}
 	}
-	return ms, nil
+	return ms, bc, nil
+}
+
+// branchCopy is a work tree's branch as the sandboxed process sees it:
+// the file of ref in the private folder dir, copied from the real one
+// (before; nil when the branch had no file of its own).
+type branchCopy struct {
+	wt, ref, dir, file string
+	before             []byte
+}
+
+// Land moves the work tree's branch to the commit the sandboxed process
+// left on its private copy (see gitMounts), and removes the copy. Call
+// it once the process has ended, before anything reads the branch; a
+// command that needed no copy lands nothing. The branch moves only from
+// where it was when the process started.
+func (c Cmd) Land() error {
+	b := c.branch
+	if b == nil {
+		return nil
+	}
+	defer os.RemoveAll(b.dir)
+	after, err := os.ReadFile(b.file)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && bytes.Equal(after, b.before)) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sandbox: the agent's branch %s: %w", b.ref, err)
+	}
+	args := []string{"-C", b.wt, "update-ref", "-m", "commit (in the sandbox)", b.ref, strings.TrimSpace(string(after))}
+	if foreignOwner(b.wt) {
+		// The repository git inside was told to trust (see Wrap).
+		args = append([]string{"-c", "safe.directory=" + b.wt}, args...)
+	}
+	if b.before != nil {
+		args = append(args, strings.TrimSpace(string(b.before)))
+	}
+	if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("sandbox: moving %s to the agent's commit: %v: %s", b.ref, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // canonical is path made absolute-checked and free of symlinks, as bwrap

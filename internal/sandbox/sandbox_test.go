@@ -117,6 +117,9 @@ func boxed(t *testing.T, p Policy, script string) (string, error) {
 	cmd := exec.Command(c.Args[0], c.Args[1:]...)
 	cmd.Env = c.Env
 	out, err := cmd.CombinedOutput()
+	if lerr := c.Land(); lerr != nil {
+		t.Fatal(lerr)
+	}
 	return string(out), err
 }
 
@@ -427,6 +430,89 @@ func TestOtherWorktreeIsReadOnly(t *testing.T) {
 	}
 	if got := git(t, w.repo, "rev-parse", "ralph/run/US-002"); got != before {
 		t.Errorf("the other worker's branch moved: %s, was %s", got, before)
+	}
+}
+
+// The tasks of a run have their branches side by side in
+// refs/heads/ralph/RUN/: an agent that could write that folder could move
+// a sibling's branch, whose story would then land the agent's work or
+// none. One sibling here is made after the wrap (a task that starts
+// later), and one is packed, where a loose file would shadow it.
+func TestSiblingBranchesAreOutOfReach(t *testing.T) {
+	w := newWorld(t)
+	git(t, w.repo, "branch", "ralph/run/US-003")
+	git(t, w.repo, "pack-refs", "--all")
+	attack := `echo work > story.txt && git add story.txt && git commit -q -m own &&
+common=$(git rev-parse --git-common-dir)
+git update-ref refs/heads/ralph/run/US-002 HEAD
+git update-ref refs/heads/ralph/run/US-003 HEAD
+git update-ref refs/heads/ralph/run/US-004 HEAD
+git rev-parse HEAD > "$common/refs/heads/ralph/run/US-002"
+git rev-parse HEAD > "$common/refs/heads/ralph/run/US-003"
+true`
+	git(t, w.repo, "branch", "ralph/run/US-002")
+	if out, err := plain(t, w.wt, attack); err != nil {
+		t.Fatalf("without the sandbox: %v\n%s", err, out)
+	}
+	if got := git(t, w.repo, "log", "-1", "--format=%s", "ralph/run/US-002"); got != "own" {
+		t.Fatalf("without the sandbox the sibling should have moved; its last commit is %q", got)
+	}
+	git(t, w.wt, "reset", "-q", "--hard", "main")
+	git(t, w.repo, "branch", "-f", "ralph/run/US-002", "main")
+	git(t, w.repo, "branch", "-f", "ralph/run/US-003", "main")
+	git(t, w.repo, "branch", "-D", "ralph/run/US-004")
+	git(t, w.repo, "pack-refs", "--all")
+	main := git(t, w.repo, "rev-parse", "main")
+
+	c, err := Wrap(Policy{WorkTree: w.wt}, []string{"bash", "-c", attack})
+	if err != nil {
+		t.Fatal(err)
+	}
+	git(t, w.repo, "branch", "-f", "ralph/run/US-004", "main") // a task that starts while the agent works
+	cmd := exec.Command(c.Args[0], c.Args[1:]...)
+	cmd.Env = c.Env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("inside the sandbox: %v\n%s", err, out)
+	}
+	if err := c.Land(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"ralph/run/US-002", "ralph/run/US-003", "ralph/run/US-004"} {
+		if got := git(t, w.repo, "rev-parse", b); got != main {
+			t.Errorf("the sibling %s moved from inside the sandbox: %s, was %s", b, got, main)
+		}
+	}
+	if got := git(t, w.repo, "log", "-1", "--format=%s", "ralph/run/US-001"); got != "own" {
+		t.Errorf("the agent's own commit did not reach its branch: the last commit is %q", got)
+	}
+	if exists(filepath.Join(w.repo, ".git", "worktrees", "wt", "sandbox-branch")) {
+		t.Error("Land left the private copy of the branch behind")
+	}
+}
+
+// An agent a person talks to keeps ralph's session, so that it has the
+// terminal; every other one is put in a session of its own.
+func TestTerminalKeepsTheSession(t *testing.T) {
+	w := newWorld(t)
+	session := "awk '{print $6}' /proc/self/stat"
+	own, err := boxed(t, Policy{WorkTree: w.wt}, session)
+	if err != nil || strings.TrimSpace(own) == "0" {
+		t.Errorf("without Terminal the process should lead a session of its own inside; its session is %q (%v)", own, err)
+	}
+	kept, err := boxed(t, Policy{WorkTree: w.wt, Terminal: true}, session)
+	if err != nil || strings.TrimSpace(kept) != "0" {
+		t.Errorf("with Terminal the process should stay in ralph's session (outside the PID namespace: 0); it is %q (%v)", kept, err)
+	}
+}
+
+// Set reaches inside whatever the allow list says, and wins over it.
+func TestSetVariablesReachInside(t *testing.T) {
+	w := newWorld(t)
+	p := Policy{WorkTree: w.wt, Set: []string{"GIT_AUTHOR_NAME=Resolved Outside"}, Env: []string{"GIT_AUTHOR_NAME"},
+		Environ: []string{"HOME=" + w.home, "PATH=" + os.Getenv("PATH"), "GIT_AUTHOR_NAME=from env"}}
+	out, err := boxed(t, p, `printf %s "$GIT_AUTHOR_NAME"`)
+	if err != nil || out != "Resolved Outside" {
+		t.Errorf("GIT_AUTHOR_NAME inside is %q (%v), want the value Set gave", out, err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/ralphloop/ralph/internal/loop"
 	"github.com/ralphloop/ralph/internal/report"
 	"github.com/ralphloop/ralph/internal/runkit"
+	"github.com/ralphloop/ralph/internal/sandbox"
 	"github.com/ralphloop/ralph/internal/store"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
@@ -58,6 +59,10 @@ type Env struct {
 	// Ports are the spec agents, the loop, git and the checks; a nil one
 	// is the real one.
 	Ports Ports
+	// Sandbox confines the spec agents (each to the folder it works in);
+	// nil runs them as the user. The loop's agents get theirs from
+	// LoopOptions, and Interactive's from its caller.
+	Sandbox *sandbox.Policy
 }
 
 // Settings are what a thread takes from the workspace's configuration;

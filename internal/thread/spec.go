@@ -71,6 +71,7 @@ func (r *Runner) runAgent(name, kind, prompt string) (string, error) {
 		SaveToken: func(tok string) error { token = tok; return f.Save(0, tok) },
 		OnStart:   func(pgid int) { _ = f.Save(pgid, token) },
 		Events:    r.env.Events,
+		Sandbox:   r.env.Sandbox,
 	})
 	// Run stopped whatever carried the token before it returned.
 	f.Clear()
