@@ -59,6 +59,7 @@ type threadCmd struct {
 	// box confines the thread's agents (nil: none), and boxWarning says
 	// once that mode auto found no sandbox (see useSandbox).
 	box        *sandbox.Policy
+	boxSettled bool
 	boxWarning string
 }
 
@@ -115,6 +116,7 @@ func (tc *threadCmd) useSandbox(flag string) error {
 		return err
 	}
 	tc.box, tc.boxWarning, err = tc.app.Sandbox(tc.ctx, mode)
+	tc.boxSettled = err == nil
 	return err
 }
 
@@ -209,6 +211,7 @@ func (tc *threadCmd) use(t thread.Thread) {
 				return loop.Options{}, err
 			}
 			s.opts.Sandbox = tc.box
+			s.opts.Checker = a.Checker(tc.box)
 			s.opts.Agent = spec
 			s.opts.Sink = withNotify(env, a, tc.sink())
 			s.opts.Control, s.opts.ControlPauseOnly = tc.att, true
@@ -240,8 +243,10 @@ type threadChecks struct {
 
 func (c *threadChecks) RunCheck(ctx context.Context, dir string, chk check.Check) check.Result {
 	c.once.Do(func() {
-		var box *sandbox.Policy
-		box, _, c.err = c.tc.app.Sandbox(ctx, sandbox.Mode(c.tc.opts.Sandbox))
+		box := c.tc.box
+		if !c.tc.boxSettled {
+			box, _, c.err = c.tc.app.Sandbox(ctx, sandbox.Mode(c.tc.opts.Sandbox))
+		}
 		c.port = c.tc.app.Checker(box)
 	})
 	if c.err != nil {
