@@ -1,25 +1,23 @@
-// Package sandbox confines an agent (or a check) with bubblewrap: the
-// system read-only, its work tree and the agent's state folders writable,
-// the rest of the home hidden, its processes in their own PID namespace,
-// its environment from an allow list, and the network off or open.
+// Package sandbox confines an agent (or a check) with bubblewrap on Linux:
+// the system read-only, its work tree and the agent's state folders
+// writable, the rest of the home hidden, its processes in their own PID
+// namespace, its environment from an allow list, and the network off or
+// open. On macOS the same rules are a sandbox-exec (Seatbelt) profile,
+// compiled but not exercised by this project's tests; elsewhere there is
+// no sandbox.
 //
-// It only builds the command line and probes that bwrap works here; who
+// It only builds the command line and probes that it works here; who
 // runs the command (and stops it) is proc's job, and which paths and
 // names a run allows is app's.
 package sandbox
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 )
 
 // Mode says whether agents run sandboxed.
@@ -120,8 +118,9 @@ type Cmd struct {
 
 // mount is one filesystem step of the sandbox.
 type mount struct {
-	// kind is "tmpfs" (hidden), "ro", "rw", or "protect": read-only
-	// inside a writable folder, whatever else asked for it.
+	// kind is "tmpfs" (hidden: an empty folder under bwrap, unreadable
+	// under Seatbelt), "ro", "rw", or "protect": read-only inside a
+	// writable folder, whatever else asked for it.
 	kind string
 	path string
 }
@@ -129,15 +128,31 @@ type mount struct {
 // rank orders the kinds a path can be given twice as: the higher wins.
 var rank = map[string]int{"tmpfs": 0, "ro": 1, "rw": 2, "protect": 3}
 
-// Wrap returns the bwrap command that runs argv under p.
-func Wrap(p Policy, argv []string) (Cmd, error) {
+// Wrap returns the command that runs argv under p: bubblewrap on Linux,
+// sandbox-exec on macOS; elsewhere an error, as ralph has no sandbox there.
+func Wrap(p Policy, argv []string) (Cmd, error) { return wrap(p, argv) }
+
+// plan is a policy resolved against the filesystem: what is hidden,
+// read-only and writable, in the order the rules stack (parents first, so
+// that a deeper path — the work tree under the hidden home, a protected
+// file inside the writable work tree — stays on top of its parent), and
+// the environment. bwrap turns it into mounts, Seatbelt into rules.
+type plan struct {
+	workTree string
+	mounts   []mount
+	env      []string
+}
+
+// resolve checks p and resolves its paths. tmp is the private temporary
+// folder (bwrap's tmpfs /tmp, macOS's per-user TMPDIR), which TMPDIR names.
+func resolve(p Policy, argv []string, tmp mount) (plan, error) {
 	if len(argv) == 0 {
-		return Cmd{}, errors.New("sandbox: nothing to run")
+		return plan{}, errors.New("sandbox: nothing to run")
 	}
 	switch p.Network {
 	case "", NetNone, NetOpen, NetProxy:
 	default:
-		return Cmd{}, fmt.Errorf("sandbox network %q: want none, open or proxy", p.Network)
+		return plan{}, fmt.Errorf("sandbox network %q: want none, open or proxy", p.Network)
 	}
 	environ := p.Environ
 	if environ == nil {
@@ -145,15 +160,11 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 	}
 	home := lookup(environ, "HOME")
 	if home == "" || !filepath.IsAbs(home) {
-		return Cmd{}, fmt.Errorf("sandbox: HOME is %q: it must be an absolute path (the sandbox hides it)", home)
+		return plan{}, fmt.Errorf("sandbox: HOME is %q: it must be an absolute path (the sandbox hides it)", home)
 	}
 	wt, err := canonical(p.WorkTree, "work tree")
 	if err != nil {
-		return Cmd{}, err
-	}
-	size := p.TmpSize
-	if size <= 0 {
-		size = DefaultTmpSize
+		return plan{}, err
 	}
 
 	mounts := map[string]string{}
@@ -162,17 +173,17 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 			mounts[path] = kind
 		}
 	}
-	add("tmpfs", "/tmp")
+	add(tmp.kind, tmp.path)
 	if h, err := filepath.EvalSymlinks(home); err == nil && h != "/" {
 		if h == wt {
-			return Cmd{}, fmt.Errorf("sandbox: the work tree is the home folder (%s): the sandbox could not hide ~/.ssh and the rest of it; work in a folder under it", wt)
+			return plan{}, fmt.Errorf("sandbox: the work tree is the home folder (%s): the sandbox could not hide ~/.ssh and the rest of it; work in a folder under it", wt)
 		}
 		add("tmpfs", h)
 	}
 	add("rw", wt)
 	git, err := gitMounts(wt)
 	if err != nil {
-		return Cmd{}, err
+		return plan{}, err
 	}
 	for _, m := range git {
 		add(m.kind, m.path)
@@ -181,7 +192,7 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		if c, err := canonical(s, "agent state"); err == nil {
 			add("rw", c)
 		} else if !errors.Is(err, os.ErrNotExist) {
-			return Cmd{}, err
+			return plan{}, err
 		}
 	}
 	for _, list := range []struct {
@@ -191,7 +202,7 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		for _, s := range list.paths {
 			c, err := canonical(s, list.what)
 			if err != nil {
-				return Cmd{}, err
+				return plan{}, err
 			}
 			add(list.kind, c)
 		}
@@ -200,15 +211,11 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 	if p.Network == NetProxy {
 		sock, err := canonical(p.ProxySocket, "proxy socket")
 		if err != nil {
-			return Cmd{}, err
+			return plan{}, err
 		}
 		add("rw", sock)
 	}
 
-	args := []string{"bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"}
-	// Mounts stack in the order given: a parent goes first so that a
-	// deeper path (the work tree under the hidden home, a protected file
-	// inside the writable work tree) stays on top of it.
 	paths := make([]string, 0, len(mounts))
 	for path := range mounts {
 		paths = append(paths, path)
@@ -220,38 +227,26 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		}
 		return paths[i] < paths[j]
 	})
+	pl := plan{workTree: wt}
 	for _, path := range paths {
-		switch mounts[path] {
-		case "tmpfs":
-			args = append(args, "--size", strconv.FormatInt(size, 10), "--tmpfs", path)
-		case "ro", "protect":
-			args = append(args, "--ro-bind", path, path)
-		case "rw":
-			args = append(args, "--bind", path, path)
-		}
+		pl.mounts = append(pl.mounts, mount{mounts[path], path})
 	}
 
-	if p.Network != NetOpen {
-		args = append(args, "--unshare-net")
-	}
-	args = append(args, "--unshare-pid", "--die-with-parent", "--new-session", "--chdir", wt, "--")
-	args = append(args, argv...)
-
-	env := []string{"TMPDIR=/tmp"}
+	pl.env = []string{"TMPDIR=" + tmp.path}
 	seen := map[string]bool{"TMPDIR": true}
 	for _, name := range append(append([]string{}, alwaysEnv...), p.Env...) {
 		if v, ok := lookupOK(environ, name); ok && !seen[name] {
 			seen[name] = true
-			env = append(env, name+"="+v)
+			pl.env = append(pl.env, name+"="+v)
 		}
 	}
 	if foreignOwner(wt) {
 		// git refuses a repository owned by another user ("dubious
 		// ownership"), which is what files of another uid look like from
 		// inside a user namespace; this is the one repository it may trust.
-		env = append(env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0="+wt)
+		pl.env = append(pl.env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0="+wt)
 	}
-	return Cmd{Args: args, Env: env}, nil
+	return pl, nil
 }
 
 // gitMounts opens the git metadata of the work tree wt just enough for
@@ -356,16 +351,6 @@ func canonical(path, what string) (string, error) {
 	return c, nil
 }
 
-// foreignOwner reports whether path belongs to another user than ours.
-func foreignOwner(path string) bool {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) != os.Getuid()
-}
-
 func lookup(environ []string, name string) string {
 	v, _ := lookupOK(environ, name)
 	return v
@@ -381,23 +366,11 @@ func lookupOK(environ []string, name string) (string, bool) {
 	return "", false
 }
 
-// Probe starts bwrap once with the namespaces Wrap asks for and says
-// what is missing when it cannot.
-func Probe(ctx context.Context) error {
-	path, err := exec.LookPath("bwrap")
-	if err != nil {
-		return errors.New("sandbox: bwrap is not installed: install bubblewrap (apt-get install bubblewrap)")
+// unsupported is why there is no sandbox on goos: ralph sandboxes with
+// bubblewrap on Linux and sandbox-exec on macOS, and nothing else.
+func unsupported(goos string) error {
+	if goos == "windows" {
+		return errors.New("sandbox: ralph has no sandbox on Windows: run ralph in WSL2, where bubblewrap works")
 	}
-	cmd := exec.CommandContext(ctx, path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-		"--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session", "--", "true")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return fmt.Errorf("sandbox: bwrap cannot start a sandbox here (are user namespaces disabled?): %s", msg)
-	}
-	return nil
+	return fmt.Errorf("sandbox: ralph has no sandbox on %s, only on Linux (bubblewrap) and macOS (sandbox-exec)", goos)
 }
