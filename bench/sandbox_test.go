@@ -82,6 +82,8 @@ func startVariants(b *testing.B, wt string) []startVariant {
 		{"  + --unshare-net", with("--unshare-net")},
 		{"  + --tmpfs /tmp", with("--tmpfs", "/tmp")},
 		{"  + --die-with-parent --new-session", with("--die-with-parent", "--new-session")},
+		{"every flag, no policy mounts (the probe)", []string{"bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+			"--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session", "--", "true"}},
 		{fmt.Sprintf("sandbox.Wrap (%d mounts)", strings.Count(strings.Join(c.Args, " "), "-bind ")+strings.Count(strings.Join(c.Args, " "), "--tmpfs ")), c.Args},
 	}
 }
