@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: build test demo bench lint agents bd debs temporal bench-peers bench-serial bench-temporal
+.PHONY: build test demo bench lint agents bd debs temporal bench-peers bench-serial bench-temporal bench-sandbox
 
 build:
 	$(GO) build -o bin/ralph ./cmd/ralph
@@ -100,3 +100,11 @@ bench-trust:
 bench-temporal: REPS = 3
 bench-temporal: temporal
 	$(GO) test -run '^$$' -bench BenchmarkTemporalEngine -benchtime 1x -timeout 30m ./bench/ -args -temporal-rounds $(REPS) $(if $(RALPH_BIN),-ralph $(abspath $(RALPH_BIN))) $(BENCH_ARGS)
+
+# bench-sandbox measures what bubblewrap costs: the start of `true` under
+# each flag sandbox.Wrap uses, and a one-story ralph build with --sandbox
+# off and bwrap in PAIRS alternating pairs (bench/sandbox_test.go,
+# docs/performance.md "Sandbox"). About a minute.
+bench-sandbox: PAIRS = 7
+bench-sandbox:
+	$(GO) test -run '^$$' -bench BenchmarkSandbox -benchtime 1x -timeout 20m ./bench/ -args -sandbox-pairs $(PAIRS) $(if $(RALPH_BIN),-ralph $(abspath $(RALPH_BIN))) $(BENCH_ARGS)

@@ -1,8 +1,8 @@
 // Package bench holds benchmarks that compare ralph with its peers on the
 // same work. Its tests are benchmarks only, so `go test ./...` runs none of
-// them; `make bench-peers`, `make bench-serial`, `make bench-temporal` and
-// `make bench-trust` run them (their pure helpers have unit tests that do
-// run).
+// them; `make bench-peers`, `make bench-serial`, `make bench-temporal`,
+// `make bench-trust` and `make bench-sandbox` run them (their pure helpers
+// have unit tests that do run).
 //
 // BenchmarkPeers (peers_test.go) runs, side by side in one run, ralph build
 // --workers 1 and --workers 4, ralph-tui 0.11.0 serial and with 4 parallel
@@ -55,6 +55,14 @@
 //
 //	make bench-trust                                   # about 10 minutes
 //	make bench-trust BENCH_ARGS='-trust-only go/ -trust-tools ralph -keep'
+//
+// BenchmarkSandbox (sandbox_test.go) measures what bubblewrap costs: the
+// start of `true` plain, under bwrap's least and under each flag
+// sandbox.Wrap uses, in rotated rounds; then a one-story `ralph build 1`
+// with the fake agent, --sandbox off against bwrap, in pairs whose order
+// alternates, with the medians and the median paired difference.
+//
+//	make bench-sandbox                       # 7 pairs, about 2 minutes
 //
 // scripts/install-peers.sh installs the peers from npm into a per-user
 // cache; a peer that cannot be installed or run shows in the table as

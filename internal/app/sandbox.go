@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/ralphloop/ralph/internal/runkit"
@@ -28,12 +27,10 @@ func (a *App) Sandbox(ctx context.Context, flag sandbox.Mode) (p *sandbox.Policy
 	if mode == sandbox.Off {
 		return nil, "", nil
 	}
-	if runtime.GOOS != "linux" {
-		err = fmt.Errorf("sandbox: bubblewrap needs Linux, and this is %s", runtime.GOOS)
-	} else {
-		err = sandbox.Probe(ctx)
-	}
-	if err != nil {
+	// bwrap and auto mean the OS's sandbox: bubblewrap on Linux,
+	// sandbox-exec on macOS, so that one config serves both; Probe says
+	// plainly that Windows has none.
+	if err = sandbox.Probe(ctx); err != nil {
 		if mode == sandbox.Auto {
 			return nil, fmt.Sprintf("ralph: agents run without a sandbox (%s auto): %v", from, err), nil
 		}

@@ -1,17 +1,19 @@
-// Package sandbox confines an agent (or a check) with bubblewrap: the
-// system read-only, its work tree and the agent's state folders writable,
-// the rest of the home hidden, its processes in their own PID namespace,
-// its environment from an allow list, and the network off, open, or
-// reached only through an allow-list proxy (proxy.go, forward.go).
+// Package sandbox confines an agent (or a check) with bubblewrap on Linux:
+// the system read-only, its work tree and the agent's state folders
+// writable, the rest of the home hidden, its processes in their own PID
+// namespace, its environment from an allow list, and the network off,
+// open, or reached only through an allow-list proxy (proxy.go,
+// forward.go). On macOS the same rules are a sandbox-exec (Seatbelt)
+// profile, compiled but not exercised by this project's tests; elsewhere
+// there is no sandbox.
 //
-// It only builds the command line and probes that bwrap works here; who
+// It only builds the command line and probes that it works here; who
 // runs the command (and stops it) is proc's job, and which paths and
 // names a run allows is app's.
 package sandbox
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -21,7 +23,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // Mode says whether agents run sandboxed.
@@ -147,8 +148,9 @@ type Cmd struct {
 
 // mount is one filesystem step of the sandbox.
 type mount struct {
-	// kind is "tmpfs" (hidden), "ro", "rw", or "protect": read-only
-	// inside a writable folder, whatever else asked for it.
+	// kind is "tmpfs" (hidden: an empty folder under bwrap, unreadable
+	// under Seatbelt), "ro", "rw", or "protect": read-only inside a
+	// writable folder, whatever else asked for it.
 	kind string
 	path string
 	// from, when set, is bound at path in place of path itself (rw).
@@ -158,15 +160,35 @@ type mount struct {
 // rank orders the kinds a path can be given twice as: the higher wins.
 var rank = map[string]int{"tmpfs": 0, "ro": 1, "rw": 2, "protect": 3}
 
-// Wrap returns the bwrap command that runs argv under p.
-func Wrap(p Policy, argv []string) (Cmd, error) {
+// Wrap returns the command that runs argv under p: bubblewrap on Linux,
+// sandbox-exec on macOS; elsewhere an error, as ralph has no sandbox there.
+func Wrap(p Policy, argv []string) (Cmd, error) { return wrap(p, argv) }
+
+// plan is a policy resolved against the filesystem: what is hidden,
+// read-only and writable, in the order the rules stack (parents first, so
+// that a deeper path — the work tree under the hidden home, a protected
+// file inside the writable work tree — stays on top of its parent), the
+// environment, the command (behind the forwarder under NetProxy) and the
+// private copy of the branch. bwrap turns it into mounts, Seatbelt into
+// rules.
+type plan struct {
+	workTree string
+	mounts   []mount
+	env      []string
+	argv     []string
+	branch   *branchCopy
+}
+
+// resolve checks p and resolves its paths. tmp is the private temporary
+// folder (bwrap's tmpfs /tmp, macOS's per-user TMPDIR), which TMPDIR names.
+func resolve(p Policy, argv []string, tmp mount) (plan, error) {
 	if len(argv) == 0 {
-		return Cmd{}, errors.New("sandbox: nothing to run")
+		return plan{}, errors.New("sandbox: nothing to run")
 	}
 	switch p.Network {
 	case "", NetNone, NetOpen, NetProxy:
 	default:
-		return Cmd{}, fmt.Errorf("sandbox network %q: want none, open or proxy", p.Network)
+		return plan{}, fmt.Errorf("sandbox network %q: want none, open or proxy", p.Network)
 	}
 	environ := p.Environ
 	if environ == nil {
@@ -174,15 +196,11 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 	}
 	home := lookup(environ, "HOME")
 	if home == "" || !filepath.IsAbs(home) {
-		return Cmd{}, fmt.Errorf("sandbox: HOME is %q: it must be an absolute path (the sandbox hides it)", home)
+		return plan{}, fmt.Errorf("sandbox: HOME is %q: it must be an absolute path (the sandbox hides it)", home)
 	}
 	wt, err := canonical(p.WorkTree, "work tree")
 	if err != nil {
-		return Cmd{}, err
-	}
-	size := p.TmpSize
-	if size <= 0 {
-		size = DefaultTmpSize
+		return plan{}, err
 	}
 
 	mounts := map[string]string{}
@@ -192,19 +210,19 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 			mounts[path] = kind
 		}
 	}
-	add("tmpfs", "/tmp")
+	add(tmp.kind, tmp.path)
 	realHome := home
 	if h, err := filepath.EvalSymlinks(home); err == nil && h != "/" {
 		realHome = h
 		if h == wt {
-			return Cmd{}, fmt.Errorf("sandbox: the work tree is the home folder (%s): the sandbox could not hide ~/.ssh and the rest of it; work in a folder under it", wt)
+			return plan{}, fmt.Errorf("sandbox: the work tree is the home folder (%s): the sandbox could not hide ~/.ssh and the rest of it; work in a folder under it", wt)
 		}
 		add("tmpfs", h)
 	}
 	add("rw", wt)
 	git, branch, err := gitMounts(wt)
 	if err != nil {
-		return Cmd{}, err
+		return plan{}, err
 	}
 	for _, m := range git {
 		add(m.kind, m.path)
@@ -216,7 +234,7 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		if c, err := canonical(s, "agent state"); err == nil {
 			add("rw", c)
 		} else if !errors.Is(err, os.ErrNotExist) {
-			return Cmd{}, err
+			return plan{}, err
 		}
 	}
 	for _, list := range []struct {
@@ -226,7 +244,7 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		for _, s := range list.paths {
 			c, err := canonical(s, list.what)
 			if err != nil {
-				return Cmd{}, err
+				return plan{}, err
 			}
 			add(list.kind, c)
 		}
@@ -236,20 +254,20 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 	if p.Network == NetProxy {
 		sock, err := canonical(p.ProxySocket, "proxy socket")
 		if err != nil {
-			return Cmd{}, err
+			return plan{}, err
 		}
 		add("rw", sock)
 		fwd := p.Forwarder
 		if len(fwd) == 0 {
 			exe, err := os.Executable()
 			if err != nil {
-				return Cmd{}, fmt.Errorf("sandbox: the forwarder: %w", err)
+				return plan{}, fmt.Errorf("sandbox: the forwarder: %w", err)
 			}
 			fwd = []string{exe, ForwardCommand}
 		}
 		exe, err := canonical(fwd[0], "forwarder")
 		if err != nil {
-			return Cmd{}, err
+			return plan{}, err
 		}
 		// ralph itself is often in the home (~/go/bin), which the
 		// sandbox hides; in the work tree it is shown already, writable.
@@ -261,7 +279,7 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		for _, s := range p.Allow {
 			a, err := parseAllowed(s)
 			if err != nil {
-				return Cmd{}, fmt.Errorf("sandbox: %w", err)
+				return plan{}, fmt.Errorf("sandbox: %w", err)
 			}
 			if a.loopback() {
 				listens = append(listens, "-listen", a.String())
@@ -280,10 +298,6 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		argv = append(append(fwd, "--"), argv...)
 	}
 
-	args := []string{"bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"}
-	// Mounts stack in the order given: a parent goes first so that a
-	// deeper path (the work tree under the hidden home, a protected file
-	// inside the writable work tree) stays on top of it.
 	paths := make([]string, 0, len(mounts))
 	for path := range mounts {
 		paths = append(paths, path)
@@ -295,35 +309,14 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 		}
 		return paths[i] < paths[j]
 	})
+	pl := plan{workTree: wt, argv: argv, branch: branch}
 	for _, path := range paths {
-		switch mounts[path] {
-		case "tmpfs":
-			args = append(args, "--size", strconv.FormatInt(size, 10), "--tmpfs", path)
-		case "ro", "protect":
-			args = append(args, "--ro-bind", path, path)
-		case "rw":
-			src := path
-			if f, ok := from[path]; ok {
-				src = f
-			}
-			args = append(args, "--bind", src, path)
-		}
+		pl.mounts = append(pl.mounts, mount{kind: mounts[path], path: path, from: from[path]})
 	}
-
-	if p.Network != NetOpen {
-		args = append(args, "--unshare-net")
-	}
-	args = append(args, "--unshare-pid", "--die-with-parent")
-	if !p.Terminal {
-		// A process without ralph's terminal cannot push input into it.
-		args = append(args, "--new-session")
-	}
-	args = append(args, "--chdir", wt, "--")
-	args = append(args, argv...)
 
 	// The proxy's variables are the sandbox's own: the caller's would
 	// point at a proxy the sandbox cannot reach.
-	env := append([]string{"TMPDIR=/tmp"}, proxyEnv...)
+	pl.env = append([]string{"TMPDIR=" + tmp.path}, proxyEnv...)
 	seen := map[string]bool{"TMPDIR": true}
 	for _, kv := range proxyEnv {
 		seen[kv[:strings.IndexByte(kv, '=')]] = true
@@ -331,22 +324,22 @@ func Wrap(p Policy, argv []string) (Cmd, error) {
 	for _, kv := range p.Set {
 		if name, _, _ := strings.Cut(kv, "="); !seen[name] {
 			seen[name] = true
-			env = append(env, kv)
+			pl.env = append(pl.env, kv)
 		}
 	}
 	for _, name := range append(append([]string{}, alwaysEnv...), p.Env...) {
 		if v, ok := lookupOK(environ, name); ok && !seen[name] {
 			seen[name] = true
-			env = append(env, name+"="+v)
+			pl.env = append(pl.env, name+"="+v)
 		}
 	}
 	if foreignOwner(wt) {
 		// git refuses a repository owned by another user ("dubious
 		// ownership"), which is what files of another uid look like from
 		// inside a user namespace; this is the one repository it may trust.
-		env = append(env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0="+wt)
+		pl.env = append(pl.env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0="+wt)
 	}
-	return Cmd{Args: args, Env: env, branch: branch}, nil
+	return pl, nil
 }
 
 // gitMounts opens the git metadata of the work tree wt just enough for
@@ -527,16 +520,6 @@ func Inside(path, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-// foreignOwner reports whether path belongs to another user than ours.
-func foreignOwner(path string) bool {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) != os.Getuid()
-}
-
 func lookup(environ []string, name string) string {
 	v, _ := lookupOK(environ, name)
 	return v
@@ -552,23 +535,11 @@ func lookupOK(environ []string, name string) (string, bool) {
 	return "", false
 }
 
-// Probe starts bwrap once with the namespaces Wrap asks for and says
-// what is missing when it cannot.
-func Probe(ctx context.Context) error {
-	path, err := exec.LookPath("bwrap")
-	if err != nil {
-		return errors.New("sandbox: bwrap is not installed: install bubblewrap (apt-get install bubblewrap)")
+// unsupported is why there is no sandbox on goos: ralph sandboxes with
+// bubblewrap on Linux and sandbox-exec on macOS, and nothing else.
+func unsupported(goos string) error {
+	if goos == "windows" {
+		return errors.New("sandbox: ralph has no sandbox on Windows: run ralph in WSL2, where bubblewrap works")
 	}
-	cmd := exec.CommandContext(ctx, path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-		"--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session", "--", "true")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return fmt.Errorf("sandbox: bwrap cannot start a sandbox here (are user namespaces disabled?): %s", msg)
-	}
-	return nil
+	return fmt.Errorf("sandbox: ralph has no sandbox on %s, only on Linux (bubblewrap) and macOS (sandbox-exec)", goos)
 }

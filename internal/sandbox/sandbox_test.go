@@ -1,3 +1,7 @@
+//go:build linux
+
+// The bubblewrap tests: real bwrap, real git.
+
 package sandbox
 
 import (
@@ -77,25 +81,6 @@ func newWorld(t *testing.T) world {
 	git(t, w.repo, "commit", "-q", "-m", "start")
 	git(t, w.repo, "worktree", "add", "-q", "-b", "ralph/run/US-001", w.wt)
 	return w
-}
-
-func write(t testing.TB, path, text string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func git(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // plain runs a shell script as the user, in dir.
