@@ -3,8 +3,9 @@
 # for real: tmux (`ralph watch`, driven with send-keys and read with
 # capture-pane), chromium (`ralph serve`'s page, driven headless through
 # the DevTools protocol), pytest (a project whose checks ralph reads as
-# JUnit XML, test by test) and bubblewrap (the agents' sandbox, whose
-# tests start it for real). make test runs it; it does nothing when they
+# JUnit XML, test by test), bubblewrap (the agents' sandbox, whose
+# tests start it for real) and curl (the hostile agent that tries hosts
+# through the sandbox's allow-list proxy). make test runs it; it does nothing when they
 # are there already, and fails with what to do when they are missing and
 # cannot be installed.
 set -euo pipefail
@@ -14,6 +15,7 @@ command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v pytest >/dev/null 2>&1 || need+=(python3-pytest)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
 fi

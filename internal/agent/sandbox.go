@@ -3,6 +3,7 @@ package agent
 import (
 	"net"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -12,8 +13,8 @@ import (
 )
 
 // sandboxed returns the command that runs argv under p instead (its
-// Land is to be called once it has ended): the agent works in dir (p's work tree unless p names
-// one), keeps its own state under the hidden home, gets its credential
+// Land is to be called once it has ended): the agent works in dir (p's
+// work tree unless p names one), keeps its own state under the hidden home, gets its credential
 // variables and its run's token, and can read its program and its prompt
 // file where the sandbox would hide them.
 func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile string) (sandbox.Cmd, error) {
@@ -38,8 +39,16 @@ func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile str
 		if path == "" {
 			continue
 		}
-		if d := filepath.Dir(path); sandbox.Hides(d, home) && !sandbox.Inside(d, p.WorkTree) && !slices.Contains(p.Readable, d) {
-			p.Readable = append(p.Readable, d)
+		show := filepath.Dir(path)
+		if hiddenRoot(show, home) {
+			// Showing the whole home or /tmp would undo the hiding
+			// (the host's /tmp, read-only, would replace the private
+			// one): only the file then. A program whose files lie
+			// beside it there needs [sandbox] readable.
+			show = path
+		}
+		if sandbox.Hides(show, home) && !sandbox.Inside(show, p.WorkTree) && !slices.Contains(p.Readable, show) {
+			p.Readable = append(p.Readable, show)
 		}
 	}
 	return sandbox.Wrap(p, argv)
@@ -107,4 +116,23 @@ func program(name string) []string {
 		return []string{path, real}
 	}
 	return []string{path}
+}
+
+// hiddenRoot reports whether dir is one of the folders the sandbox
+// replaces with an empty one: the home or the temporary folder.
+func hiddenRoot(dir, home string) bool {
+	for _, root := range []string{home, os.TempDir(), "/tmp"} {
+		if root == "" {
+			continue
+		}
+		if dir == root {
+			return true
+		}
+		if a, err := filepath.EvalSymlinks(dir); err == nil {
+			if b, err := filepath.EvalSymlinks(root); err == nil && a == b {
+				return true
+			}
+		}
+	}
+	return false
 }

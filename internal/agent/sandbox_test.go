@@ -110,3 +110,40 @@ func TestAllowListFollowsTheBaseURL(t *testing.T) {
 		}
 	}
 }
+
+// An agent whose program lies directly in /tmp (where test binaries and
+// one-off scripts live) still gets the sandbox's private /tmp: showing
+// the program's folder would have put the host's /tmp, with everything
+// other processes left in it, inside.
+func TestProgramInTmpKeepsTheTmpPrivate(t *testing.T) {
+	if err := sandbox.Probe(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", t.TempDir())
+	prog, err := os.CreateTemp("/tmp", "ralph-agent-*.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(prog.Name()) })
+	planted, err := os.CreateTemp("/tmp", "ralph-host-secret-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(planted.Name()) })
+	planted.WriteString("HOST TMP SECRET")
+	planted.Close()
+	fmt.Fprintf(prog, "#!/bin/sh\ncat %s; echo; echo ran\n", planted.Name())
+	prog.Close()
+	os.Chmod(prog.Name(), 0o755)
+	spec := Spec{Name: "plain", Headless: []string{prog.Name()}, Format: FormatPlain}
+	var log bytes.Buffer
+	if _, err := Run(context.Background(), Invocation{Spec: spec, Dir: t.TempDir(), Log: &log, Sandbox: &sandbox.Policy{Network: sandbox.NetNone}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "ran") {
+		t.Fatalf("the agent in /tmp did not run: %q", log.String())
+	}
+	if strings.Contains(log.String(), "HOST TMP SECRET") {
+		t.Errorf("the sandboxed agent read a file of the host's /tmp: %q", log.String())
+	}
+}
