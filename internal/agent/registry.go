@@ -107,7 +107,7 @@ var builtins = []Spec{
 		InstallHint:   "npm install -g @anthropic-ai/claude-code",
 		LoginHint:     "run `claude login` (or /login inside `claude`), or set ANTHROPIC_API_KEY",
 		State:         []string{".claude", ".claude.json"},
-		CredentialEnv: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"},
+		CredentialEnv: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "IS_SANDBOX"}, // IS_SANDBOX: without it Claude Code refuses --dangerously-skip-permissions as root
 		Hosts:         []string{"api.anthropic.com"},
 	},
 	{
