@@ -132,7 +132,7 @@ var builtins = []Spec{
 		Format:        FormatOpencode,
 		InstallHint:   "npm install -g opencode-ai",
 		LoginHint:     "run `opencode auth login`",
-		State:         []string{".config/opencode", ".local/share/opencode"},
+		State:         []string{".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode"}, // the cache holds the packages and tools it installs, the state its locks and model choice
 		CredentialEnv: []string{"OPENCODE_CONFIG", "OPENCODE_PERMISSION", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"},
 		Hosts:         []string{"api.anthropic.com", "api.openai.com"},
 	},

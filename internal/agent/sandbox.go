@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +27,11 @@ func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile str
 		p.WorkTree = dir
 	}
 	if home != "" {
-		p.State = append(s.StateIn(home), p.State...)
+		state := s.StateIn(home)
+		if err := makeStateDirs(state); err != nil {
+			return nil, nil, err
+		}
+		p.State = append(state, p.State...)
 	}
 	// The token is how ralph finds the agent's processes again, so it
 	// crosses into the sandbox with the credentials.
@@ -43,6 +48,23 @@ func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile str
 	}
 	cmd, err := sandbox.Wrap(p, argv)
 	return cmd.Args, cmd.Env, err
+}
+
+// makeStateDirs creates the agent's state folders that do not exist yet
+// (a CLI never run before, a cache it has not made): the sandbox binds
+// only what exists, and what the CLI writes in the hidden home instead
+// (its sessions, its caches, its login) is gone when the run ends. A file
+// (a name with an extension, like .claude.json) is the CLI's to create.
+func makeStateDirs(paths []string) error {
+	for _, p := range paths {
+		if ext := filepath.Ext(p); ext != "" && ext != filepath.Base(p) {
+			continue
+		}
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			return fmt.Errorf("sandbox: the agent's state folder: %w", err)
+		}
+	}
+	return nil
 }
 
 // program is where argv[0] is found on PATH and, when that is a link,

@@ -56,4 +56,30 @@ func TestRunUnderSandboxKeepsTheAgentInItsWorkTree(t *testing.T) {
 	}
 }
 
+// TestRunUnderSandboxKeepsStateTheAgentMakes: a CLI run for the first time
+// writes its sessions into state folders that do not exist yet; they are
+// made before the sandbox starts, so what it writes there outlives the run.
+func TestRunUnderSandboxKeepsStateTheAgentMakes(t *testing.T) {
+	if err := sandbox.Probe(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	home, dir := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	script := `mkdir -p "$HOME/.fresh/sessions" && echo s1 > "$HOME/.fresh/sessions/s1" && echo {} > "$HOME/.fresh.json"`
+	spec := Spec{Name: "fresh", Headless: []string{"sh", "-c", script}, Format: FormatPlain, State: []string{".fresh", ".fresh.json"}}
+	var log bytes.Buffer
+	res, err := Run(context.Background(), Invocation{Spec: spec, Dir: dir, Log: &log, Sandbox: &sandbox.Policy{}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("the sandboxed agent failed: %v, exit %d: %s", err, res.ExitCode, log.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, ".fresh", "sessions", "s1")); string(b) != "s1\n" {
+		t.Errorf("the session the agent wrote in its new state folder is gone: %q", b)
+	}
+	// A state file is the CLI's own to create: ralph makes no folder in
+	// its place.
+	if fi, err := os.Stat(filepath.Join(home, ".fresh.json")); err == nil && fi.IsDir() {
+		t.Errorf("~/.fresh.json was made a folder")
+	}
+}
+
 func exists(path string) bool { _, err := os.Stat(path); return err == nil }

@@ -81,8 +81,26 @@ func TestRealAgentsSandboxed(t *testing.T) {
 			if log := r.git(t, "log", "-p", "--all"); strings.Contains(log, "planted-by") {
 				t.Errorf("the planted key is in the repository's history")
 			}
+			// What the CLI wrote in its state folders (named by the agent
+			// spec, made by ralph when missing) outlives the sandbox.
+			for _, p := range sandboxKept[a.name] {
+				if _, err := os.Stat(filepath.Join(r.home, p)); err != nil {
+					t.Errorf("%s's ~/%s is not in the home after the run: the sandbox kept it in its own (%v)", a.name, p, err)
+				}
+			}
 		})
 	}
+}
+
+// sandboxKept are files and folders (under HOME) that each CLI writes in
+// a story, in the state folders its agent spec names: its transcripts,
+// database, locks and downloaded tools. This HOME starts with only the
+// config files the modelserver environments write.
+var sandboxKept = map[string][]string{
+	"claude":   {".claude/projects"},
+	"codex":    {".codex/sessions"},
+	"gemini":   {".gemini/tmp"},
+	"opencode": {".local/share/opencode/opencode.db", ".local/state/opencode/locks", ".cache/opencode/bin"},
 }
 
 // sandboxEnv are the variables of the modelserver environments that the
