@@ -17,12 +17,7 @@ import (
 // variables and its run's token, and can read its program and its prompt
 // file where the sandbox would hide them.
 func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile string) ([]string, []string, error) {
-	home := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
-			home = v
-		}
-	}
+	home := envValue(env, "HOME")
 	if p.WorkTree == "" {
 		p.WorkTree = dir
 	}
@@ -30,6 +25,16 @@ func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile str
 		state := s.StateIn(home)
 		if err := makeStateDirs(state); err != nil {
 			return nil, nil, err
+		}
+		// A credential variable that names a path moves the CLI's state
+		// there (CLAUDE_CONFIG_DIR=~/.claude-work, OPENCODE_CONFIG): where
+		// the sandbox hides it, it is the CLI's state too. The home or
+		// /tmp as a whole never is.
+		for _, name := range s.CredentialEnv {
+			v := filepath.Clean(envValue(env, name))
+			if filepath.IsAbs(v) && hiddenIn(v, home) && v != filepath.Clean(home) && v != "/tmp" && v != filepath.Clean(os.TempDir()) {
+				state = append(state, v)
+			}
 		}
 		p.State = append(state, p.State...)
 	}
@@ -87,6 +92,17 @@ func program(name string) []string {
 // under /tmp, which it replaces with empty folders.
 func hiddenIn(path, home string) bool {
 	return (home != "" && inside(path, home)) || inside(path, os.TempDir()) || inside(path, "/tmp")
+}
+
+// envValue is name's last value in env, as exec takes it ("" when unset).
+func envValue(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if rest, ok := strings.CutPrefix(kv, name+"="); ok {
+			v = rest
+		}
+	}
+	return v
 }
 
 // inside reports whether path is dir or below it.

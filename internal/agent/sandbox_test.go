@@ -82,4 +82,38 @@ func TestRunUnderSandboxKeepsStateTheAgentMakes(t *testing.T) {
 	}
 }
 
+// TestRunUnderSandboxFollowsStateMovedByItsVariables: a credential variable
+// that points the CLI at its config elsewhere in the home (OPENCODE_CONFIG,
+// CLAUDE_CONFIG_DIR) makes that file or folder the agent's state; a
+// variable naming the home itself does not open the home.
+func TestRunUnderSandboxFollowsStateMovedByItsVariables(t *testing.T) {
+	if err := sandbox.Probe(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	home, dir := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	os.MkdirAll(filepath.Join(home, "work-account"), 0o700)
+	os.WriteFile(filepath.Join(home, "my-config.json"), []byte("provider=stub\n"), 0o600)
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh", "id_ed25519"), []byte("PRIVATE KEY"), 0o600)
+	t.Setenv("MY_CONFIG", filepath.Join(home, "my-config.json"))
+	t.Setenv("MY_CONFIG_DIR", filepath.Join(home, "work-account"))
+	t.Setenv("MY_HOME", home)
+	script := `cat "$MY_CONFIG"; echo session > "$MY_CONFIG_DIR/session"; cat "$MY_HOME/.ssh/id_ed25519"`
+	spec := Spec{Name: "moved", Headless: []string{"sh", "-c", script}, Format: FormatPlain, CredentialEnv: []string{"MY_CONFIG", "MY_CONFIG_DIR", "MY_HOME"}}
+	var log bytes.Buffer
+	if _, err := Run(context.Background(), Invocation{Spec: spec, Dir: dir, Log: &log, Sandbox: &sandbox.Policy{}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "provider=stub") {
+		t.Errorf("the agent could not read the config its variable names: %q", log.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, "work-account", "session")); string(b) != "session\n" {
+		t.Errorf("the agent's write into the folder its variable names is gone: %q", b)
+	}
+	if strings.Contains(log.String(), "PRIVATE KEY") {
+		t.Errorf("a variable naming the home opened the home: %q", log.String())
+	}
+}
+
 func exists(path string) bool { _, err := os.Stat(path); return err == nil }

@@ -499,7 +499,7 @@ func newRealRun(t *testing.T, a realAgent, ralph, bin string, script []modelserv
 	r := &realRun{agent: a, srv: srv, home: home, work: work, env: env, ralph: ralph}
 	config := realConfig(a.name)
 	if sandboxed {
-		config += sandboxConfig(a.name, home, srv.URL)
+		config += sandboxConfig(a.name, srv.URL)
 	}
 	for name, content := range map[string]string{
 		".agents/tasks/prd.md": realPRD,

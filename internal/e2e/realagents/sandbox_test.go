@@ -114,8 +114,10 @@ var sandboxEnv = map[string][]string{
 }
 
 // sandboxConfig is the [sandbox] section of a sandboxed run of agent
-// against the model server at serverURL, with home as HOME.
-func sandboxConfig(agent, home, serverURL string) string {
+// against the model server at serverURL. It names no paths: the agent
+// spec's state folders and the files its variables name (opencode's
+// OPENCODE_CONFIG in the hidden home) are the agent's without them.
+func sandboxConfig(agent, serverURL string) string {
 	env := sandboxEnv[agent]
 	var extra []string
 	switch sandboxNetwork {
@@ -134,10 +136,6 @@ func sandboxConfig(agent, home, serverURL string) string {
 			panic(err)
 		}
 		extra = append(extra, fmt.Sprintf("allow_hosts = [%q]", u.Host))
-	}
-	if agent == "opencode" {
-		// OPENCODE_CONFIG names a file in the hidden home.
-		extra = append(extra, fmt.Sprintf("readable = [%q]", filepath.Join(home, "opencode.json")))
 	}
 	quoted := make([]string, len(env))
 	for i, name := range env {
