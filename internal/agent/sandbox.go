@@ -29,12 +29,17 @@ func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile str
 		// A credential variable that names a path moves the CLI's state
 		// there (CLAUDE_CONFIG_DIR=~/.claude-work, OPENCODE_CONFIG): where
 		// the sandbox hides it, it is the CLI's state too. The home or
-		// /tmp as a whole never is.
+		// /tmp as a whole never is, whatever link leads to them.
 		for _, name := range s.CredentialEnv {
 			v := filepath.Clean(envValue(env, name))
-			if filepath.IsAbs(v) && hiddenIn(v, home) && v != filepath.Clean(home) && v != "/tmp" && v != filepath.Clean(os.TempDir()) {
-				state = append(state, v)
+			if !filepath.IsAbs(v) || !hiddenIn(v, home) {
+				continue
 			}
+			switch resolved(v) {
+			case resolved(home), resolved("/tmp"), resolved(os.TempDir()):
+				continue
+			}
+			state = append(state, v)
 		}
 		p.State = append(state, p.State...)
 	}
@@ -92,6 +97,14 @@ func program(name string) []string {
 // under /tmp, which it replaces with empty folders.
 func hiddenIn(path, home string) bool {
 	return (home != "" && inside(path, home)) || inside(path, os.TempDir()) || inside(path, "/tmp")
+}
+
+// resolved is path with its links followed, or as given when that fails.
+func resolved(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return r
+	}
+	return filepath.Clean(path)
 }
 
 // envValue is name's last value in env, as exec takes it ("" when unset).

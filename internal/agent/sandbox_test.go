@@ -85,7 +85,7 @@ func TestRunUnderSandboxKeepsStateTheAgentMakes(t *testing.T) {
 // TestRunUnderSandboxFollowsStateMovedByItsVariables: a credential variable
 // that points the CLI at its config elsewhere in the home (OPENCODE_CONFIG,
 // CLAUDE_CONFIG_DIR) makes that file or folder the agent's state; a
-// variable naming the home itself does not open the home.
+// variable naming the home itself, or a link to it, does not open the home.
 func TestRunUnderSandboxFollowsStateMovedByItsVariables(t *testing.T) {
 	if err := sandbox.Probe(context.Background()); err != nil {
 		t.Fatal(err)
@@ -99,8 +99,13 @@ func TestRunUnderSandboxFollowsStateMovedByItsVariables(t *testing.T) {
 	t.Setenv("MY_CONFIG", filepath.Join(home, "my-config.json"))
 	t.Setenv("MY_CONFIG_DIR", filepath.Join(home, "work-account"))
 	t.Setenv("MY_HOME", home)
-	script := `cat "$MY_CONFIG"; echo session > "$MY_CONFIG_DIR/session"; cat "$MY_HOME/.ssh/id_ed25519"`
-	spec := Spec{Name: "moved", Headless: []string{"sh", "-c", script}, Format: FormatPlain, CredentialEnv: []string{"MY_CONFIG", "MY_CONFIG_DIR", "MY_HOME"}}
+	link := filepath.Join(t.TempDir(), "home-link")
+	if err := os.Symlink(home, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MY_HOME_LINK", link)
+	script := `cat "$MY_CONFIG"; echo session > "$MY_CONFIG_DIR/session"; cat "$MY_HOME/.ssh/id_ed25519" "$MY_HOME_LINK/.ssh/id_ed25519"`
+	spec := Spec{Name: "moved", Headless: []string{"sh", "-c", script}, Format: FormatPlain, CredentialEnv: []string{"MY_CONFIG", "MY_CONFIG_DIR", "MY_HOME", "MY_HOME_LINK"}}
 	var log bytes.Buffer
 	if _, err := Run(context.Background(), Invocation{Spec: spec, Dir: dir, Log: &log, Sandbox: &sandbox.Policy{}}); err != nil {
 		t.Fatal(err)
@@ -112,7 +117,7 @@ func TestRunUnderSandboxFollowsStateMovedByItsVariables(t *testing.T) {
 		t.Errorf("the agent's write into the folder its variable names is gone: %q", b)
 	}
 	if strings.Contains(log.String(), "PRIVATE KEY") {
-		t.Errorf("a variable naming the home opened the home: %q", log.String())
+		t.Errorf("a variable naming the home, or a link to it, opened the home: %q", log.String())
 	}
 }
 
