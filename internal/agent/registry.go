@@ -112,7 +112,7 @@ var builtins = []Spec{
 		InstallHint:   "npm install -g @anthropic-ai/claude-code",
 		LoginHint:     "run `claude login` (or /login inside `claude`), or set ANTHROPIC_API_KEY",
 		State:         []string{".claude", ".claude.json"},
-		CredentialEnv: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"},
+		CredentialEnv: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "IS_SANDBOX"}, // IS_SANDBOX: without it Claude Code refuses --dangerously-skip-permissions as root
 		Hosts:         []string{"api.anthropic.com"},
 		BaseURLEnv:    []string{"ANTHROPIC_BASE_URL"},
 	},
@@ -138,7 +138,7 @@ var builtins = []Spec{
 		Format:        FormatOpencode,
 		InstallHint:   "npm install -g opencode-ai",
 		LoginHint:     "run `opencode auth login`",
-		State:         []string{".config/opencode", ".local/share/opencode"},
+		State:         []string{".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode"}, // the cache holds the packages and tools it installs, the state its locks and model choice
 		CredentialEnv: []string{"OPENCODE_CONFIG", "OPENCODE_PERMISSION", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"},
 		Hosts:         []string{"api.anthropic.com", "api.openai.com"},
 	},

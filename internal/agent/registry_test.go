@@ -164,6 +164,11 @@ func TestBuiltinsNameTheirSandboxNeeds(t *testing.T) {
 	if !slices.Contains(claude.CredentialEnv, "ANTHROPIC_API_KEY") {
 		t.Errorf("claude credential env %v lacks ANTHROPIC_API_KEY", claude.CredentialEnv)
 	}
+	// As root, Claude Code takes --dangerously-skip-permissions only with
+	// IS_SANDBOX set (the sandboxed real claude in internal/e2e/realagents).
+	if !slices.Contains(claude.CredentialEnv, "IS_SANDBOX") {
+		t.Errorf("claude credential env %v lacks IS_SANDBOX", claude.CredentialEnv)
+	}
 	custom, _, _ := Resolve(Choice{Flag: "mine", Custom: map[string]Custom{"mine": {Command: []string{"mine"}}}})
 	if len(custom.State) != 0 {
 		t.Errorf("a custom agent got state %v: it names none", custom.State)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -14,21 +15,30 @@ import (
 
 // sandboxed returns the command that runs argv under p instead (its
 // Land is to be called once it has ended): the agent works in dir (p's
-// work tree unless p names one), keeps its own state under the hidden home, gets its credential
-// variables and its run's token, and can read its program and its prompt
-// file where the sandbox would hide them.
+// work tree unless p names one), keeps its own state under the hidden
+// home, gets its credential variables and its run's token, and can read
+// its program and its prompt file where the sandbox would hide them.
 func sandboxed(p sandbox.Policy, s Spec, argv, env []string, dir, promptFile string) (sandbox.Cmd, error) {
-	home := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
-			home = v
-		}
-	}
+	home := envValue(env, "HOME")
 	if p.WorkTree == "" {
 		p.WorkTree = dir
 	}
 	if home != "" {
-		p.State = append(s.StateIn(home), p.State...)
+		state := s.StateIn(home)
+		if err := makeStateDirs(state); err != nil {
+			return sandbox.Cmd{}, err
+		}
+		// A credential variable that names a path moves the CLI's state
+		// there (CLAUDE_CONFIG_DIR=~/.claude-work, OPENCODE_CONFIG): where
+		// the sandbox hides it, it is the CLI's state too. The home or
+		// /tmp as a whole never is, whatever link leads to them.
+		for _, name := range s.CredentialEnv {
+			v := filepath.Clean(envValue(env, name))
+			if filepath.IsAbs(v) && sandbox.Hides(v, home) && !hiddenRoot(v, home) {
+				state = append(state, v)
+			}
+		}
+		p.State = append(state, p.State...)
 	}
 	// The token is how ralph finds the agent's processes again, so it
 	// crosses into the sandbox with the credentials.
@@ -77,14 +87,8 @@ func startProxy(p *sandbox.Policy, s Spec, env []string, onDenied func(sandbox.D
 func allowList(s Spec, env []string, extra []string) []string {
 	var hosts []string
 	for _, name := range s.BaseURLEnv {
-		v, ok := "", false
-		for _, kv := range env {
-			if x, found := strings.CutPrefix(kv, name+"="); found {
-				v, ok = x, true
-			}
-		}
-		u, err := url.Parse(strings.TrimSpace(v))
-		if !ok || err != nil || u.Hostname() == "" {
+		u, err := url.Parse(strings.TrimSpace(envValue(env, name)))
+		if err != nil || u.Hostname() == "" {
 			continue
 		}
 		port := u.Port()
@@ -100,6 +104,34 @@ func allowList(s Spec, env []string, extra []string) []string {
 		hosts = slices.Clone(s.Hosts)
 	}
 	return append(hosts, extra...)
+}
+
+// makeStateDirs creates the agent's state folders that do not exist yet
+// (a CLI never run before, a cache it has not made): the sandbox binds
+// only what exists, and what the CLI writes in the hidden home instead
+// (its sessions, its caches, its login) is gone when the run ends. A file
+// (a name with an extension, like .claude.json) is the CLI's to create.
+func makeStateDirs(paths []string) error {
+	for _, p := range paths {
+		if ext := filepath.Ext(p); ext != "" && ext != filepath.Base(p) {
+			continue
+		}
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			return fmt.Errorf("sandbox: the agent's state folder: %w", err)
+		}
+	}
+	return nil
+}
+
+// envValue is name's last value in env, as exec takes it ("" when unset).
+func envValue(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if rest, ok := strings.CutPrefix(kv, name+"="); ok {
+			v = rest
+		}
+	}
+	return v
 }
 
 // program is where argv[0] is found on PATH and, when that is a link,

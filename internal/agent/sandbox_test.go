@@ -60,6 +60,71 @@ func TestRunUnderSandboxKeepsTheAgentInItsWorkTree(t *testing.T) {
 	}
 }
 
+// TestRunUnderSandboxKeepsStateTheAgentMakes: a CLI run for the first time
+// writes its sessions into state folders that do not exist yet; they are
+// made before the sandbox starts, so what it writes there outlives the run.
+func TestRunUnderSandboxKeepsStateTheAgentMakes(t *testing.T) {
+	if err := sandbox.Probe(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	home, dir := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	script := `mkdir -p "$HOME/.fresh/sessions" && echo s1 > "$HOME/.fresh/sessions/s1" && echo {} > "$HOME/.fresh.json"`
+	spec := Spec{Name: "fresh", Headless: []string{"sh", "-c", script}, Format: FormatPlain, State: []string{".fresh", ".fresh.json"}}
+	var log bytes.Buffer
+	res, err := Run(context.Background(), Invocation{Spec: spec, Dir: dir, Log: &log, Sandbox: &sandbox.Policy{}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("the sandboxed agent failed: %v, exit %d: %s", err, res.ExitCode, log.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, ".fresh", "sessions", "s1")); string(b) != "s1\n" {
+		t.Errorf("the session the agent wrote in its new state folder is gone: %q", b)
+	}
+	// A state file is the CLI's own to create: ralph makes no folder in
+	// its place.
+	if fi, err := os.Stat(filepath.Join(home, ".fresh.json")); err == nil && fi.IsDir() {
+		t.Errorf("~/.fresh.json was made a folder")
+	}
+}
+
+// TestRunUnderSandboxFollowsStateMovedByItsVariables: a credential variable
+// that points the CLI at its config elsewhere in the home (OPENCODE_CONFIG,
+// CLAUDE_CONFIG_DIR) makes that file or folder the agent's state; a
+// variable naming the home itself, or a link to it, does not open the home.
+func TestRunUnderSandboxFollowsStateMovedByItsVariables(t *testing.T) {
+	if err := sandbox.Probe(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	home, dir := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	os.MkdirAll(filepath.Join(home, "work-account"), 0o700)
+	os.WriteFile(filepath.Join(home, "my-config.json"), []byte("provider=stub\n"), 0o600)
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh", "id_ed25519"), []byte("PRIVATE KEY"), 0o600)
+	t.Setenv("MY_CONFIG", filepath.Join(home, "my-config.json"))
+	t.Setenv("MY_CONFIG_DIR", filepath.Join(home, "work-account"))
+	t.Setenv("MY_HOME", home)
+	link := filepath.Join(t.TempDir(), "home-link")
+	if err := os.Symlink(home, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MY_HOME_LINK", link)
+	script := `cat "$MY_CONFIG"; echo session > "$MY_CONFIG_DIR/session"; cat "$MY_HOME/.ssh/id_ed25519" "$MY_HOME_LINK/.ssh/id_ed25519"`
+	spec := Spec{Name: "moved", Headless: []string{"sh", "-c", script}, Format: FormatPlain, CredentialEnv: []string{"MY_CONFIG", "MY_CONFIG_DIR", "MY_HOME", "MY_HOME_LINK"}}
+	var log bytes.Buffer
+	if _, err := Run(context.Background(), Invocation{Spec: spec, Dir: dir, Log: &log, Sandbox: &sandbox.Policy{}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "provider=stub") {
+		t.Errorf("the agent could not read the config its variable names: %q", log.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, "work-account", "session")); string(b) != "session\n" {
+		t.Errorf("the agent's write into the folder its variable names is gone: %q", b)
+	}
+	if strings.Contains(log.String(), "PRIVATE KEY") {
+		t.Errorf("a variable naming the home, or a link to it, opened the home: %q", log.String())
+	}
+}
+
 func exists(path string) bool { _, err := os.Stat(path); return err == nil }
 
 // Under network "proxy" the agent reaches the endpoint its base-URL

@@ -47,22 +47,7 @@ import (
 // A CLI that is not installed fails the test: run bash
 // scripts/install-agents.sh first.
 func TestRealAgents(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatal("TestRealAgents needs git on PATH: install it (apt-get install git)")
-	}
-	ralph, err := exec.LookPath("ralph")
-	if err != nil {
-		t.Fatalf("ralph is not on PATH (testscript.Main should have put the test binary there): %v", err)
-	}
-	bin := realAgentsBin(t)
-	for _, a := range realAgentTable {
-		if _, err := os.Stat(filepath.Join(bin, a.name)); err != nil {
-			t.Fatalf("the real %s CLI is not installed in %s (%v): run `bash scripts/install-agents.sh` from the repository root", a.name, bin, err)
-		}
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatalf("node is not on PATH: the agent CLIs need Node.js 20+ (see `bash scripts/install-agents.sh`)")
-	}
+	ralph, bin := realSetup(t)
 
 	var mu sync.Mutex
 	var summary []string
@@ -87,13 +72,36 @@ func TestRealAgents(t *testing.T) {
 						mu.Unlock()
 					})
 					turns, reset := c.script(a)
-					r := newRealRun(t, a, ralph, bin, turns, c.limit)
+					r := newRealRun(t, a, ralph, bin, turns, c.limit, false)
 					r.reset = reset
 					c.run(t, r)
 				})
 			}
 		})
 	}
+}
+
+// realSetup finds ralph (the test binary) and the directory of the real
+// CLIs, and fails the test when git, node or a CLI is missing.
+func realSetup(t *testing.T) (ralph, bin string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("the real agents' tests need git on PATH: install it (apt-get install git)")
+	}
+	ralph, err := exec.LookPath("ralph")
+	if err != nil {
+		t.Fatalf("ralph is not on PATH (testscript.Main should have put the test binary there): %v", err)
+	}
+	bin = realAgentsBin(t)
+	for _, a := range realAgentTable {
+		if _, err := os.Stat(filepath.Join(bin, a.name)); err != nil {
+			t.Fatalf("the real %s CLI is not installed in %s (%v): run `bash scripts/install-agents.sh` from the repository root", a.name, bin, err)
+		}
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatalf("node is not on PATH: the agent CLIs need Node.js 20+ (see `bash scripts/install-agents.sh`)")
+	}
+	return ralph, bin
 }
 
 // realAgent is one real CLI as ralph's agent.
@@ -430,6 +438,7 @@ var realAgentCases = []realAgentCase{
 type realRun struct {
 	agent realAgent
 	srv   *modelserver.Server
+	home  string
 	work  string
 	env   []string
 	ralph string
@@ -461,7 +470,9 @@ timeout = "10s"
 `
 }
 
-func newRealRun(t *testing.T, a realAgent, ralph, bin string, script []modelserver.Turn, limit bool) *realRun {
+// newRealRun sets up a case; sandboxed adds a [sandbox] section to the
+// config for a run with --sandbox (see sandboxConfig).
+func newRealRun(t *testing.T, a realAgent, ralph, bin string, script []modelserver.Turn, limit, sandboxed bool) *realRun {
 	t.Helper()
 	srv := modelserver.Start(t, script)
 	home, work, tmp := t.TempDir(), t.TempDir(), t.TempDir()
@@ -485,10 +496,14 @@ func newRealRun(t *testing.T, a realAgent, ralph, bin string, script []modelserv
 	if tz, ok := os.LookupEnv("TZ"); ok {
 		env = append(env, "TZ="+tz)
 	}
-	r := &realRun{agent: a, srv: srv, work: work, env: env, ralph: ralph}
+	r := &realRun{agent: a, srv: srv, home: home, work: work, env: env, ralph: ralph}
+	config := realConfig(a.name)
+	if sandboxed {
+		config += sandboxConfig(a.name, srv.URL)
+	}
 	for name, content := range map[string]string{
 		".agents/tasks/prd.md": realPRD,
-		".ralph/config.toml":   realConfig(a.name),
+		".ralph/config.toml":   config,
 	} {
 		p := filepath.Join(work, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
