@@ -13,13 +13,12 @@ import (
 )
 
 // sandboxNetwork is the [sandbox] network of the sandboxed runs: the one
-// switch between the network modes. It is "open" (the host's network,
-// which reaches the model server on the host's loopback) because the
-// allow-list proxy is not on this branch. TODO(merge): make it "proxy"
-// when `network = "proxy"` lands; the runs then reach the model server
-// through the forwarder on the sandbox's 127.0.0.1:PORT and ralph's proxy,
-// allowed by allow_hosts.
-const sandboxNetwork = "open"
+// switch between the network modes. It is "proxy", the default once the
+// sandbox is on: the runs reach the model server through the forwarder on
+// the sandbox's own 127.0.0.1:PORT and ralph's allow-list proxy, which
+// allow_hosts opens to it. "open" (the host's network) is the other
+// mode these runs know.
+const sandboxNetwork = "proxy"
 
 // plantedKey is the content of the private key the test plants in the
 // HOME ralph runs with: the sandbox hides that home from the agent.
@@ -129,8 +128,7 @@ func sandboxConfig(agent, serverURL string) string {
 		env = append(env, "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy")
 	case "proxy":
 		// ralph's proxy allows the model server and sets the proxy
-		// variables itself. Config refuses a port in allow_hosts until
-		// the proxy lands.
+		// variables itself.
 		u, err := url.Parse(serverURL)
 		if err != nil {
 			panic(err)
