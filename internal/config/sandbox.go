@@ -12,10 +12,13 @@ import (
 type SandboxSection struct {
 	// Mode is "off", "bwrap" (fail when bubblewrap cannot start here) or
 	// "auto" (bubblewrap when it works, else a warning and no sandbox).
-	// The default is "off": a sandbox hides the home, so an agent that
-	// keeps its login, its git identity or its own install there changes
-	// behaviour, and the network is limited to its API hosts; a person
-	// turns it on knowing that (`--sandbox` overrides it per command).
+	// The default is "off": a sandbox hides the home and limits the
+	// network to the agent's API hosts, for the checks too, so an agent or
+	// a test suite that relies on something under the home (a login kept
+	// elsewhere, a tool, a module cache) or on other hosts fails inside
+	// until it is named; turned on silently, that breaks a night's run. A
+	// person turns it on knowing that (`--sandbox` overrides it per
+	// command).
 	Mode string `toml:"mode"`
 	// Network is "proxy" (the default: only the agent's API hosts and
 	// AllowHosts, through ralph's allow-list proxy, which reports every

@@ -137,9 +137,10 @@ redact = []
 # hidden (~/.ssh, cloud credentials), its own PID namespace, and only its
 # credential variables passed in. "off", "bwrap" (fail when it cannot start
 # here) or "auto" (bwrap when it works, else a warning). Off by default: an
-# agent that keeps its login or git identity elsewhere in the home behaves
-# differently inside. --sandbox MODE overrides this; ralph doctor says
-# whether it works here.
+# agent or a test suite that relies on something under your home (a login
+# kept elsewhere, a tool in ~/go/bin, a module cache) or on other hosts fails
+# inside until you name it below. Run ralph doctor, then one story with
+# --sandbox bwrap, then turn it on (docs/containment.md).
 mode = "off"
 # "proxy": the agent reaches only its API hosts (or the host of its base URL,
 # like ANTHROPIC_BASE_URL) and allow_hosts, through ralph's allow-list proxy,
