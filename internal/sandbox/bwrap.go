@@ -53,8 +53,14 @@ func probeBwrap(ctx context.Context) error {
 	if err != nil {
 		return errors.New("sandbox: bwrap is not installed: install bubblewrap (apt-get install bubblewrap)")
 	}
-	cmd := exec.CommandContext(ctx, path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-		"--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session", "--", "true")
+	return tryStart(exec.CommandContext(ctx, path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+		"--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session", "--", "true"),
+		"bwrap cannot start a sandbox here (are user namespaces disabled?)")
+}
+
+// tryStart runs a probe's cmd and, when it fails, says so as cannot
+// followed by what the sandbox program printed.
+func tryStart(cmd *exec.Cmd, cannot string) error {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
@@ -62,7 +68,7 @@ func probeBwrap(ctx context.Context) error {
 		if msg == "" {
 			msg = err.Error()
 		}
-		return fmt.Errorf("sandbox: bwrap cannot start a sandbox here (are user namespaces disabled?): %s", msg)
+		return fmt.Errorf("sandbox: %s: %s", cannot, msg)
 	}
 	return nil
 }

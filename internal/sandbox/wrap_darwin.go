@@ -1,12 +1,9 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os/exec"
-	"strings"
 )
 
 // wrap runs argv under sandbox-exec with p's profile. Compiled for macOS
@@ -29,15 +26,6 @@ func wrap(p Policy, argv []string) (Cmd, error) {
 
 // Probe starts sandbox-exec once and says why it cannot when it cannot.
 func Probe(ctx context.Context) error {
-	cmd := exec.CommandContext(ctx, sandboxExec, "-p", "(version 1)\n(allow default)\n", "--", "/usr/bin/true")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return fmt.Errorf("sandbox: sandbox-exec cannot start a sandbox here: %s", msg)
-	}
-	return nil
+	return tryStart(exec.CommandContext(ctx, sandboxExec, "-p", "(version 1)\n(allow default)\n", "--", "/usr/bin/true"),
+		"sandbox-exec cannot start a sandbox here")
 }
