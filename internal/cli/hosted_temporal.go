@@ -157,14 +157,10 @@ func NewCheckoutHost(ctx context.Context, env *Env, c client.Client, host string
 			return err
 		},
 		RunThread: func(ctx context.Context, in fleet.ThreadCommandInput) error {
-			// The thread's loop makes its policy from the mode the worker
-			// settled on: bwrap when it has a sandbox, off when it has none
-			// (auto that could not start warned once, at the start).
-			mode := sandbox.Off
-			if box != nil {
-				mode = sandbox.Bwrap
-			}
-			return runThreadCommandHere(ctx, &quiet, in, mode)
+			// The thread's agents and checks run in the sandbox the worker
+			// settled on (none when it has none: auto that could not
+			// start warned once, at the start).
+			return runThreadCommandHere(ctx, &quiet, in, box)
 		},
 	}, nil
 }

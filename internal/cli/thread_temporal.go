@@ -249,14 +249,24 @@ func (opts *ThreadOptions) command(verb, text, by string) fleet.ThreadCommand {
 // checkout, as `ralph thread NAME` does, its events in this checkout's
 // journal and on the worker's output, its loop's agents in the worker's
 // sandbox mode.
-func runThreadCommandHere(ctx context.Context, env *Env, in fleet.ThreadCommandInput, mode sandbox.Mode) error {
+func runThreadCommandHere(ctx context.Context, env *Env, in fleet.ThreadCommandInput, box *sandbox.Policy) error {
 	cmd := &cobra.Command{}
 	cmd.SetContext(ctx)
 	c := in.Command
+	mode := sandbox.Off
+	if box != nil {
+		mode = sandbox.Bwrap
+	}
 	opts := &ThreadOptions{Env: env, Agents: c.Agents, MaxIterations: c.MaxIterations, Verifiers: c.Verifiers,
 		Agent: c.Agent, Worktree: c.Worktree, Yes: c.Yes, Sandbox: string(mode)}
-	tc, err := openThread(cmd, opts, []string{in.ThreadID})
+	tc, err := readThread(cmd, opts, []string{in.ThreadID})
 	if err != nil {
+		return err
+	}
+	// The worker settled its sandbox before it polled: the thread's
+	// loop, spec agents and checks take it as it is (prepare hands it on).
+	tc.box, tc.boxSettled = box, true
+	if err := tc.prepare(); err != nil {
 		return err
 	}
 	if tc.detach != nil {
