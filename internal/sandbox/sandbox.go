@@ -281,7 +281,10 @@ func resolve(p Policy, argv []string, tmp mount) (plan, error) {
 			if err != nil {
 				return plan{}, fmt.Errorf("sandbox: %w", err)
 			}
-			if a.loopback() {
+			// Two entries for one address (the base URL and
+			// allow_hosts both naming the model server) are one
+			// listener: a second would find the port taken.
+			if a.loopback() && !slices.Contains(listens, a.String()) {
 				listens = append(listens, "-listen", a.String())
 				taken[a.port] = true
 			}
@@ -330,6 +333,9 @@ func resolve(p Policy, argv []string, tmp mount) (plan, error) {
 	for _, name := range append(append([]string{}, alwaysEnv...), p.Env...) {
 		if v, ok := lookupOK(environ, name); ok && !seen[name] {
 			seen[name] = true
+			if name == "PATH" {
+				v = realPath(v)
+			}
 			pl.env = append(pl.env, name+"="+v)
 		}
 	}
@@ -542,4 +548,20 @@ func unsupported(goos string) error {
 		return errors.New("sandbox: ralph has no sandbox on Windows: run ralph in WSL2, where bubblewrap works")
 	}
 	return fmt.Errorf("sandbox: ralph has no sandbox on %s, only on Linux (bubblewrap) and macOS (sandbox-exec)", goos)
+}
+
+// realPath is the PATH list with each folder that is reached through a
+// link (a tools folder linked from a checkout in /tmp or the home) given
+// by where it leads: the sandbox shows a folder at its real place, so a
+// program looked up by name inside is found where it was outside.
+func realPath(list string) string {
+	dirs := filepath.SplitList(list)
+	for i, d := range dirs {
+		if filepath.IsAbs(d) {
+			if r, err := filepath.EvalSymlinks(d); err == nil {
+				dirs[i] = r
+			}
+		}
+	}
+	return strings.Join(dirs, string(filepath.ListSeparator))
 }

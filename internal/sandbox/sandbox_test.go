@@ -672,3 +672,52 @@ func BenchmarkWrapTrue(b *testing.B) {
 		})
 	}
 }
+
+// A PATH folder reached through a link in a place the sandbox hides (a
+// tools folder linked from a checkout in /tmp) is looked up where the
+// link leads, which the sandbox shows: a program found by name outside
+// is found by name inside.
+func TestLinkedPathFolderStaysOnPath(t *testing.T) {
+	needBwrap(t)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := os.MkdirTemp(wd, "linked-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(real) })
+	if err := os.WriteFile(filepath.Join(real, "ralph-linked-tool"), []byte("#!/bin/sh\necho linked tool ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "bin")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", link+string(filepath.ListSeparator)+os.Getenv("PATH"))
+	if out, _ := plain(t, "/", "ralph-linked-tool"); !strings.Contains(out, "linked tool ran") {
+		t.Fatalf("outside the sandbox the tool should run: %q", out)
+	}
+	out, err := boxed(t, Policy{WorkTree: t.TempDir()}, "ralph-linked-tool")
+	if err != nil || !strings.Contains(out, "linked tool ran") {
+		t.Errorf("inside the sandbox the tool on a linked PATH folder was not found: %v: %q", err, out)
+	}
+}
+
+// The base URL and allow_hosts naming the same loopback server are one
+// listener inside, not a second that finds the port taken.
+func TestOneListenerPerAllowedAddress(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	if err := os.WriteFile(sock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Wrap(Policy{WorkTree: t.TempDir(), Network: NetProxy, ProxySocket: sock, Forwarder: []string{"/bin/true"},
+		Allow: []string{"127.0.0.1:8787", "127.0.0.1:8787", "api.example.com"}}, []string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(strings.Join(c.Args, " "), "-listen 127.0.0.1:8787"); n != 1 {
+		t.Errorf("want one listener for 127.0.0.1:8787, got %d: %q", n, c.Args)
+	}
+}

@@ -499,7 +499,11 @@ func newRealRun(t *testing.T, a realAgent, ralph, bin string, script []modelserv
 	r := &realRun{agent: a, srv: srv, home: home, work: work, env: env, ralph: ralph}
 	config := realConfig(a.name)
 	if sandboxed {
-		config += sandboxConfig(a.name, srv.URL)
+		tools, err := filepath.EvalSymlinks(filepath.Dir(filepath.Dir(bin)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		config += sandboxConfig(a.name, srv.URL, tools)
 	}
 	for name, content := range map[string]string{
 		".agents/tasks/prd.md": realPRD,
@@ -547,13 +551,18 @@ func (r *realRun) session(t *testing.T, request string) {
 	r.ralphCmd(t, "run", request)
 }
 
+// runLimit bounds one ralph command of these tests. A session with
+// opencode takes about a minute alone, and more than four on a 2-core
+// machine that is busy with other tests under -race.
+const runLimit = 8 * time.Minute
+
 // ralphCmd runs ralph with args in the repository, in its own process
-// group (killed whole after 4 minutes), and fails the test unless it exits
+// group (killed whole after runLimit), and fails the test unless it exits
 // 0; it also checks that the CLI reached no other host than the known ones.
 func (r *realRun) ralphCmd(t *testing.T, args ...string) {
 	t.Helper()
 	what := "ralph " + strings.Join(args, " ")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.ralph, args...)
 	cmd.Dir, cmd.Env = r.work, r.env
@@ -578,7 +587,7 @@ func (r *realRun) ralphCmd(t *testing.T, args ...string) {
 		}
 	}
 	if ctx.Err() != nil {
-		t.Fatalf("%s did not finish within 4 minutes", what)
+		t.Fatalf("%s did not finish within %s", what, runLimit)
 	}
 	if err != nil {
 		t.Fatalf("%s failed: %v (exit %d)", what, err, realExitCode(err))

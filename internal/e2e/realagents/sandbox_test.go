@@ -113,12 +113,15 @@ var sandboxEnv = map[string][]string{
 }
 
 // sandboxConfig is the [sandbox] section of a sandboxed run of agent
-// against the model server at serverURL. It names no paths: the agent
-// spec's state folders and the files its variables name (opencode's
-// OPENCODE_CONFIG in the hidden home) are the agent's without them.
-func sandboxConfig(agent, serverURL string) string {
+// against the model server at serverURL, with the CLIs installed in
+// tools. The agent spec's state folders and the files its variables name
+// (opencode's OPENCODE_CONFIG in the hidden home) are the agent's without
+// naming them; the one path named is where the CLIs are installed, as a
+// user whose CLIs live under the home or /tmp names it (a clone of this
+// repository in /tmp has them there, and the sandbox hides /tmp).
+func sandboxConfig(agent, serverURL, tools string) string {
 	env := sandboxEnv[agent]
-	var extra []string
+	extra := []string{fmt.Sprintf("readable = [%q]", tools)}
 	switch sandboxNetwork {
 	case "open":
 		// The modelserver environments point HTTP(S)_PROXY at the server,
