@@ -7,6 +7,7 @@ GO ?= go
 
 build:
 	$(GO) build -o bin/ralph ./cmd/ralph
+	$(GO) build -o bin/ralph-sandbox-net ./cmd/ralph-sandbox-net
 
 demo:
 	$(GO) run ./cmd/ralph demo

@@ -30,7 +30,7 @@ import (
 //   - the cost per story: a one-story `ralph build` with the fake agent,
 //     paired, --sandbox off against --sandbox bwrap, the order swapped in
 //     every other pair; the medians and the median of the paired
-//     differences (one probe and one sandboxed agent start per build).
+//     differences (one probe, one sandboxed agent start behind the proxy, and its sandboxed checks per build).
 //
 // It is a benchmark only in name: run it through `make bench-sandbox`.
 var (
@@ -50,11 +50,12 @@ func BenchmarkSandbox(b *testing.B) {
 	}
 	w := os.Stdout
 	fmt.Fprintf(w, "\nmachine: %s; load average at start %s\n", machine(), loadavg())
+	ralph := ralphBinary(b)
 	if *flagSandboxStarts > 0 {
-		startCost(b, w)
+		startCost(b, w, ralph)
 	}
 	if *flagSandboxPairs > 0 {
-		storyCost(b, w)
+		storyCost(b, w, ralph)
 	}
 	fmt.Fprintf(w, "load average at end %s\n", loadavg())
 }
@@ -62,7 +63,7 @@ func BenchmarkSandbox(b *testing.B) {
 // startVariants are the flags of sandbox.Wrap's command line one at a
 // time over bwrap's least, then Wrap's command line itself for the
 // worktree wt of a repository (its git mounts are the most Wrap makes).
-func startVariants(b *testing.B, wt string) []startVariant {
+func startVariants(b *testing.B, wt, ralph, proxySocket string) []startVariant {
 	least := []string{"bwrap", "--bind", "/", "/"}
 	with := func(flags ...string) []string {
 		return append(append(slices.Clone(least), flags...), "true")
@@ -70,6 +71,16 @@ func startVariants(b *testing.B, wt string) []startVariant {
 	c, err := sandbox.Wrap(sandbox.Policy{WorkTree: wt, Environ: os.Environ()}, []string{"true"})
 	if err != nil {
 		b.Fatal(err)
+	}
+	// Network "proxy", the default once the sandbox is on: ralph's
+	// forwarder starts inside first and runs the command.
+	proxied := func(fwd ...string) []string {
+		c, err := sandbox.Wrap(sandbox.Policy{WorkTree: wt, Environ: os.Environ(), Network: sandbox.NetProxy, ProxySocket: proxySocket,
+			Forwarder: fwd, Allow: []string{"127.0.0.1:8787"}}, []string{"true"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c.Args
 	}
 	return []startVariant{
 		{"plain true", []string{"true"}},
@@ -85,10 +96,12 @@ func startVariants(b *testing.B, wt string) []startVariant {
 		{"every flag, no policy mounts (the probe)", []string{"bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 			"--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session", "--", "true"}},
 		{fmt.Sprintf("sandbox.Wrap (%d mounts)", strings.Count(strings.Join(c.Args, " "), "-bind ")+strings.Count(strings.Join(c.Args, " "), "--tmpfs ")), c.Args},
+		{"sandbox.Wrap, network proxy, ralph-sandbox-net", proxied(filepath.Join(filepath.Dir(ralph), sandbox.ForwarderProgram))},
+		{"sandbox.Wrap, network proxy, ralph __sandbox-net", proxied(ralph, sandbox.ForwardCommand)},
 	}
 }
 
-func startCost(b *testing.B, w io.Writer) {
+func startCost(b *testing.B, w io.Writer, ralph string) {
 	dir := b.TempDir()
 	main := filepath.Join(dir, "main")
 	for _, args := range [][]string{
@@ -100,7 +113,12 @@ func startCost(b *testing.B, w io.Writer) {
 			b.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	vs := startVariants(b, filepath.Join(dir, "wt"))
+	proxy, err := sandbox.StartProxy(nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer proxy.Close()
+	vs := startVariants(b, filepath.Join(dir, "wt"), ralph, proxy.Socket)
 	// Wall time is what a run waits; CPU time (user and system, of the
 	// process and the children it waited for) is what it costs the
 	// machine, and is less at the mercy of the other load of a shared VM.
@@ -133,22 +151,30 @@ func startCost(b *testing.B, w io.Writer) {
 }
 
 // storyCost runs the paired one-story builds.
-func storyCost(b *testing.B, w io.Writer) {
+// ralphBinary is -ralph, or ralph built from this checkout with the
+// small forwarder (cmd/ralph-sandbox-net) beside it, as `go install
+// ./cmd/...` installs them.
+func ralphBinary(b *testing.B) string {
+	if *flagRalph != "" {
+		return *flagRalph
+	}
 	root, err := clitest.RepoRoot()
 	if err != nil {
 		b.Fatal(err)
 	}
-	base := b.TempDir()
-	ralph := filepath.Join(base, "ralph")
-	if *flagRalph != "" {
-		ralph = *flagRalph
-	} else {
-		build := exec.Command("go", "build", "-o", ralph, "./cmd/ralph")
+	dir := b.TempDir()
+	for _, name := range []string{"ralph", sandbox.ForwarderProgram} {
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./cmd/"+name)
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
-			b.Fatalf("go build ./cmd/ralph: %v\n%s", err, out)
+			b.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
 		}
 	}
+	return filepath.Join(dir, "ralph")
+}
+
+func storyCost(b *testing.B, w io.Writer, ralph string) {
+	base := b.TempDir()
 	home := filepath.Join(base, "home")
 	if err := writeFiles(home, map[string]string{".gitconfig": "[user]\n\tname = Bench\n\temail = bench@example.invalid\n"}); err != nil {
 		b.Fatal(err)
@@ -190,7 +216,7 @@ func storyCost(b *testing.B, w io.Writer) {
 		fmt.Fprintf(w, "  pair %d: off %s  bwrap %s  difference %s\n", p+1, ms(got["off"]), ms(got["bwrap"]), ms(got["bwrap"]-got["off"]))
 	}
 	off, on := median(walls["off"]), median(walls["bwrap"])
-	fmt.Fprintf(w, "\nmedian off %s, bwrap %s (ratio %.2f); median paired difference %s per story (one probe and one sandboxed agent run)\n\n",
+	fmt.Fprintf(w, "\nmedian off %s, bwrap %s (ratio %.2f); median paired difference %s per story (one probe, one sandboxed agent run behind the proxy, and its sandboxed checks)\n\n",
 		ms(off), ms(on), float64(on)/float64(off), ms(median(diffs)))
 }
 

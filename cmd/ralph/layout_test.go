@@ -24,7 +24,7 @@ var layer = map[string]int{
 	"internal/e2e/browser": 120, "internal/e2e/mcp": 120, "internal/e2e/fleet": 120, "internal/e2e/conformance": 120,
 	"internal/testing/harness": 112, // builds on clitest
 	"internal/testing/clitest": 110, "internal/testing/modelserver": 110, "internal/testing/journalgen": 110, "internal/testing/wait": 110, "internal/beads/beadstest": 110,
-	"cmd/ralph":    105,
+	"cmd/ralph": 105, "cmd/ralph-sandbox-net": 105,
 	"internal/cli": 100,
 	"internal/app": 90,
 	// views and controls over the event stream

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -201,5 +202,29 @@ func TestAllowList(t *testing.T) {
 		if err := CheckAllowed(bad); err == nil {
 			t.Errorf("CheckAllowed(%q) = nil, want an error", bad)
 		}
+	}
+}
+
+// ralph-sandbox-net next to ralph is the forwarder; without it, ralph's
+// own hidden command is.
+func TestDefaultForwarderPrefersTheSmallProgram(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	got, err := defaultForwarder()
+	if err != nil || len(got) != 2 || got[0] != exe || got[1] != ForwardCommand {
+		t.Fatalf("without %s beside it: %q, %v; want this program's %s", ForwarderProgram, got, err, ForwardCommand)
+	}
+	own := filepath.Join(filepath.Dir(exe), ForwarderProgram)
+	if err := os.WriteFile(own, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(own) })
+	if got, err := defaultForwarder(); err != nil || len(got) != 1 || got[0] != own {
+		t.Errorf("with %s beside it: %q, %v", ForwarderProgram, got, err)
 	}
 }

@@ -259,11 +259,9 @@ func resolve(p Policy, argv []string, tmp mount) (plan, error) {
 		add("rw", sock)
 		fwd := p.Forwarder
 		if len(fwd) == 0 {
-			exe, err := os.Executable()
-			if err != nil {
-				return plan{}, fmt.Errorf("sandbox: the forwarder: %w", err)
+			if fwd, err = defaultForwarder(); err != nil {
+				return plan{}, err
 			}
-			fwd = []string{exe, ForwardCommand}
 		}
 		exe, err := canonical(fwd[0], "forwarder")
 		if err != nil {
@@ -564,4 +562,27 @@ func realPath(list string) string {
 		}
 	}
 	return strings.Join(dirs, string(filepath.ListSeparator))
+}
+
+// ForwarderProgram is the forwarder on its own (cmd/ralph-sandbox-net),
+// installed next to ralph: a small program that starts in a few
+// milliseconds where ralph itself, with everything it links, takes
+// tens; and less code inside the sandbox beside the agent.
+const ForwarderProgram = "ralph-sandbox-net"
+
+// defaultForwarder is ForwarderProgram next to this program when it is
+// there, else this program's ForwardCommand.
+func defaultForwarder() ([]string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: the forwarder: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	own := filepath.Join(filepath.Dir(exe), ForwarderProgram)
+	if fi, err := os.Stat(own); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return []string{own}, nil
+	}
+	return []string{exe, ForwardCommand}, nil
 }
