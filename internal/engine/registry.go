@@ -73,8 +73,11 @@ type Registry struct {
 	Tasks        map[string]*TaskRecord `json:"tasks"`
 	StartedAt    time.Time              `json:"started_at"`
 	Finished     bool                   `json:"finished"`
-	Outcome      string                 `json:"outcome,omitempty"`
-	Reason       string                 `json:"reason,omitempty"`
+	// Batches counts the merge queue's batches of several tasks, which
+	// name themselves b1, b2, ... in the landing events.
+	Batches int    `json:"batches,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // RegistryPath is the registry's file in home.
