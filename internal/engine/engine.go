@@ -365,6 +365,37 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 	}
 	var runErr error
 	stopping := false
+	// back takes a worker's result: its slot freed, its task queued to
+	// land when its loop verified it.
+	back := func(res result) {
+		t := e.reg.Tasks[res.id]
+		for i, id := range slots {
+			if id == res.id {
+				slots[i] = ""
+			}
+		}
+		delete(active, res.id)
+		e.checkCheckout(ctx, active)
+		e.used += res.rep.Iterations
+		t.Iterations += res.rep.Iterations
+		if err := e.finishWork(ctx, t, res); err != nil && runErr == nil {
+			runErr = err
+			stopping = true
+			cancel()
+		}
+		e.heldBlock(t)
+		e.markIdle(ctx, t)
+		if t.State == landing.Queued {
+			queue = append(queue, t)
+		}
+		if ctx.Err() != nil {
+			stopping = true
+		}
+		if err := e.save(); err != nil && runErr == nil {
+			runErr, stopping = err, true
+			cancel()
+		}
+	}
 	for {
 		if !stopping && runErr == nil {
 			// Workers' agents and the merge queue changed the store
@@ -415,10 +446,26 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 		// A worker that finished has its slot refilled above before its
 		// task lands: landing runs the checks, and no slot should idle
 		// meanwhile. One landing at a time; after each, dependents may be
-		// ready, so the slots are filled again first.
-		// Several verified tasks waiting land together, as one batch; a
-		// single one lands at once, never held back to fill a batch.
+		// ready, so the slots are filled again first. Several verified
+		// tasks waiting land together, as one batch; a single one lands
+		// at once, never held back to fill a batch.
 		if len(queue) > 0 && !stopping && runErr == nil {
+			// Workers that finished during the last landing wait to hand
+			// over their results: taken now (their slots refilled first),
+			// their tasks join this batch.
+			took := false
+			for drained := false; !drained; {
+				select {
+				case res := <-results:
+					back(res)
+					took = true
+				default:
+					drained = true
+				}
+			}
+			if took {
+				continue
+			}
 			var batch []*TaskRecord
 			for len(queue) > 0 && len(batch) < e.batch {
 				if t := queue[0]; t.State == landing.Queued { // else blocked by a person while it waited
@@ -446,33 +493,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 			cancel()
 			res = <-results
 		}
-		t := e.reg.Tasks[res.id]
-		for i, id := range slots {
-			if id == res.id {
-				slots[i] = ""
-			}
-		}
-		delete(active, res.id)
-		e.checkCheckout(ctx, active)
-		e.used += res.rep.Iterations
-		t.Iterations += res.rep.Iterations
-		if err := e.finishWork(ctx, t, res); err != nil && runErr == nil {
-			runErr = err
-			stopping = true
-			cancel()
-		}
-		e.heldBlock(t)
-		e.markIdle(ctx, t)
-		if t.State == landing.Queued {
-			queue = append(queue, t)
-		}
-		if ctx.Err() != nil {
-			stopping = true
-		}
-		if err := e.save(); err != nil && runErr == nil {
-			runErr, stopping = err, true
-			cancel()
-		}
+		back(res)
 	}
 	return e.end(ctx, runErr)
 }
