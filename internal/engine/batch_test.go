@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,5 +163,27 @@ func TestBatchKilledBeforeTheMoveLandsAgainOnce(t *testing.T) {
 		if r.attempts[id] != 0 {
 			t.Errorf("%s was worked again (%d attempts); its verified branch lands", id, r.attempts[id])
 		}
+	}
+}
+
+// The batch starts at 2, doubles while batches land whole, halves after
+// one that sent a task back, and stays within 1 and max_batch; a
+// max_batch of 0 or 1 lands one task at a time.
+func TestBatchSizeAdapts(t *testing.T) {
+	whole := []landing.Outcome{{Landed: true}, {Landed: true}}
+	split := []landing.Outcome{{Landed: true}, {Reason: "a check failed"}}
+	e := &engine{o: Options{MaxBatch: 8}, batch: 2}
+	var sizes []string
+	for _, outs := range [][]landing.Outcome{whole, whole, whole, split, split, split, split, whole} {
+		e.adapt(outs)
+		sizes = append(sizes, fmt.Sprint(e.batch))
+	}
+	if got := strings.Join(sizes, " "); got != "4 8 8 4 2 1 1 2" {
+		t.Errorf("batch sizes = %s; want 4 8 8 4 2 1 1 2", got)
+	}
+	one := &engine{o: Options{}, batch: 1}
+	one.adapt(whole)
+	if one.batch != 1 {
+		t.Errorf("with max_batch unset the batch grew to %d; want 1", one.batch)
 	}
 }
