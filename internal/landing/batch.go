@@ -11,6 +11,7 @@ import (
 	"github.com/ralphloop/ralph/internal/runkit"
 	"github.com/ralphloop/ralph/internal/text"
 	"github.com/ralphloop/ralph/internal/verify"
+	"github.com/ralphloop/ralph/internal/words"
 	"github.com/ralphloop/ralph/internal/workspace"
 )
 
@@ -156,7 +157,7 @@ func (q *Queue) try(ctx context.Context, jobs []Job, members []int, outs []Outco
 		}
 		if err := q.Target.Move(bg, tip, head); err != nil {
 			if errors.Is(err, gitx.ErrBranchMoved) {
-				q.Say(report.KindWarning, nil, fmt.Sprintf("%s moved outside ralph while %s was integrated: integrating again on the new tip", q.Name, names(jobs, chain)))
+				q.Say(report.KindWarning, nil, fmt.Sprintf("%s moved outside ralph while %s %s integrated: integrating again on the new tip", q.Name, names(jobs, chain), words.Plural(len(chain), "was", "were")))
 				for _, i := range members {
 					outs[i] = Outcome{}
 				}
@@ -175,7 +176,9 @@ func (q *Queue) try(ctx context.Context, jobs []Job, members []int, outs []Outco
 		}
 		return nil, nil
 	}
-	return nil, fmt.Errorf("%s kept moving outside ralph while %s was integrated; the task stays queued: run again once nobody else commits to it", q.Name, names(jobs, members))
+	n := len(members)
+	return nil, fmt.Errorf("%s kept moving outside ralph while %s %s integrated; the %s queued: run again once nobody else commits to it",
+		q.Name, names(jobs, members), words.Plural(n, "was", "were"), words.Plural(n, "task stays", "tasks stay"))
 }
 
 // names are the tasks of jobs[members], as a landing's lines name them.
