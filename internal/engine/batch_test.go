@@ -22,23 +22,40 @@ import (
 type countingChecks struct {
 	mu sync.Mutex
 	n  int
+	// seen, when set, is called at each run.
+	seen func()
 }
 
 func (c *countingChecks) RunCheck(ctx context.Context, dir string, ch check.Check) check.Result {
 	c.mu.Lock()
 	c.n++
 	c.mu.Unlock()
+	if c.seen != nil {
+		c.seen()
+	}
 	return runkit.ExecChecks{}.RunCheck(ctx, dir, ch)
 }
 
-// Three workers finish together: the first task lands at once, alone
-// (no wait to fill a batch), and the two that finished while its checks
-// ran land together, checked once: fewer check runs than one per story,
-// and each story still one commit; their landing events name the batch.
+// Three workers finish together: a task that is alone in the queue lands
+// at once (no wait to fill a batch), and the two waiting together land
+// together, checked once: fewer check runs than one per story, each story
+// still one commit; their landing events and their records while they
+// land (what status shows) name the batch.
 func TestTasksWaitingTogetherLandAsOneBatch(t *testing.T) {
 	r := newRig(t, stories(3, nil))
 	r.opts.MaxBatch = 8
-	counter := &countingChecks{}
+	// What `ralph status` reads while the queue checks: the tasks landing
+	// together, marked with their batch.
+	var landingNow []string
+	counter := &countingChecks{seen: func() {
+		reg, _, _ := LoadRegistry(r.ws.Dir())
+		for _, tr := range reg.Sorted() {
+			if tr.State == landing.Landing {
+				landingNow = append(landingNow, tr.ID+":"+tr.Batch)
+			}
+		}
+		landingNow = append(landingNow, "|")
+	}}
 	r.opts.Checker = counter
 	r.opts.Checks = []check.Check{{Name: "slow", Run: "sleep 1"}}
 	var mu sync.Mutex
@@ -60,6 +77,14 @@ func TestTasksWaitingTogetherLandAsOneBatch(t *testing.T) {
 	// The start's tip, the first story, the batch of the other two.
 	if counter.n != 3 {
 		t.Errorf("the queue ran the checks %d times; want 3 (the tip, the first story, one batch of two)", counter.n)
+	}
+	// One story's landing alone (no batch), and the batch of two, in the
+	// order the workers happened to finish.
+	if got := strings.Join(landingNow, " "); strings.Count(got, ":b1") != 2 || !strings.Contains(got, ":b1 |") {
+		t.Errorf("tasks landing as the checks ran: %s; want the last two marked b1", got)
+	}
+	if reg, _, _ := LoadRegistry(r.ws.Dir()); reg.Batches != 1 || reg.Tasks["US-002"].Batch != "" {
+		t.Errorf("registry at the end: %d batches, US-002's batch %q; want 1 and none (landed)", reg.Batches, reg.Tasks["US-002"].Batch)
 	}
 	var batched []string
 	for _, ev := range r.events {

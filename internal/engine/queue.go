@@ -68,6 +68,11 @@ func (e *engine) land(ctx context.Context, ts []*TaskRecord) error {
 	if len(members) == 1 {
 		batch = nil
 	}
+	for _, t := range members {
+		if batch != nil {
+			t.Batch = batch.ID
+		}
+	}
 	lead := members[0]
 	prefix := lead.ID
 	if batch != nil {
@@ -99,6 +104,9 @@ func (e *engine) land(ctx context.Context, ts []*TaskRecord) error {
 		} // after the commit: reconcile finds out on the next start
 		if ferr != nil && err == nil {
 			err = ferr
+		}
+		if t.State != landing.Landing {
+			t.Batch = ""
 		}
 	}
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -156,7 +164,7 @@ func (l localTarget) Moved(from, to string, failing []string) *verify.MovedError
 // landed records t's commit on the target and removes the task's
 // worktree and branch.
 func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string, batch *report.Batch) error {
-	t.State, t.Commit, t.Reason, t.Feedback, t.Conflicts = landing.Landed, hash, "", "", nil
+	t.State, t.Commit, t.Reason, t.Feedback, t.Conflicts, t.Batch = landing.Landed, hash, "", "", nil, ""
 	e.reg.Checkout = hash
 	if err := e.save(); err != nil {
 		return err
@@ -185,7 +193,7 @@ func (e *engine) removeTaskWork(ctx context.Context, t *TaskRecord) {
 // sendBack returns t to a worker with the reason in its next prompt, or
 // after the retry limit sets it aside for review with its branch kept.
 func (e *engine) sendBack(ctx context.Context, t *TaskRecord, out landing.Outcome, batch *report.Batch) error {
-	t.Reason, t.Feedback, t.Conflicts, t.Token, t.Commit = out.Reason, out.Feedback, out.Conflicts, "", ""
+	t.Reason, t.Feedback, t.Conflicts, t.Token, t.Commit, t.Batch = out.Reason, out.Feedback, out.Conflicts, "", "", ""
 	if err := e.move(t, out.Event(t.Attempt, e.o.RetryLimit)); err != nil {
 		return err
 	}
@@ -258,7 +266,7 @@ func (e *engine) reconcile(ctx context.Context) error {
 			}
 			continue
 		}
-		t.State, t.Token = landing.Queued, ""
+		t.State, t.Token, t.Batch = landing.Queued, "", ""
 	}
 	return e.save()
 }
