@@ -60,6 +60,9 @@ func (q *Queue) landPart(ctx context.Context, jobs []Job, members []int, outs []
 	}
 	// Every member is tried again: a conflict with a member that does not
 	// land is no reason to send a task back.
+	for _, i := range members {
+		outs[i] = Outcome{}
+	}
 	half := len(members) / 2
 	runkit.CrashPoint("bisect-split")
 	q.Say(report.KindCheck, nil, fmt.Sprintf("the checks fail with %s together: trying %s first, then %s",

@@ -188,3 +188,21 @@ func TestLandedInFindsBatchMembersBelowTheHead(t *testing.T) {
 		t.Error("a commit that is not on the target was found landed")
 	}
 }
+
+// A story that conflicts only with a batch member whose checks fail is
+// not sent back for it: the bisection tries it again without that member,
+// and it lands.
+func TestLandBatchRetriesAConflictWithAFailingMember(t *testing.T) {
+	f, _ := newBatchFixture(t, check.Check{Name: "no bad", Run: "test ! -f bad.txt", Format: check.FormatNone})
+	jobs := []Job{f.story(t, "US-001", "shared.txt", "from US-001\n", "bad.txt", "bad\n"), f.story(t, "US-002", "shared.txt", "from US-002\n")}
+	outs, err := f.q.LandBatch(context.Background(), jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outs[0].Landed || !strings.Contains(outs[0].Reason, `check "no bad" failed`) || !outs[1].Landed {
+		t.Fatalf("outcomes = %+v; want US-001 sent back for its check and US-002 landed", outs)
+	}
+	if got := git(t, f.root, "show", "main:shared.txt"); got != "from US-002" {
+		t.Errorf("shared.txt on main = %q; want US-002's", got)
+	}
+}
