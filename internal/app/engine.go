@@ -89,5 +89,5 @@ func (a *App) WorktreeRoot() string { return a.cfg.Build.WorktreeRoot }
 func (a *App) Parallel(workers int) engine.Options {
 	b := a.cfg.Build
 	return engine.Options{Workers: workers, WS: a.WS, WorktreeRoot: b.WorktreeRoot, RetryLimit: b.LandAttempts,
-		MinFreeDisk: b.MinFreeDisk << 20, Now: a.now}
+		MaxBatch: b.MaxBatch, MinFreeDisk: b.MinFreeDisk << 20, Now: a.now}
 }

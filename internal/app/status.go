@@ -201,7 +201,7 @@ func parallelStatus(ws *workspace.Workspace, now time.Time, held bool) (*status.
 		ps.ElapsedMillis = end.Sub(reg.StartedAt).Milliseconds()
 	}
 	for _, t := range reg.Sorted() {
-		q := status.Queued{Task: t.ID, State: string(t.State), Attempt: t.Attempt, Branch: t.Branch, Reason: t.Reason, Conflicts: t.Conflicts}
+		q := status.Queued{Task: t.ID, State: string(t.State), Attempt: t.Attempt, Branch: t.Branch, Reason: t.Reason, Conflicts: t.Conflicts, Batch: t.Batch}
 		switch t.State {
 		case landing.Landed:
 			ps.Landed++

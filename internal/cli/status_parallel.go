@@ -37,7 +37,11 @@ func printParallelStatus(out io.Writer, ps *ParallelStatus) {
 			(time.Duration(w.ElapsedMillis) * time.Millisecond).Round(time.Second), agent, w.Worktree)
 	}
 	for _, q := range ps.Queue {
-		fmt.Fprintf(out, "  queue %s: %s (attempt %d)\n", q.Task, q.State, q.Attempt)
+		batch := ""
+		if q.Batch != "" {
+			batch = ", batch " + q.Batch
+		}
+		fmt.Fprintf(out, "  queue %s: %s (attempt %d%s)\n", q.Task, q.State, q.Attempt, batch)
 	}
 	for _, q := range ps.NeedsReview {
 		fmt.Fprintf(out, "  needs review %s: %s", q.Task, q.Reason)

@@ -234,6 +234,10 @@ type BuildSection struct {
 	// needs review (a conflict or a check failing after integration sends
 	// it back to a worker on the new tip).
 	LandAttempts int `toml:"land_attempts"`
+	// MaxBatch bounds how many verified tasks the merge queue lands
+	// together, their checks run once on the combined tree (1: one at a
+	// time). A failing batch is bisected.
+	MaxBatch int `toml:"max_batch"`
 }
 
 // PlanSection configures `ralph plan`.
@@ -271,6 +275,7 @@ func Default() Config {
 			Workers:           1,
 			MinFreeDisk:       500,
 			LandAttempts:      3,
+			MaxBatch:          8,
 		},
 		Plan:    PlanSection{MaxIterations: 1},
 		Loop:    LoopSection{MaxRetries: 2, ContextSoft: 70, ContextHard: 80},
@@ -345,6 +350,9 @@ func (c Config) validate() error {
 	}
 	if c.Build.LandAttempts < 1 {
 		return fmt.Errorf("[build] land_attempts = %d: use 1 or more", c.Build.LandAttempts)
+	}
+	if c.Build.MaxBatch < 1 {
+		return fmt.Errorf("[build] max_batch = %d: use 1 (one landing at a time) or more (verified tasks landed together)", c.Build.MaxBatch)
 	}
 	if c.Build.MinFreeDisk < 0 {
 		return fmt.Errorf("[build] min_free_disk = %d: use a number of megabytes, 0 or more", c.Build.MinFreeDisk)

@@ -49,8 +49,9 @@ require_plan = true
 # only when a check that passed at the start fails; "stop" does not start.
 on_failing_baseline = "judge-new-failures"
 # Tasks worked at once. Above 1, each task gets its own worktree and branch
-# (ralph/<run>/<task>) and ralph's merge queue lands them one at a time on
-# your branch, only after the checks pass on the integrated result.
+# (ralph/<run>/<task>) and ralph's merge queue lands them (together when
+# several wait: max_batch) on your branch, only after the checks pass on
+# the integrated result.
 workers = 1
 # Where the worktrees go ("" is ../.ralph-worktrees/<repo>), the free disk
 # (MB) a parallel build needs to start, and the attempts a task gets at
@@ -58,6 +59,10 @@ workers = 1
 worktree_root = ""
 min_free_disk = 500
 land_attempts = 3
+# Verified tasks waiting to land are integrated together and checked once
+# (a batch that fails is split until the task that breaks it is found):
+# at most this many at once; 1 lands them one at a time.
+max_batch = 8
 
 [plan]
 max_iterations = 1

@@ -73,6 +73,11 @@ type Options struct {
 	// DefaultRetryLimit; 1: a task that cannot be integrated needs
 	// review at once).
 	RetryLimit int
+	// MaxBatch bounds how many verified tasks the merge queue lands
+	// together, checked once (0 or 1: one at a time). The batch starts
+	// at 2 and adapts: doubled after a batch that landed whole, halved
+	// after one that sent a task back.
+	MaxBatch int
 	// MaxIterations bounds the agent runs of all workers together.
 	MaxIterations int
 	// MaxRetries is the loop's failed attempts that block a task; each
@@ -156,6 +161,9 @@ type engine struct {
 	// early holds what was said before the emitter existed.
 	early []report.Event
 	start time.Time
+	// batch is how many waiting tasks the merge queue lands together
+	// next (see adapt).
+	batch int
 }
 
 // result is what a worker hands back to the scheduler.
@@ -184,7 +192,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.MinFreeDisk <= 0 {
 		o.MinFreeDisk = DefaultMinFreeDisk
 	}
-	e := &engine{o: o, repo: o.WS.Repo, home: o.WS.Dir(), start: o.Now(), ledger: &runkit.Ledger{MaxRuns: o.MaxIterations}, taken: map[string]bool{},
+	e := &engine{o: o, batch: min(2, max(1, o.MaxBatch)), repo: o.WS.Repo, home: o.WS.Dir(), start: o.Now(), ledger: &runkit.Ledger{MaxRuns: o.MaxIterations}, taken: map[string]bool{},
 		skipped: map[string]bool{}, held: map[string]string{}, ran: map[string]bool{}, strays: map[string]bool{},
 		idle: map[string]map[string]bool{}}
 	rel, err := filepath.Rel(o.WS.Root, o.Source.Path())
@@ -357,6 +365,37 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 	}
 	var runErr error
 	stopping := false
+	// back takes a worker's result: its slot freed, its task queued to
+	// land when its loop verified it.
+	back := func(res result) {
+		t := e.reg.Tasks[res.id]
+		for i, id := range slots {
+			if id == res.id {
+				slots[i] = ""
+			}
+		}
+		delete(active, res.id)
+		e.checkCheckout(ctx, active)
+		e.used += res.rep.Iterations
+		t.Iterations += res.rep.Iterations
+		if err := e.finishWork(ctx, t, res); err != nil && runErr == nil {
+			runErr = err
+			stopping = true
+			cancel()
+		}
+		e.heldBlock(t)
+		e.markIdle(ctx, t)
+		if t.State == landing.Queued {
+			queue = append(queue, t)
+		}
+		if ctx.Err() != nil {
+			stopping = true
+		}
+		if err := e.save(); err != nil && runErr == nil {
+			runErr, stopping = err, true
+			cancel()
+		}
+	}
 	for {
 		if !stopping && runErr == nil {
 			// Workers' agents and the merge queue changed the store
@@ -407,14 +446,37 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 		// A worker that finished has its slot refilled above before its
 		// task lands: landing runs the checks, and no slot should idle
 		// meanwhile. One landing at a time; after each, dependents may be
-		// ready, so the slots are filled again first.
+		// ready, so the slots are filled again first. Several verified
+		// tasks waiting land together, as one batch; a single one lands
+		// at once, never held back to fill a batch.
 		if len(queue) > 0 && !stopping && runErr == nil {
-			t := queue[0]
-			queue = queue[1:]
-			if t.State != landing.Queued {
-				continue // blocked by a person while it waited
+			// Workers that finished during the last landing wait to hand
+			// over their results: taken now (their slots refilled first),
+			// their tasks join this batch.
+			took := false
+			for drained := false; !drained; {
+				select {
+				case res := <-results:
+					back(res)
+					took = true
+				default:
+					drained = true
+				}
 			}
-			if err := e.land(ctx, t); err != nil {
+			if took {
+				continue
+			}
+			var batch []*TaskRecord
+			for len(queue) > 0 && len(batch) < e.batch {
+				if t := queue[0]; t.State == landing.Queued { // else blocked by a person while it waited
+					batch = append(batch, t)
+				}
+				queue = queue[1:]
+			}
+			if len(batch) == 0 {
+				continue
+			}
+			if err := e.land(ctx, batch); err != nil {
 				runErr, stopping = err, true
 				cancel()
 			}
@@ -431,33 +493,7 @@ func (e *engine) schedule(ctx context.Context) (Report, error) {
 			cancel()
 			res = <-results
 		}
-		t := e.reg.Tasks[res.id]
-		for i, id := range slots {
-			if id == res.id {
-				slots[i] = ""
-			}
-		}
-		delete(active, res.id)
-		e.checkCheckout(ctx, active)
-		e.used += res.rep.Iterations
-		t.Iterations += res.rep.Iterations
-		if err := e.finishWork(ctx, t, res); err != nil && runErr == nil {
-			runErr = err
-			stopping = true
-			cancel()
-		}
-		e.heldBlock(t)
-		e.markIdle(ctx, t)
-		if t.State == landing.Queued {
-			queue = append(queue, t)
-		}
-		if ctx.Err() != nil {
-			stopping = true
-		}
-		if err := e.save(); err != nil && runErr == nil {
-			runErr, stopping = err, true
-			cancel()
-		}
+		back(res)
 	}
 	return e.end(ctx, runErr)
 }

@@ -21,49 +21,115 @@ import (
 // results on the target's tip (landing.TipChecks).
 func (e *engine) records() string { return filepath.Join(e.home, "runs", e.reg.RunID) }
 
-// land lands t through the parallel core's one landing procedure
-// (landing.Queue.Land) on the target branch of the person's repository,
-// which moves as a fast-forward of their checkout would. A conflict or a
-// failing check sends the task back to a worker, or after the retry limit
+// land lands ts, the verified tasks waiting in the order their workers
+// finished, through the parallel core's one landing procedure
+// (landing.Queue.LandBatch) on the target branch of the person's
+// repository, which moves as a fast-forward of their checkout would:
+// together, checked once, when there are several. A conflict or a
+// failing check sends a task back to a worker, or after the retry limit
 // sets it aside for review.
-func (e *engine) land(ctx context.Context, t *TaskRecord) error {
+func (e *engine) land(ctx context.Context, ts []*TaskRecord) error {
 	bg := context.WithoutCancel(ctx)
 	integ, err := e.integration(bg)
 	if err != nil {
 		return err
 	}
-	if err := e.move(t, landing.Taken); err != nil {
-		return err
+	var batch *report.Batch
+	if len(ts) > 1 {
+		e.reg.Batches++
+		batch = &report.Batch{ID: fmt.Sprintf("b%d", e.reg.Batches)}
 	}
-	t.Token = ""
-	head, err := e.repo.RevParse(bg, t.Branch)
-	if err != nil {
-		return e.sendBack(bg, t, landing.SendBack("its branch "+t.Branch+" is gone (deleted by hand?)", "", nil))
+	var jobs []landing.Job
+	var members []*TaskRecord
+	for _, t := range ts {
+		if err := e.move(t, landing.Taken); err != nil {
+			return err
+		}
+		t.Token = ""
+		head, err := e.repo.RevParse(bg, t.Branch)
+		if err != nil {
+			if err := e.sendBack(bg, t, landing.SendBack("its branch "+t.Branch+" is gone (deleted by hand?)", "", nil), nil); err != nil {
+				return err
+			}
+			continue
+		}
+		jobs = append(jobs, landing.Job{Run: e.reg.RunID, Task: t.ID, Title: t.Title, Worker: t.Worker, Attempt: t.Attempt,
+			Base: t.Base, Head: head, PRD: e.prdRel, Kind: e.o.Source.Kind(),
+			Committing: func(tok string) error { t.Token = tok; return e.save() },
+			Committed:  func(hash string) error { t.Commit = hash; return e.save() }})
+		members = append(members, t)
+		if batch != nil {
+			batch.Members = append(batch.Members, t.ID)
+		}
+	}
+	if len(members) == 0 {
+		return nil
+	}
+	if len(members) == 1 {
+		batch = nil
+	}
+	for _, t := range members {
+		if batch != nil {
+			t.Batch = batch.ID
+		}
+	}
+	lead := members[0]
+	prefix := lead.ID
+	if batch != nil {
+		prefix = "batch " + batch.ID
 	}
 	q := &landing.Queue{Repo: e.repo, Integ: integ, Target: localTarget{e}, Name: e.reg.Target, Checks: e.o.Checks, Checker: e.o.Checker,
 		Records: e.records(), Left: e.reg.Checkout, Now: e.o.Now,
 		Say: func(kind report.Kind, data report.Payload, line string) {
-			e.sayTask(t, kind, data, "[queue %s] %s", t.ID, line)
+			e.sayTask(lead, kind, data, "[queue %s] %s", prefix, line)
 		}}
-	out, err := q.Land(ctx, landing.Job{Run: e.reg.RunID, Task: t.ID, Title: t.Title, Worker: t.Worker, Attempt: t.Attempt,
-		Base: t.Base, Head: head, PRD: e.prdRel, Kind: e.o.Source.Kind(),
-		Committing: func(tok string) error { t.Token = tok; return e.save() },
-		Committed:  func(hash string) error { t.Commit = hash; return e.save() }})
+	outs, err := q.LandBatch(ctx, jobs)
 	e.reg.Checkout = q.Left // where ralph left the target, a move it accepted included
-	switch {
-	case err == nil && !out.Landed:
-		return e.sendBack(bg, t, out)
-	case err == nil:
-		return e.landed(bg, t, out.Commit)
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		// Interrupted during the checks, the target untouched: the task
-		// stays queued and is landed again on the next start.
-		t.State, t.Token = landing.Queued, ""
-		return nil
-	case t.Token == "":
-		t.State = landing.Queued
+	e.adapt(outs)
+	for i, t := range members {
+		out := outs[i]
+		var ferr error
+		switch {
+		case out.Landed:
+			ferr = e.landed(bg, t, out.Commit, batch)
+		case out.Reason != "":
+			ferr = e.sendBack(bg, t, out, batch)
+		case err == nil:
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			// Interrupted during the checks, the target untouched: the
+			// task stays queued and is landed again on the next start.
+			t.State, t.Token = landing.Queued, ""
+		case t.Token == "":
+			t.State = landing.Queued
+		} // after the commit: reconcile finds out on the next start
+		if ferr != nil && err == nil {
+			err = ferr
+		}
+		if t.State != landing.Landing {
+			t.Batch = ""
+		}
 	}
-	return err // after the commit: reconcile finds out on the next start
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil
+	}
+	return err
+}
+
+// adapt sizes the next batch from how this one went: doubled after a
+// batch that landed whole, halved after one that sent a task back, within
+// [1, MaxBatch]. Bisection makes a failing batch cost more check runs, so
+// a run whose stories often fail together lands them in smaller batches.
+func (e *engine) adapt(outs []landing.Outcome) {
+	whole := true
+	for _, o := range outs {
+		whole = whole && o.Landed
+	}
+	if whole {
+		e.batch *= 2
+	} else {
+		e.batch /= 2
+	}
+	e.batch = max(1, min(e.batch, e.o.MaxBatch))
 }
 
 // move takes t along the task machine's edge ev.
@@ -97,8 +163,8 @@ func (l localTarget) Moved(from, to string, failing []string) *verify.MovedError
 
 // landed records t's commit on the target and removes the task's
 // worktree and branch.
-func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string) error {
-	t.State, t.Commit, t.Reason, t.Feedback, t.Conflicts = landing.Landed, hash, "", "", nil
+func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string, batch *report.Batch) error {
+	t.State, t.Commit, t.Reason, t.Feedback, t.Conflicts, t.Batch = landing.Landed, hash, "", "", nil, ""
 	e.reg.Checkout = hash
 	if err := e.save(); err != nil {
 		return err
@@ -112,7 +178,7 @@ func (e *engine) landed(ctx context.Context, t *TaskRecord, hash string) error {
 			e.sayTask(t, report.KindWarning, report.Warning{Error: err.Error()}, "[queue %s] landed, but marking it done in the task store failed: %v; mark it done there by hand", t.ID, err)
 		}
 	}
-	e.tell(t, report.Commit{State: "landed", Commit: hash, Branch: e.reg.Target})
+	e.tell(t, report.Commit{State: "landed", Commit: hash, Branch: e.reg.Target, Batch: batch})
 	e.removeTaskWork(ctx, t)
 	return nil
 }
@@ -126,8 +192,8 @@ func (e *engine) removeTaskWork(ctx context.Context, t *TaskRecord) {
 
 // sendBack returns t to a worker with the reason in its next prompt, or
 // after the retry limit sets it aside for review with its branch kept.
-func (e *engine) sendBack(ctx context.Context, t *TaskRecord, out landing.Outcome) error {
-	t.Reason, t.Feedback, t.Conflicts, t.Token, t.Commit = out.Reason, out.Feedback, out.Conflicts, "", ""
+func (e *engine) sendBack(ctx context.Context, t *TaskRecord, out landing.Outcome, batch *report.Batch) error {
+	t.Reason, t.Feedback, t.Conflicts, t.Token, t.Commit, t.Batch = out.Reason, out.Feedback, out.Conflicts, "", "", ""
 	if err := e.move(t, out.Event(t.Attempt, e.o.RetryLimit)); err != nil {
 		return err
 	}
@@ -135,12 +201,12 @@ func (e *engine) sendBack(ctx context.Context, t *TaskRecord, out landing.Outcom
 		if t.Worktree != "" {
 			_ = e.repo.RemoveWorktree(ctx, t.Worktree, true)
 		}
-		e.sayTask(t, report.KindBlocker, report.Blocker{State: "needs_review", Reason: t.Reason, Conflicts: report.Ptr(t.Conflicts), Branch: t.Branch, Attempts: t.Attempt},
+		e.sayTask(t, report.KindBlocker, report.Blocker{State: "needs_review", Reason: t.Reason, Conflicts: report.Ptr(t.Conflicts), Branch: t.Branch, Attempts: t.Attempt, Batch: batch},
 			"[queue %s] ✗ needs review after %s: %s; its work is on branch %s (see it: git diff %s...%s)",
 			t.ID, words.Count(t.Attempt, "attempt", "attempts"), t.Reason, t.Branch, e.reg.Target, t.Branch)
 		return e.save()
 	}
-	e.tell(t, report.Blocker{State: "sent_back", Reason: t.Reason, Conflicts: report.Ptr(t.Conflicts), Attempts: t.Attempt})
+	e.tell(t, report.Blocker{State: "sent_back", Reason: t.Reason, Conflicts: report.Ptr(t.Conflicts), Attempts: t.Attempt, Batch: batch})
 	return e.save()
 }
 
@@ -185,16 +251,22 @@ func (e *engine) reconcile(ctx context.Context) error {
 		if t.State != landing.Landing {
 			continue
 		}
-		if hash, ok := landing.LandedBefore(ctx, e.repo, e.reg.Target, t.Token); ok {
+		// A member of a batch landed below the batch's head; its commit
+		// is on record before the target moved.
+		hash, ok := landing.LandedBefore(ctx, e.repo, e.reg.Target, t.Token)
+		if !ok && landing.LandedIn(ctx, e.repo, e.reg.Target, t.Commit, t.Token) {
+			hash, ok = t.Commit, true
+		}
+		if ok {
 			// landed() says {"state":"landed"} next; this line only tells
 			// that the landing was found after a restart.
 			e.tell(t, report.Commit{Commit: hash, BeforeRestart: true})
-			if err := e.landed(ctx, t, hash); err != nil {
+			if err := e.landed(ctx, t, hash, nil); err != nil {
 				return err
 			}
 			continue
 		}
-		t.State, t.Token = landing.Queued, ""
+		t.State, t.Token, t.Batch = landing.Queued, "", ""
 	}
 	return e.save()
 }

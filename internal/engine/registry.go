@@ -48,7 +48,10 @@ type TaskRecord struct {
 	Feedback string `json:"feedback,omitempty"`
 	// Token is the Ralph-Commit token of the landing commit, saved
 	// before it is made; Commit is the landed commit.
-	Token  string    `json:"token,omitempty"`
+	Token string `json:"token,omitempty"`
+	// Batch is the merge queue's batch (b1, b2, ...) it is landing in
+	// with other tasks, while it lands; status shows it.
+	Batch  string    `json:"batch,omitempty"`
 	Commit string    `json:"commit,omitempty"`
 	Since  time.Time `json:"since"`
 	// Iterations and Tokens are what its loop runs used.
@@ -73,8 +76,11 @@ type Registry struct {
 	Tasks        map[string]*TaskRecord `json:"tasks"`
 	StartedAt    time.Time              `json:"started_at"`
 	Finished     bool                   `json:"finished"`
-	Outcome      string                 `json:"outcome,omitempty"`
-	Reason       string                 `json:"reason,omitempty"`
+	// Batches counts the merge queue's batches of several tasks, which
+	// name themselves b1, b2, ... in the landing events.
+	Batches int    `json:"batches,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // RegistryPath is the registry's file in home.

@@ -2,12 +2,10 @@ package landing
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ralphloop/ralph/internal/check"
@@ -123,88 +121,6 @@ const maxTargetMoves = 5
 // TipChecks is where a run keeps the checks' results on its target's tip.
 func TipChecks(records string) string { return filepath.Join(records, "tip-checks.json") }
 
-// Land integrates j's branch on the target's tip in the integration
-// worktree, judges the result against the tip's checks, commits it with
-// ralph's record of the task, and moves the target to it. The target only
-// ever moves to a commit whose checks passed. A conflict or a check the
-// integration broke sends the task back (Outcome.Reason). A target moved
-// outside ralph to a failing commit is a *verify.MovedError; one moved
-// during the integration is integrated on again. An interrupted landing
-// returns ctx's error with nothing moved.
-func (q *Queue) Land(ctx context.Context, j Job) (Outcome, error) {
-	bg := context.WithoutCancel(ctx)
-	for range maxTargetMoves {
-		tip, err := q.Target.Tip(bg)
-		if err != nil {
-			return Outcome{}, err
-		}
-		if err := q.Integ.DetachAt(bg, tip); err != nil {
-			return Outcome{}, err
-		}
-		tipChecks, err := q.tipChecks(ctx, tip)
-		if err != nil {
-			return Outcome{}, err
-		}
-		// ralph's own files, which every worker changes (progress.md, the
-		// loop's records), stay out of the patch: they would make every
-		// two tasks conflict. The landing writes them, once per task.
-		patch, err := q.Repo.SquashDiff(bg, j.Base, j.Head, workspace.DirName, j.PRD)
-		if err != nil {
-			return Outcome{}, err
-		}
-		if err := q.Integ.ApplyThreeWay(bg, patch); err != nil {
-			var c *gitx.ApplyConflict
-			if errors.As(err, &c) {
-				reason := fmt.Sprintf("its changes conflict with work landed on %s meanwhile, in %s", q.Name, strings.Join(c.Files, ", "))
-				return SendBack(reason, "", c.Files), q.Integ.DetachAt(bg, tip)
-			}
-			return Outcome{}, err
-		}
-		runkit.CrashPoint("land-applied")
-		if err := q.bookkeeping(j); err != nil {
-			return Outcome{}, err
-		}
-		hash, err := runkit.Commit(bg, q.Integ, Message(j), j.Committing)
-		if err != nil {
-			_ = q.Integ.DetachAt(bg, tip)
-			return Outcome{}, fmt.Errorf("committing %s on the integration worktree: %w", j.Task, err)
-		}
-		// The landing commit is on record before the target moves, so a
-		// kill in the middle of the move can be finished.
-		if j.Committed != nil {
-			if err := j.Committed(hash); err != nil {
-				return Outcome{}, err
-			}
-		}
-		runkit.CrashPoint("land-committed")
-		q.Say(report.KindCheck, nil, fmt.Sprintf("checking %s integrated on %s", j.Task, text.ShortHash(tip)))
-		landing := verify.JudgeLanding(ctx, q.runner(), q.Integ.Dir, tipChecks, q.Checks)
-		if ctx.Err() != nil {
-			_ = q.Integ.DetachAt(bg, tip)
-			return Outcome{}, ctx.Err()
-		}
-		if landing.Failed != nil {
-			return SendBack(landing.Reason(q.Name), landing.Feedback(), nil), q.Integ.DetachAt(bg, tip)
-		}
-		// The integrated tree is the next tip: its checks have run.
-		if err := verify.SaveTip(TipChecks(q.Records), hash, landing.Runs); err != nil {
-			return Outcome{}, err
-		}
-		runkit.CrashPoint("land-checked")
-		if err := q.Target.Move(bg, tip, hash); err != nil {
-			if errors.Is(err, gitx.ErrBranchMoved) {
-				q.Say(report.KindWarning, nil, fmt.Sprintf("%s moved outside ralph while %s was integrated: integrating again on the new tip", q.Name, j.Task))
-				continue
-			}
-			return Outcome{}, err
-		}
-		runkit.CrashPoint("land-moved")
-		q.Left = hash
-		return Outcome{Landed: true, Commit: hash, Failing: (&verify.Tip{Runs: landing.Runs}).Failing()}, nil
-	}
-	return Outcome{}, fmt.Errorf("%s kept moving outside ralph while %s was integrated; the task stays queued: run again once nobody else commits to it", q.Name, j.Task)
-}
-
 // runner runs one check in the integration worktree through Checker.
 func (q *Queue) runner() verify.Runner {
 	if q.Checker == nil {
@@ -318,4 +234,20 @@ func Message(j Job) runkit.Message {
 func LandedBefore(ctx context.Context, repo *gitx.Repo, rev, token string) (string, bool) {
 	hash, msg, err := repo.CommitMessage(ctx, rev)
 	return hash, token != "" && err == nil && gitx.HasCommitToken(msg, token)
+}
+
+// LandedIn reports whether commit, recorded as the landing commit token
+// marks, is on rev (at it or below it): a member of a batch lands below
+// the batch's head, and a landing a crash cut short after the target
+// moved must never land twice. A commit of a chain that never reached
+// the target is not on it, and lands again.
+func LandedIn(ctx context.Context, repo *gitx.Repo, rev, commit, token string) bool {
+	if commit == "" || token == "" {
+		return false
+	}
+	if ok, err := repo.IsAncestor(ctx, commit, rev); err != nil || !ok {
+		return false
+	}
+	_, msg, err := repo.CommitMessage(ctx, commit)
+	return err == nil && gitx.HasCommitToken(msg, token)
 }

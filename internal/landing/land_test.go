@@ -48,6 +48,8 @@ type branchTarget struct {
 	branch string
 	moves  []func()
 	moved  *verify.MovedError
+	// n counts the moves that went through.
+	n int
 }
 
 func (b *branchTarget) Tip(ctx context.Context) (string, error) {
@@ -62,6 +64,7 @@ func (b *branchTarget) Move(ctx context.Context, tip, commit string) error {
 	if cur, err := b.repo.RevParse(ctx, b.branch); err != nil || cur != tip {
 		return gitx.ErrBranchMoved
 	}
+	b.n++
 	return b.repo.UpdateBranch(ctx, b.branch, commit, tip)
 }
 

@@ -160,7 +160,15 @@ type Commit struct {
 	State         string `json:"state,omitempty"`
 	Branch        string `json:"branch,omitempty"`
 	BeforeRestart bool   `json:"before_restart,omitempty"`
+	Batch         *Batch `json:"batch,omitempty"`
 	*Judged
+}
+
+// Batch is the merge queue's batch a landing came from: tasks integrated
+// together and checked once. A landing alone has none.
+type Batch struct {
+	ID      string   `json:"id"`
+	Members []string `json:"members"`
 }
 
 // Judged is how a committed task was accepted.
@@ -191,6 +199,7 @@ type Blocker struct {
 	From          string    `json:"from,omitempty"`
 	To            string    `json:"to,omitempty"`
 	Failing       *[]string `json:"failing,omitempty"`
+	Batch         *Batch    `json:"batch,omitempty"`
 }
 
 // Limit: an agent hit a usage limit, or a run limit ended the run.

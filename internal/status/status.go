@@ -193,6 +193,8 @@ type Queued struct {
 	Branch    string   `json:"branch"`
 	Reason    string   `json:"reason,omitempty"`
 	Conflicts []string `json:"conflicts,omitempty"`
+	// Batch is the merge queue's batch it lands in with other tasks.
+	Batch string `json:"batch,omitempty"`
 	// Look is the command that shows the task's work against the target.
 	Look string `json:"look,omitempty"`
 }

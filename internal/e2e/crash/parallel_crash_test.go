@@ -194,3 +194,39 @@ func TestParallelCrashAtRandomTimes(t *testing.T) {
 		})
 	}
 }
+
+// A parallel build killed at each step of landing a batch, then run
+// again, lands every task exactly once and never moves main to a commit
+// whose checks fail. Three workers finish together and the check takes a
+// second in the merge queue's worktree: the first story lands alone, and
+// the two verified meanwhile land as a batch, where the kill comes.
+func TestParallelCrashWhileLandingABatch(t *testing.T) {
+	h := newCrashHarness(t)
+	for _, point := range []string{"batch-committed", "batch-checked", "batch-moved"} {
+		t.Run(point, func(t *testing.T) {
+			c := h.newParallelCase(t)
+			slow := strings.Replace(parallelCheck, "exit 0\n", "case \"$PWD\" in *integration*) sleep 1;; esac\nexit 0\n", 1)
+			if err := os.WriteFile(filepath.Join(c.repo, "check.sh"), []byte(slow), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c.git(t, "commit", "-qam", "a check that takes a second on the queue's worktree")
+			build := func(point string) buildResult {
+				env := c.h.env(c.scenario, 0)
+				if point != "" {
+					env = append(env, "RALPH_TEST_CRASH_AT="+point)
+				}
+				return c.runRalph(t, []string{"build", "--workers", "3"}, env, 0)
+			}
+			res := build(point)
+			if !res.killed {
+				t.Fatalf("RALPH_TEST_CRASH_AT=%s: %s, want a SIGKILL\n%s", point, res, clipOut(res.out))
+			}
+			c.reapParallel(t)
+			res = build("")
+			if res.code != 0 || res.killed {
+				t.Fatalf("the run after the kill: %s\n%s", res, clipOut(res.out))
+			}
+			c.assertParallelEnd(t, res.out)
+		})
+	}
+}
