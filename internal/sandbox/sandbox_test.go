@@ -675,19 +675,11 @@ func BenchmarkWrapTrue(b *testing.B) {
 
 // A PATH folder reached through a link in a place the sandbox hides (a
 // tools folder linked from a checkout in /tmp) is looked up where the
-// link leads, which the sandbox shows: a program found by name outside
-// is found by name inside.
+// link leads, which the sandbox shows (here because it is readable): a
+// program found by name outside is found by name inside.
 func TestLinkedPathFolderStaysOnPath(t *testing.T) {
 	needBwrap(t)
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	real, err := os.MkdirTemp(wd, "linked-bin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(real) })
+	real := t.TempDir()
 	if err := os.WriteFile(filepath.Join(real, "ralph-linked-tool"), []byte("#!/bin/sh\necho linked tool ran\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -699,7 +691,7 @@ func TestLinkedPathFolderStaysOnPath(t *testing.T) {
 	if out, _ := plain(t, "/", "ralph-linked-tool"); !strings.Contains(out, "linked tool ran") {
 		t.Fatalf("outside the sandbox the tool should run: %q", out)
 	}
-	out, err := boxed(t, Policy{WorkTree: t.TempDir()}, "ralph-linked-tool")
+	out, err := boxed(t, Policy{WorkTree: t.TempDir(), Readable: []string{real}}, "ralph-linked-tool")
 	if err != nil || !strings.Contains(out, "linked tool ran") {
 		t.Errorf("inside the sandbox the tool on a linked PATH folder was not found: %v: %q", err, out)
 	}
